@@ -1,0 +1,255 @@
+"""Inference engines: EmoNet on static batch shapes, tuned and warmed up before the first frame.
+
+All tuning lives here and happens when an engine starts, never at import: the cuDNN flags,
+precision, memory format, CUDA graph capture and the warmup over every static shape.
+An engine takes a batch of crops of its static shape (N×3×256×256, uint8 0–255 or float 0–1,
+on any device) and returns per-slot results on the CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from .emonet import HEATMAP_SIZE, INPUT_SIZE, EmoNet
+from .devices import resolve_device
+from .errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How to run EmoNet. ``None`` means: the fast choice for the device (see :meth:`resolved`)."""
+
+    device: str = "auto"
+    precision: str | None = None  # fp32 | fp16 | bf16; fp16 on CUDA, fp32 on CPU
+    batch_size: int = 32
+    cudnn_benchmark: bool = True
+    channels_last: bool | None = None  # on for CUDA
+    cuda_graphs: bool | None = None  # on for CUDA
+    warmup: bool = True
+    landmarks: bool = False  # also return 68 landmark positions from the heatmaps
+
+    def resolved(self, device: torch.device) -> EngineOptions:
+        cuda = device.type == "cuda"
+        precision = self.precision or ("fp16" if cuda else "fp32")
+        if precision not in PRECISIONS:
+            raise UsageError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+        if self.batch_size < 1:
+            raise UsageError(f"batch size must be at least 1, got {self.batch_size}")
+        graphs = cuda if self.cuda_graphs is None else self.cuda_graphs
+        if graphs and not cuda:
+            raise UsageError("CUDA graphs need a CUDA device")
+        return EngineOptions(
+            device=str(device),
+            precision=precision,
+            batch_size=self.batch_size,
+            cudnn_benchmark=self.cudnn_benchmark,
+            channels_last=cuda if self.channels_last is None else self.channels_last,
+            cuda_graphs=graphs,
+            warmup=self.warmup,
+            landmarks=self.landmarks,
+        )
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """Per-slot results on the CPU (float32); padding rows are still here, callers drop them."""
+
+    probabilities: torch.Tensor  # N×C, softmax of the expression logits
+    valence: torch.Tensor  # N
+    arousal: torch.Tensor  # N
+    landmarks: torch.Tensor | None = None  # N×68×2 (x, y) in 256×256 crop pixels
+
+    def __len__(self) -> int:
+        return int(self.valence.shape[0])
+
+
+@dataclass
+class WarmupReport:
+    """What was tuned before the first real batch, and what it cost."""
+
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    seconds_per_shape: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    settings: dict[str, object] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if not self.shapes:
+            return "no warmup"
+        parts = ", ".join(f"{s[0]}×{s[1]}×{s[2]}×{s[3]} {t * 1000:.0f} ms" for s, t in
+                          zip(self.shapes, self.seconds_per_shape))
+        knobs = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        return f"warmed up {len(self.shapes)} shape(s) in {self.seconds:.2f} s ({parts}; {knobs})"
+
+
+class Engine(Protocol):
+    """What the pipeline needs from a backend."""
+
+    batch_size: int
+    device: torch.device
+    labels: tuple[str, ...]
+    warmup_report: WarmupReport | None
+
+    def warmup(self, batch_sizes: Sequence[int] | None = None) -> WarmupReport: ...
+
+    def infer(self, crops: torch.Tensor) -> EngineOutput: ...
+
+    def info(self) -> dict[str, str]: ...
+
+
+def landmarks_from_heatmaps(heatmap: torch.Tensor) -> torch.Tensor:
+    """N×68×64×64 heatmaps → N×68×2 (x, y) in 256×256 crop pixels.
+
+    The argmax cell, moved a quarter cell towards the higher neighbour (the face-alignment
+    convention), then scaled from heatmap cells to crop pixels (cell centres).
+    """
+    n, k, h, w = heatmap.shape
+    flat = heatmap.float().reshape(n, k, h * w)
+    index = flat.argmax(dim=-1)
+    y, x = index // w, index % w
+    hm = heatmap.float()
+
+    def at(yy: torch.Tensor, xx: torch.Tensor) -> torch.Tensor:
+        return hm.reshape(n, k, h * w).gather(-1, (yy.clamp(0, h - 1) * w + xx.clamp(0, w - 1)).unsqueeze(-1))[..., 0]
+
+    dx = torch.sign(at(y, x + 1) - at(y, x - 1)) * ((x > 0) & (x < w - 1))
+    dy = torch.sign(at(y + 1, x) - at(y - 1, x)) * ((y > 0) & (y < h - 1))
+    scale = INPUT_SIZE / HEATMAP_SIZE
+    xs = (x.float() + 0.25 * dx + 0.5) * scale
+    ys = (y.float() + 0.25 * dy + 0.5) * scale
+    return torch.stack((xs, ys), dim=-1)
+
+
+class TorchEngine:
+    """EmoNet in PyTorch: cuDNN autotuning, reduced precision, channels_last, CUDA graphs."""
+
+    backend = "torch"
+
+    def __init__(self, model: EmoNet, options: EngineOptions = EngineOptions()) -> None:
+        self.device = resolve_device(options.device)
+        self.options = options.resolved(self.device)
+        self.batch_size = self.options.batch_size
+        self.labels = model.labels
+        self.num_classes = model.num_classes
+        self.dtype = PRECISIONS[self.options.precision or "fp32"]
+        self.warmup_report: WarmupReport | None = None
+        self._graphs: dict[int, _CapturedGraph] = {}
+        self._apply_backend_flags()
+        memory_format = torch.channels_last if self.options.channels_last else torch.contiguous_format
+        self.model = model.eval().requires_grad_(False).to(self.device, dtype=self.dtype, memory_format=memory_format)
+
+    def _apply_backend_flags(self) -> None:
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
+            torch.cuda.set_device(self.device)
+
+    def info(self) -> dict[str, str]:
+        o = self.options
+        return {
+            "backend": self.backend,
+            "device": str(self.device),
+            "precision": str(o.precision),
+            "batch_size": str(o.batch_size),
+            "cudnn_benchmark": str(o.cudnn_benchmark).lower(),
+            "channels_last": str(o.channels_last).lower(),
+            "cuda_graphs": str(o.cuda_graphs).lower(),
+            "classes": str(self.num_classes),
+        }
+
+    # -- the computation ---------------------------------------------------------------------
+
+    def _prepare(self, crops: torch.Tensor) -> torch.Tensor:
+        x = crops.to(self.device, non_blocking=True)
+        x = x.to(self.dtype) / 255 if not x.is_floating_point() else x.to(self.dtype)
+        if self.options.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def _compute(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(x)
+        probabilities = F.softmax(out.expression.float(), dim=1)
+        results = [probabilities, out.valence.float(), out.arousal.float()]
+        if self.options.landmarks and out.heatmap is not None:
+            results.append(landmarks_from_heatmaps(out.heatmap))
+        return tuple(results)
+
+    @staticmethod
+    def _output(tensors: Sequence[torch.Tensor]) -> EngineOutput:
+        landmarks = tensors[3] if len(tensors) > 3 else None
+        return EngineOutput(probabilities=tensors[0], valence=tensors[1], arousal=tensors[2], landmarks=landmarks)
+
+    @torch.inference_mode()
+    def infer(self, crops: torch.Tensor) -> EngineOutput:
+        n = int(crops.shape[0])
+        if tuple(crops.shape[1:]) != (3, INPUT_SIZE, INPUT_SIZE):
+            raise ValueError(f"crops must be N×3×{INPUT_SIZE}×{INPUT_SIZE}, got {tuple(crops.shape)}")
+        graph = self._graphs.get(n)
+        if graph is not None:
+            tensors = graph.replay(crops)
+        else:
+            tensors = self._compute(self._prepare(crops))
+        return self._output([t.to("cpu", non_blocking=False) for t in tensors])
+
+    # -- warmup ------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def warmup(self, batch_sizes: Sequence[int] | None = None) -> WarmupReport:
+        """Run (and with CUDA graphs, capture) every static shape before the first real batch."""
+        sizes = list(dict.fromkeys(batch_sizes or [self.batch_size]))
+        report = WarmupReport(settings={k: v for k, v in asdict(self.options).items() if k != "device"})
+        start = time.perf_counter()
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        for n in sizes:
+            t0 = time.perf_counter()
+            example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator).to(self.device)
+            if self.options.cuda_graphs:
+                self._graphs[n] = _CapturedGraph(self, example)
+            else:
+                for _ in range(2):  # the first call autotunes; the second checks it is cached
+                    self._compute(self._prepare(example))
+            self._synchronize()
+            report.shapes.append((n, 3, INPUT_SIZE, INPUT_SIZE))
+            report.seconds_per_shape.append(time.perf_counter() - t0)
+        report.seconds = time.perf_counter() - start
+        self.warmup_report = report
+        logger.info("%s", report.describe())
+        return report
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+class _CapturedGraph:
+    """One CUDA graph per static batch shape: input copy-in, replay, outputs read from fixed buffers."""
+
+    def __init__(self, engine: TorchEngine, example: torch.Tensor) -> None:
+        self.engine = engine
+        self.static_input = engine._prepare(example).clone()
+        stream = torch.cuda.Stream(engine.device)
+        stream.wait_stream(torch.cuda.current_stream(engine.device))
+        with torch.cuda.stream(stream):
+            for _ in range(3):  # autotune and settle allocations outside the capture
+                engine._compute(self.static_input)
+        torch.cuda.current_stream(engine.device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_outputs = engine._compute(self.static_input)
+
+    def replay(self, crops: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = crops.to(self.engine.device, non_blocking=True)
+        if not x.is_floating_point():
+            x = x.to(self.engine.dtype) / 255
+        self.static_input.copy_(x)
+        self.graph.replay()
+        return self.static_outputs

@@ -1,0 +1,62 @@
+"""Errors a user can act on, each with the exit code the command line returns for it.
+
+The codes are part of the interface (scripts rely on them) and are listed in the README:
+
+====  ==========================================================================
+code  meaning
+====  ==========================================================================
+0     success (also: a video with no faces — the output then has only a header)
+1     unexpected internal error (a bug: rerun with ``--debug`` for the traceback)
+2     invalid command line or option value
+3     input not found
+4     input unreadable: not a video or image, no decodable frame
+5     output cannot be written
+6     model weights missing, failing verification, or not fitting the model
+7     camera or network stream unavailable
+8     input ended early: truncated or corrupt; results up to that point were written
+130   interrupted (Ctrl-C); results up to that point were written
+====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+
+class EmopipeError(Exception):
+    """Base class: the message is one line a user can act on."""
+
+    exit_code = 1
+
+
+class UsageError(EmopipeError, ValueError):
+    exit_code = 2
+
+
+class InputNotFoundError(EmopipeError):
+    exit_code = 3
+
+
+class InputUnreadableError(EmopipeError):
+    exit_code = 4
+
+
+class OutputError(EmopipeError):
+    exit_code = 5
+
+
+class WeightsError(EmopipeError):
+    exit_code = 6
+
+
+class CheckpointError(WeightsError):
+    """A checkpoint file that cannot be read or does not fit the network."""
+
+
+class SourceUnavailableError(EmopipeError):
+    exit_code = 7
+
+
+class InputTruncatedError(EmopipeError):
+    exit_code = 8
+
+
+INTERRUPTED_EXIT_CODE = 130
