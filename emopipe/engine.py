@@ -253,3 +253,23 @@ class _CapturedGraph:
         self.static_input.copy_(x)
         self.graph.replay()
         return self.static_outputs
+
+
+def _torch_engine(model: EmoNet, options: EngineOptions, **_: object) -> Engine:
+    return TorchEngine(model, options)
+
+
+def _onnxruntime_engine(model: EmoNet, options: EngineOptions, **kwargs: object) -> Engine:
+    from .onnx_engine import OrtEngine  # onnxruntime is imported only when asked for
+
+    return OrtEngine(model, options, **kwargs)
+
+
+BACKENDS = {"torch": _torch_engine, "onnxruntime": _onnxruntime_engine}
+
+
+def create_engine(backend: str, model: EmoNet, options: EngineOptions, **kwargs: object) -> Engine:
+    """The engine for ``backend`` (``torch`` or ``onnxruntime``); kwargs are backend-specific."""
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    return BACKENDS[backend](model, options, **kwargs)
