@@ -1,0 +1,76 @@
+"""Shared fixtures: the ../shared assets, official-format random checkpoints, a seeded models dir."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/synth.py and friends
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_assets() -> Path | None:
+    candidate = Path(os.environ.get("EMOPIPE_TEST_ASSETS", REPO.parent / "shared"))
+    return candidate if (candidate / "models" / "blazeface").is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    found = shared_assets()
+    if found is None:
+        pytest.skip("needs ../shared (or $EMOPIPE_TEST_ASSETS) with the BlazeFace weights and face photos")
+    return found
+
+
+def random_state(classes: int, seed: int = 0) -> dict:
+    """An official-format EmoNet state dict (``module.`` prefix) with random, non-degenerate values.
+
+    BatchNorm statistics are randomised too, so outputs differ between faces (a freshly initialised
+    network's identity BatchNorms would make every face look alike).
+    """
+    import torch
+
+    from emopipe.emonet import EmoNet
+
+    torch.manual_seed(seed)
+    model = EmoNet(classes)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+                n = module.num_features
+                module.weight.uniform_(0.8, 1.2)
+                module.bias.uniform_(-0.1, 0.1)
+                module.running_mean.uniform_(-0.1, 0.1)
+                module.running_var.uniform_(0.8, 1.5)
+                module.num_batches_tracked.fill_(n)
+    return {f"module.{k}": v for k, v in model.state_dict().items()}
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory) -> dict[int, Path]:
+    """Random checkpoints in the official format, for 8 and 5 classes."""
+    import torch
+
+    folder = tmp_path_factory.mktemp("checkpoints")
+    paths = {}
+    for classes in (8, 5):
+        paths[classes] = folder / f"random_emonet_{classes}.pth"
+        torch.save(random_state(classes, seed=classes), paths[classes])
+    return paths
+
+
+@pytest.fixture
+def models_home(tmp_path, shared_dir, monkeypatch) -> Path:
+    """A models directory seeded with the real BlazeFace files, as an offline user would seed it."""
+    home = tmp_path / "models"
+    home.mkdir()
+    for f in (shared_dir / "models" / "blazeface").iterdir():
+        if f.suffix in (".pth", ".npy"):
+            shutil.copy(f, home / f.name)
+    monkeypatch.setenv("EMOPIPE_HOME", str(home))
+    return home

@@ -1,0 +1,96 @@
+"""Test videos synthesised from real face photos (no video files are committed).
+
+The astronaut portrait (scikit-image) has its face at about (174, 77)–(274, 177); the shared
+photos in ``../shared/data/faces`` are 128×128 with one, three and four faces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ASTRONAUT_FACE = (174, 77, 274, 177)  # x1, y1, x2, y2 in the 512×512 portrait
+_HEAD = (110, 10, 340, 260)  # the region pasted into frames: face plus hair and collar
+
+
+def astronaut_bgr() -> np.ndarray:
+    from skimage import data
+
+    return cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR)
+
+
+def background(width: int, height: int, seed: int = 0) -> np.ndarray:
+    """A smooth, face-free background (a gradient with mild noise)."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0, 1, width, dtype=np.float32)[None, :, None]
+    y = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
+    base = 60 + 80 * x + 40 * y + np.array([0, 20, 40], dtype=np.float32)
+    noise = rng.normal(0, 4, (height, width, 3)).astype(np.float32)
+    return np.clip(base + noise, 0, 255).astype(np.uint8)
+
+
+def paste_head(frame: np.ndarray, cx: float, cy: float, scale: float) -> tuple[float, float, float, float]:
+    """Paste the astronaut's head centred at (cx, cy), scaled; returns the face box in frame pixels."""
+    head = astronaut_bgr()[_HEAD[1]:_HEAD[3], _HEAD[0]:_HEAD[2]]
+    h, w = head.shape[:2]
+    sw, sh = max(1, round(w * scale)), max(1, round(h * scale))
+    resized = cv2.resize(head, (sw, sh), interpolation=cv2.INTER_AREA)
+    x0, y0 = round(cx - sw / 2), round(cy - sh / 2)
+    fh, fw = frame.shape[:2]
+    ax0, ay0, ax1, ay1 = max(0, x0), max(0, y0), min(fw, x0 + sw), min(fh, y0 + sh)
+    frame[ay0:ay1, ax0:ax1] = resized[ay0 - y0:ay1 - y0, ax0 - x0:ax1 - x0]
+    fx1, fy1, fx2, fy2 = ASTRONAUT_FACE
+    return (x0 + (fx1 - _HEAD[0]) * scale, y0 + (fy1 - _HEAD[1]) * scale,
+            x0 + (fx2 - _HEAD[0]) * scale, y0 + (fy2 - _HEAD[1]) * scale)
+
+
+@dataclass
+class SynthVideo:
+    path: Path
+    fps: float
+    size: tuple[int, int]  # width, height
+    frame_count: int
+    faces: list[list[tuple[float, float, float, float]]] = field(default_factory=list)  # true face boxes per frame
+
+    @property
+    def face_frames(self) -> list[int]:
+        return [i for i, boxes in enumerate(self.faces) if boxes]
+
+    @property
+    def empty_frames(self) -> list[int]:
+        return [i for i, boxes in enumerate(self.faces) if not boxes]
+
+
+def write_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
+    h, w = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+    if not writer.isOpened():
+        raise RuntimeError(f"cannot write {path}")
+    for frame in frames:
+        writer.write(frame)
+    writer.release()
+
+
+def moving_face_video(path: Path, frames: int = 40, size: tuple[int, int] = (320, 240), fps: float = 25.0,
+                      empty: tuple[int, int] | None = (24, 32), two_faces: bool = False) -> SynthVideo:
+    """One (or two) astronaut heads panning and zooming; frames in ``empty`` [start, stop) have no face."""
+    w, h = size
+    out, truth = [], []
+    for i in range(frames):
+        frame = background(w, h, seed=i)
+        boxes: list[tuple[float, float, float, float]] = []
+        if not (empty and empty[0] <= i < empty[1]):
+            t = i / max(1, frames - 1)
+            scale = (0.55 + 0.35 * t) * h / 240
+            if two_faces:
+                boxes.append(paste_head(frame, w * (0.25 + 0.05 * t), h * 0.5, scale * 0.8))
+                boxes.append(paste_head(frame, w * (0.75 - 0.05 * t), h * 0.5, scale * 0.8))
+            else:
+                boxes.append(paste_head(frame, w * (0.35 + 0.3 * t), h * (0.45 + 0.1 * t), scale))
+        out.append(frame)
+        truth.append(boxes)
+    write_video(path, out, fps)
+    return SynthVideo(path=path, fps=fps, size=size, frame_count=frames, faces=truth)
