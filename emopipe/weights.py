@@ -10,6 +10,7 @@ file records its size, mtime and hash in a small sidecar so later starts need no
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -198,7 +199,7 @@ def _stream(spec: WeightSpec, fd: int, progress: bool, target: Path) -> tuple[st
         raise
     except urllib.error.HTTPError as exc:
         raise WeightsError(f"cannot download {spec.name}: HTTP {exc.code} from {spec.url}; {_manual_hint(spec, target)}") from None
-    except (urllib.error.URLError, OSError, socket.timeout, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, socket.timeout, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise WeightsError(f"cannot download {spec.name} from {spec.url} ({reason}); {_manual_hint(spec, target)}") from None
     return digest.hexdigest(), received, expected
