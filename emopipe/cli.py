@@ -126,6 +126,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line unless --debug
         if args.debug:
             raise
-        print(f"emopipe: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".split("\n")[0],
-              file=sys.stderr)
+        message = f"{type(exc).__name__}: {exc}".split("\n")[0]
+        print(f"emopipe: internal error: {message} (rerun with --debug for the traceback)", file=sys.stderr)
         return 1

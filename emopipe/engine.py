@@ -17,8 +17,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from .emonet import HEATMAP_SIZE, INPUT_SIZE, EmoNet
 from .devices import resolve_device
+from .emonet import HEATMAP_SIZE, INPUT_SIZE, EmoNet
 from .errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ class EngineOptions:
     cuda_graphs: bool | None = None  # on for CUDA
     warmup: bool = True
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
+    fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
+    compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
         cuda = device.type == "cuda"
@@ -58,6 +60,8 @@ class EngineOptions:
             cuda_graphs=graphs,
             warmup=self.warmup,
             landmarks=self.landmarks,
+            fuse=self.fuse,
+            compile=self.compile,
         )
 
 
@@ -146,7 +150,16 @@ class TorchEngine:
         self._graphs: dict[int, _CapturedGraph] = {}
         self._apply_backend_flags()
         memory_format = torch.channels_last if self.options.channels_last else torch.contiguous_format
-        self.model = model.eval().requires_grad_(False).to(self.device, dtype=self.dtype, memory_format=memory_format)
+        if self.options.fuse:
+            from .fusion import fuse
+
+            model = fuse(model)
+        self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
+            self.device, dtype=self.dtype, memory_format=memory_format)
+        self._forward = self.model
+        if self.options.compile:
+            # Compiled kernels are specialised to the static shapes; graphs are captured around them.
+            self._forward = torch.compile(self.model, mode=self.options.compile, fullgraph=True, dynamic=False)
 
     def _apply_backend_flags(self) -> None:
         if self.device.type == "cuda":
@@ -163,6 +176,8 @@ class TorchEngine:
             "cudnn_benchmark": str(o.cudnn_benchmark).lower(),
             "channels_last": str(o.channels_last).lower(),
             "cuda_graphs": str(o.cuda_graphs).lower(),
+            "fuse": str(o.fuse).lower(),
+            "compile": str(o.compile or "off"),
             "classes": str(self.num_classes),
         }
 
@@ -176,7 +191,7 @@ class TorchEngine:
         return x
 
     def _compute(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        out = self.model(x)
+        out = self._forward(x)
         probabilities = F.softmax(out.expression.float(), dim=1)
         results = [probabilities, out.valence.float(), out.arousal.float()]
         if self.options.landmarks and out.heatmap is not None:

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -23,9 +24,9 @@ DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    hits: dict[str, int] = {}
+    hits: ClassVar[dict[str, int]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         type(self).hits[self.path] = type(self).hits.get(self.path, 0) + 1
         if self.path == "/missing.bin":
             self.send_error(404)
