@@ -10,6 +10,7 @@ copy plus a few primitives per face (about a millisecond at 1280×720), cheap en
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -174,6 +175,7 @@ class AnnotatedVideoWriter:
     """Writes annotated frames to a video at the source's frame rate; use as a context manager.
 
     The codec follows the extension (``.mp4``: MPEG-4 Part 2 ``mp4v``; ``.avi``: Motion JPEG).
+    ``size`` is (width, height) and ``fps`` the source's frame rate (never a made-up default).
     Frames of another size than ``size`` (image folders) are drawn at their own size, then
     letterboxed into the video: scaled to fit without distortion and centred on black.
     """
@@ -184,7 +186,7 @@ class AnnotatedVideoWriter:
         if codec is None:
             raise OutputError(f"cannot write annotated video {self.path}: unknown extension; use "
                               f"{' or '.join(CODECS)}")
-        if not (isinstance(fps, (int, float)) and math.isfinite(fps) and fps > 0):
+        if not (isinstance(fps, numbers.Real) and math.isfinite(fps) and fps > 0):
             raise UsageError(f"annotated video needs the source's frame rate (a positive number), got {fps!r}")
         width, height = (int(v) for v in size)
         if width < 1 or height < 1:

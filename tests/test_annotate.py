@@ -229,9 +229,15 @@ def test_frames_of_another_size_are_letterboxed_into_the_video(tmp_path):
         assert writer.render(small, []).shape == (240, 320, 3)
         writer.write(small, [face((10, 10, 60, 60))])
         writer.write(np.full((480, 640, 3), 50, np.uint8), [])
+    assert writer.fps == 10.0
     frames, _ = read_video(path)
     assert len(frames) == 2 and frames[0].shape == (240, 320, 3)
     assert frames[0][:, :30].mean() < 10  # black bar left of the centred square
+
+
+def test_numpy_frame_rate_is_accepted(tmp_path):
+    with AnnotatedVideoWriter(tmp_path / "a.avi", fps=np.float32(12.5), size=(64, 48)) as writer:
+        assert writer.fps == 12.5
 
 
 def test_write_after_close_is_refused(tmp_path):
