@@ -71,9 +71,10 @@ class PipelineMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry, *, info: Mapping[str, str] | None = None,
-                 queues: Sequence[str] = ()) -> None:
+                 queues: Sequence[str] = (), batch_sizes: Sequence[int] = ()) -> None:
         """``info`` are the build-info labels (default: :func:`build_info` without an engine);
-        ``queues`` are queue names to expose at depth 0 before their first :meth:`set_queue_depth`."""
+        ``queues`` are queue names to expose at depth 0 before their first :meth:`set_queue_depth`;
+        ``batch_sizes`` the engine's static batch sizes, exposed at zero count before their first batch."""
         self.registry = registry
         common: dict[str, Any] = {"namespace": NAMESPACE, "registry": registry}
         latency: dict[str, Any] = {**common, "buckets": LATENCY_BUCKETS}
@@ -115,6 +116,9 @@ class PipelineMetrics:
             self.errors.labels(kind=kind)
         for queue in queues:
             self.queue_depth.labels(queue=queue).set(0)
+        for size in batch_sizes:
+            for phase in PHASES:
+                self.batch_latency.labels(batch_size=str(size), phase=phase)
         self.first_frame_latency.set(math.nan)
         self.batch_fill.set(math.nan)
 
@@ -168,6 +172,8 @@ class PipelineMetrics:
             self._slots += size
             self._real += real
             self.batch_fill.set(self._real / self._slots)  # under the lock: matches the counters' totals
+        if first:  # the steady series of this size exists from now on, at zero, so rate() sees its first batch
+            self.batch_latency.labels(batch_size=str(size), phase="steady")
         self.batch_latency.labels(batch_size=str(size), phase="first" if first else "steady").observe(seconds)
         self._stages["infer"].observe(seconds)
         self.batch_slots.inc(size)

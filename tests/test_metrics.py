@@ -82,10 +82,12 @@ def test_series_exist_at_zero_before_anything_happens(registry, pm):
     assert math.isnan(value(registry, "emopipe_batch_fill_ratio"))
 
 
-def test_queues_named_up_front_are_exposed_at_zero(registry):
-    PipelineMetrics(registry, info={}, queues=("frames", "results"))
+def test_queues_and_batch_sizes_named_up_front_are_exposed_at_zero(registry):
+    PipelineMetrics(registry, info={}, queues=("frames", "results"), batch_sizes=(32,))
     assert value(registry, "emopipe_queue_depth", queue="frames") == 0
     assert value(registry, "emopipe_queue_depth", queue="results") == 0
+    for phase in m.PHASES:
+        assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="32", phase=phase) == 0
 
 
 # -- first frame vs steady state -----------------------------------------------------------------
@@ -121,7 +123,9 @@ def test_inference_batches_first_per_static_size(registry, pm):
     assert value(registry, "emopipe_inference_batch_seconds_sum", batch_size="8", phase="first") == pytest.approx(1.2)
     assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="8", phase="steady") == 2
     assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="first") == 1
-    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="steady") is None
+    # the steady series of a size appears (at zero) with its first batch, before its own first observation
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="steady") == 0
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="2", phase="steady") is None
     # every batch is one call of the infer stage
     assert value(registry, "emopipe_stage_seconds_count", stage="infer") == 4
     assert value(registry, "emopipe_stage_seconds_sum", stage="infer") == pytest.approx(1.2 + 0.010 + 0.9 + 0.011)
