@@ -124,7 +124,7 @@ class PipelineMetrics:
 
         self._lock = threading.Lock()
         self._frames_seen = 0
-        self._batch_sizes_seen: set[int] = set()
+        self._steady_batches: dict[int, Any] = {}  # batch size → its steady-phase histogram child
         self._slots = 0
         self._real = 0
         self.set_info(build_info() if info is None else info)
@@ -167,14 +167,15 @@ class PipelineMetrics:
             raise ValueError(f"a batch has size ≥ 1 and 0..size real faces, got size={size}, real={real}")
         _check_seconds(seconds, "batch time")
         with self._lock:
-            first = size not in self._batch_sizes_seen
-            self._batch_sizes_seen.add(size)
+            steady = self._steady_batches.get(size)
+            if steady is None:
+                # the steady series of this size exists from now on, at zero, so rate() sees its first batch
+                self._steady_batches[size] = self.batch_latency.labels(batch_size=str(size), phase="steady")
             self._slots += size
             self._real += real
             self.batch_fill.set(self._real / self._slots)  # under the lock: matches the counters' totals
-        if first:  # the steady series of this size exists from now on, at zero, so rate() sees its first batch
-            self.batch_latency.labels(batch_size=str(size), phase="steady")
-        self.batch_latency.labels(batch_size=str(size), phase="first" if first else "steady").observe(seconds)
+        child = steady if steady is not None else self.batch_latency.labels(batch_size=str(size), phase="first")
+        child.observe(seconds)
         self._stages["infer"].observe(seconds)
         self.batch_slots.inc(size)
         self.batch_faces.inc(real)

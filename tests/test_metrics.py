@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -400,7 +401,8 @@ def test_linger_returns_when_stopped():
 def test_linger_ends_cleanly_on_sigterm(tmp_path):
     code = ("import sys; from emopipe.metrics import linger; print('lingering', flush=True); "
             "took = linger(60); print(f'done {took:.1f}', flush=True)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
     try:
         assert proc.stdout.readline().strip() == "lingering"
         time.sleep(0.2)
