@@ -3,7 +3,7 @@
 # Run (NVIDIA Container Toolkit on the host):
 #   docker run --rm --gpus all -v emopipe-models:/models emopipe models fetch
 #   docker run --rm --gpus all -v emopipe-models:/models -v "$PWD:/data" -p 9478:9478 \
-#       emopipe /data/video.mp4 -o /data/emotions.csv --metrics-port 9478
+#       emopipe /data/video.mp4 -o /data/emotions.csv --metrics-port 9478 --metrics-host 0.0.0.0
 # deploy/compose.yaml runs it with Prometheus and Grafana (docs/metrics.md).
 #
 # The image installs this package with pip, as the README does: PyTorch's wheels bring their own

@@ -25,6 +25,7 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -39,13 +40,14 @@ logger = logging.getLogger(__name__)
 NAMESPACE = "emopipe"
 STAGES = ("decode", "detect", "crop", "infer", "write")
 PHASES = ("first", "steady")
-STARTUP_STEPS = ("load", "warmup")
 # Error kinds exposed at 0 from the start, so increase() and alerts see the first error.
 ERROR_KINDS = ("source", "decode", "detect", "crop", "infer", "write")
 # 0.5 ms … 10 s; denser between 5 and 100 ms, where steady frames and batches fall.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
                    0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 DEFAULT_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
+# Live mode serves metrics without being asked, so by default only to this machine.
+DEFAULT_HOST = "127.0.0.1"
 PUSH_JOB = "emopipe-batch"  # job label of pushed runs, apart from the scraped `emopipe` job
 # Build-info labels always present (value "unknown"/"none" when a fact is missing), so the
 # dashboard's table keeps its columns whatever engine produced the facts.
@@ -280,7 +282,7 @@ class GpuTimer:
                 return torch.cuda.Event(enable_timing=True)
 
         self._event = event_factory
-        self._pending: list[tuple[_Event, _Event, Callable[[float], None]]] = []
+        self._pending: deque[tuple[_Event, _Event, Callable[[float], None]]] = deque()
         self._lock = threading.Lock()
 
     @contextmanager
@@ -301,7 +303,7 @@ class GpuTimer:
         done = []
         with self._lock:
             while self._pending and self._pending[0][1].query():
-                done.append(self._pending.pop(0))
+                done.append(self._pending.popleft())
         for start, end, record in done:
             record(start.elapsed_time(end) / 1000)
         return len(done)
@@ -348,7 +350,7 @@ class MetricsServer:
         self.close()
 
 
-def serve_metrics(registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> MetricsServer:
+def serve_metrics(registry: CollectorRegistry, port: int, host: str = DEFAULT_HOST) -> MetricsServer:
     """Serve ``registry`` on http://host:port/metrics from a daemon thread (port 0: a free one)."""
     if not 0 <= port <= 65535:
         raise UsageError(f"metrics port must be 0..65535, got {port}")
@@ -425,7 +427,7 @@ class MetricsExporter:
     (push, then linger), ``close()`` in ``finally`` (or use it as a context manager: start/close).
     """
 
-    def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = "0.0.0.0",
+    def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = DEFAULT_HOST,
                  linger_s: float = 0.0, pushgateway: str | None = None, job: str = PUSH_JOB,
                  grouping_key: Mapping[str, str] | None = None) -> None:
         if not linger_s >= 0:
@@ -475,8 +477,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                        help=f"serve /metrics on this port during the run (live mode: {DEFAULT_PORT} "
                             "unless given; 0 picks a free port)")
-    group.add_argument("--metrics-host", default="0.0.0.0", metavar="HOST",
-                       help="address the metrics server listens on (127.0.0.1: this machine only)")
+    group.add_argument("--metrics-host", default=DEFAULT_HOST, metavar="HOST",
+                       help="address the metrics server listens on (0.0.0.0: every interface, for a "
+                            "Prometheus on another machine or outside a container)")
     group.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
                        help="after a file run, keep serving /metrics this long so Prometheus scrapes the "
                             "final values (SIGTERM or Ctrl-C ends it early)")

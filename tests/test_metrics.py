@@ -472,7 +472,8 @@ def test_flags_and_live_default_port(registry):
     parser = argparse.ArgumentParser()
     m.add_arguments(parser)
     args = parser.parse_args([])
-    assert m.exporter_from_args(args, registry, source="clip.mp4").port is None
+    file_run = m.exporter_from_args(args, registry, source="clip.mp4")
+    assert file_run.port is None and file_run.host == "127.0.0.1"  # metrics stay on this machine unless asked
     assert m.exporter_from_args(args, registry, source="rtsp://cam/x", live=True).port == m.DEFAULT_PORT
     args = parser.parse_args(["--metrics-port", "0", "--metrics-host", "127.0.0.1", "--metrics-linger", "5",
                               "--pushgateway", "pg:9091"])

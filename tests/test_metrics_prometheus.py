@@ -189,6 +189,7 @@ def test_compose_prometheus_grafana_and_the_image_agree():
     command = emopipe["command"]
     port = int(command[command.index("--metrics-port") + 1])
     assert port == m.DEFAULT_PORT
+    assert command[command.index("--metrics-host") + 1] == "0.0.0.0"  # reachable from the Prometheus container
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(rf"^EXPOSE {port}$", dockerfile, re.M)
     assert (DEPLOY / emopipe["build"]["context"] / emopipe["build"]["dockerfile"]).resolve() == REPO / "Dockerfile"
