@@ -25,11 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]  # emopipe from this checkout; tests/synth.py for the video
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # emopipe from this checkout; tests/ for the video and scrape
 
 
 def engine_overhead(device: str, batch_size: int, batches: int) -> None:
@@ -84,15 +83,6 @@ def engine_overhead(device: str, batch_size: int, batches: int) -> None:
         print(f"| (GPU time by events, median) | {statistics.median(event_times) * 1000:.3f} | |")
 
 
-def _scrape(url: str) -> dict[tuple[str, frozenset], float]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 def _quantile(q: float, values: dict, name: str, **labels: str) -> float:
     """histogram_quantile over a cumulative histogram's buckets (linear within a bucket)."""
     buckets = sorted((float(dict(lbl)["le"]), v) for (n, lbl), v in values.items()
@@ -109,6 +99,7 @@ def _quantile(q: float, values: dict, name: str, **labels: str) -> float:
 
 
 def real_run(device: str, batch_size: int, frames: int, run_args: list[str]) -> None:
+    from prometheus_helpers import scrape
     from synth import moving_face_video
 
     with socket.socket() as s:
@@ -127,7 +118,7 @@ def real_run(device: str, batch_size: int, frames: int, run_args: list[str]) -> 
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline and proc.poll() is None:
                 try:
-                    values = _scrape(url)
+                    values = scrape(url)
                 except OSError:
                     time.sleep(0.2)
                     continue

@@ -41,6 +41,14 @@ def http_get(url: str, timeout: float = 5.0) -> str:
         return response.read().decode()
 
 
+def scrape(url: str) -> dict[tuple[str, frozenset], float]:
+    """A /metrics page as {(sample name, frozenset of label items): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(http_get(url)) for s in family.samples}
+
+
 def wait_until_ready(url: str, process: subprocess.Popen, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

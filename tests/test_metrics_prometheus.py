@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_helpers import (
     ALERT_TESTS,
     DASHBOARD,
@@ -36,9 +35,9 @@ from prometheus_helpers import (
     dashboard_expressions,
     dashboard_panels,
     free_port,
-    http_get,
     recording_expressions,
     rules,
+    scrape,
     stop,
     wait_for_data,
     wait_until_ready,
@@ -77,14 +76,6 @@ def every_expression(instance: str) -> list[Expression]:
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60)
-
-
-def scrape(url: str) -> dict[tuple[str, frozenset], float]:
-    values = {}
-    for family in text_string_to_metric_families(http_get(url)):
-        for s in family.samples:
-            values[(s.name, frozenset(s.labels.items()))] = s.value
-    return values
 
 
 def sample(values: dict, name: str, **labels: str) -> float | None:
