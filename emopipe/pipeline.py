@@ -15,8 +15,9 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from .batcher import FaceBatch, FrameAssembler, StaticBatcher
 from .crop import FaceCropper
 from .detect import Detections, FaceDetector
 from .engine import Engine, EngineOutput
+from .metrics import GpuTimer
 from .source import Frame, Source
 
 logger = logging.getLogger(__name__)
@@ -53,43 +55,27 @@ class FrameResult:
     faces: list[FaceResult] = field(default_factory=list)
 
 
-@dataclass
 class StageClock:
-    """Times pipeline stages; GPU stages with CUDA events so nothing waits just to be timed.
+    """Times pipeline stages: GPU stages with CUDA events (read once the stream has passed them, at
+    the next host copy that waits anyway), so timing adds no synchronisation; CPU stages by the clock."""
 
-    Events are read once the stream has passed them (``collect``), which happens anyway at each
-    batch's host copy, so timing adds no synchronisation to the steady state.
-    """
+    def __init__(self, device: torch.device, observe: Callable[[str, float], None]) -> None:
+        self.observe = observe
+        self._gpu = GpuTimer() if device.type == "cuda" else None
 
-    device: torch.device
-    observe: Callable[[str, float], None]
-    _pending: list[tuple[str, Any, Any]] = field(default_factory=list)
-
-    def start(self) -> Any:
-        if self.device.type == "cuda":
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def stop(self, stage: str, started: Any) -> None:
-        if self.device.type == "cuda":
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            self._pending.append((stage, started, end))
-        else:
-            self.observe(stage, time.perf_counter() - started)
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if self._gpu is not None:
+            with self._gpu.measure(partial(self.observe, name)):
+                yield
+            return
+        t = time.perf_counter()
+        yield
+        self.observe(name, time.perf_counter() - t)
 
     def collect(self, wait: bool = False) -> None:
-        still = []
-        for stage, begin, end in self._pending:
-            if wait:
-                end.synchronize()
-            if end.query():
-                self.observe(stage, begin.elapsed_time(end) / 1000)
-            else:
-                still.append((stage, begin, end))
-        self._pending = still
+        if self._gpu is not None:
+            self._gpu.drain() if wait else self._gpu.poll()
 
 
 @dataclass
@@ -251,10 +237,8 @@ class Pipeline:
                 return
             except queue.Full:
                 if force:  # the consumer is gone; make room for the sentinel
-                    try:
+                    with suppress(queue.Empty):
                         q.get_nowait()
-                    except queue.Empty:
-                        pass
 
     # -- the GPU thread -----------------------------------------------------------------------
 
@@ -291,10 +275,9 @@ class Pipeline:
     def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
         for batch in batches:
             t = time.perf_counter()
-            started = self.clock.start()
-            out: EngineOutput = self.engine.infer(batch.crops)
-            self.clock.stop("infer", started)
+            out: EngineOutput = self.engine.infer(batch.crops)  # returns with results on the host
             seconds = time.perf_counter() - t
+            self._stage_totals["infer"] = self._stage_totals.get("infer", 0.0) + seconds
             for o in self.observers:
                 o.batch(batch.size, batch.real, seconds)
             probabilities = out.probabilities.numpy()
@@ -347,10 +330,8 @@ class Pipeline:
                 continue
         writer.join()
         while reader.is_alive():  # unblock a reader waiting on a full queue
-            try:
+            with suppress(queue.Empty):
                 self._frames.get_nowait()
-            except queue.Empty:
-                pass
             reader.join(timeout=0.05)
         for sink in self.sinks:
             try:
@@ -360,13 +341,11 @@ class Pipeline:
 
     def _process(self, frames: list[Frame], batcher: StaticBatcher[int],
                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
-        started = self.clock.start()
-        pixels = self._upload(frames)
-        detections = self.detector.detect(pixels)
-        self.clock.stop("detect", started)
-        started = self.clock.start()
-        crops = self.cropper.crop(pixels, [d.boxes for d in detections])
-        self.clock.stop("crop", started)
+        with self.clock.stage("detect"):
+            pixels = self._upload(frames)
+            detections = self.detector.detect(pixels)
+        with self.clock.stage("crop"):
+            crops = self.cropper.crop(pixels, [d.boxes for d in detections])
         first = 0
         for i, (frame, found) in enumerate(zip(frames, detections)):
             count = int(np.count_nonzero(crops.frame_of_crop == i))

@@ -92,13 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--no-cuda-graphs", action="store_true", help="plain kernel launches instead of CUDA graphs")
     model.add_argument("--compile", metavar="MODE", help="torch.compile the network (e.g. default); slow first start")
 
-    metrics = parser.add_argument_group("metrics")
-    metrics.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port")
-    metrics.add_argument("--metrics-host", default="0.0.0.0", help="address for /metrics")
-    metrics.add_argument("--metrics-linger", type=_non_negative, default=0, metavar="SECONDS",
-                         help="keep serving /metrics this long after the run, for a last scrape")
-    metrics.add_argument("--pushgateway", metavar="URL", help="push the final metrics to this Pushgateway")
+    from .metrics import add_arguments as add_metrics_arguments
+
+    add_metrics_arguments(parser)
     return parser
+
+
+def _batch_size(args: argparse.Namespace) -> int:
+    from .devices import resolve_device
+
+    return args.batch_size or (64 if resolve_device(args.device).type == "cuda" else 1)
 
 
 def _default_output(source: str) -> Path:
@@ -116,13 +119,19 @@ def _summary_path(args: argparse.Namespace, output: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from .metrics import PipelineMetrics, exporter_from_args
     from .pipeline import Pipeline, PipelineSettings
 
     started = time.perf_counter()
     output = args.output or str(_default_output(args.source))
     summary_path = _summary_path(args, output)
     with ExitStack() as stack:
-        parts = _assemble(args, output, summary_path, stack)
+        registry = CollectorRegistry()
+        metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(_batch_size(args),))
+        exporter = exporter_from_args(args, registry, source=args.source)
+        parts = _assemble(args, output, summary_path, stack, metrics, exporter)
         pipeline = Pipeline(parts["source"], parts["detector"], parts["cropper"], parts["engine"],
                             sinks=[parts["sink"]], observers=parts["observers"],
                             settings=PipelineSettings(detect_batch=parts["detector"].batch_size))
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         _report(summary, summary_path)
         for finish in parts["finishers"]:
             finish(summary)
+        exporter.finish()
     if interrupted:
         return INTERRUPTED_EXIT_CODE
     if summary.ended_early:
@@ -159,8 +169,9 @@ def _report(summary: Any, path: str | None) -> None:
         raise OutputError(f"cannot write the summary {path}: {exc.strerror or exc}") from None
 
 
-def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, stack: ExitStack) -> dict[str, Any]:
-    """Open the outputs first (fail fast), then the source, then load and warm up the models."""
+def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, stack: ExitStack,
+              metrics: Any, exporter: Any) -> dict[str, Any]:
+    """Check the outputs (fail fast), open the source, serve metrics, then load and warm up the models."""
     import torch
 
     from . import weights
@@ -170,6 +181,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     from .devices import resolve_device
     from .emonet import build_emonet, read_checkpoint
     from .engine import PRECISIONS, EngineOptions, create_engine
+    from .metrics import build_info
     from .records import ensure_writable, open_writer
     from .sinks import FaceRecorder, RecordSink
     from .source import open_source
@@ -186,6 +198,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     source = stack.enter_context(open_source(args.source, start_s=args.start, end_s=args.end,
                                              max_frames=args.max_frames))
     info = source.info
+    stack.enter_context(exporter)  # /metrics is up before the models load, so scrapes see start-up
 
     t_load = time.perf_counter()
     if args.weights:
@@ -194,7 +207,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
         checkpoint = weights.ensure(f"emonet_{args.classes}", args.models_dir)
     model = build_emonet(read_checkpoint(checkpoint))
     options = EngineOptions(
-        device=str(device), precision=args.precision, batch_size=args.batch_size or (64 if cuda else 1),
+        device=str(device), precision=args.precision, batch_size=_batch_size(args),
         cudnn_benchmark=not args.no_cudnn_benchmark, warmup=not args.no_warmup,
         cuda_graphs=False if (args.no_cuda_graphs or args.no_warmup) else None, landmarks=args.landmarks,
         compile=args.compile,
@@ -214,6 +227,9 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
         engine.warmup()
         detector.warmup(info.height, info.width)
     warmup_s = time.perf_counter() - t_warm
+    metrics.observe_startup(load_s, warmup_s)
+    model_name = f"emonet_{engine.num_classes}" if not args.weights else Path(args.weights).name
+    metrics.set_info(build_info(engine.info(), model=model_name))
 
     writer = stack.enter_context(open_writer(output, fmt=args.format, labels=engine.labels, landmarks=args.landmarks))
     video = None
@@ -231,10 +247,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
         progress = _Progress(info.frame_count)
         observers.append(progress)
         finishers.append(lambda summary: progress.close())
-    metrics = _metrics(args, engine, load_s, warmup_s, stack)
-    if metrics is not None:
-        observers.append(metrics[0])
-        finishers.append(metrics[1])
+    observers.append(MetricsObserver(metrics))
     return {"source": source, "detector": detector, "cropper": cropper, "engine": engine, "sink": sink,
             "observers": observers, "finishers": finishers, "load_s": load_s, "warmup_s": warmup_s,
             "outputs": outputs}
@@ -265,8 +278,23 @@ class _Progress:
         self.bar.close()
 
 
-def _metrics(args: argparse.Namespace, engine: Any, load_s: float, warmup_s: float, stack: ExitStack):
-    """Prometheus metrics when asked for: (observer, finisher) or None."""
-    if args.metrics_port is None and not args.pushgateway:
-        return None
-    raise UsageError("metrics are not available in this build")
+class MetricsObserver:
+    """Feeds the pipeline's observations into the Prometheus metrics."""
+
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+
+    def stage(self, stage: str, seconds: float) -> None:
+        self.metrics.observe_stage(stage, seconds)
+
+    def batch(self, size: int, real: int, seconds: float) -> None:
+        self.metrics.observe_batch(size, real, seconds)  # also the "infer" stage
+
+    def frame(self, result: Any, latency_s: float) -> None:
+        self.metrics.observe_frame(latency_s, len(result.faces))
+
+    def queue_depth(self, name: str, depth: int) -> None:
+        self.metrics.set_queue_depth(name, depth)
+
+    def dropped(self, n: int) -> None:
+        self.metrics.frames_dropped(n)

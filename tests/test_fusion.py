@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import random_state
 
 from emopipe.emonet import build_emonet
 from emopipe.fusion import FusedEmoNet, fuse
-
-from conftest import random_state
 
 
 @pytest.mark.parametrize("classes", [8, 5])
