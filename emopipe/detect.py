@@ -350,6 +350,12 @@ class FaceDetector:
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
         return batch.to(dtype=self.dtype, memory_format=memory_format)
 
+    @torch.inference_mode()
+    def network_input(self, frames: torch.Tensor) -> torch.Tensor:
+        """The static batch the network sees for these frames (for benchmarks and debugging)."""
+        self._check_frames(frames)
+        return self._prepare(frames, self._letterbox(int(frames.shape[1]), int(frames.shape[2])))
+
     def _candidates(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The best ``max_candidates`` anchors per frame that pass the threshold, moved to the host."""
         k = min(self.max_candidates, scores.shape[1])

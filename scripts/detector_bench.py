@@ -157,7 +157,7 @@ def main() -> int:
                 detector, origin = build(name, args, batch, precision)
                 frames = frame.to(detector.device).unsqueeze(0).expand(batch, -1, -1, -1).contiguous()
                 report = detector.warmup(height, width)
-                x = detector._prepare(frames, detector._letterbox(height, width))
+                x = detector.network_input(frames)
                 with torch.inference_mode():
                     network_ms = clock(lambda x=x, d=detector: d.network(x), args.iters)
                 detect_ms = clock(lambda f=frames, d=detector: d.detect(f), args.iters)

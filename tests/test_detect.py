@@ -272,18 +272,18 @@ def test_s3fd_in_fp16_keeps_its_l2_norms_in_fp32():
         network.conv3_3.weight *= 100
     frame = tensor(cv2.resize(synth.astronaut_bgr(), (64, 64), interpolation=cv2.INTER_AREA))
     full = S3FDDetector(network, device="cpu", working_size=64)
-    reference = [o.clone() for o in full.network(full._prepare(frame, full._letterbox(64, 64)))]
+    reference = [o.clone() for o in full.network(full.network_input(frame))]
     assert reference[0].abs().max() > 0
     half = S3FDDetector(copy.deepcopy(network), device="cpu", working_size=64, precision="fp16")
     assert isinstance(half.network.conv3_3_norm, Float32L2Norm)
     assert set(half.network.state_dict()) == set(full.network.state_dict())
-    outputs = half.network(half._prepare(frame, half._letterbox(64, 64)))
+    outputs = half.network(half.network_input(frame))
     for expected, got in zip(reference, outputs, strict=True):
         assert torch.isfinite(got).all()
         torch.testing.assert_close(got.float(), expected, atol=0.05, rtol=0.05)
     # plain fp16 norms lose these features: the overflow this guards against is real
     naive = copy.deepcopy(network).half()
-    x = full._prepare(frame, full._letterbox(64, 64)).half()
+    x = full.network_input(frame).half()
     assert not torch.allclose(naive(x)[0].float(), reference[0], atol=0.05, rtol=0.05)
 
 
