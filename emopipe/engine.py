@@ -230,9 +230,11 @@ class TorchEngine:
             example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator).to(self.device)
             if self.options.cuda_graphs:
                 self._graphs[n] = _CapturedGraph(self, example)
-            # The exact path real batches take, with both input kinds: kernels are loaded lazily on first
-            # launch (dtype conversions, host copies), which would otherwise land on the first real batch.
-            for crops in (example, (example * 255).to(torch.uint8)) * 2:
+            # The exact path real batches take, with both input kinds: CUDA kernels are loaded lazily on
+            # first launch (dtype conversions, host copies), which would otherwise land on the first real
+            # batch. On the CPU one pass sets up the oneDNN primitives.
+            examples = (example, (example * 255).to(torch.uint8)) * 2 if self.device.type == "cuda" else (example,)
+            for crops in examples:
                 self.infer(crops)
             self._synchronize()
             report.shapes.append((n, 3, INPUT_SIZE, INPUT_SIZE))

@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -203,7 +203,7 @@ class Pipeline:
         except BaseException as exc:  # handed to the GPU thread, which raises it
             self._errors.append(exc)
         finally:
-            self._put(self._frames, _END, force=True)
+            self._put(self._frames, _END)
 
     def _write(self) -> None:
         """Writer thread: sinks in frame order; latency is measured when a frame's results are out."""
@@ -228,17 +228,23 @@ class Pipeline:
             while self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
                 pass
 
-    def _put(self, q: queue.Queue[Any], item: Any, force: bool = False) -> None:
-        while True:
-            if self._stop.is_set() and not force:
-                return
+    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
+        """Blocking put that gives up (False) only once the pipeline is stopping; nothing is discarded."""
+        while not self._stop.is_set():
             try:
                 q.put(item, timeout=0.1)
-                return
+                return True
             except queue.Full:
-                if force:  # the consumer is gone; make room for the sentinel
-                    with suppress(queue.Empty):
-                        q.get_nowait()
+                continue
+        return False
+
+    def _next_frame(self) -> Any:
+        while True:
+            try:
+                return self._frames.get(timeout=0.1)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return _END
 
     # -- the GPU thread -----------------------------------------------------------------------
 
@@ -250,7 +256,7 @@ class Pipeline:
                 # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
                 yield batch
                 batch = []
-            item = self._frames.get()
+            item = self._next_frame()
             if item is _END:
                 break
             if batch and item.bgr.shape != batch[0].bgr.shape:
@@ -329,10 +335,7 @@ class Pipeline:
             except queue.Full:
                 continue
         writer.join()
-        while reader.is_alive():  # unblock a reader waiting on a full queue
-            with suppress(queue.Empty):
-                self._frames.get_nowait()
-            reader.join(timeout=0.05)
+        reader.join(timeout=5.0)  # it sees the stop flag after its current frame
         for sink in self.sinks:
             try:
                 sink.close()
@@ -348,9 +351,11 @@ class Pipeline:
             crops = self.cropper.crop(pixels, [d.boxes for d in detections])
         first = 0
         for i, (frame, found) in enumerate(zip(frames, detections)):
-            count = int(np.count_nonzero(crops.frame_of_crop == i))
-            kept = crops.boxes_used[first:first + count]
-            result = FrameResult(frame=frame, detections=found, crop_boxes=kept)
+            count = int(np.count_nonzero(crops.frame_of_crop == i))  # crops come grouped by frame, in order
+            faces = crops.face_of_crop[first:first + count]
+            if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row
+                found = Detections(found.boxes[faces], found.scores[faces])
+            result = FrameResult(frame=frame, detections=found, crop_boxes=crops.boxes_used[first:first + count])
             assembler.expect(frame.index, result, count)
             self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
             first += count

@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         parts = _assemble(args, output, summary_path, stack, metrics, exporter)
         pipeline = Pipeline(parts["source"], parts["detector"], parts["cropper"], parts["engine"],
                             sinks=[parts["sink"]], observers=parts["observers"],
-                            settings=PipelineSettings(detect_batch=parts["detector"].batch_size))
+                            settings=PipelineSettings(detect_batch=parts["detector"].batch_size,
+                                                      queue_frames=max(4, 2 * parts["detector"].batch_size)))
         interrupted = False
         try:
             pipeline.run()
