@@ -187,10 +187,11 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     from .sinks import FaceRecorder, RecordSink
     from .source import open_source
 
-    if args.end is not None and args.start is not None and args.end <= args.start:
-        raise UsageError(f"--end ({args.end}) must be after --start ({args.start})")
+    _check_options(args)
     device = resolve_device(args.device)
     cuda = device.type == "cuda"
+    if output != "-":
+        ensure_writable(Path(output), "output")
     if summary_path and summary_path != "-":
         ensure_writable(Path(summary_path), "summary")
     if args.annotate:
@@ -252,6 +253,19 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     return {"source": source, "detector": detector, "cropper": cropper, "engine": engine, "sink": sink,
             "observers": observers, "finishers": finishers, "load_s": load_s, "warmup_s": warmup_s,
             "outputs": outputs}
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Option errors before any file is opened or weights are fetched."""
+    from .detect import DETECTORS
+    from .engine import BACKENDS
+
+    if args.end is not None and args.start is not None and args.end <= args.start:
+        raise UsageError(f"--end ({args.end}) must be after --start ({args.start})")
+    if args.detector not in DETECTORS:
+        raise UsageError(f"unknown detector {args.detector!r}; choose from {', '.join(DETECTORS)}")
+    if args.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {args.backend!r}; choose from {', '.join(BACKENDS)}")
 
 
 class _Progress:

@@ -1,0 +1,131 @@
+"""The streaming pipeline with real sources, real BlazeFace and a stand-in engine: order, completeness, memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fakes import PixelEngine
+from synth import moving_face_video
+
+from emopipe.crop import FaceCropper
+from emopipe.detect import create_detector
+from emopipe.pipeline import FrameResult, Pipeline, PipelineSettings
+from emopipe.source import open_source
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.results: list[FrameResult] = []
+        self.closed = False
+
+    def write(self, result: FrameResult) -> None:
+        self.results.append(result)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FailingSink(ListSink):
+    def write(self, result: FrameResult) -> None:
+        if result.frame.index == 5:
+            raise OSError("disk full")
+        super().write(result)
+
+
+def _pipeline(video: Path, sink: ListSink, batch_size: int = 3, **settings: object) -> tuple[Pipeline, PixelEngine]:
+    engine = PixelEngine(batch_size=batch_size)
+    detector = create_detector("blazeface", device="cpu")
+    return Pipeline(open_source(video), detector, FaceCropper(device=torch.device("cpu")), engine, [sink],
+                    settings=PipelineSettings(**settings)), engine
+
+
+@pytest.fixture(scope="module")
+def two_face_clip(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("clips") / "two.mp4"
+    moving_face_video(path, frames=24, size=(400, 240), empty=(10, 14), two_faces=True)
+    return path
+
+
+def test_every_frame_comes_out_once_in_order_with_its_own_results(models_home, two_face_clip):
+    sink = ListSink()
+    pipeline, engine = _pipeline(two_face_clip, sink)
+    pipeline.run()
+    assert [r.frame.index for r in sink.results] == list(range(24)) and sink.closed
+    assert engine.shapes_seen == {(3, 3, 256, 256)}  # only the static shape reached the engine
+    for r in sink.results:
+        assert len(r.faces) == len(r.detections) == len(r.crop_boxes)
+        expected = 0 if 10 <= r.frame.index < 14 else 2
+        assert len(r.faces) == expected, r.frame.index
+        for face, box in zip(r.faces, r.crop_boxes):
+            # the stand-in engine's valence is the crop's mean pixel: recompute it from the frame
+            x1, y1, x2, y2 = box.astype(int)
+            crop = FaceCropper(device=torch.device("cpu")).crop(
+                torch.from_numpy(r.frame.bgr[None]), [np.array([[x1, y1, x2, y2]], np.float32)]).crops
+            assert face.valence == pytest.approx(float(crop.mean()), abs=1e-5)
+
+
+def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_clip):
+    sink = FailingSink()
+    pipeline, _ = _pipeline(two_face_clip, sink)
+    with pytest.raises(OSError, match="disk full"):
+        pipeline.run()
+    assert sink.closed and [r.frame.index for r in sink.results] == [0, 1, 2, 3, 4]
+
+
+def test_faceless_frames_behind_an_unfilled_batch_are_bounded(models_home, two_face_clip):
+    sink = ListSink()
+    pipeline, _ = _pipeline(two_face_clip, sink, batch_size=64, max_pending_frames=4)
+    pipeline.run()
+    assert [r.frame.index for r in sink.results] == list(range(24))
+
+
+RSS_SCRIPT = textwrap.dedent("""
+    import json, resource, sys
+    sys.path[:0] = [{tests!r}, {repo!r}]
+    import torch
+    from emopipe.crop import FaceCropper
+    from emopipe.detect import create_detector
+    from emopipe.pipeline import Pipeline
+    from emopipe.source import open_source
+    from fakes import PixelEngine
+    from test_pipeline import ListSink
+
+    class CountSink(ListSink):
+        def write(self, result):
+            self.n = getattr(self, "n", 0) + 1
+
+    sink = CountSink()
+    Pipeline(open_source(sys.argv[1]), create_detector("blazeface", device="cpu"),
+             FaceCropper(device=torch.device("cpu")), PixelEngine(batch_size=8), [sink]).run()
+    print(json.dumps({{"frames": sink.n, "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}))
+""")
+
+
+def test_memory_does_not_grow_with_video_length(models_home, tmp_path):
+    """Peak RSS for 3 000 frames within 10 % of 300 frames (same pipeline, a stand-in engine)."""
+    from synth import background, paste_head, write_video
+
+    frames = []
+    for i in range(150):  # 150 distinct frames, repeated: a long video without a long synthesis
+        frame = background(320, 240, seed=i)
+        paste_head(frame, 100 + i % 120, 120, 0.5)
+        frames.append(frame)
+    short, long_ = tmp_path / "short.avi", tmp_path / "long.avi"
+    write_video(short, frames * 2, 25.0)
+    write_video(long_, frames * 20, 25.0)
+    script = tmp_path / "rss.py"
+    script.write_text(RSS_SCRIPT.format(tests=str(Path(__file__).parent), repo=str(Path(__file__).parents[1])))
+    peaks = {}
+    for name, path, count in (("short", short, 300), ("long", long_, 3000)):
+        out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, check=True)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["frames"] == count
+        peaks[name] = result["max_rss_kb"]
+    assert peaks["long"] <= 1.10 * peaks["short"], peaks

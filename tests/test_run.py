@@ -1,0 +1,228 @@
+"""`emopipe VIDEO` end to end: real video files from real face photos, real BlazeFace, EmoNet (random weights).
+
+Every bad input has its one-line error and documented exit code, and nothing already written is lost.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import pytest
+from synth import SynthVideo, moving_face_video
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def emopipe(*args: object, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emopipe", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, env=env or os.environ.copy(), timeout=timeout)
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def one_line_error(done: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert done.returncode == code, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("emopipe: error:")]
+    assert len(errors) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+
+
+@pytest.fixture(scope="module")
+def moving(tmp_path_factory) -> SynthVideo:
+    """A face panning and zooming, with a faceless stretch (frames 24–31)."""
+    return moving_face_video(tmp_path_factory.mktemp("moving") / "moving.mp4", frames=40, empty=(24, 32))
+
+
+@pytest.fixture(scope="module")
+def moving_run(moving, checkpoints, tmp_path_factory, shared_dir):
+    home = tmp_path_factory.mktemp("home")
+    for f in (shared_dir / "models" / "blazeface").glob("*.[pn][tp]*"):
+        (home / f.name).write_bytes(f.read_bytes())
+    out = tmp_path_factory.mktemp("out")
+    env = {**os.environ, "EMOPIPE_HOME": str(home)}
+    done = emopipe(moving.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                   "--batch-size", "4", "-o", out / "rows.csv", "--annotate", out / "annotated.mp4", "--landmarks",
+                   env=env)
+    assert done.returncode == 0, done.stderr
+    return out, done, env
+
+
+def test_faces_found_tracked_and_timestamped(moving, moving_run):
+    out, _, _ = moving_run
+    table = rows(out / "rows.csv")
+    frames_with_rows = {int(r["frame"]) for r in table}
+    face_frames = set(moving.face_frames)
+    assert len(frames_with_rows & face_frames) >= 0.9 * len(face_frames)
+    assert not frames_with_rows & set(moving.empty_frames)  # nothing in the faceless stretch
+    assert {r["track_id"] for r in table} == {"1"}  # one face, one stable id (across the gap too)
+    stamps = [float(r["timestamp_s"]) for r in table]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    for r in table:
+        assert float(r["timestamp_s"]) == pytest.approx(int(r["frame"]) / moving.fps, abs=1e-3)
+        true = moving.faces[int(r["frame"])][0]
+        box = [float(r[k]) for k in ("x1", "y1", "x2", "y2")]
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        assert true[0] < cx < true[2] and true[1] < cy < true[3]  # the box is on the face
+        probs = [float(r[f"p_{k}"]) for k in ("neutral", "happy", "sad", "surprise", "fear", "disgust", "anger",
+                                                 "contempt")]
+        assert sum(probs) == pytest.approx(1, abs=1e-4) and r["label"] in r and max(probs) == float(r[f"p_{r['label']}"])
+        lm_x = [float(r[f"lm{i}_x"]) for i in range(68)]
+        assert min(lm_x) >= box[0] - 1 and max(lm_x) <= box[2] + 1  # landmarks mapped into the box
+
+
+def test_summary_agrees_with_rows(moving, moving_run):
+    out, done, _ = moving_run
+    summary = json.loads((out / "rows.summary.json").read_text())
+    assert summary["frames"] == moving.frame_count
+    assert summary["faces"] == len(rows(out / "rows.csv"))
+    assert summary["first_frame_latency_s"] > 0 and summary["steady_latency_p50_s"] > 0
+    assert summary["warmup_s"] > 0 and summary["load_s"] > 0 and not summary["interrupted"]
+    assert set(summary["stage_seconds"]) >= {"decode", "detect", "crop", "infer", "write"}
+    assert f"{moving.frame_count} frames" in done.stderr  # the summary on stderr too
+
+
+def test_annotated_video_keeps_frame_count_and_rate(moving, moving_run):
+    out, _, _ = moving_run
+    video = cv2.VideoCapture(str(out / "annotated.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == moving.frame_count
+    assert video.get(cv2.CAP_PROP_FPS) == pytest.approx(moving.fps)
+    source = cv2.VideoCapture(str(moving.path))
+    diffs = []
+    for _ in range(moving.frame_count):
+        diffs.append(float(cv2.absdiff(video.read()[1], source.read()[1]).mean()))
+    assert min(diffs[i] for i in moving.face_frames) > 2 * max(diffs[i] for i in moving.empty_frames)
+
+
+def test_two_faces_get_two_stable_ids_and_jsonl(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "two.mp4", frames=6, size=(400, 240), empty=None, two_faces=True)
+    done = emopipe(clip.path, "--detector", "blazeface", "--weights", checkpoints[5], "--device", "cpu",
+                   "--batch-size", "3", "-o", tmp_path / "rows.jsonl")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert len(lines) == 12
+    by_track: dict[int, list[float]] = {}
+    for line in lines:
+        by_track.setdefault(line["track_id"], []).append((line["x1"] + line["x2"]) / 2)
+        assert set(line["probabilities"]) == {"neutral", "happy", "sad", "surprise", "anger"}  # 5-class labels
+    assert len(by_track) == 2 and all(len(v) == 6 for v in by_track.values())
+    left, right = sorted(by_track.values(), key=lambda xs: xs[0])
+    assert max(left) < min(right)  # ids never swap between the two faces
+
+
+def test_no_faces_gives_header_only_and_exit_0(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "empty.mp4", frames=5, empty=(0, 5))
+    done = emopipe(clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                   "-o", tmp_path / "rows.csv")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "rows.csv").read_text().splitlines()[0].startswith("source,frame,timestamp_s,track_id")
+    assert rows(tmp_path / "rows.csv") == []
+    assert json.loads((tmp_path / "rows.summary.json").read_text())["frames"] == 5
+
+
+def test_images_and_folders_are_sources(tmp_path, checkpoints, models_home, shared_dir):
+    done = emopipe(shared_dir / "data" / "faces", "--detector", "blazeface", "--weights", checkpoints[8],
+                   "--device", "cpu", "-o", tmp_path / "rows.csv")
+    assert done.returncode == 0, done.stderr
+    found = rows(tmp_path / "rows.csv")
+    assert sorted({Path(r["source"]).name for r in found}) == ["faces"]
+    assert [sum(r["frame"] == str(i) for r in found) for i in range(3)] == [1, 3, 1]  # 1face, 3faces, 4faces
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["--batch-size", "0"], 2, "--batch-size"),
+        (["--detector", "nope"], 2, "unknown detector 'nope'"),
+        (["--start", "2", "--end", "1"], 2, "--end"),
+        (["--device", "tpu"], 2, "device 'tpu'"),
+        (["--threshold", "1.5"], 2, "--threshold"),
+    ],
+)
+def test_invalid_options(args, code, needle, moving, tmp_path, models_home):
+    done = emopipe(moving.path, *args, "-o", tmp_path / "rows.csv")
+    one_line_error(done, code, needle)
+
+
+def test_missing_input(tmp_path):
+    done = emopipe(tmp_path / "absent.mp4", "-o", tmp_path / "rows.csv")
+    one_line_error(done, 3, "absent.mp4")
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not a video at all" * 100])
+def test_not_a_video(tmp_path, content):
+    fake = tmp_path / "fake.mp4"
+    fake.write_bytes(content)
+    one_line_error(emopipe(fake, "-o", tmp_path / "rows.csv"), 4, "fake.mp4")
+
+
+def test_unwritable_outputs(moving, tmp_path, models_home):
+    one_line_error(emopipe(moving.path, "-o", tmp_path / "no" / "such" / "dir.csv"), 5, "dir.csv")
+    one_line_error(emopipe(moving.path, "-o", tmp_path / "rows.csv", "--annotate", tmp_path / "nodir" / "a.mp4"), 5,
+                   "a.mp4")
+    assert not (tmp_path / "rows.csv").exists()  # failed before any work started
+
+
+def test_weights_missing_offline(moving, tmp_path, models_home):
+    manifest = json.loads((REPO / "models" / "manifest.json").read_text())
+    manifest["emonet_8"]["url"] = "http://127.0.0.1:9/emonet_8.pth"  # nothing listens there
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    env = {**os.environ, "EMOPIPE_MANIFEST": str(tmp_path / "manifest.json")}
+    done = emopipe(moving.path, "--detector", "blazeface", "--device", "cpu", "-o", tmp_path / "rows.csv", env=env)
+    one_line_error(done, 6, "http://127.0.0.1:9/emonet_8.pth", str(models_home / "emonet_8.pth"))
+
+
+def test_truncated_video_keeps_what_decodes(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
+    data = clip.path.read_bytes()
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(data[: len(data) // 2])
+    done = emopipe(cut, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                   "--batch-size", "2", "-o", tmp_path / "rows.csv")
+    one_line_error(done, 8, "stopped at frame")
+    written = rows(tmp_path / "rows.csv")
+    assert 3 <= len(written) < 20  # what decoded was processed and written
+    summary = json.loads((tmp_path / "rows.summary.json").read_text())
+    assert summary["ended_early"] and summary["faces"] == len(written)
+
+
+def test_zero_frame_video(tmp_path):
+    empty = tmp_path / "zero.avi"
+    writer = cv2.VideoWriter(str(empty), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (64, 64))
+    writer.release()
+    one_line_error(emopipe(empty, "-o", tmp_path / "rows.csv"), 4, "zero.avi")
+
+
+def test_ctrl_c_finishes_the_files(tmp_path, checkpoints, models_home):
+    frames = [cv2.imread(str(p)) for p in sorted((models_home.parent).glob("*.png"))]  # none: use synth
+    clip = moving_face_video(tmp_path / "long.mp4", frames=60, empty=None)
+    out = tmp_path / "rows.csv"
+    process = subprocess.Popen([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface",
+                                "--weights", str(checkpoints[8]), "--device", "cpu", "-o", str(out),
+                                "--annotate", str(tmp_path / "a.mp4")], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=120)[1]
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    written = rows(out)
+    assert 2 <= len(written) < 60 and all(len(r) == len(written[0]) for r in written)  # whole rows only
+    summary = json.loads((tmp_path / "rows.summary.json").read_text())
+    assert summary["interrupted"] and summary["faces"] == len(written)
+    video = cv2.VideoCapture(str(tmp_path / "a.mp4"))  # closed properly: readable, as many frames as processed
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == summary["frames"]
+    assert frames == [] or frames
