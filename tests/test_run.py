@@ -78,7 +78,8 @@ def test_faces_found_tracked_and_timestamped(moving, moving_run):
         assert true[0] < cx < true[2] and true[1] < cy < true[3]  # the box is on the face
         probs = [float(r[f"p_{k}"]) for k in ("neutral", "happy", "sad", "surprise", "fear", "disgust", "anger",
                                                  "contempt")]
-        assert sum(probs) == pytest.approx(1, abs=1e-4) and r["label"] in r and max(probs) == float(r[f"p_{r['label']}"])
+        assert sum(probs) == pytest.approx(1, abs=1e-4)
+        assert max(probs) == float(r[f"p_{r['label']}"])  # the label is the most probable class
         lm_x = [float(r[f"lm{i}_x"]) for i in range(68)]
         assert min(lm_x) >= box[0] - 1 and max(lm_x) <= box[2] + 1  # landmarks mapped into the box
 
@@ -206,7 +207,6 @@ def test_zero_frame_video(tmp_path):
 
 
 def test_ctrl_c_finishes_the_files(tmp_path, checkpoints, models_home):
-    frames = [cv2.imread(str(p)) for p in sorted((models_home.parent).glob("*.png"))]  # none: use synth
     clip = moving_face_video(tmp_path / "long.mp4", frames=60, empty=None)
     out = tmp_path / "rows.csv"
     process = subprocess.Popen([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface",
@@ -225,4 +225,3 @@ def test_ctrl_c_finishes_the_files(tmp_path, checkpoints, models_home):
     assert summary["interrupted"] and summary["faces"] == len(written)
     video = cv2.VideoCapture(str(tmp_path / "a.mp4"))  # closed properly: readable, as many frames as processed
     assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == summary["frames"]
-    assert frames == [] or frames
