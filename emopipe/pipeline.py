@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -76,6 +76,47 @@ class StageClock:
     def collect(self, wait: bool = False) -> None:
         if self._gpu is not None:
             self._gpu.drain() if wait else self._gpu.poll()
+
+
+class HostStaging:
+    """Page-locked host buffers for frames on their way to the GPU, reused once their copy has run.
+
+    The reader thread copies each decoded frame into one (off the GPU thread's critical path); the
+    GPU thread launches asynchronous copies from them and hands them back with an event that marks
+    the copy's completion, which the reader waits on before reusing the buffer.
+    """
+
+    def __init__(self, slots: int, stop: threading.Event) -> None:
+        self._free: queue.Queue[tuple[torch.Tensor, Any]] = queue.Queue()
+        self._unmade = slots
+        self._stop = stop
+
+    def take(self, image: np.ndarray) -> torch.Tensor | None:
+        """A pinned copy of ``image`` (None if the pipeline stopped while waiting for a free buffer)."""
+        buffer, done = None, None
+        while buffer is None:
+            try:
+                buffer, done = self._free.get_nowait()
+            except queue.Empty:
+                if self._unmade > 0:
+                    self._unmade -= 1
+                    buffer = torch.empty(image.shape, dtype=torch.uint8, pin_memory=True)
+                else:
+                    try:
+                        buffer, done = self._free.get(timeout=0.1)
+                    except queue.Empty:
+                        if self._stop.is_set():
+                            return None
+        if done is not None:
+            done.synchronize()  # its last copy to the GPU has run
+        if tuple(buffer.shape) != image.shape:  # frames of another size (a folder of images)
+            buffer = torch.empty(image.shape, dtype=torch.uint8, pin_memory=True)
+        np.copyto(buffer.numpy(), image)
+        return buffer
+
+    def give_back(self, buffers: Sequence[torch.Tensor], done: Any) -> None:
+        for buffer in buffers:
+            self._free.put((buffer, done))
 
 
 @dataclass
@@ -174,6 +215,10 @@ class Pipeline:
         self._errors: list[BaseException] = []
         self.clock = StageClock(self.device, self._observe_stage)
         self._stage_totals: dict[str, float] = {}
+        self._staging = (HostStaging(self.settings.queue_frames + 2 * detector.batch_size, self._stop)
+                         if self.device.type == "cuda" and self.settings.pin_memory else None)
+        self._started = 0.0
+        self._finished = 0.0
 
     # -- observers ---------------------------------------------------------------------------
 
@@ -198,8 +243,11 @@ class Pipeline:
                 frame = next(frames, None)
                 if frame is None:
                     break
+                if frame.read_time < self._started:  # decoded before the run (a source checks its first
+                    frame = replace(frame, read_time=self._started)  # frame on opening): count from now
+                staged = self._staging.take(frame.bgr) if self._staging is not None else None
                 self._observe_stage("decode", time.perf_counter() - t)
-                self._put(self._frames, frame)
+                self._put(self._frames, (frame, staged))
         except BaseException as exc:  # handed to the GPU thread, which raises it
             self._errors.append(exc)
         finally:
@@ -248,9 +296,9 @@ class Pipeline:
 
     # -- the GPU thread -----------------------------------------------------------------------
 
-    def _frame_batches(self) -> Iterator[list[Frame]]:
-        """Frames from the reader, grouped into detector batches of one frame size."""
-        batch: list[Frame] = []
+    def _frame_batches(self) -> Iterator[list[tuple[Frame, torch.Tensor | None]]]:
+        """Frames (with their staged copies) from the reader, in detector batches of one frame size."""
+        batch: list[tuple[Frame, torch.Tensor | None]] = []
         while True:
             if batch and self._frames.empty():
                 # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
@@ -259,7 +307,7 @@ class Pipeline:
             item = self._next_frame()
             if item is _END:
                 break
-            if batch and item.bgr.shape != batch[0].bgr.shape:
+            if batch and item[0].bgr.shape != batch[0][0].bgr.shape:
                 yield batch
                 batch = []
             batch.append(item)
@@ -270,13 +318,21 @@ class Pipeline:
         if batch:
             yield batch
 
-    def _upload(self, frames: list[Frame]) -> torch.Tensor:
-        stacked = torch.from_numpy(np.stack([f.bgr for f in frames]))
-        if self.device.type == "cuda":
-            if self.settings.pin_memory:
-                stacked = stacked.pin_memory()
-            return stacked.to(self.device, non_blocking=True)
-        return stacked
+    def _upload(self, batch: list[tuple[Frame, torch.Tensor | None]]) -> torch.Tensor:
+        """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
+        frames = [frame for frame, _ in batch]
+        if self.device.type != "cuda":
+            return torch.from_numpy(np.stack([f.bgr for f in frames]))
+        staged = [s for _, s in batch]
+        if self._staging is None or any(s is None for s in staged):
+            return torch.from_numpy(np.stack([f.bgr for f in frames])).to(self.device)
+        pixels = torch.empty((len(batch), *frames[0].bgr.shape), dtype=torch.uint8, device=self.device)
+        for i, buffer in enumerate(staged):
+            pixels[i].copy_(buffer, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self._staging.give_back(staged, done)  # type: ignore[arg-type]
+        return pixels
 
     def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
         for batch in batches:
@@ -304,6 +360,12 @@ class Pipeline:
         batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size)
         assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
         max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
+        self._started = time.perf_counter()
+        threads = torch.get_num_threads()
+        if self.device.type == "cuda":
+            # The host's cores belong to the video decoder: PyTorch's few CPU ops here (box decoding,
+            # NMS) gain nothing from a thread pool whose spinning workers starve FFmpeg's threads.
+            torch.set_num_threads(min(threads, 2))
         reader = threading.Thread(target=self._read, name="emopipe-reader", daemon=True)
         writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
         reader.start()
@@ -323,6 +385,8 @@ class Pipeline:
         finally:
             self._stop.set()  # the reader stops; the writer still drains what was computed
             self._finish(writer, reader)
+            self._finished = time.perf_counter()
+            torch.set_num_threads(threads)
         if self._errors:
             raise self._errors[0]
 
@@ -342,10 +406,11 @@ class Pipeline:
             except BaseException as exc:
                 self._errors.append(exc)
 
-    def _process(self, frames: list[Frame], batcher: StaticBatcher[int],
+    def _process(self, batch: list[tuple[Frame, torch.Tensor | None]], batcher: StaticBatcher[int],
                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        frames = [frame for frame, _ in batch]
         with self.clock.stage("detect"):
-            pixels = self._upload(frames)
+            pixels = self._upload(batch)
             detections = self.detector.detect(pixels)
         with self.clock.stage("crop"):
             crops = self.cropper.crop(pixels, [d.boxes for d in detections])
@@ -360,8 +425,9 @@ class Pipeline:
             self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
             first += count
 
-    def summary(self, started: float, **fields: Any) -> RunSummary:
-        elapsed = time.perf_counter() - started
+    def summary(self, **fields: Any) -> RunSummary:
+        """The run's figures; ``seconds`` and the rates cover processing, start-up is reported apart."""
+        elapsed = (self._finished or time.perf_counter()) - self._started
         frames = len(self._latencies)
         steady = sorted(self._latencies[1:])
         return RunSummary(

@@ -124,7 +124,6 @@ def run(args: argparse.Namespace) -> int:
     from .metrics import PipelineMetrics, exporter_from_args
     from .pipeline import Pipeline, PipelineSettings
 
-    started = time.perf_counter()
     output = args.output or str(_default_output(args.source))
     summary_path = _summary_path(args, output)
     with ExitStack() as stack:
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             pipeline.run()
         except KeyboardInterrupt:
             interrupted = True
-        summary = pipeline.summary(started, load_s=parts["load_s"], warmup_s=parts["warmup_s"],
+        summary = pipeline.summary(load_s=parts["load_s"], warmup_s=parts["warmup_s"],
                                    interrupted=interrupted, outputs=parts["outputs"])
         _report(summary, summary_path)
         for finish in parts["finishers"]:

@@ -1,0 +1,247 @@
+"""End-to-end frames/s on a synthesised 1280×720 video: emopipe's pipeline against a reference-style loop.
+
+Both run in this one process on the same video, the same detector network and the same EmoNet:
+
+* **emopipe**: the product's defaults on the device (reader/writer threads, detection at its
+  working resolution in fp16 batches, crops on the GPU, static batches of faces, fp16 + channels_last
+  + CUDA graphs, the fused network), with the per-stage split from the pipeline's own clock;
+* **reference-style**: what the published demo does, minus reading the whole video into memory —
+  every frame detected at full resolution, batch 1, fp32; the first face cropped on the CPU with
+  OpenCV; EmoNet at batch 1 in fp32 (cuDNN benchmark on, as face-alignment sets it); one row written.
+
+S3FD's real weights are not available here: the detector runs face-alignment's S3FD network with
+random weights (its full cost: resize, forward, decoding, NMS) and then reports the synthetic video's
+true face boxes, so both pipelines see one real face per frame. BlazeFace runs with its real weights
+when ``shared/models/blazeface`` (or ``../shared``) is there. EmoNet has random weights: speed does
+not depend on their values.
+
+    python scripts/e2e_bench.py --out DIR [--frames 1800] [--reference-frames 300] [--rss]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from synth import background, paste_head  # noqa: E402
+
+from emopipe.crop import FaceCropper  # noqa: E402
+from emopipe.detect import Detections, S3FDDetector, create_detector  # noqa: E402
+from emopipe.emonet import build_emonet  # noqa: E402
+from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
+from emopipe.pipeline import Pipeline, PipelineSettings  # noqa: E402
+from emopipe.records import open_writer  # noqa: E402
+from emopipe.sinks import FaceRecorder, RecordSink  # noqa: E402
+from emopipe.source import open_source  # noqa: E402
+
+
+def synthesise(path: Path, frames: int, width: int, height: int) -> list[list[tuple[float, ...]]]:
+    """A close-up face (webcam-like, 240–300 px at 720p) panning and zooming; the true face box per frame."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (width, height))
+    base = [background(width, height, seed=s) for s in range(8)]
+    truth = []
+    for i in range(frames):
+        frame = base[i % 8].copy()
+        t = (i % 300) / 300
+        box = paste_head(frame, width * (0.3 + 0.4 * t), height * 0.5, (2.4 + 0.6 * t) * height / 720)
+        writer.write(frame)
+        truth.append([box])
+    writer.release()
+    return truth
+
+
+class OracleS3FD(S3FDDetector):
+    """S3FD's full cost on random weights, answering with the true boxes (frames arrive in order)."""
+
+    def __init__(self, network: torch.nn.Module, truth: list, **options: object) -> None:
+        super().__init__(network, **options)
+        self.truth = truth
+        self.next = 0
+
+    def detect(self, frames: torch.Tensor) -> list[Detections]:
+        super().detect(frames)
+        out = []
+        for _ in range(frames.shape[0]):
+            boxes = np.array(self.truth[self.next % len(self.truth)], np.float32).reshape(-1, 4)
+            out.append(Detections(boxes, np.ones(len(boxes), np.float32)))
+            self.next += 1
+        return out
+
+
+def s3fd_network() -> torch.nn.Module:
+    from face_alignment.detection.sfd.net_s3fd import s3fd
+
+    torch.manual_seed(0)
+    network = s3fd()
+    with torch.no_grad():  # background up: random weights would otherwise flood NMS with candidates
+        for name, layer in network.named_children():
+            if name.endswith("mbox_conf"):
+                layer.bias[-1] -= 8.0
+    return network
+
+
+def run_emopipe(video: Path, detector, engine, out: Path) -> dict:
+    source = open_source(video)
+    writer = open_writer(out, labels=engine.labels)
+    sink = RecordSink(FaceRecorder(str(video), engine.labels), writer)
+    cropper = FaceCropper(device=engine.device, dtype=engine.dtype)
+    pipeline = Pipeline(source, detector, cropper, engine, [sink],
+                        settings=PipelineSettings(detect_batch=detector.batch_size,
+                                                  queue_frames=4 * detector.batch_size))
+    pipeline.run()
+    summary = pipeline.summary()
+    source.close()
+    return summary.as_dict()
+
+
+def run_reference(video: Path, detector, engine, out: Path, frames: int) -> dict:
+    capture = cv2.VideoCapture(str(video))
+    cropper = FaceCropper(device=torch.device("cpu"))
+    stages = dict.fromkeys(("decode", "detect", "crop", "infer", "write"), 0.0)
+    rows = 0
+    with open(out, "w", newline="") as f:
+        table = csv.writer(f)
+        started = time.perf_counter()
+        for index in range(frames):
+            t = time.perf_counter()
+            ok, frame = capture.read()
+            if not ok:
+                break
+            t1 = time.perf_counter()
+            found = detector.detect(torch.from_numpy(frame[None]).to(engine.device))[0]
+            t2 = time.perf_counter()
+            stages["decode"] += t1 - t
+            stages["detect"] += t2 - t1
+            if len(found):
+                crop = cropper.crop(torch.from_numpy(frame[None]), [found.boxes[:1]])
+                t3 = time.perf_counter()
+                result = engine.infer(crop.crops)
+                t4 = time.perf_counter()
+                table.writerow([index, *found.boxes[0], *result.probabilities[0].tolist(), float(result.valence[0]),
+                                float(result.arousal[0])])
+                f.flush()
+                rows += 1
+                stages["crop"] += t3 - t2
+                stages["infer"] += t4 - t3
+                stages["write"] += time.perf_counter() - t4
+        elapsed = time.perf_counter() - started
+    return {"frames": index + 1, "faces": rows, "seconds": elapsed, "fps": (index + 1) / elapsed,
+            "stage_seconds": stages}
+
+
+def engine_for(model, device: str, fast: bool, batch: int) -> TorchEngine:
+    if fast:
+        options = EngineOptions(device=device, batch_size=batch)  # the product's defaults
+    else:
+        options = EngineOptions(device=device, precision="fp32", batch_size=1, channels_last=False, cuda_graphs=False,
+                                fuse=False, warmup=False)
+    engine = TorchEngine(model, options)
+    engine.warmup()
+    return engine
+
+
+def rss_child(video: str, device: str) -> None:
+    model = build_emonet(classes=8)
+    engine = engine_for(model, device, True, 64)
+    detector = create_detector("blazeface_back", device=device, batch_size=8,
+                               precision="fp16" if device.startswith("cuda") else "fp32")
+    detector.warmup(720, 1280)
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = run_emopipe(Path(video), detector, engine, Path(tmp) / "rows.csv")
+    print(json.dumps({"frames": summary["frames"], "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                      / 1024}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--frames", type=int, default=1800)
+    parser.add_argument("--reference-frames", type=int, default=300)
+    parser.add_argument("--size", default="1280x720")
+    parser.add_argument("--rss", action="store_true", help="also peak RSS at 300 vs 3000 frames (subprocesses)")
+    parser.add_argument("--rss-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rss_child:
+        rss_child(*args.rss_child)
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    width, height = map(int, args.size.split("x"))
+    work = Path(tempfile.mkdtemp())
+    video = work / "e2e.mp4"
+    t = time.perf_counter()
+    truth = synthesise(video, args.frames, width, height)
+    print(f"synthesised {args.frames} frames {width}×{height} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    device = args.device
+    model = build_emonet(classes=8)
+    results = {}
+
+    torch.backends.cudnn.benchmark = True
+    engine = engine_for(model, device, True, 64)
+    fast_precision = engine.options.precision or "fp16"
+    detector = OracleS3FD(s3fd_network(), truth, device=torch.device(device), batch_size=8,
+                          precision=fast_precision if fast_precision != "bf16" else "fp16")
+    detector.warmup(height, width)
+    detector.next = 0
+    results["emopipe, S3FD"] = run_emopipe(video, detector, engine, args.out / "emopipe_s3fd.csv")
+
+    blaze = create_detector("blazeface_back", device=device, batch_size=8, precision="fp16",
+                            models_dir=next((str(p) for p in (REPO / "shared/models/blazeface",
+                                                              REPO.parent / "shared/models/blazeface") if p.is_dir()),
+                                            None))
+    blaze.warmup(height, width)
+    results["emopipe, BlazeFace back"] = run_emopipe(video, blaze, engine, args.out / "emopipe_blazeface.csv")
+
+    reference_engine = engine_for(model, device, False, 1)
+    reference_detector = OracleS3FD(s3fd_network(), truth, device=torch.device(device), batch_size=1,
+                                    precision="fp32", working_size=max(width, height), channels_last=False)
+    reference_detector.warmup(height, width)
+    reference_detector.next = 0
+    results["reference-style, S3FD"] = run_reference(video, reference_detector, reference_engine,
+                                                     args.out / "reference.csv", args.reference_frames)
+
+    if args.rss:
+        for frames in (300, 3000):
+            clip = work / f"rss{frames}.mp4"
+            synthesise(clip, frames, width, height)
+            done = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--rss-child", str(clip), device],
+                                  capture_output=True, text=True, check=True)
+            results[f"peak RSS, {frames} frames"] = json.loads(done.stdout.strip().splitlines()[-1])
+
+    results["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    results["torch"] = torch.__version__
+    (args.out / "e2e.json").write_text(json.dumps(results, indent=1, default=str))
+    ref_fps = results["reference-style, S3FD"]["fps"]
+    print(f"\n{results['gpu']}, torch {torch.__version__}, {width}×{height}, one face per frame\n")
+    print("| pipeline | frames | faces | s | frames/s | × reference | decode | detect | crop | infer | write "
+          "(stage seconds) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in ("emopipe, S3FD", "emopipe, BlazeFace back", "reference-style, S3FD"):
+        r = results[name]
+        s = r["stage_seconds"]
+        print(f"| {name} | {r['frames']} | {r['faces']} | {r['seconds']:.2f} | {r['fps']:.0f} | "
+              f"{r['fps'] / ref_fps:.1f}× | " + " | ".join(f"{s.get(k, 0):.2f}" for k in
+                                                         ("decode", "detect", "crop", "infer", "write")) + " |")
+    if args.rss:
+        a, b = results["peak RSS, 300 frames"], results["peak RSS, 3000 frames"]
+        print(f"\npeak RSS: {a['max_rss_mib']:.0f} MiB for {a['frames']} frames, {b['max_rss_mib']:.0f} MiB for "
+              f"{b['frames']} frames ({b['max_rss_mib'] / a['max_rss_mib'] - 1:+.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
