@@ -358,18 +358,13 @@ def _exact_fp32() -> Iterator[None]:
 def reference_outputs(model: EmoNet, crops: torch.Tensor, landmarks: bool, chunk: int = 8) -> EngineOutput:
     """PyTorch fp32 on the model's own device: the ground truth an export is compared with."""
     parameter = next(model.parameters())
-    reference = model if parameter.dtype == torch.float32 else copy.deepcopy(model).float()
-    device = parameter.device
+    reference = _ExportGraph(model if parameter.dtype == torch.float32 else copy.deepcopy(model).float(), landmarks)
     parts: list[tuple[torch.Tensor, ...]] = []
     with _exact_fp32():
         for start in range(0, crops.shape[0], chunk):
-            x = crops[start:start + chunk].to(device)
+            x = crops[start:start + chunk].to(parameter.device)
             x = x.float() / 255 if not x.is_floating_point() else x.float()
-            out = reference.eval()(x)
-            row = [F.softmax(out.expression.float(), dim=1), out.valence.float(), out.arousal.float()]
-            if landmarks:
-                row.append(landmarks_from_heatmaps(out.heatmap))
-            parts.append(tuple(t.cpu() for t in row))
+            parts.append(tuple(t.cpu() for t in reference.eval()(x)))
     joined = [torch.cat(column) for column in zip(*parts, strict=True)]
     return EngineOutput(probabilities=joined[0], valence=joined[1], arousal=joined[2],
                         landmarks=joined[3] if landmarks else None)

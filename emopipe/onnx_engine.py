@@ -234,6 +234,8 @@ class OrtEngine:
         if tensorrt and found is None:
             raise UsageError("TensorRT asked for, but its library (libnvinfer) does not load here")
         self.tensorrt = found is not None
+        if self.tensorrt:
+            (self.models_dir / "cache" / "tensorrt").mkdir(parents=True, exist_ok=True)
         self.prefer_nhwc = prefer_nhwc
         self.verify_exports = verify_exports
         self.exported: list[Path] = []  # files this engine had to export (cache misses)

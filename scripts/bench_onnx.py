@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import multiprocessing
 import os
 import platform
 import statistics
@@ -69,7 +71,7 @@ class Variant:
     def input(self) -> str:
         if self.backend == "onnxruntime" and not self.io_binding:
             return f"host {self.precision} array"
-        return "GPU fp32 tensor"
+        return "device fp32 tensor"
 
 
 @dataclass
@@ -142,7 +144,8 @@ def write_checkpoint(path: Path, classes: int) -> None:
     torch.save(state, path)
 
 
-def _export_one(job: tuple[str, str, str, int, str]) -> str:
+def _export_one(job: tuple[str, str, str, int, str]) -> tuple[str, str | None]:
+    """(what happened, error or None) for one precision × batch."""
     checkpoint, digest, directory, batch, precision = job
     from emopipe import export
     from emopipe.emonet import build_emonet, read_checkpoint
@@ -150,8 +153,12 @@ def _export_one(job: tuple[str, str, str, int, str]) -> str:
     model = build_emonet(read_checkpoint(checkpoint))
     spec = export.OnnxSpec(digest, model.num_classes, batch, precision)
     t0 = time.perf_counter()
-    path, fresh = export.ensure_onnx(model, spec, Path(directory))
-    return f"{path.name}: {'exported in %.1f s' % (time.perf_counter() - t0) if fresh else 'cached'}"
+    try:
+        path, fresh = export.ensure_onnx(model, spec, Path(directory))
+    except Exception as exc:
+        error = f"export failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+        return f"{spec.file_name}: {error}", error
+    return f"{path.name}: {'exported in %.1f s' % (time.perf_counter() - t0) if fresh else 'cached'}", None
 
 
 def run_worker(job: dict, timeout: float) -> dict:
@@ -209,9 +216,13 @@ def main() -> int:
     cache = home / "cache" / "onnx"
     jobs = [(str(checkpoint), digest, str(cache), b, p) for p in precisions for b in batches]
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=min(len(jobs), 4)) as pool:
-        for line in pool.map(_export_one, jobs):
+    failed_exports: dict[tuple[str, int], str] = {}
+    # spawn, not fork: the parent has touched CUDA (device name), and a forked CUDA context is unusable.
+    with ProcessPoolExecutor(max_workers=min(len(jobs), 4), mp_context=multiprocessing.get_context("spawn")) as pool:
+        for job, (line, error) in zip(jobs, pool.map(_export_one, jobs), strict=True):
             print(f"export {line}", file=sys.stderr, flush=True)
+            if error:
+                failed_exports[(job[4], job[3])] = error
     print(f"exports ready in {time.perf_counter() - t0:.0f} s ({cache})", flush=True)
 
     common = {"checkpoint": str(checkpoint), "digest": digest, "home": str(home), "runs": args.runs,
@@ -234,6 +245,10 @@ def main() -> int:
             if group:
                 groups.append(group)
     for group in groups:
+        error = failed_exports.get((group[0].precision, group[0].batch))
+        if error and group[0].backend == "onnxruntime":
+            results += [Result(variant=v, skipped=error) for v in group]
+            continue
         print(f"measuring {', '.join(v.name for v in group)} …", file=sys.stderr, flush=True)
         try:
             answer = run_worker({**common, "task": "time", "variants": [asdict(v) for v in group]},
@@ -293,6 +308,8 @@ def summary(results: list[Result]) -> str:
 # -- the workers -----------------------------------------------------------------------------------
 
 def worker(job: dict) -> dict:
+    # The engines log their providers, refused CUDA graphs and warmup on stderr, which lands in the log.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="  emopipe: %(message)s")
     if job["task"] == "parity":
         return {"parity": parity_on_cuda(job)}
     return {"results": [asdict(r) for r in time_variants(job)]}
