@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .errors import INTERRUPTED_EXIT_CODE, EmopipeError
+from .errors import INTERRUPTED_EXIT_CODE, EmopipeError, UsageError
 
 logger = logging.getLogger("emopipe")
 
@@ -66,7 +66,7 @@ def _run_models(args: argparse.Namespace) -> int:
     names = args.names or list(entries)
     unknown = [n for n in names if n not in entries]
     if unknown:
-        raise EmopipeError(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(entries)}")
+        raise UsageError(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(entries)}")
     for name in names:
         path = weights.ensure(name, directory, progress=not args.no_progress)
         print(f"{name}: {path} (verified)")
@@ -127,6 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line unless --debug
         if args.debug:
             raise
-        print(f"emopipe: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".split("\n")[0],
-              file=sys.stderr)
+        message = f"{type(exc).__name__}: {exc}".split("\n")[0]
+        print(f"emopipe: internal error: {message} (rerun with --debug for the traceback)", file=sys.stderr)
         return 1

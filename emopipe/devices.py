@@ -10,7 +10,7 @@ from .errors import UsageError
 def resolve_device(name: str = "auto") -> torch.device:
     """``auto`` picks the first CUDA GPU when there is one, else the CPU."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     try:
         device = torch.device(name)
     except RuntimeError:

@@ -9,11 +9,12 @@ file records its size, mtime and hash in a small sidecar so later starts need no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import json
 import logging
 import os
-import socket
 import sys
 import tempfile
 import urllib.error
@@ -122,10 +123,8 @@ def check_file(spec: WeightSpec, path: Path) -> tuple[bool, str]:
     digest = sha256_of(path)
     ok = spec.hash_matches(digest) and (spec.size is None or path.stat().st_size == spec.size)
     if ok:
-        try:
+        with contextlib.suppress(OSError):  # a read-only models dir still works: it just hashes again next time
             sidecar.write_text(f"{_stamp(path)}\n{digest}\n")
-        except OSError:  # a read-only models dir still works, it just hashes again next time
-            pass
     return ok, digest
 
 
@@ -197,10 +196,12 @@ def _stream(spec: WeightSpec, fd: int, progress: bool, target: Path) -> tuple[st
     except WeightsError:
         raise
     except urllib.error.HTTPError as exc:
-        raise WeightsError(f"cannot download {spec.name}: HTTP {exc.code} from {spec.url}; {_manual_hint(spec, target)}") from None
-    except (urllib.error.URLError, OSError, socket.timeout, ValueError) as exc:
+        hint = _manual_hint(spec, target)
+        raise WeightsError(f"cannot download {spec.name}: HTTP {exc.code} from {spec.url}; {hint}") from None
+    except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise WeightsError(f"cannot download {spec.name} from {spec.url} ({reason}); {_manual_hint(spec, target)}") from None
+        hint = _manual_hint(spec, target)
+        raise WeightsError(f"cannot download {spec.name} from {spec.url} ({reason}); {hint}") from None
     return digest.hexdigest(), received, expected
 
 

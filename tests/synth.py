@@ -64,9 +64,10 @@ class SynthVideo:
         return [i for i, boxes in enumerate(self.faces) if not boxes]
 
 
-def write_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
+def write_video(path: Path, frames: list[np.ndarray], fps: float, fourcc: str = "mp4v") -> None:
+    """``mp4v`` in .mp4 (index at the end of the file) or ``MJPG`` in .avi (frame count in the header)."""
     h, w = frames[0].shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (w, h))
     if not writer.isOpened():
         raise RuntimeError(f"cannot write {path}")
     for frame in frames:
@@ -94,3 +95,31 @@ def moving_face_video(path: Path, frames: int = 40, size: tuple[int, int] = (320
         truth.append(boxes)
     write_video(path, out, fps)
     return SynthVideo(path=path, fps=fps, size=size, frame_count=frames, faces=truth)
+
+
+def numbered_frames(count: int, size: tuple[int, int] = (160, 120), seed: int = 0) -> list[np.ndarray]:
+    """Frames that differ from each other (a background and the frame's number drawn large)."""
+    w, h = size
+    out = []
+    for i in range(count):
+        frame = background(w, h, seed=seed + i)
+        cv2.putText(frame, str(i), (w // 8, h * 3 // 4), cv2.FONT_HERSHEY_SIMPLEX, h / 60, (255, 255, 255),
+                    max(1, h // 40))
+        out.append(frame)
+    return out
+
+
+def truncate(source: Path, target: Path, keep: float) -> Path:
+    """A copy of ``source`` with only its first ``keep`` fraction of bytes (a cut download)."""
+    data = source.read_bytes()
+    target.write_bytes(data[: int(len(data) * keep)])
+    return target
+
+
+def corrupt(source: Path, target: Path, at: float, length: int, seed: int = 0) -> Path:
+    """A copy of ``source`` with ``length`` random bytes written over it at the ``at`` fraction of its size."""
+    data = bytearray(source.read_bytes())
+    start = int(len(data) * at)
+    data[start:start + length] = np.random.default_rng(seed).integers(0, 256, length, dtype=np.uint8).tobytes()
+    target.write_bytes(bytes(data))
+    return target

@@ -1,0 +1,52 @@
+# syntax=docker/dockerfile:1
+# emopipe on NVIDIA GPUs. Build from the repository root:   docker build -t emopipe .
+# Run (NVIDIA Container Toolkit on the host):
+#   docker run --rm --gpus all -v emopipe-models:/models emopipe models fetch
+#   docker run --rm --gpus all -v emopipe-models:/models -v "$PWD:/data" -p 9478:9478 \
+#       emopipe /data/video.mp4 -o /data/emotions.csv --metrics-port 9478 --metrics-host 0.0.0.0
+# deploy/compose.yaml runs it with Prometheus and Grafana (docs/metrics.md).
+#
+# The image installs this package with pip, as the README does: PyTorch's wheels bring their own
+# CUDA libraries; the CUDA 13 + cuDNN 9 runtime base serves onnxruntime-gpu (built for CUDA 13)
+# and the host's driver comes in through the container toolkit.
+ARG CUDA_IMAGE=nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
+
+FROM ${CUDA_IMAGE} AS build
+ENV DEBIAN_FRONTEND=noninteractive
+# Ubuntu's archive keeps only the current build of a package, so exact pins would break the build.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/emopipe
+ENV PATH=/opt/emopipe/bin:$PATH \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY models/manifest.json models/manifest.json
+COPY emopipe emopipe
+RUN pip install --no-cache-dir .
+
+FROM ${CUDA_IMAGE}
+ENV DEBIAN_FRONTEND=noninteractive
+# libGL and GLib: OpenCV's wheel links against them.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 libgl1 libglib2.0-0t64 \
+    && rm -rf /var/lib/apt/lists/*
+# Weights live in a volume (EmoNet's licence forbids redistributing them in an image):
+# `emopipe models fetch` downloads and verifies them into $EMOPIPE_HOME once.
+RUN useradd --create-home --uid 10001 --user-group emopipe \
+    && mkdir -p /models /data \
+    && chown emopipe:emopipe /models /data
+COPY --from=build /opt/emopipe /opt/emopipe
+ENV PATH=/opt/emopipe/bin:$PATH \
+    EMOPIPE_HOME=/models \
+    PYTHONUNBUFFERED=1
+VOLUME ["/models"]
+USER 10001:10001
+WORKDIR /data
+# Prometheus /metrics (--metrics-port; the default port in live mode)
+EXPOSE 9478
+ENTRYPOINT ["emopipe"]
+CMD ["--help"]

@@ -1,0 +1,381 @@
+"""The streaming pipeline: reader thread → detection, crops, batches, EmoNet → writer thread.
+
+Queues between the threads are bounded and the frames waiting for an incomplete batch are capped,
+so memory does not grow with the video's length. The GPU work runs on the calling thread; frames
+are decoded ahead of it on a reader thread and results are tracked, written and drawn behind it on
+a writer thread. Frames leave in the order they came. Ctrl-C (or a fault in any stage) stops
+the reader, lets the writer finish everything already computed, and closes the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from .batcher import FaceBatch, FrameAssembler, StaticBatcher
+from .crop import FaceCropper
+from .detect import Detections, FaceDetector
+from .engine import Engine, EngineOutput
+from .metrics import GpuTimer
+from .source import Frame, Source
+
+logger = logging.getLogger(__name__)
+
+_END = object()  # sentinel closing a queue
+
+
+@dataclass(frozen=True)
+class FaceResult:
+    """EmoNet's answer for one face (one real batch slot)."""
+
+    probabilities: np.ndarray  # C
+    valence: float
+    arousal: float
+    landmarks: np.ndarray | None  # 68×2 in crop pixels
+
+
+@dataclass
+class FrameResult:
+    """Everything the writer needs about one frame, handed over in frame order."""
+
+    frame: Frame
+    detections: Detections
+    crop_boxes: np.ndarray  # k×4, the integer boxes actually cropped (landmarks map through these)
+    faces: list[FaceResult] = field(default_factory=list)
+
+
+class StageClock:
+    """Times pipeline stages: GPU stages with CUDA events (read once the stream has passed them, at
+    the next host copy that waits anyway), so timing adds no synchronisation; CPU stages by the clock."""
+
+    def __init__(self, device: torch.device, observe: Callable[[str, float], None]) -> None:
+        self.observe = observe
+        self._gpu = GpuTimer() if device.type == "cuda" else None
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if self._gpu is not None:
+            with self._gpu.measure(partial(self.observe, name)):
+                yield
+            return
+        t = time.perf_counter()
+        yield
+        self.observe(name, time.perf_counter() - t)
+
+    def collect(self, wait: bool = False) -> None:
+        if self._gpu is not None:
+            self._gpu.drain() if wait else self._gpu.poll()
+
+
+@dataclass
+class RunSummary:
+    """What a run did, printed on stderr and written as JSON."""
+
+    source: str
+    frames: int = 0
+    faces: int = 0
+    seconds: float = 0.0
+    fps: float = 0.0
+    faces_per_s: float = 0.0
+    load_s: float = 0.0
+    warmup_s: float = 0.0
+    first_frame_latency_s: float | None = None
+    steady_latency_p50_s: float | None = None
+    steady_latency_p99_s: float | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    ended_early: str | None = None
+    interrupted: bool = False
+    engine: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        def ms(s: float | None) -> str:
+            return "n/a" if s is None else f"{s * 1000:.1f} ms"
+
+        lines = [
+            f"{self.frames} frames, {self.faces} faces in {self.seconds:.2f} s "
+            f"({self.fps:.1f} frames/s, {self.faces_per_s:.1f} faces/s)",
+            f"startup: load {self.load_s:.2f} s, warmup {self.warmup_s:.2f} s",
+            f"frame latency: first {ms(self.first_frame_latency_s)}, steady p50 {ms(self.steady_latency_p50_s)}, "
+            f"p99 {ms(self.steady_latency_p99_s)}",
+        ]
+        if self.stage_seconds:
+            lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
+        if self.ended_early:
+            lines.append(f"input ended early: {self.ended_early}")
+        if self.interrupted:
+            lines.append("interrupted: results up to the last complete frame were written")
+        return "\n".join(lines)
+
+
+class Observer:
+    """Hooks the pipeline calls; the metrics and the progress bar implement the ones they need."""
+
+    def stage(self, stage: str, seconds: float) -> None: ...
+
+    def batch(self, size: int, real: int, seconds: float) -> None: ...
+
+    def frame(self, result: FrameResult, latency_s: float) -> None: ...
+
+    def queue_depth(self, name: str, depth: int) -> None: ...
+
+    def dropped(self, n: int) -> None: ...
+
+
+class Sink:
+    """The writer thread's work for one frame (records, annotated video, live view…)."""
+
+    def write(self, result: FrameResult) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class PipelineSettings:
+    detect_batch: int = 1  # frames per detector call (its static batch)
+    max_pending_frames: int = 0  # frames waiting for an unfilled batch before it is flushed (0: 2 × batch)
+    queue_frames: int = 16  # decoded frames buffered ahead of the GPU thread
+    pin_memory: bool = True
+
+
+class Pipeline:
+    """Runs one source through detector, cropper, batcher and engine into the sinks."""
+
+    def __init__(self, source: Source, detector: FaceDetector, cropper: FaceCropper, engine: Engine,
+                 sinks: Sequence[Sink], observers: Sequence[Observer] = (),
+                 settings: PipelineSettings | None = None) -> None:
+        self.source = source
+        self.detector = detector
+        self.cropper = cropper
+        self.engine = engine
+        self.sinks = list(sinks)
+        self.observers = list(observers)
+        self.settings = settings or PipelineSettings()
+        self.device = engine.device
+        self._stop = threading.Event()
+        self._frames: queue.Queue[Any] = queue.Queue(maxsize=max(2, self.settings.queue_frames))
+        self._results: queue.Queue[Any] = queue.Queue(maxsize=max(2, 2 * engine.batch_size))
+        self._latencies: list[float] = []
+        self._faces = 0
+        self._errors: list[BaseException] = []
+        self.clock = StageClock(self.device, self._observe_stage)
+        self._stage_totals: dict[str, float] = {}
+
+    # -- observers ---------------------------------------------------------------------------
+
+    def _observe_stage(self, stage: str, seconds: float) -> None:
+        self._stage_totals[stage] = self._stage_totals.get(stage, 0.0) + seconds
+        for o in self.observers:
+            o.stage(stage, seconds)
+
+    def _observe_queues(self) -> None:
+        for o in self.observers:
+            o.queue_depth("frames", self._frames.qsize())
+            o.queue_depth("results", self._results.qsize())
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def _read(self) -> None:
+        """Reader thread: decode ahead into the bounded frame queue."""
+        try:
+            frames = iter(self.source)
+            while not self._stop.is_set():
+                t = time.perf_counter()
+                frame = next(frames, None)
+                if frame is None:
+                    break
+                self._observe_stage("decode", time.perf_counter() - t)
+                self._put(self._frames, frame)
+        except BaseException as exc:  # handed to the GPU thread, which raises it
+            self._errors.append(exc)
+        finally:
+            self._put(self._frames, _END)
+
+    def _write(self) -> None:
+        """Writer thread: sinks in frame order; latency is measured when a frame's results are out."""
+        try:
+            while True:
+                item = self._results.get()
+                if item is _END:
+                    return
+                t = time.perf_counter()
+                for sink in self.sinks:
+                    sink.write(item)
+                done = time.perf_counter()
+                self._observe_stage("write", done - t)
+                latency = done - item.frame.read_time
+                self._latencies.append(latency)
+                self._faces += len(item.faces)
+                for o in self.observers:
+                    o.frame(item, latency)
+        except BaseException as exc:
+            self._errors.append(exc)
+            self._stop.set()
+            while self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
+                pass
+
+    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
+        """Blocking put that gives up (False) only once the pipeline is stopping; nothing is discarded."""
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _next_frame(self) -> Any:
+        while True:
+            try:
+                return self._frames.get(timeout=0.1)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return _END
+
+    # -- the GPU thread -----------------------------------------------------------------------
+
+    def _frame_batches(self) -> Iterator[list[Frame]]:
+        """Frames from the reader, grouped into detector batches of one frame size."""
+        batch: list[Frame] = []
+        while True:
+            if batch and self._frames.empty():
+                # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
+                yield batch
+                batch = []
+            item = self._next_frame()
+            if item is _END:
+                break
+            if batch and item.bgr.shape != batch[0].bgr.shape:
+                yield batch
+                batch = []
+            batch.append(item)
+            if len(batch) == self.detector.batch_size:
+                yield batch
+                batch = []
+            self._observe_queues()
+        if batch:
+            yield batch
+
+    def _upload(self, frames: list[Frame]) -> torch.Tensor:
+        stacked = torch.from_numpy(np.stack([f.bgr for f in frames]))
+        if self.device.type == "cuda":
+            if self.settings.pin_memory:
+                stacked = stacked.pin_memory()
+            return stacked.to(self.device, non_blocking=True)
+        return stacked
+
+    def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        for batch in batches:
+            t = time.perf_counter()
+            out: EngineOutput = self.engine.infer(batch.crops)  # returns with results on the host
+            seconds = time.perf_counter() - t
+            self._stage_totals["infer"] = self._stage_totals.get("infer", 0.0) + seconds
+            for o in self.observers:
+                o.batch(batch.size, batch.real, seconds)
+            probabilities = out.probabilities.numpy()
+            valence, arousal = out.valence.numpy(), out.arousal.numpy()
+            landmarks = out.landmarks.numpy() if out.landmarks is not None else None
+            for i, slot in enumerate(batch.slots):  # padding slots have no entry here: dropped
+                assembler.deliver(slot, FaceResult(probabilities[i], float(valence[i]), float(arousal[i]),
+                                                   None if landmarks is None else landmarks[i]))
+            self.clock.collect()
+
+    def _release(self, assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        for result, faces in assembler.ready():
+            result.faces = faces
+            self._put(self._results, result)
+
+    def run(self) -> None:
+        """Process the whole source. Raises what a stage raised, after the files are closed."""
+        batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size)
+        assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
+        max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
+        reader = threading.Thread(target=self._read, name="emopipe-reader", daemon=True)
+        writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
+        reader.start()
+        writer.start()
+        try:
+            for frames in self._frame_batches():
+                if self._stop.is_set():
+                    break
+                self._process(frames, batcher, assembler)
+                if len(assembler) > max_pending:  # many faceless frames behind an unfilled batch
+                    self._infer(batcher.flush(), assembler)
+                self._release(assembler)
+            if not self._stop.is_set():
+                self._infer(batcher.flush(), assembler)
+                self._release(assembler)
+            self.clock.collect(wait=True)
+        finally:
+            self._stop.set()  # the reader stops; the writer still drains what was computed
+            self._finish(writer, reader)
+        if self._errors:
+            raise self._errors[0]
+
+    def _finish(self, writer: threading.Thread, reader: threading.Thread) -> None:
+        # The writer gets its sentinel even if the queue is full of results (they are written first).
+        while writer.is_alive():
+            try:
+                self._results.put(_END, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        writer.join()
+        reader.join(timeout=5.0)  # it sees the stop flag after its current frame
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except BaseException as exc:
+                self._errors.append(exc)
+
+    def _process(self, frames: list[Frame], batcher: StaticBatcher[int],
+                 assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        with self.clock.stage("detect"):
+            pixels = self._upload(frames)
+            detections = self.detector.detect(pixels)
+        with self.clock.stage("crop"):
+            crops = self.cropper.crop(pixels, [d.boxes for d in detections])
+        first = 0
+        for i, (frame, found) in enumerate(zip(frames, detections)):
+            count = int(np.count_nonzero(crops.frame_of_crop == i))  # crops come grouped by frame, in order
+            faces = crops.face_of_crop[first:first + count]
+            if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row
+                found = Detections(found.boxes[faces], found.scores[faces])
+            result = FrameResult(frame=frame, detections=found, crop_boxes=crops.boxes_used[first:first + count])
+            assembler.expect(frame.index, result, count)
+            self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
+            first += count
+
+    def summary(self, started: float, **fields: Any) -> RunSummary:
+        elapsed = time.perf_counter() - started
+        frames = len(self._latencies)
+        steady = sorted(self._latencies[1:])
+        return RunSummary(
+            source=self.source.info.uri,
+            frames=frames,
+            faces=self._faces,
+            seconds=elapsed,
+            fps=frames / elapsed if elapsed else 0.0,
+            faces_per_s=self._faces / elapsed if elapsed else 0.0,
+            first_frame_latency_s=self._latencies[0] if self._latencies else None,
+            steady_latency_p50_s=statistics.median(steady) if steady else None,
+            steady_latency_p99_s=steady[min(len(steady) - 1, round(0.99 * (len(steady) - 1)))] if steady else None,
+            stage_seconds={k: round(v, 4) for k, v in self._stage_totals.items()},
+            ended_early=getattr(self.source, "ended_early", None),
+            engine=self.engine.info(),
+            **fields,
+        )

@@ -1,0 +1,150 @@
+"""Serve emopipe's metrics with synthetic, realistic values — for dashboard and alert work without a GPU.
+
+    python scripts/metrics_demo.py --port 9478            # then point Prometheus/Grafana at it
+    python scripts/metrics_demo.py --port 0 --duration 30 # a free port (printed), 30 s
+
+Two threads drive :class:`emopipe.metrics.PipelineMetrics` the way the pipeline does — a reader
+(decode, queue depth, drops) and a worker (detect, crop, inference batches, write, frame latency) —
+at ``--fps`` frames per second, with latencies shaped like the H100 figures in shared/anchors.md
+(a slow first frame, then tens of milliseconds). The build-info labels say ``backend="demo"``,
+so nobody mistakes these values for a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from prometheus_client import CollectorRegistry
+
+from emopipe.metrics import PipelineMetrics, grouping_key, linger, push_metrics, serve_metrics
+
+BATCH_SIZE = 8
+
+
+def _jitter(rng: random.Random, median_s: float, spread: float = 0.25) -> float:
+    """A log-normal time around ``median_s``: mostly close, with a tail, like real stage times."""
+    return median_s * rng.lognormvariate(0.0, spread)
+
+
+def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: int = 0,
+             live: bool = True) -> None:
+    """Observe frames until ``stop`` is set: startup, then a reader thread feeding a worker thread."""
+    rng = random.Random(seed)
+    metrics.observe_startup(load_s=_jitter(rng, 1.4, 0.1), warmup_s=_jitter(rng, 4.1, 0.1))
+    frames: queue.Queue[tuple[float, float] | None] = queue.Queue(maxsize=8)
+
+    def reader() -> None:
+        period = 1.0 / fps
+        next_at = time.monotonic()
+        index = 0
+        while not stop.is_set():
+            capture = time.monotonic()
+            metrics.observe_stage("decode", _jitter(rng, 0.0008))
+            if index % 97 == 13:
+                metrics.error("decode")  # a corrupt packet now and then
+            if index % 211 == 50 and live:
+                metrics.reconnect()
+            try:
+                frames.put_nowait((capture - _jitter(rng, 0.004), time.monotonic()))
+            except queue.Full:
+                metrics.frames_dropped()
+            metrics.set_queue_depth("frames", frames.qsize())
+            index += 1
+            next_at += period
+            stop.wait(max(0.0, next_at - time.monotonic()))
+        frames.put(None)
+
+    def worker() -> None:
+        rng_w = random.Random(seed + 1)
+        pending: list[tuple[float, float, int]] = []
+        first_detect = first_batch = True
+        while (item := frames.get()) is not None:
+            captured, read = item
+            metrics.set_queue_depth("frames", frames.qsize())
+            spent = _jitter(rng_w, 0.0037) + (0.3 if first_detect else 0.0)  # detect (slow once: lazy init)
+            first_detect = False
+            time.sleep(spent)
+            metrics.observe_stage("detect", spent)
+            faces = rng_w.choice((0, 1, 1, 1, 2, 3))
+            if faces:
+                metrics.observe_stage("crop", _jitter(rng_w, 0.0003))
+            pending.append((captured, read, faces))
+            queued = sum(f for _, _, f in pending)
+            metrics.set_queue_depth("faces", queued)
+            if queued >= BATCH_SIZE or len(pending) >= 3:  # full, or the oldest face waited long enough
+                while queued:  # static batches of BATCH_SIZE slots, the last one padded
+                    real = min(queued, BATCH_SIZE)
+                    queued -= real
+                    spent = _jitter(rng_w, 0.35 if first_batch else 0.011)
+                    time.sleep(spent)
+                    metrics.observe_batch(BATCH_SIZE, real, spent)
+                    first_batch = False
+                for captured_at, read_at, n in pending:
+                    metrics.observe_stage("write", _jitter(rng_w, 0.0002))
+                    done = time.monotonic()
+                    metrics.observe_frame(done - read_at, n)
+                    if live:
+                        metrics.observe_capture_latency(done - captured_at)
+                pending.clear()
+                metrics.set_queue_depth("faces", 0)
+
+    threads = [threading.Thread(target=reader, name="demo-reader", daemon=True),
+               threading.Thread(target=worker, name="demo-worker", daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--port", type=int, default=9478, help="serve /metrics here (0: a free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="listen address")
+    parser.add_argument("--fps", type=float, default=25.0, help="simulated frames per second")
+    parser.add_argument("--duration", type=float, default=0.0, help="seconds to simulate (0: until Ctrl-C)")
+    parser.add_argument("--linger", type=float, default=0.0, help="seconds to keep serving after the simulation")
+    parser.add_argument("--file", action="store_true", help="simulate a file run (no capture latency, reconnects)")
+    parser.add_argument("--pushgateway", default=None, help="push the final values to this Pushgateway")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry, queues=("frames", "faces"), info={
+        "version": "demo", "model": "demo (synthetic values)", "backend": "demo", "precision": "fp16",
+        "device": "cuda:0", "gpu": "none (simulated)", "batch_size": str(BATCH_SIZE), "cudnn_benchmark": "true"})
+    server = serve_metrics(registry, args.port, args.host)
+    print(f"serving synthetic emopipe metrics on {server.url}", flush=True)
+    stop = threading.Event()
+    worker = threading.Thread(target=simulate, args=(metrics, args.fps, stop, args.seed, not args.file), daemon=True)
+    worker.start()
+    try:
+        if args.duration > 0:
+            stop.wait(args.duration)
+        else:
+            while worker.is_alive():
+                worker.join(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        worker.join()
+    if args.pushgateway:
+        push_metrics(registry, args.pushgateway, grouping_key=grouping_key("demo"))
+        print(f"pushed to {args.pushgateway}", flush=True)
+    if args.linger:
+        linger(args.linger)
+    server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

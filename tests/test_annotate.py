@@ -1,0 +1,285 @@
+"""Drawing faces on frames and writing the annotated video."""
+
+from __future__ import annotations
+
+import time
+
+import cv2
+import numpy as np
+import pytest
+from synth import background, moving_face_video, paste_head
+
+from emopipe.annotate import AnnotatedVideoWriter, _style, draw, letterbox, track_colour
+from emopipe.emonet import LABELS
+from emopipe.errors import OutputError, UsageError
+from emopipe.records import FaceRecord
+
+
+def face(box, track: int = 1, valence: float = 0.3, arousal: float = -0.2, classes: int = 8,
+         landmarks: np.ndarray | None = None) -> FaceRecord:
+    probabilities = np.full(classes, 0.1 / (classes - 1))
+    probabilities[1] = 0.9
+    return FaceRecord.create(labels=LABELS[classes], probabilities=probabilities, source="clip.mp4", frame=0,
+                             timestamp=0.0, track=track, box=tuple(box), score=0.95, valence=valence,
+                             arousal=arousal, landmarks=landmarks)
+
+
+def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """H×W mask of pixels that differ."""
+    return (a != b).any(axis=2)
+
+
+# -- draw --------------------------------------------------------------------------------------
+
+
+def test_draw_marks_the_face_and_leaves_the_input_untouched():
+    frame = background(320, 240)
+    box = paste_head(frame, 120, 120, 0.6)
+    original = frame.copy()
+    out = draw(frame, [face(box)])
+    assert np.array_equal(frame, original), "draw must not modify its input"
+    assert out.shape == frame.shape and out.dtype == np.uint8
+    mask = changed(out, frame)
+    x1, y1, x2, y2 = (round(v) for v in box)
+    assert mask[y1 - 1:y1 + 2, x1:x2].any(axis=0).all()  # the top edge of the box is drawn
+    assert mask[y1:y2, x1 - 1:x1 + 2].any(axis=1).all()  # and the left edge
+    far = mask.copy()
+    far[max(0, y1 - 60):y2 + 60, max(0, x1 - 60):x2 + 100] = False
+    assert not far.any(), "drawing must stay near the face"
+    # the box is drawn in the track's colour
+    assert tuple(out[y1, (x1 + x2) // 2]) == track_colour(1)
+
+
+def test_draw_without_faces_is_an_identical_copy():
+    frame = background(320, 240)
+    out = draw(frame, [])
+    assert out is not frame
+    assert np.array_equal(out, frame)
+
+
+def test_each_track_gets_its_own_colour():
+    frame = np.zeros((240, 320, 3), np.uint8)
+    out = draw(frame, [face((20, 60, 80, 120), track=1), face((180, 60, 240, 120), track=2)])
+    assert tuple(out[120, 50]) == track_colour(1)
+    assert tuple(out[120, 210]) == track_colour(2)
+    assert track_colour(1) != track_colour(2)
+
+
+def _dot_centre(valence: float, arousal: float) -> np.ndarray:
+    """Where the valence/arousal dot lands: its white outline is the only white right of and below the box top."""
+    frame = np.full((480, 640, 3), 90, np.uint8)
+    box = (100, 100, 220, 240)
+    out = draw(frame, [face(box, valence=valence, arousal=arousal)])
+    white = (out > 200).all(axis=2)
+    white[:100] = False  # the caption above the box has white text
+    white[:, :221] = False
+    ys, xs = np.nonzero(white)
+    assert xs.size, "no dot found"
+    return np.array([xs.mean(), ys.mean()])
+
+
+def test_valence_runs_left_to_right_and_arousal_bottom_to_top():
+    centre = _dot_centre(0.0, 0.0)
+    right = _dot_centre(0.9, 0.0)
+    up = _dot_centre(0.0, 0.9)
+    assert right[0] > centre[0] + 10 and abs(right[1] - centre[1]) < 3
+    assert up[1] < centre[1] - 10 and abs(up[0] - centre[0]) < 3
+    left_down = _dot_centre(-0.9, -0.9)
+    assert left_down[0] < centre[0] - 10 and left_down[1] > centre[1] + 10
+    assert centre[0] > 220, "the inset sits to the right of the box when there is room"
+
+
+def test_out_of_range_valence_and_arousal_are_clamped_for_display():
+    frame = np.full((240, 320, 3), 90, np.uint8)
+    box = (40, 40, 120, 140)
+    assert np.array_equal(draw(frame, [face(box, valence=7.0, arousal=-3.0)]),
+                          draw(frame, [face(box, valence=1.0, arousal=-1.0)]))
+
+
+@pytest.mark.parametrize("box", [
+    (250, 170, 330, 250),  # past the bottom-right corner
+    (-30, -20, 40, 60),  # past the top-left corner
+    (0, 0, 320, 240),  # the whole frame
+    (400, 300, 500, 400),  # entirely outside
+    (150, 110, 152, 112),  # tiny
+])
+def test_faces_at_the_edges_draw_without_error(box):
+    frame = np.full((240, 320, 3), 90, np.uint8)
+    out = draw(frame, [face(box)])
+    assert out.shape == frame.shape
+    assert changed(out, frame).any(), "the caption and inset are drawn inside the frame"
+
+
+def test_inset_moves_left_when_the_box_touches_the_right_edge():
+    frame = np.full((240, 320, 3), 90, np.uint8)
+    out = draw(frame, [face((230, 100, 319, 190))])
+    mask = changed(out, frame)
+    assert mask[100:190, :225].any(), "inset placed left of the box"
+
+
+def test_landmarks_are_drawn_when_present():
+    frame = np.full((240, 320, 3), 90, np.uint8)
+    box = (60, 60, 160, 180)
+    points = np.stack(np.meshgrid(np.linspace(80, 140, 17), np.linspace(90, 160, 4)), -1).reshape(68, 2)
+    without = draw(frame, [face(box)])
+    with_points = draw(frame, [face(box, landmarks=points)])
+    for x, y in points.round().astype(int):
+        assert tuple(with_points[y, x]) == track_colour(1)
+    assert changed(with_points, without)[90:161, 80:141].sum() >= 68
+
+
+def test_sizes_scale_with_the_frame():
+    small, large = _style(320, 240), _style(1920, 1080)
+    assert large.font_scale > small.font_scale
+    assert large.line > small.line and large.inset > small.inset
+    assert small.text_height >= 8, "text stays legible on small frames"
+    text_width = cv2.getTextSize("#12 surprise 100%", cv2.FONT_HERSHEY_SIMPLEX, small.font_scale,
+                                 small.text_thickness)[0][0]
+    assert text_width < 320 / 2
+
+
+def test_draw_is_fast_enough_for_live_view():
+    frame = background(1280, 720)
+    records = [face((100 + 220 * i, 200, 260 + 220 * i, 400), track=i + 1) for i in range(5)]
+    draw(frame, records)
+    start = time.perf_counter()
+    for _ in range(20):
+        draw(frame, records)
+    per_frame = (time.perf_counter() - start) / 20
+    assert per_frame < 0.025, f"draw took {per_frame * 1000:.1f} ms for 5 faces at 1280×720"
+
+
+@pytest.mark.parametrize("bad", [np.zeros((240, 320), np.uint8), np.zeros((240, 320, 3), np.float32),
+                                 np.zeros((240, 320, 4), np.uint8)])
+def test_draw_rejects_frames_that_are_not_bgr_uint8(bad):
+    with pytest.raises(ValueError, match="BGR uint8"):
+        draw(bad, [])
+
+
+# -- letterbox ---------------------------------------------------------------------------------
+
+
+def test_letterbox_keeps_the_aspect_ratio_and_centres_the_image():
+    square = np.full((200, 200, 3), 200, np.uint8)
+    out = letterbox(square, (320, 240))
+    assert out.shape == (240, 320, 3)
+    assert (out[:, :40] == 0).all() and (out[:, 280:] == 0).all()  # black bars left and right
+    assert (out[:, 40:280] == 200).all()  # the image, scaled to 240×240
+    same = np.zeros((240, 320, 3), np.uint8)
+    assert letterbox(same, (320, 240)) is same
+
+
+# -- the video ---------------------------------------------------------------------------------
+
+
+def read_video(path) -> tuple[list[np.ndarray], float]:
+    capture = cv2.VideoCapture(str(path))
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames, fps
+
+
+@pytest.mark.parametrize(("suffix", "fps"), [(".mp4", 29.97), (".avi", 25.0)])
+def test_annotated_video_round_trip(tmp_path, suffix, fps):
+    video = moving_face_video(tmp_path / "in.mp4", frames=16, fps=fps, empty=(6, 10))
+    frames, source_fps = read_video(video.path)
+    assert len(frames) == 16 and source_fps == pytest.approx(fps, abs=1e-3)
+
+    out_path = tmp_path / f"annotated{suffix}"
+    rendered = []
+    with AnnotatedVideoWriter(out_path, fps=source_fps, size=video.size) as writer:
+        for i, frame in enumerate(frames):
+            records = [face(box, track=1) for box in video.faces[i]]
+            rendered.append(writer.render(frame, records))
+            writer.write(frame, records)
+        assert writer.frames_written == 16
+
+    for i in video.empty_frames:
+        assert np.array_equal(rendered[i], frames[i]), "a frame without faces is written unchanged"
+    for i in video.face_frames:
+        x1, y1, x2, y2 = (round(v) for v in video.faces[i][0])
+        near = changed(rendered[i], frames[i])[max(0, y1 - 20):y2 + 5, max(0, x1 - 5):x2 + 5]
+        assert near.mean() > 0.05, f"frame {i}: nothing drawn near the face"
+
+    written, written_fps = read_video(out_path)
+    assert len(written) == 16
+    assert written_fps == pytest.approx(fps, abs=1e-3)
+    assert written[0].shape == frames[0].shape
+
+    def drift(i: int) -> float:
+        """Mean change around the face position (the box of the face frames, which barely moves)."""
+        x1, y1, x2, y2 = (round(v) for v in video.faces[video.face_frames[-1]][0])
+        region = np.s_[max(0, y1 - 20):y2 + 5, max(0, x1 - 5):x2 + 60]
+        return float(np.abs(written[i][region].astype(int) - frames[i][region].astype(int)).mean())
+
+    # After lossy encoding, annotated frames still differ from the source far more than bare ones.
+    assert max(drift(i) for i in video.empty_frames) * 2 < min(drift(i) for i in video.face_frames)
+
+
+def test_frames_of_another_size_are_letterboxed_into_the_video(tmp_path):
+    path = tmp_path / "mixed.mp4"
+    with AnnotatedVideoWriter(path, fps=10.0, size=(320, 240)) as writer:
+        small = np.full((100, 100, 3), 200, np.uint8)
+        assert writer.render(small, []).shape == (240, 320, 3)
+        writer.write(small, [face((10, 10, 60, 60))])
+        writer.write(np.full((480, 640, 3), 50, np.uint8), [])
+    assert writer.fps == 10.0
+    frames, _ = read_video(path)
+    assert len(frames) == 2 and frames[0].shape == (240, 320, 3)
+    assert frames[0][:, :30].mean() < 10  # black bar left of the centred square
+
+
+def test_numpy_frame_rate_is_accepted(tmp_path):
+    with AnnotatedVideoWriter(tmp_path / "a.avi", fps=np.float32(12.5), size=(64, 48)) as writer:
+        assert writer.fps == 12.5
+
+
+def test_write_after_close_is_refused(tmp_path):
+    writer = AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48))
+    writer.close()
+    writer.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(np.zeros((48, 64, 3), np.uint8), [])
+
+
+def test_missing_directory_is_an_output_error(tmp_path):
+    with pytest.raises(OutputError, match="does not exist"):
+        AnnotatedVideoWriter(tmp_path / "missing" / "a.mp4", fps=25.0, size=(64, 48))
+
+
+def test_directory_as_video_output_is_an_output_error(tmp_path):
+    folder = tmp_path / "folder.mp4"
+    folder.mkdir()
+    with pytest.raises(OutputError, match="directory"):
+        AnnotatedVideoWriter(folder, fps=25.0, size=(64, 48))
+
+
+def test_unknown_video_extension_is_an_output_error(tmp_path):
+    with pytest.raises(OutputError, match=r"\.mp4 or \.avi"):
+        AnnotatedVideoWriter(tmp_path / "a.gif", fps=25.0, size=(64, 48))
+
+
+def test_opencv_refusal_is_an_output_error(tmp_path, monkeypatch):
+    class Refusing:
+        def __init__(self, *args):
+            pass
+
+        def isOpened(self):
+            return False
+
+    monkeypatch.setattr(cv2, "VideoWriter", Refusing)
+    with pytest.raises(OutputError, match="could not open"):
+        AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48))
+
+
+@pytest.mark.parametrize("fps", [0, -5, float("nan"), float("inf"), None])
+def test_missing_or_bad_frame_rate_is_a_usage_error(tmp_path, fps):
+    with pytest.raises(UsageError, match="frame rate"):
+        AnnotatedVideoWriter(tmp_path / "a.mp4", fps=fps, size=(64, 48))  # type: ignore[arg-type]
+    assert not (tmp_path / "a.mp4").exists()

@@ -1,0 +1,482 @@
+"""emopipe.metrics: values read back from a fresh registry per test, exposure helpers, GPU timer logic."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import torch
+from prometheus_client import CollectorRegistry
+
+import emopipe
+from emopipe import metrics as m
+from emopipe.batcher import StaticBatcher
+from emopipe.errors import OutputError, UsageError
+from emopipe.metrics import LATENCY_BUCKETS, GpuTimer, MetricsExporter, PipelineMetrics
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def pm(registry) -> PipelineMetrics:
+    return PipelineMetrics(registry, info={"backend": "test"})
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+# -- names, units, buckets ---------------------------------------------------------------------
+
+def test_every_metric_is_in_the_namespace_with_base_units(registry, pm):
+    families = list(registry.collect())
+    assert len(families) >= 15
+    for family in families:
+        assert family.name.startswith("emopipe_"), family.name
+        if family.type == "counter":
+            assert all(s.name.startswith(family.name) for s in family.samples)
+            assert any(s.name == f"{family.name}_total" for s in family.samples), family.name
+        if family.type in ("histogram", "gauge") and ("latency" in family.name or family.name.endswith("_seconds")):
+            assert family.name.endswith("_seconds"), family.name
+    histograms = [f for f in families if f.type == "histogram"]
+    assert {f.name for f in histograms} == {"emopipe_frame_latency_seconds", "emopipe_inference_batch_seconds",
+                                            "emopipe_stage_seconds", "emopipe_capture_latency_seconds"}
+
+
+def test_buckets_cover_half_a_millisecond_to_ten_seconds(registry, pm):
+    assert LATENCY_BUCKETS[0] == 0.0005 and LATENCY_BUCKETS[-1] == 10.0
+    assert list(LATENCY_BUCKETS) == sorted(set(LATENCY_BUCKETS))
+    pm.observe_stage("decode", 0.0004)
+    pm.observe_stage("decode", 9.0)
+    assert value(registry, "emopipe_stage_seconds_bucket", stage="decode", le="0.0005") == 1
+    assert value(registry, "emopipe_stage_seconds_bucket", stage="decode", le="5.0") == 1
+    assert value(registry, "emopipe_stage_seconds_bucket", stage="decode", le="10.0") == 2
+
+
+def test_series_exist_at_zero_before_anything_happens(registry, pm):
+    # rate()/increase() only see an event if the series was scraped before it: they must exist from the start.
+    for phase in m.PHASES:
+        assert value(registry, "emopipe_frame_latency_seconds_count", phase=phase) == 0
+    for stage in m.STAGES:
+        assert value(registry, "emopipe_stage_seconds_count", stage=stage) == 0
+    for kind in m.ERROR_KINDS:
+        assert value(registry, "emopipe_errors_total", kind=kind) == 0
+    for name in ("emopipe_frames_total", "emopipe_faces_total", "emopipe_frames_dropped_total",
+                 "emopipe_stream_reconnects_total", "emopipe_batch_slots_total", "emopipe_batch_faces_total",
+                 "emopipe_capture_latency_seconds_count"):
+        assert value(registry, name) == 0, name
+    assert math.isnan(value(registry, "emopipe_first_frame_latency_seconds"))
+    assert math.isnan(value(registry, "emopipe_batch_fill_ratio"))
+
+
+def test_queues_and_batch_sizes_named_up_front_are_exposed_at_zero(registry):
+    PipelineMetrics(registry, info={}, queues=("frames", "results"), batch_sizes=(32,))
+    assert value(registry, "emopipe_queue_depth", queue="frames") == 0
+    assert value(registry, "emopipe_queue_depth", queue="results") == 0
+    for phase in m.PHASES:
+        assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="32", phase=phase) == 0
+
+
+# -- first frame vs steady state -----------------------------------------------------------------
+
+def test_first_frame_is_phase_first_and_the_rest_steady(registry, pm):
+    pm.observe_frame(0.9, faces=2)
+    for latency in (0.02, 0.03, 0.01):
+        pm.observe_frame(latency, faces=1)
+    assert value(registry, "emopipe_frame_latency_seconds_count", phase="first") == 1
+    assert value(registry, "emopipe_frame_latency_seconds_sum", phase="first") == pytest.approx(0.9)
+    assert value(registry, "emopipe_frame_latency_seconds_count", phase="steady") == 3
+    assert value(registry, "emopipe_frame_latency_seconds_sum", phase="steady") == pytest.approx(0.06)
+    assert value(registry, "emopipe_first_frame_latency_seconds") == pytest.approx(0.9)
+    assert value(registry, "emopipe_frames_total") == 4
+    assert value(registry, "emopipe_faces_total") == 5
+    # the slow first frame stays out of the steady histogram: all steady frames are under 0.75 s
+    assert value(registry, "emopipe_frame_latency_seconds_bucket", phase="steady", le="0.75") == 3
+    assert value(registry, "emopipe_frame_latency_seconds_bucket", phase="first", le="0.75") == 0
+
+
+def test_a_frame_without_faces_counts_as_a_frame(registry, pm):
+    pm.observe_frame(0.1, faces=0)
+    assert value(registry, "emopipe_frames_total") == 1
+    assert value(registry, "emopipe_faces_total") == 0
+
+
+def test_inference_batches_first_per_static_size(registry, pm):
+    pm.observe_batch(8, 8, 1.2)
+    pm.observe_batch(8, 5, 0.010)
+    pm.observe_batch(4, 4, 0.9)  # a new shape: cuDNN would autotune again, so it is "first" too
+    pm.observe_batch(8, 8, 0.011)
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="8", phase="first") == 1
+    assert value(registry, "emopipe_inference_batch_seconds_sum", batch_size="8", phase="first") == pytest.approx(1.2)
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="8", phase="steady") == 2
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="first") == 1
+    # the steady series of a size appears (at zero) with its first batch, before its own first observation
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="steady") == 0
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="2", phase="steady") is None
+    # every batch is one call of the infer stage
+    assert value(registry, "emopipe_stage_seconds_count", stage="infer") == 4
+    assert value(registry, "emopipe_stage_seconds_sum", stage="infer") == pytest.approx(1.2 + 0.010 + 0.9 + 0.011)
+
+
+def test_batch_fill_ratio_is_real_faces_over_slots(registry, pm):
+    pm.observe_batch(8, 8, 0.01)
+    assert value(registry, "emopipe_batch_fill_ratio") == 1.0
+    pm.observe_batch(8, 2, 0.01)
+    assert value(registry, "emopipe_batch_fill_ratio") == pytest.approx(10 / 16)
+    assert value(registry, "emopipe_batch_slots_total") == 16
+    assert value(registry, "emopipe_batch_faces_total") == 10
+
+
+def test_startup_is_split_into_load_and_warmup(registry, pm):
+    assert value(registry, "emopipe_startup_seconds", step="load") is None  # not until observed
+    pm.observe_startup(load_s=1.5, warmup_s=4.1)
+    assert value(registry, "emopipe_startup_seconds", step="load") == 1.5
+    assert value(registry, "emopipe_startup_seconds", step="warmup") == 4.1
+
+
+def test_counters_and_gauges_of_live_runs(registry, pm):
+    pm.frames_dropped()
+    pm.frames_dropped(3)
+    pm.error("decode")
+    pm.error("decode")
+    pm.error("network")  # kinds outside ERROR_KINDS are still counted
+    pm.set_queue_depth("frames", 7)
+    pm.set_queue_depth("frames", 2)
+    pm.reconnect()
+    pm.observe_capture_latency(0.12)
+    assert value(registry, "emopipe_frames_dropped_total") == 4
+    assert value(registry, "emopipe_errors_total", kind="decode") == 2
+    assert value(registry, "emopipe_errors_total", kind="network") == 1
+    assert value(registry, "emopipe_errors_total", kind="write") == 0
+    assert value(registry, "emopipe_queue_depth", queue="frames") == 2
+    assert value(registry, "emopipe_stream_reconnects_total") == 1
+    assert value(registry, "emopipe_capture_latency_seconds_count") == 1
+    assert value(registry, "emopipe_capture_latency_seconds_sum") == pytest.approx(0.12)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda p: p.observe_stage("resize", 0.1), "stage must be one of"),
+    (lambda p: p.observe_stage("infer", 0.1), "observe_batch"),
+    (lambda p: p.observe_stage("decode", -0.1), "decode time must be ≥ 0"),
+    (lambda p: p.observe_frame(math.nan, 1), "frame latency must be ≥ 0"),
+    (lambda p: p.observe_frame(0.1, -1), "≥ 0 faces"),
+    (lambda p: p.observe_batch(0, 0, 0.1), "size ≥ 1"),
+    (lambda p: p.observe_batch(8, 9, 0.1), "real=9"),
+    (lambda p: p.observe_startup(-1, 0), "load time"),
+    (lambda p: p.frames_dropped(-1), "dropped frames"),
+    (lambda p: p.error(""), "non-empty"),
+])
+def test_bad_observations_raise_precise_errors(pm, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(pm)
+
+
+# -- stage counts in a pipeline-shaped loop, at scale --------------------------------------------
+
+def test_stage_counts_match_the_frames_processed(registry, pm):
+    """A model-free run of the pipeline's loop: frames with 0–3 faces, crops packed by the real StaticBatcher."""
+    rng = random.Random(7)
+    batch_size, frames = 8, 600
+    faces_per_frame = [rng.choice((0, 1, 1, 2, 3)) for _ in range(frames)]
+    batcher: StaticBatcher[int] = StaticBatcher(batch_size)
+    batches = []
+    for index, faces in enumerate(faces_per_frame):
+        pm.observe_stage("decode", 0.001)
+        pm.observe_stage("detect", 0.004)
+        if faces:
+            pm.observe_stage("crop", 0.0005)
+        batches += batcher.add(torch.zeros(faces, 3, 4, 4), index)
+        pm.observe_stage("write", 0.0002)
+        pm.observe_frame(0.5 if index == 0 else 0.03, faces)
+    batches += batcher.flush()
+    for batch in batches:
+        pm.observe_batch(batch.size, batch.real, 0.011)
+
+    faces_total = sum(faces_per_frame)
+    assert value(registry, "emopipe_frames_total") == frames
+    for stage in ("decode", "detect", "write"):
+        assert value(registry, "emopipe_stage_seconds_count", stage=stage) == frames
+    assert value(registry, "emopipe_stage_seconds_count", stage="crop") == sum(1 for f in faces_per_frame if f)
+    assert value(registry, "emopipe_stage_seconds_count", stage="infer") == len(batches) == math.ceil(
+        faces_total / batch_size)
+    assert value(registry, "emopipe_faces_total") == faces_total == value(registry, "emopipe_batch_faces_total")
+    assert value(registry, "emopipe_batch_slots_total") == len(batches) * batch_size
+    assert value(registry, "emopipe_batch_fill_ratio") == pytest.approx(faces_total / (len(batches) * batch_size))
+    assert value(registry, "emopipe_frame_latency_seconds_count", phase="first") == 1
+    assert value(registry, "emopipe_frame_latency_seconds_count", phase="steady") == frames - 1
+    assert value(registry, "emopipe_stage_seconds_sum", stage="decode") == pytest.approx(frames * 0.001)
+
+
+def test_time_stage_times_successful_blocks_and_synchronises(registry, pm):
+    synced = []
+    with pm.time_stage("detect", synchronize=lambda: synced.append(True)):
+        time.sleep(0.02)
+    with pytest.raises(RuntimeError), pm.time_stage("detect"):
+        raise RuntimeError("failed stage")
+    assert synced == [True]
+    assert value(registry, "emopipe_stage_seconds_count", stage="detect") == 1  # the failed call is not timed
+    assert 0.02 <= value(registry, "emopipe_stage_seconds_sum", stage="detect") < 1.0
+
+
+# -- threads --------------------------------------------------------------------------------------
+
+def test_observations_from_many_threads_are_all_counted_and_one_frame_is_first(registry, pm):
+    threads, per_thread = 8, 400
+    start = threading.Barrier(threads)
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        start.wait()
+        for _ in range(per_thread):
+            pm.observe_frame(rng.uniform(0.01, 0.05), faces=2)
+            pm.observe_stage("decode", 0.001)
+            pm.observe_batch(4, rng.randint(1, 4), 0.01)
+            pm.set_queue_depth("frames", rng.randint(0, 8))
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    n = threads * per_thread
+    assert value(registry, "emopipe_frames_total") == n
+    assert value(registry, "emopipe_faces_total") == 2 * n
+    assert value(registry, "emopipe_frame_latency_seconds_count", phase="first") == 1
+    assert value(registry, "emopipe_frame_latency_seconds_count", phase="steady") == n - 1
+    assert value(registry, "emopipe_stage_seconds_count", stage="decode") == n
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="first") == 1
+    assert value(registry, "emopipe_inference_batch_seconds_count", batch_size="4", phase="steady") == n - 1
+    assert value(registry, "emopipe_batch_slots_total") == 4 * n
+    assert value(registry, "emopipe_batch_fill_ratio") == pytest.approx(
+        value(registry, "emopipe_batch_faces_total") / (4 * n))
+    assert value(registry, "emopipe_first_frame_latency_seconds") == pytest.approx(
+        value(registry, "emopipe_frame_latency_seconds_sum", phase="first"))
+
+
+# -- build info -----------------------------------------------------------------------------------
+
+def build_labels(registry: CollectorRegistry) -> dict[str, str]:
+    (family,) = [f for f in registry.collect() if f.name == "emopipe_build"]
+    (sample,) = family.samples
+    assert sample.name == "emopipe_build_info" and sample.value == 1
+    return dict(sample.labels)
+
+
+def test_build_info_merges_versions_and_the_engine_info(registry):
+    from emopipe.emonet import EmoNet
+    from emopipe.engine import EngineOptions, TorchEngine
+
+    engine = TorchEngine(EmoNet(8), EngineOptions(device="cpu", batch_size=4, warmup=False))
+    pm = PipelineMetrics(registry, info=m.build_info(engine.info(), model="emonet_8"))
+    labels = build_labels(registry)
+    assert labels["version"] == emopipe.__version__
+    assert labels["torch_version"] == torch.__version__
+    assert labels["cuda_version"] == (torch.version.cuda or "none")
+    if torch.backends.cudnn.is_available():
+        assert labels["cudnn_version"] == str(torch.backends.cudnn.version())
+    else:
+        assert labels["cudnn_version"] == "none"
+    assert labels["gpu"] == "none"  # a CPU engine
+    assert labels["model"] == "emonet_8"
+    assert (labels["backend"], labels["device"], labels["precision"]) == ("torch", "cpu", "fp32")
+    assert labels["cudnn_benchmark"] == "true" and labels["batch_size"] == "4"
+    assert set(m.BUILD_INFO_LABELS) <= set(labels)
+    # set_info replaces the labels, filling the standard ones it lacks and fixing odd keys
+    pm.set_info({"backend": "onnxruntime", "ort.version": "1.31.1", "9lives": "x"})
+    labels = build_labels(registry)
+    assert labels["backend"] == "onnxruntime" and labels["ort_version"] == "1.31.1" and labels["key_9lives"] == "x"
+    assert labels["precision"] == "unknown"
+
+
+def test_default_info_is_gathered_without_an_engine(registry):
+    PipelineMetrics(registry)
+    labels = build_labels(registry)
+    assert labels["torch_version"] == torch.__version__ and labels["backend"] == "unknown"
+
+
+# -- GPU timing with events, read without waiting -------------------------------------------------
+
+class FakeEvent:
+    """A CUDA event stand-in: 'recorded' at a GPU time that the fake GPU reaches when told."""
+
+    gpu_now = 0.0  # GPU time at which the latest launched work will be done
+    reached = 0.0  # GPU time the fake GPU has got to
+    log: ClassVar[list[FakeEvent]] = []
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.synchronized = False
+        FakeEvent.log.append(self)
+
+    def record(self) -> None:
+        FakeEvent.gpu_now += 0.005  # the launched work will finish 5 ms after the previous event
+        self.at = FakeEvent.gpu_now
+
+    def query(self) -> bool:
+        return self.at is not None and self.at <= FakeEvent.reached
+
+    def synchronize(self) -> None:
+        self.synchronized = True
+        FakeEvent.reached = max(FakeEvent.reached, self.at or 0.0)
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1000  # milliseconds, as torch.cuda.Event reports
+
+
+def test_gpu_timer_records_only_what_the_gpu_has_finished_and_never_waits(registry, pm):
+    FakeEvent.gpu_now, FakeEvent.reached, FakeEvent.log = 0.0, 0.0, []
+    timer = GpuTimer(event_factory=FakeEvent)
+    for _ in range(3):
+        with timer.measure(lambda s: pm.observe_stage("crop", s)):
+            pass
+    assert timer.pending == 3 and value(registry, "emopipe_stage_seconds_count", stage="crop") == 0
+    FakeEvent.reached = FakeEvent.log[3].at  # the GPU got past the second measurement's end
+    assert timer.poll() == 2
+    assert value(registry, "emopipe_stage_seconds_count", stage="crop") == 2
+    assert value(registry, "emopipe_stage_seconds_sum", stage="crop") == pytest.approx(0.010)
+    assert not any(e.synchronized for e in FakeEvent.log)  # poll never waited
+    assert timer.drain() == 1 and FakeEvent.log[-1].synchronized
+    assert value(registry, "emopipe_stage_seconds_count", stage="crop") == 3 and timer.pending == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_timer_with_real_cuda_events(registry, pm):
+    timer = GpuTimer()
+    x = torch.randn(2048, 2048, device="cuda")
+    with timer.measure(lambda s: pm.observe_stage("crop", s)):
+        x @ x
+    timer.drain()
+    assert value(registry, "emopipe_stage_seconds_count", stage="crop") == 1
+    assert value(registry, "emopipe_stage_seconds_sum", stage="crop") > 0
+
+
+# -- exposure ---------------------------------------------------------------------------------------
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.read().decode()
+
+
+def test_serve_metrics_serves_the_registry_and_closes(registry, pm):
+    pm.observe_frame(0.25, faces=3)
+    server = m.serve_metrics(registry, 0, "127.0.0.1")
+    try:
+        assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/metrics"
+        text = fetch(server.url)
+        assert "emopipe_frames_total 1.0" in text and 'emopipe_frame_latency_seconds_count{phase="first"} 1.0' in text
+    finally:
+        server.close()
+    with pytest.raises(urllib.error.URLError):
+        fetch(server.url)
+
+
+def test_serve_metrics_on_a_busy_port_is_a_usage_error(registry):
+    with m.serve_metrics(registry, 0, "127.0.0.1") as first, \
+            pytest.raises(UsageError, match=f"cannot serve metrics on 127.0.0.1:{first.port}.*--metrics-port"):
+        m.serve_metrics(registry, first.port, "127.0.0.1")
+    with pytest.raises(UsageError, match=r"0\.\.65535"):
+        m.serve_metrics(registry, 70000)
+
+
+def test_linger_returns_when_stopped():
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()
+    assert 0.05 < m.linger(30, stop) < 5
+
+
+def test_linger_ends_cleanly_on_sigterm(tmp_path):
+    code = ("import sys; from emopipe.metrics import linger; print('lingering', flush=True); "
+            "took = linger(60); print(f'done {took:.1f}', flush=True)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert proc.stdout.readline().strip() == "lingering"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and out.startswith("done")
+
+
+@pytest.mark.parametrize(("url", "full"), [
+    ("pushgateway:9091", "http://pushgateway:9091"),
+    ("https://pg.example/prefix", "https://pg.example/prefix"),
+])
+def test_pushgateway_urls(url, full):
+    assert m.check_pushgateway_url(url) == full
+
+
+@pytest.mark.parametrize("url", ["ftp://pg:21", "http://", "://x"])
+def test_bad_pushgateway_urls_are_usage_errors(url):
+    with pytest.raises(UsageError, match="--pushgateway must be an http"):
+        m.check_pushgateway_url(url)
+
+
+def test_push_to_nothing_is_an_output_error(registry, pm):
+    with m.serve_metrics(registry, 0, "127.0.0.1") as server:
+        port = server.port  # a port that was free a moment ago and is closed again below
+    with pytest.raises(OutputError, match=f"cannot push metrics to the Pushgateway at http://127.0.0.1:{port}"):
+        m.push_metrics(registry, f"127.0.0.1:{port}", timeout_s=2)
+
+
+@pytest.mark.parametrize(("source", "label"), [
+    ("rtsp://admin:secret@cam.local:554/live?token=abc", "rtsp://cam.local:554/live"),
+    ("http://cam/stream.mjpg", "http://cam/stream.mjpg"),
+    ("/data/videos/clip.mp4", "/data/videos/clip.mp4"),
+    ("0", "0"),
+])
+def test_sources_lose_their_credentials_in_labels(source, label):
+    assert m.redact_source(source) == label
+    key = m.grouping_key(source)
+    assert key["source"] == label and key["instance"]
+
+
+def test_exporter_validates_its_flags_before_the_run(registry):
+    with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
+        MetricsExporter(registry, linger_s=10)
+    with pytest.raises(UsageError, match="≥ 0 seconds"):
+        MetricsExporter(registry, port=0, linger_s=-1)
+    with pytest.raises(UsageError, match="--pushgateway"):
+        MetricsExporter(registry, pushgateway="ftp://x")
+
+
+def test_exporter_serves_during_the_run_and_lingers_after(registry, pm):
+    with MetricsExporter(registry, port=0, host="127.0.0.1", linger_s=0.3) as exporter:
+        url = exporter.server.url
+        pm.observe_frame(0.1, 1)
+        assert "emopipe_frames_total 1.0" in fetch(url)
+        t0 = time.monotonic()
+        exporter.finish()
+        assert time.monotonic() - t0 >= 0.3
+    assert exporter.server is None
+    with pytest.raises(urllib.error.URLError):
+        fetch(url)
+
+
+def test_flags_and_live_default_port(registry):
+    parser = argparse.ArgumentParser()
+    m.add_arguments(parser)
+    args = parser.parse_args([])
+    file_run = m.exporter_from_args(args, registry, source="clip.mp4")
+    assert file_run.port is None and file_run.host == "127.0.0.1"  # metrics stay on this machine unless asked
+    assert m.exporter_from_args(args, registry, source="rtsp://cam/x", live=True).port == m.DEFAULT_PORT
+    args = parser.parse_args(["--metrics-port", "0", "--metrics-host", "127.0.0.1", "--metrics-linger", "5",
+                              "--pushgateway", "pg:9091"])
+    exporter = m.exporter_from_args(args, registry, source="rtsp://u:p@cam/x", live=True)
+    assert (exporter.port, exporter.host, exporter.linger_s) == (0, "127.0.0.1", 5.0)
+    assert exporter.pushgateway == "http://pg:9091" and exporter.grouping_key["source"] == "rtsp://cam/x"

@@ -1,0 +1,404 @@
+"""FaceRecord validation, landmark mapping, and the CSV / JSON Lines writers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from emopipe.emonet import LABELS
+from emopipe.errors import OutputError, UsageError
+from emopipe.records import (
+    CsvRecordWriter,
+    FaceRecord,
+    JsonlRecordWriter,
+    landmarks_to_frame,
+    open_writer,
+    output_format,
+    record_columns,
+)
+
+
+def make_record(classes: int = 8, frame: int = 3, track: int = 1, seed: int = 0, landmarks: bool = False,
+                source: str = "clip.mp4") -> FaceRecord:
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=classes)
+    probabilities = np.exp(logits) / np.exp(logits).sum()
+    x1, y1 = rng.uniform(0, 200, size=2)
+    return FaceRecord.create(
+        labels=LABELS[classes], probabilities=probabilities.astype(np.float32), source=source, frame=frame,
+        timestamp=frame / 29.97, track=track, box=(x1, y1, x1 + 80.123456, y1 + 90.987654),
+        score=float(rng.uniform(0.5, 1)), valence=float(rng.uniform(-1, 1)), arousal=float(rng.uniform(-1, 1)),
+        landmarks=rng.uniform(0, 300, size=(68, 2)) if landmarks else None,
+    )
+
+
+# -- FaceRecord --------------------------------------------------------------------------------
+
+
+def test_create_labels_the_most_probable_class_for_each_model():
+    p8 = np.zeros(8)
+    p8[7] = 1.0
+    assert FaceRecord.create(labels=LABELS[8], probabilities=p8, **_fields()).label == "contempt"
+    p5 = np.zeros(5)
+    p5[4] = 1.0
+    # The 5-class model's index 4 is anger (the reference demo printed the 8-class name "fear").
+    assert FaceRecord.create(labels=LABELS[5], probabilities=p5, **_fields()).label == "anger"
+
+
+def _fields(**overrides):
+    fields = dict(source="a.mp4", frame=0, timestamp=0.0, track=1, box=(0, 0, 10, 10), score=0.9,
+                  valence=0.1, arousal=-0.2)
+    fields.update(overrides)
+    return fields
+
+
+def test_record_is_frozen_and_its_arrays_read_only():
+    record = make_record(landmarks=True)
+    with pytest.raises(AttributeError):
+        record.frame = 4  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        record.probabilities[0] = 1.0
+    with pytest.raises(ValueError):
+        record.landmarks[0, 0] = 1.0  # type: ignore[index]
+    assert isinstance(record.box, tuple) and all(isinstance(v, float) for v in record.box)
+
+
+def test_record_copies_its_inputs():
+    probabilities = np.array([0.5, 0.5])
+    record = FaceRecord(label="a", probabilities=probabilities, **_fields())
+    probabilities[0] = 0.9
+    assert record.probabilities.tolist() == [0.5, 0.5]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"frame": -1}, "frame"),
+    ({"frame": 1.5}, "frame"),
+    ({"track": 0}, "track"),
+    ({"timestamp": float("nan")}, "timestamp"),
+    ({"valence": float("inf")}, "valence"),
+    ({"box": (0, 0, 10)}, "box"),
+    ({"box": (10, 0, 0, 10)}, "x2 ≥ x1"),
+    ({"probabilities": np.array([0.7, 0.7])}, "sum to 1"),
+    ({"probabilities": np.array([1.2, -0.2])}, "≥ 0"),
+    ({"probabilities": np.ones((2, 2)) / 4}, "vector"),
+    ({"label": ""}, "label"),
+    ({"landmarks": np.zeros((5, 2))}, "landmarks"),
+    ({"source": 3}, "source"),
+])
+def test_bad_records_are_rejected_with_a_message(overrides, message):
+    fields = dict(_fields(), label="neutral", probabilities=np.array([0.25, 0.75]))
+    fields.update(overrides)
+    with pytest.raises((ValueError, TypeError), match=message):
+        FaceRecord(**fields)
+
+
+def test_create_rejects_probabilities_that_do_not_fit_the_labels():
+    with pytest.raises(ValueError, match="expected 5 probabilities"):
+        FaceRecord.create(labels=LABELS[5], probabilities=np.full(8, 1 / 8), **_fields())
+
+
+# -- landmarks -----------------------------------------------------------------------------------
+
+
+def test_landmarks_map_from_crop_to_frame_pixels():
+    box = np.array([100.0, 50.0, 164.0, 178.0])  # 64 wide, 128 tall: the crop squeezes y twice as much as x
+    crop_points = np.array([[0.0, 0.0], [256.0, 256.0], [128.0, 64.0]])
+    expected = np.array([[100.0, 50.0], [164.0, 178.0], [132.0, 82.0]])
+    np.testing.assert_allclose(landmarks_to_frame(crop_points, box), expected)
+
+
+def test_landmarks_map_a_batch_of_faces_each_with_its_own_box():
+    boxes = np.array([[0.0, 0.0, 256.0, 256.0], [10.0, 20.0, 138.0, 148.0]])
+    points = np.tile(np.array([[128.0, 128.0]]), (2, 68, 1))
+    mapped = landmarks_to_frame(points, boxes)
+    assert mapped.shape == (2, 68, 2)
+    np.testing.assert_allclose(mapped[0], 128.0)
+    np.testing.assert_allclose(mapped[1], np.tile([74.0, 84.0], (68, 1)))
+
+
+def test_landmark_mapping_rejects_mismatched_faces():
+    with pytest.raises(ValueError, match="same faces"):
+        landmarks_to_frame(np.zeros((3, 68, 2)), np.zeros((2, 4)))
+
+
+# -- formats and columns -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("path", "fmt", "expected"), [
+    ("out.csv", None, "csv"), ("OUT.CSV", None, "csv"), ("out.jsonl", None, "jsonl"), ("out.ndjson", None, "jsonl"),
+    ("-", None, "csv"), ("results", None, "csv"), ("out.txt", "jsonl", "jsonl"), ("-", "jsonl", "jsonl"),
+])
+def test_output_format(path, fmt, expected):
+    assert output_format(path, fmt) == expected
+
+
+@pytest.mark.parametrize(("path", "fmt"), [("out.json", None), ("out.txt", None), ("out.csv", "xml")])
+def test_unknown_output_format_is_a_usage_error(path, fmt):
+    with pytest.raises(UsageError):
+        output_format(path, fmt)
+
+
+@pytest.mark.parametrize("classes", [8, 5])
+def test_columns_name_the_model_classes(classes):
+    columns = record_columns(LABELS[classes], landmarks=False)
+    assert columns[:10] == ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label"]
+    assert columns[10:-2] == [f"p_{label}" for label in LABELS[classes]]
+    assert columns[-2:] == ["valence", "arousal"]
+    with_landmarks = record_columns(LABELS[classes], landmarks=True)
+    assert with_landmarks[:len(columns)] == columns
+    assert with_landmarks[len(columns):][:3] == ["lm0_x", "lm0_y", "lm1_x"]
+    assert with_landmarks[-1] == "lm67_y" and len(with_landmarks) == len(columns) + 136
+
+
+# -- CSV -----------------------------------------------------------------------------------------
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("classes", [8, 5])
+def test_csv_round_trip(tmp_path, classes):
+    records = [make_record(classes, frame=f, track=t, seed=10 * f + t) for f in range(3) for t in (1, 2)]
+    path = tmp_path / "out.csv"
+    with open_writer(path, labels=LABELS[classes]) as writer:
+        assert isinstance(writer, CsvRecordWriter)
+        writer.write(records[:2])
+        writer.write(records[2:])
+    rows = read_csv(path)
+    assert len(rows) == len(records)
+    assert list(rows[0]) == record_columns(LABELS[classes], landmarks=False)
+    assert not any(k.startswith("lm") for k in rows[0])
+    for row, record in zip(rows, records, strict=True):
+        assert row["source"] == "clip.mp4"
+        assert int(row["frame"]) == record.frame and int(row["track_id"]) == record.track
+        assert float(row["timestamp_s"]) == pytest.approx(record.timestamp, abs=5e-7)
+        assert [float(row[k]) for k in ("x1", "y1", "x2", "y2")] == pytest.approx(record.box, abs=0.005)
+        assert float(row["score"]) == pytest.approx(record.score, abs=5e-7)
+        assert row["label"] == record.label == LABELS[classes][int(np.argmax(record.probabilities))]
+        probabilities = [float(row[f"p_{label}"]) for label in LABELS[classes]]
+        np.testing.assert_allclose(probabilities, record.probabilities, atol=5e-7)
+        assert float(row["valence"]) == pytest.approx(record.valence, abs=5e-7)
+        assert float(row["arousal"]) == pytest.approx(record.arousal, abs=5e-7)
+
+
+def test_csv_numbers_are_rounded(tmp_path):
+    record = FaceRecord(label="b", probabilities=np.array([1 / 3, 2 / 3]),
+                        **_fields(timestamp=1 / 3, box=(1 / 3, 2 / 3, 10 + 1 / 3, 20 + 2 / 3), score=0.123456789))
+    path = tmp_path / "out.csv"
+    with open_writer(path, labels=("a", "b")) as writer:
+        writer.write([record])
+    row = read_csv(path)[0]
+    assert row["timestamp_s"] == "0.333333"
+    assert [row[k] for k in ("x1", "y1", "x2", "y2")] == ["0.33", "0.67", "10.33", "20.67"]
+    assert row["score"] == "0.123457"
+    assert (row["p_a"], row["p_b"]) == ("0.333333", "0.666667")
+
+
+def test_csv_with_landmarks(tmp_path):
+    with_points = make_record(landmarks=True)
+    without_points = make_record(frame=4)
+    path = tmp_path / "out.csv"
+    with open_writer(path, labels=LABELS[8], landmarks=True) as writer:
+        writer.write([with_points, without_points])
+    rows = read_csv(path)
+    points = [[float(rows[0][f"lm{i}_{a}"]) for a in "xy"] for i in range(68)]
+    np.testing.assert_allclose(points, with_points.landmarks, atol=0.005)
+    assert all(rows[1][f"lm{i}_x"] == "" for i in range(68))  # a face without landmarks leaves them empty
+
+
+def test_csv_quotes_awkward_source_names(tmp_path):
+    record = make_record(source='my, "odd"\nvideo.mp4')
+    path = tmp_path / "out.csv"
+    with open_writer(path, labels=LABELS[8]) as writer:
+        writer.write([record])
+    assert read_csv(path)[0]["source"] == 'my, "odd"\nvideo.mp4'
+
+
+@pytest.mark.parametrize("classes", [8, 5])
+def test_no_faces_gives_a_header_only_csv(tmp_path, classes):
+    path = tmp_path / "empty.csv"
+    with open_writer(path, labels=LABELS[classes]) as writer:
+        writer.write([])
+    text = path.read_text()
+    assert text == ",".join(record_columns(LABELS[classes], landmarks=False)) + "\n"
+    assert "p_contempt" in text if classes == 8 else "p_contempt" not in text and "p_fear" not in text
+
+
+def test_each_write_reaches_the_file_before_close(tmp_path):
+    path = tmp_path / "out.csv"
+    writer = open_writer(path, labels=LABELS[8])
+    try:
+        assert len(read_csv(path)) == 0 and path.read_text().startswith("source,frame,")  # header at open
+        writer.write([make_record(frame=0)])
+        assert [int(r["frame"]) for r in read_csv(path)] == [0]
+        writer.write([make_record(frame=1), make_record(frame=2)])
+        assert [int(r["frame"]) for r in read_csv(path)] == [0, 1, 2]
+        assert writer.rows_written == 3
+    finally:
+        writer.close()
+
+
+def test_a_failed_write_leaves_only_complete_rows(tmp_path, monkeypatch):
+    path = tmp_path / "out.csv"
+    with open_writer(path, labels=LABELS[8]) as writer:
+        writer.write([make_record(frame=0)])
+        file = writer._sink._file  # the raw file underneath
+
+        real_write = file.write
+        calls = {"n": 0}
+
+        class Interrupted:
+            def write(self, data):
+                calls["n"] += 1
+                if calls["n"] == 1:
+                    return real_write(bytes(data)[:17])  # the OS took part of the batch…
+                raise KeyboardInterrupt  # …then Ctrl-C
+
+            def __getattr__(self, name):
+                return getattr(file, name)
+
+        monkeypatch.setattr(writer._sink, "_file", Interrupted())
+        with pytest.raises(KeyboardInterrupt):
+            writer.write([make_record(frame=1), make_record(frame=2)])
+        monkeypatch.setattr(writer._sink, "_file", file)
+        writer.write([make_record(frame=3)])
+    assert [int(r["frame"]) for r in read_csv(path)] == [0, 3]
+    assert path.read_text().endswith("\n")
+
+
+def test_writer_rejects_records_of_another_model(tmp_path):
+    with open_writer(tmp_path / "out.csv", labels=LABELS[5]) as writer, pytest.raises(ValueError, match="5"):
+        writer.write([make_record(8)])
+
+
+def test_closed_writer_refuses_to_write(tmp_path):
+    writer = open_writer(tmp_path / "out.csv", labels=LABELS[8])
+    writer.close()
+    writer.close()  # closing twice is harmless
+    with pytest.raises(ValueError, match="closed"):
+        writer.write([make_record()])
+
+
+# -- JSON Lines ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".ndjson"])
+@pytest.mark.parametrize("classes", [8, 5])
+def test_jsonl_round_trip(tmp_path, suffix, classes):
+    records = [make_record(classes, frame=f, seed=f, landmarks=f != 1) for f in range(3)]
+    path = tmp_path / f"out{suffix}"
+    with open_writer(path, labels=LABELS[classes], landmarks=True) as writer:
+        assert isinstance(writer, JsonlRecordWriter)
+        writer.write(records)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    for line, record in zip(lines, records, strict=True):
+        row = json.loads(line)
+        assert list(row) == ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label",
+                             "probabilities", "valence", "arousal", "landmarks"]
+        assert row["frame"] == record.frame and row["track_id"] == record.track and row["source"] == "clip.mp4"
+        assert row["timestamp_s"] == pytest.approx(record.timestamp, abs=5e-7)
+        assert [row[k] for k in ("x1", "y1", "x2", "y2")] == pytest.approx(record.box, abs=0.005)
+        assert list(row["probabilities"]) == list(LABELS[classes])
+        np.testing.assert_allclose(list(row["probabilities"].values()), record.probabilities, atol=5e-7)
+        assert row["label"] == max(row["probabilities"], key=row["probabilities"].get)
+        assert row["valence"] == pytest.approx(record.valence, abs=5e-7)
+        assert row["arousal"] == pytest.approx(record.arousal, abs=5e-7)
+        if record.landmarks is None:
+            assert row["landmarks"] is None
+        else:
+            np.testing.assert_allclose(row["landmarks"], record.landmarks, atol=0.005)
+
+
+def test_jsonl_without_landmarks_has_no_landmark_field_and_no_faces_gives_an_empty_file(tmp_path):
+    path = tmp_path / "out.jsonl"
+    with open_writer(path, labels=LABELS[8], landmarks=False) as writer:
+        assert path.read_text() == ""
+        writer.write([make_record(landmarks=True)])
+    assert "landmarks" not in json.loads(path.read_text())
+
+
+# -- standard output -----------------------------------------------------------------------------
+
+
+def test_dash_writes_to_stdout(capsys):
+    with open_writer("-", labels=LABELS[5]) as writer:
+        writer.write([make_record(5)])
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 1 and rows[0]["label"] in LABELS[5]
+    assert sys.stdout.closed is False
+
+
+def test_dash_jsonl_writes_to_stdout(capsys):
+    with open_writer("-", fmt="jsonl", labels=LABELS[8]) as writer:
+        writer.write([make_record(8), make_record(8, frame=4)])
+    assert [json.loads(line)["frame"] for line in capsys.readouterr().out.splitlines()] == [3, 4]
+
+
+# -- unwritable outputs --------------------------------------------------------------------------
+
+
+def test_missing_directory_is_an_output_error_at_open(tmp_path):
+    with pytest.raises(OutputError, match="does not exist"):
+        open_writer(tmp_path / "nope" / "out.csv", labels=LABELS[8])
+
+
+def test_directory_as_output_is_an_output_error(tmp_path):
+    with pytest.raises(OutputError, match="directory"):
+        open_writer(tmp_path, fmt="csv", labels=LABELS[8])
+
+
+def test_parent_that_is_a_file_is_an_output_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="not a directory"):
+        open_writer(tmp_path / "file" / "out.csv", labels=LABELS[8])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_read_only_directory_is_an_output_error(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(OutputError, match="permission denied"):
+            open_writer(locked / "out.csv", labels=LABELS[8])
+    finally:
+        locked.chmod(0o700)
+
+
+def test_os_refusal_at_open_is_an_output_error_with_one_line(tmp_path, monkeypatch):
+    """Whatever the checks miss (read-only file system, quota, root-only paths), open() reports it."""
+    import builtins
+
+    real_open = builtins.open
+
+    def refusing_open(file, mode="r", *args, **kwargs):
+        if str(file).endswith("out.csv"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", refusing_open)
+    with pytest.raises(OutputError, match="Permission denied") as caught:
+        open_writer(tmp_path / "out.csv", labels=LABELS[8])
+    assert "\n" not in str(caught.value)
+
+
+def test_a_full_disk_during_writing_is_an_output_error(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    with pytest.raises(OutputError, match="/dev/full"):
+        open_writer("/dev/full", fmt="csv", labels=LABELS[8])  # the header write hits "no space left"
+
+
+@pytest.mark.parametrize("labels", [("a",), ("a", "a"), ("a", "")])
+def test_bad_labels_are_rejected(tmp_path, labels):
+    with pytest.raises(ValueError, match="labels"):
+        open_writer(tmp_path / "out.csv", labels=labels)

@@ -1,0 +1,510 @@
+"""Frame sources: videos (complete, seeked, truncated, corrupt, variable frame rate), images, folders."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import synth
+
+from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
+from emopipe.source import (
+    FolderSource,
+    Frame,
+    ImageSource,
+    Source,
+    SourceInfo,
+    SourceOpener,
+    VideoSource,
+    format_time,
+    natural_key,
+    open_source,
+    register_source,
+    source_kinds,
+    unregister_source,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+FPS = 25.0
+COUNT = 60
+needs_ffmpeg = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg command line tool")
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> dict[str, Path]:
+    """The same 60 numbered frames as MJPG/AVI (count in the header) and mp4v/MP4 (index at the end)."""
+    folder = tmp_path_factory.mktemp("videos")
+    frames = synth.numbered_frames(COUNT)
+    paths = {"avi": folder / "clip.avi", "mp4": folder / "clip.mp4"}
+    synth.write_video(paths["avi"], frames, FPS, fourcc="MJPG")
+    synth.write_video(paths["mp4"], frames, FPS, fourcc="mp4v")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def faststart_mp4(videos, tmp_path_factory) -> Path:
+    """An MP4 with its index first (as streamed files are), so a cut copy still opens."""
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("needs the ffmpeg command line tool")
+    target = tmp_path_factory.mktemp("faststart") / "clip_faststart.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-i", str(videos["mp4"]), "-c", "copy",
+                    "-movflags", "+faststart", str(target)], check=True)
+    return target
+
+
+def read_all(source: Source) -> list[Frame]:
+    with source:
+        return list(source)
+
+
+# -- complete videos ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["avi", "mp4"])
+def test_video_yields_every_frame_with_index_timestamp_and_pixels(videos, kind):
+    original = synth.numbered_frames(COUNT)
+    with VideoSource(videos[kind]) as source:
+        info = source.info
+        frames = list(source)
+        assert source.ended_early is None
+    assert (info.kind, info.fps, info.frame_count, info.width, info.height) == ("video", FPS, COUNT, 160, 120)
+    assert info.duration_s == pytest.approx(COUNT / FPS)
+    assert [f.index for f in frames] == list(range(COUNT))
+    assert [f.timestamp for f in frames] == pytest.approx([i / FPS for i in range(COUNT)])
+    assert all(b.read_time >= a.read_time for a, b in itertools.pairwise(frames))
+    for frame, truth in zip(frames, original, strict=True):
+        assert frame.bgr.shape == (120, 160, 3) and frame.bgr.dtype == np.uint8
+        assert np.abs(frame.bgr.astype(int) - truth).mean() < 6  # lossy codecs, but the same picture
+    # frames are told apart: each is closer to its own original than to its neighbour's
+    assert np.abs(frames[10].bgr.astype(int) - original[10]).mean() < np.abs(frames[10].bgr.astype(int)
+                                                                             - original[11]).mean()
+
+
+def test_video_of_a_moving_face_reads_as_a_stream(tmp_path):
+    video = synth.moving_face_video(tmp_path / "face.mp4", frames=20, size=(320, 240))
+    with open_source(video.path) as source:
+        assert isinstance(source, VideoSource)
+        assert (source.info.width, source.info.height, source.info.frame_count) == (320, 240, 20)
+        assert source.expected_frames == 20
+        count = sum(1 for _ in source)
+    assert count == 20
+
+
+@pytest.mark.parametrize("kind", ["avi", "mp4"])
+@pytest.mark.parametrize(("start", "first_index"), [(1.0, 25), (1.01, 26), (0.98, 25), (2.36, 59)])
+def test_start_seeks_to_the_true_frame_index(videos, kind, start, first_index):
+    sequential = read_all(VideoSource(videos[kind]))
+    with VideoSource(videos[kind], start_s=start) as source:
+        frames = list(source)
+        assert source.ended_early is None
+    assert frames[0].index == first_index
+    assert frames[0].timestamp == pytest.approx(first_index / FPS)
+    assert [f.index for f in frames] == list(range(first_index, COUNT))
+    for frame in frames[:3]:  # decoded from the keyframe before: the same pixels as reading from the start
+        assert np.array_equal(frame.bgr, sequential[frame.index].bgr)
+
+
+def test_end_is_exclusive_and_max_frames_caps(videos):
+    with VideoSource(videos["avi"], start_s=0.4, end_s=1.0) as source:
+        assert source.expected_frames == 15
+        frames = list(source)
+    assert [f.index for f in frames] == list(range(10, 25))
+    with VideoSource(videos["avi"], max_frames=7) as source:
+        assert source.expected_frames == 7
+        assert [f.index for f in source] == list(range(7))
+        assert source.ended_early is None
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"start_s": -1.0}, "start time"),
+    ({"start_s": 2.0, "end_s": 1.5}, "end time"),
+    ({"end_s": 0.0}, "end time"),
+    ({"max_frames": 0}, "maximum frame count"),
+    ({"start_s": 2.4}, "at or after the end"),
+    ({"start_s": 99.0}, "at or after the end"),
+])
+def test_bad_ranges_are_usage_errors(videos, kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        VideoSource(videos["avi"], **kwargs)
+
+
+def test_iterating_twice_is_refused_and_close_stops_reading(videos):
+    source = VideoSource(videos["avi"])
+    iterator = iter(source)
+    assert [next(iterator).index for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(RuntimeError, match="once"):
+        iter(source)
+    source.close()
+    source.close()  # idempotent
+    assert list(iterator) == []
+    assert source.ended_early is None  # stopping early on purpose is not a damaged file
+
+
+def test_close_from_another_thread_while_reading(videos):
+    source = VideoSource(videos["avi"])
+    seen = []
+    for frame in source:
+        seen.append(frame.index)
+        if frame.index == 5:
+            closer = threading.Thread(target=source.close)
+            closer.start()
+            closer.join()
+    assert seen == list(range(6))
+
+
+# -- variable frame rate -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def vfr_video(tmp_path_factory) -> tuple[Path, list[float]]:
+    """60 frames: the first 30 at 40 ms, the rest at 80 ms (what phones record in low light)."""
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("needs the ffmpeg command line tool")
+    path = tmp_path_factory.mktemp("vfr") / "vfr.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=25",
+                    "-frames:v", "60", "-vf", "setpts='if(lt(N,30),N,30+(N-30)*2)/25/TB'", "-fps_mode", "vfr",
+                    "-c:v", "mpeg4", "-q:v", "5", str(path)], check=True)
+    # the truth is what FFmpeg's own probe reads back (the encoder rounds a time or two to its time base)
+    probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=pts_time",
+                            "-of", "csv=p=0", str(path)], capture_output=True, text=True, check=True)
+    truth = [float(t) for t in probe.stdout.split()]
+    assert len(truth) == 60 and truth[1] - truth[0] == pytest.approx(0.04) and truth[59] > 3.5
+    return path, truth
+
+
+def test_variable_frame_rate_keeps_the_containers_timestamps(vfr_video):
+    path, truth = vfr_video
+    frames = read_all(VideoSource(path))
+    assert [f.index for f in frames] == list(range(60))
+    assert [f.timestamp for f in frames] == pytest.approx(truth, abs=1e-6)
+    fps = VideoSource(path).info.fps
+    assert abs(frames[30].timestamp - 30 / fps) > 0.5  # index / (average rate) would be wrong here
+
+
+@pytest.mark.parametrize("start", [0.5, 1.7, 3.0])
+def test_seeking_a_variable_frame_rate_video_keeps_true_indexes(vfr_video, start):
+    path, truth = vfr_video
+    expected = next(i for i, t in enumerate(truth) if t >= start - 1e-9)
+    frames = read_all(VideoSource(path, start_s=start))
+    assert frames[0].index == expected
+    assert frames[0].timestamp == pytest.approx(truth[expected], abs=1e-6)
+    assert [f.index for f in frames] == list(range(expected, 60))
+
+
+# -- damaged videos ----------------------------------------------------------------------------
+
+def test_truncated_avi_yields_what_decodes_then_says_where_it_stopped(videos, tmp_path):
+    cut = synth.truncate(videos["avi"], tmp_path / "cut.avi", keep=0.5)
+    with VideoSource(cut) as source:
+        assert source.info.frame_count == COUNT  # the header still declares every frame
+        frames = list(source)
+        message = source.ended_early
+    assert 10 < len(frames) < COUNT
+    assert [f.index for f in frames] == list(range(len(frames)))
+    assert message is not None
+    assert f"decoding stopped at frame {len(frames)} of {COUNT} ({format_time(len(frames) / FPS)})" in message
+    assert "truncated" in message
+
+
+def test_truncated_faststart_mp4_is_reported(faststart_mp4, tmp_path):
+    cut = synth.truncate(faststart_mp4, tmp_path / "cut.mp4", keep=0.6)
+    with VideoSource(cut) as source:
+        frames = list(source)
+        assert 10 < len(frames) < COUNT
+        assert source.ended_early is not None and f"of {COUNT}" in source.ended_early
+
+
+def test_truncated_mp4_without_its_index_is_unreadable_and_says_why(videos, tmp_path):
+    cut = synth.truncate(videos["mp4"], tmp_path / "cut.mp4", keep=0.7)
+    with pytest.raises(InputUnreadableError, match=r"moov.*truncated"):
+        VideoSource(cut)
+
+
+@pytest.mark.parametrize("container", ["avi", "mkv"])
+def test_corruption_in_the_middle_is_reported_and_reading_goes_on(tmp_path, container):
+    path = tmp_path / f"clip.{container}"
+    synth.write_video(path, synth.numbered_frames(COUNT), FPS, fourcc="MJPG")
+    damaged = synth.corrupt(path, tmp_path / f"damaged.{container}", at=0.5, length=4000)
+    with VideoSource(damaged) as source:
+        frames = list(source)
+        message = source.ended_early
+    assert COUNT - 5 <= len(frames) < COUNT  # only the damaged frames are lost: reading went past them
+    assert message is not None
+    assert f"of {COUNT}" in message or f"of about {COUNT}" in message
+    if container == "mkv":  # real timestamps show where frames went missing
+        assert "could not be decoded (corrupt data around 00:01." in message
+        assert "went on to the end (00:02.36)" in message
+
+
+def test_decoder_noise_stays_off_stderr(videos, tmp_path):
+    damaged = synth.corrupt(videos["avi"], tmp_path / "damaged.avi", at=0.5, length=4000)
+    script = ("import sys; from emopipe.source import VideoSource\n"
+              "s = VideoSource(sys.argv[1]); n = sum(1 for _ in s); print(n, s.ended_early is not None)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENCV_FFMPEG_LOGLEVEL", "OPENCV_LOG_LEVEL")}
+    env["PYTHONPATH"] = str(REPO)
+    quiet = subprocess.run([sys.executable, "-c", script, str(damaged)], capture_output=True, text=True, env=env,
+                           cwd=REPO, check=True)
+    assert quiet.stdout.split()[1] == "True"
+    assert quiet.stderr == ""
+    # the user can still ask for FFmpeg's messages (and there are some for this file)
+    loud = subprocess.run([sys.executable, "-c", script, str(damaged)], capture_output=True, text=True,
+                          env={**env, "OPENCV_FFMPEG_LOGLEVEL": "16"}, cwd=REPO, check=True)
+    assert "FFMPEG" in loud.stdout + loud.stderr
+
+
+class FakeCapture:
+    """Stands in for cv2.VideoCapture: scripted grab results and container timestamps (ms)."""
+
+    def __init__(self, msecs: list[float], fails_at: set[int] = frozenset(), fps: float = 10.0,
+                 declared: int | None = None) -> None:
+        self.msecs, self.fails_at, self.fps = msecs, set(fails_at), fps
+        self.declared = len(msecs) if declared is None else declared
+        self.position, self.current = 0, None
+
+    def isOpened(self) -> bool:  # OpenCV's name
+        return True
+
+    def grab(self) -> bool:
+        if self.position in self.fails_at:
+            self.fails_at.discard(self.position)
+            return False
+        if self.position >= len(self.msecs):
+            return False
+        self.current, self.position = self.position, self.position + 1
+        return True
+
+    def retrieve(self):
+        return True, np.full((4, 6, 3), self.current, np.uint8)
+
+    def get(self, prop: int) -> float:
+        return {cv2.CAP_PROP_FPS: self.fps, cv2.CAP_PROP_FRAME_COUNT: float(self.declared),
+                cv2.CAP_PROP_POS_MSEC: self.msecs[self.current] if self.current is not None else 0.0,
+                cv2.CAP_PROP_POS_FRAMES: float(self.position)}[prop]
+
+    def set(self, prop: int, value: float) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_video(tmp_path, monkeypatch):
+    path = tmp_path / "fake.avi"
+    path.write_bytes(b"RIFF\0\0\0\0AVI LIST")
+
+    def make(capture: FakeCapture) -> VideoSource:
+        monkeypatch.setattr("emopipe.source._open_capture", lambda p: capture)
+        return VideoSource(path)
+
+    return make
+
+
+@pytest.mark.parametrize(("msecs", "expected"), [
+    ([0, 100, 200, 300], [0.0, 0.1, 0.2, 0.3]),  # the container's times
+    ([0, 0, 0, 0], [0.0, 0.1, 0.2, 0.3]),  # none given (OpenCV reports 0): index / fps
+    ([0, 100, 50, 300], [0.0, 0.1, 0.2, 0.3]),  # going backwards: index / fps for that frame
+    ([0, 100, 100, 130], [0.0, 0.1, 0.2, 0.3]),  # repeated then behind the fallback: kept increasing
+    ([0, 105, 190, float("nan")], [0.0, 0.105, 0.19, 0.3]),  # variable spacing kept; NaN replaced
+])
+def test_timestamps_fall_back_to_index_over_fps(fake_video, msecs, expected):
+    frames = read_all(fake_video(FakeCapture(msecs)))
+    assert [f.timestamp for f in frames] == pytest.approx(expected)
+    assert all(b.timestamp > a.timestamp for a, b in itertools.pairwise(frames))
+
+
+def test_failed_reads_before_the_declared_end_are_retried(fake_video):
+    source = fake_video(FakeCapture([i * 100.0 for i in range(6)], fails_at={3}))
+    frames = read_all(source)
+    assert [f.timestamp for f in frames] == pytest.approx([0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    assert source.ended_early is None
+
+
+def test_reads_ending_before_the_declared_count_set_ended_early(fake_video):
+    source = fake_video(FakeCapture([i * 100.0 for i in range(6)], declared=10))
+    frames = read_all(source)
+    assert len(frames) == 6
+    assert source.ended_early == ("decoding stopped at frame 6 of 10 (00:00.60): "
+                                  "the file is truncated or corrupt")
+
+
+# -- unreadable inputs -------------------------------------------------------------------------
+
+def test_missing_file_is_not_found(tmp_path):
+    with pytest.raises(InputNotFoundError, match="not found"):
+        open_source(tmp_path / "nope.mp4")
+    with pytest.raises(InputNotFoundError):
+        VideoSource(tmp_path / "nope.mp4")
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("empty.mp4", b"", "empty"),
+    ("notes.mp4", b"these are not the frames you are looking for\n" * 50, "not a video"),
+    ("noise.avi", bytes(range(256)) * 40, "not a video"),
+])
+def test_files_that_are_not_videos_are_unreadable(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(InputUnreadableError, match=message):
+        open_source(path)
+
+
+def test_video_with_no_frames_is_unreadable(tmp_path):
+    path = tmp_path / "zero.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), FPS, (64, 48))
+    writer.release()
+    with pytest.raises(InputUnreadableError):
+        open_source(path)
+
+
+# -- images and folders ------------------------------------------------------------------------
+
+def test_image_is_one_frame(tmp_path):
+    image = synth.astronaut_bgr()
+    cv2.imwrite(str(tmp_path / "astronaut.png"), image)
+    with open_source(tmp_path / "astronaut.png") as source:
+        assert isinstance(source, ImageSource)
+        assert (source.info.kind, source.info.fps, source.info.frame_count) == ("image", None, 1)
+        assert (source.info.width, source.info.height) == (512, 512)
+        frames = list(source)
+    assert len(frames) == 1 and frames[0].index == 0 and frames[0].timestamp == 0.0
+    assert np.array_equal(frames[0].bgr, image)
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+def test_grey_and_transparent_images_become_bgr(tmp_path, channels):
+    pixels = np.random.default_rng(0).integers(0, 256, (30, 40, channels), dtype=np.uint8)
+    cv2.imwrite(str(tmp_path / "x.png"), pixels if channels == 4 else pixels[:, :, 0])
+    frame = read_all(ImageSource(tmp_path / "x.png"))[0]
+    assert frame.bgr.shape == (30, 40, 3)
+    assert np.array_equal(frame.bgr[:, :, 0], pixels[:, :, 0])
+
+
+def test_corrupt_image_is_unreadable(tmp_path):
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 20)
+    with pytest.raises(InputUnreadableError, match="not an image"):
+        open_source(tmp_path / "broken.png")
+
+
+def test_folder_is_read_in_natural_order_skipping_what_is_not_an_image(tmp_path, caplog):
+    sizes = {"img1.png": (40, 30), "img2.jpg": (64, 48), "img10.png": (50, 50), "IMG3.bmp": (20, 10)}
+    for name, (w, h) in sizes.items():
+        cv2.imwrite(str(tmp_path / name), synth.background(w, h))
+    (tmp_path / "notes.txt").write_text("not an image")
+    (tmp_path / ".hidden.png").write_bytes(b"")
+    (tmp_path / "img5.png").write_bytes(b"broken")
+    (tmp_path / "sub").mkdir()
+    cv2.imwrite(str(tmp_path / "sub" / "img0.png"), synth.background(8, 8))
+    with open_source(tmp_path) as source:
+        assert isinstance(source, FolderSource)
+        assert [p.name for p in source.paths] == ["img1.png", "img2.jpg", "IMG3.bmp", "img5.png", "img10.png"]
+        assert (source.info.kind, source.info.fps, source.info.frame_count) == ("images", None, 5)
+        assert (source.info.width, source.info.height) == (40, 30)
+        frames = list(source)
+        assert [p.name for p in source.skipped] == ["img5.png"]
+    assert [f.index for f in frames] == [0, 1, 2, 4]  # an index names a file in `paths`
+    assert [f.timestamp for f in frames] == [0.0, 1.0, 2.0, 4.0]
+    assert [f.bgr.shape[:2] for f in frames] == [(30, 40), (48, 64), (10, 20), (50, 50)]
+    assert "img5.png" in caplog.text
+
+
+def test_folder_max_frames(tmp_path):
+    for i in range(5):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), synth.background(16, 16, seed=i))
+    with FolderSource(tmp_path, max_frames=2) as source:
+        assert source.expected_frames == 2
+        assert [f.index for f in source] == [0, 1]
+
+
+@pytest.mark.parametrize("content", [None, "notes.txt", "broken.png"])
+def test_folder_without_decodable_images_is_unreadable(tmp_path, content):
+    if content == "notes.txt":
+        (tmp_path / content).write_text("hello")
+    elif content:
+        (tmp_path / content).write_bytes(b"garbage")
+    with pytest.raises(InputUnreadableError):
+        open_source(tmp_path)
+
+
+def test_natural_order():
+    names = ["frame10.png", "frame2.png", "Frame1.png", "frame2b.png", "a.png"]
+    assert sorted(names, key=natural_key) == ["a.png", "Frame1.png", "frame2.png", "frame2b.png", "frame10.png"]
+
+
+# -- choosing a source -------------------------------------------------------------------------
+
+def test_times_do_not_apply_to_images(tmp_path):
+    cv2.imwrite(str(tmp_path / "a.png"), synth.background(16, 16))
+    with pytest.raises(UsageError, match="videos"):
+        open_source(tmp_path / "a.png", start_s=1.0)
+    with pytest.raises(UsageError, match="videos"):
+        open_source(tmp_path, end_s=3.0)
+
+
+def test_network_streams_are_not_supported_yet():
+    with pytest.raises(UsageError, match="not supported yet"):
+        open_source("rtsp://camera.local/stream")
+
+
+def test_new_kinds_of_source_register_ahead_of_files(tmp_path):
+    cv2.imwrite(str(tmp_path / "still.png"), synth.background(16, 16))
+    opened = []
+
+    def open_fake(uri: str, **kwargs: object) -> Source:
+        opened.append((uri, kwargs))
+        return ImageSource(tmp_path / "still.png")
+
+    register_source(SourceOpener("fake", lambda uri: uri.startswith("fake://"), open_fake))
+    try:
+        assert source_kinds()[0] == "fake"
+        source = open_source("fake://anything", max_frames=3)
+        assert isinstance(source, Source)
+        assert opened == [("fake://anything", {"start_s": None, "end_s": None, "max_frames": 3})]
+    finally:
+        unregister_source("fake")
+    assert "fake" not in source_kinds()
+    with pytest.raises(UsageError):
+        open_source("fake://anything")
+
+
+# -- the records ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"bgr": np.zeros((4, 4), np.uint8)}, "H×W×3 uint8"),
+    ({"bgr": np.zeros((4, 4, 3), np.float32)}, "H×W×3 uint8"),
+    ({"bgr": np.zeros((0, 4, 3), np.uint8)}, "empty"),
+    ({"bgr": [[0]]}, "H×W×3 uint8"),
+    ({"index": -1}, "index"),
+    ({"timestamp": math.nan}, "timestamp"),
+    ({"timestamp": -0.5}, "timestamp"),
+])
+def test_frame_validation(kwargs, message):
+    fields = {"index": 0, "timestamp": 0.0, "bgr": np.zeros((4, 4, 3), np.uint8), "read_time": 0.0, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        Frame(**fields)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"kind": "camera"}, "kind"),
+    ({"fps": 0.0}, "fps"),
+    ({"fps": math.inf}, "fps"),
+    ({"frame_count": -1}, "frame_count"),
+    ({"width": 0}, "size"),
+])
+def test_source_info_validation(kwargs, message):
+    fields = {"uri": "x", "kind": "video", "fps": 25.0, "frame_count": 10, "width": 4, "height": 4, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        SourceInfo(**fields)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0, "00:00.00"), (2.28, "00:02.28"), (61.5, "01:01.50"),
+                                               (3723.456, "1:02:03.46")])
+def test_format_time(seconds, text):
+    assert format_time(seconds) == text

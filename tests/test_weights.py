@@ -1,0 +1,210 @@
+"""The weights manager against a real HTTP server on 127.0.0.1: downloads are verified and atomic."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from emopipe import weights
+from emopipe.errors import WeightsError
+
+PAYLOAD = os.urandom(300_000)
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    hits: ClassVar[dict[str, int]] = {}
+
+    def do_GET(self) -> None:
+        type(self).hits[self.path] = type(self).hits.get(self.path, 0) + 1
+        if self.path == "/missing.bin":
+            self.send_error(404)
+            return
+        body = PAYLOAD[:-1] + b"X" if self.path == "/tampered.bin" else PAYLOAD
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(PAYLOAD)))
+        self.end_headers()
+        if self.path == "/truncated.bin":
+            self.wfile.write(body[: len(body) // 3])  # then hang up early
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    _Handler.hits = {}
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _spec(url: str, **overrides: object) -> weights.WeightSpec:
+    fields = {"name": "toy", "file": "toy.bin", "url": url, "licence": "test licence", "sha256": DIGEST,
+              "size": len(PAYLOAD)}
+    fields.update(overrides)
+    return weights.WeightSpec(**fields)  # type: ignore[arg-type]
+
+
+def _no_leftovers(directory: Path) -> bool:
+    return not [p for p in directory.iterdir() if p.name.endswith(".part")]
+
+
+def test_good_download_is_verified_and_atomic(server, tmp_path, caplog):
+    path = weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=False)
+    assert path == tmp_path / "toy.bin"
+    assert path.read_bytes() == PAYLOAD
+    assert _no_leftovers(tmp_path)
+    assert "test licence" in caplog.text  # the licence is shown when the file is fetched
+
+
+def test_wrong_hash_is_discarded_and_names_both_hashes(server, tmp_path):
+    with pytest.raises(WeightsError) as info:
+        weights.download(_spec(f"{server}/tampered.bin"), tmp_path, progress=False)
+    message = str(info.value)
+    assert DIGEST in message and hashlib.sha256(PAYLOAD[:-1] + b"X").hexdigest() in message
+    assert not (tmp_path / "toy.bin").exists() and _no_leftovers(tmp_path)
+
+
+def test_truncated_transfer_leaves_nothing_behind(server, tmp_path):
+    with pytest.raises(WeightsError) as info:
+        weights.download(_spec(f"{server}/truncated.bin"), tmp_path, progress=False)
+    assert str(tmp_path / "toy.bin") in str(info.value)  # says where to put the file by hand
+    assert not (tmp_path / "toy.bin").exists() and _no_leftovers(tmp_path)
+
+
+def test_server_down_gives_url_and_exact_path(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    url = f"http://127.0.0.1:{port}/toy.bin"
+    with pytest.raises(WeightsError) as info:
+        weights.download(_spec(url), tmp_path, progress=False)
+    message = str(info.value)
+    assert url in message and str(tmp_path / "toy.bin") in message and "\n" not in message
+
+
+def test_http_error_is_reported(server, tmp_path):
+    with pytest.raises(WeightsError, match="HTTP 404"):
+        weights.download(_spec(f"{server}/missing.bin"), tmp_path, progress=False)
+
+
+def _manifest(tmp_path: Path, server: str, monkeypatch) -> None:
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"toy": {"file": "toy.bin", "url": f"{server}/toy.bin", "sha256": DIGEST,
+                                            "size": len(PAYLOAD), "licence": "test licence"}}))
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(manifest))
+
+
+def test_existing_verified_file_is_not_downloaded_again(server, tmp_path, monkeypatch):
+    _manifest(tmp_path, server, monkeypatch)
+    home = tmp_path / "home"
+    first = weights.ensure("toy", home, progress=False)
+    second = weights.ensure("toy", home, progress=False)
+    assert first == second and _Handler.hits.get("/toy.bin") == 1
+
+
+def test_seeded_file_is_found_by_name_and_checked(server, tmp_path, monkeypatch):
+    _manifest(tmp_path, server, monkeypatch)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "toy.bin").write_bytes(PAYLOAD)  # copied in by hand, as on an offline machine
+    assert weights.ensure("toy", home, allow_download=False) == home / "toy.bin"
+    assert not _Handler.hits
+    (home / "toy.bin").write_bytes(PAYLOAD[:1000])  # a damaged copy is refused, not silently used
+    with pytest.raises(WeightsError, match="does not match the manifest"):
+        weights.ensure("toy", home, allow_download=False)
+
+
+def test_offline_without_download_names_url_and_path(tmp_path, monkeypatch, server):
+    _manifest(tmp_path, server, monkeypatch)
+    with pytest.raises(WeightsError) as info:
+        weights.ensure("toy", tmp_path / "empty", allow_download=False)
+    assert f"{server}/toy.bin" in str(info.value) and str(tmp_path / "empty" / "toy.bin") in str(info.value)
+
+
+def test_sha256_prefix_entries(server, tmp_path):
+    spec = _spec(f"{server}/toy.bin", sha256=None, sha256_prefix=DIGEST[:10], size=None)
+    assert weights.download(spec, tmp_path, progress=False).read_bytes() == PAYLOAD
+    bad = _spec(f"{server}/toy.bin", sha256=None, sha256_prefix="0123456789", size=None)
+    with pytest.raises(WeightsError, match="0123456789"):
+        weights.download(bad, tmp_path / "other", progress=False)
+
+
+def test_models_dir_precedence(tmp_path, monkeypatch):
+    monkeypatch.delenv("EMOPIPE_HOME", raising=False)
+    checkout = Path(weights.__file__).resolve().parents[1] / "models"
+    assert weights.models_dir() == checkout  # running from this checkout
+    monkeypatch.setenv("EMOPIPE_HOME", str(tmp_path / "env"))
+    assert weights.models_dir() == tmp_path / "env"
+    assert weights.models_dir(tmp_path / "flag") == tmp_path / "flag"
+
+
+def test_manifest_lists_the_models_the_product_uses():
+    entries = weights.load_manifest()
+    assert {"emonet_8", "emonet_5", "s3fd", "blazeface_front", "blazeface_back"} <= set(entries)
+    assert entries["emonet_8"].sha256 == "52918cffba56f31886e6959f6837266a5f7ef5c0a552baf4c6dabe1e8fa9bc97"
+    assert entries["emonet_5"].size == 56085615 and entries["emonet_5"].classes == 5
+    assert all("CC BY-NC-ND" in entries[n].licence for n in ("emonet_8", "emonet_5"))
+
+
+def test_shared_blazeface_files_verify_against_the_manifest(shared_dir):
+    for name in ("blazeface_front", "blazeface_back", "blazeface_front_anchors"):
+        spec = weights.spec(name)
+        assert weights.status(spec, shared_dir / "models" / "blazeface").state == "verified"
+
+
+def test_user_file_is_used_without_a_hash(tmp_path, caplog):
+    f = tmp_path / "mine.pth"
+    f.write_bytes(b"abc")
+    assert weights.user_file(f) == f
+    assert "not checked against the manifest" in caplog.text
+    with pytest.raises(WeightsError, match="not found"):
+        weights.user_file(tmp_path / "nope.pth")
+
+
+def test_models_cli_fetch_and_list(server, tmp_path, monkeypatch):
+    _manifest(tmp_path, server, monkeypatch)
+    env = {**os.environ, "EMOPIPE_HOME": str(tmp_path / "home")}
+    fetch = subprocess.run([sys.executable, "-m", "emopipe", "models", "fetch", "toy", "--no-progress"],
+                           capture_output=True, text=True, env=env)
+    assert fetch.returncode == 0, fetch.stderr
+    assert (tmp_path / "home" / "toy.bin").read_bytes() == PAYLOAD
+    listing = subprocess.run([sys.executable, "-m", "emopipe", "models", "list"], capture_output=True, text=True,
+                             env=env)
+    assert "toy" in listing.stdout and "verified" in listing.stdout
+    unknown = subprocess.run([sys.executable, "-m", "emopipe", "models", "fetch", "nope"], capture_output=True,
+                             text=True, env=env)
+    assert unknown.returncode == 2 and "unknown model" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_models_cli_offline_exit_code(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"toy": {"file": "toy.bin", "url": "http://127.0.0.1:9/toy.bin",
+                                            "sha256": DIGEST, "licence": "x"}}))
+    env = {**os.environ, "EMOPIPE_HOME": str(tmp_path / "home"), "EMOPIPE_MANIFEST": str(manifest)}
+    out = subprocess.run([sys.executable, "-m", "emopipe", "models", "fetch", "toy", "--no-progress"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 6
+    assert "http://127.0.0.1:9/toy.bin" in out.stderr and str(tmp_path / "home" / "toy.bin") in out.stderr
+    assert "Traceback" not in out.stderr
