@@ -24,8 +24,10 @@ One ONNX file and session per static batch shape; files are exported on first us
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,6 +51,7 @@ CPU_PROVIDER = "CPUExecutionProvider"
 _TENSORRT_LIBRARIES = ("libnvinfer.so.10", "libnvinfer.so", "nvinfer_10.dll")
 _NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}
 _ORT_TYPES = {"tensor(float)": "fp32", "tensor(float16)": "fp16"}
+_NO_GRAPHS = {CUDA_PROVIDER: {"enable_cuda_graph": "0"}, TENSORRT_PROVIDER: {"trt_cuda_graph_enable": "0"}}
 
 
 def import_onnxruntime():
@@ -253,6 +256,11 @@ class OrtEngine:
     def active_providers(self) -> list[str]:
         return self._sessions[self.batch_size].providers
 
+    @property
+    def model_file(self) -> Path:
+        """The ONNX file the static batch shape runs."""
+        return self._sessions[self.batch_size].path
+
     def _spec(self, batch: int) -> export.OnnxSpec:
         return export.OnnxSpec(self.checkpoint_sha256, self.num_classes, batch, str(self.options.precision),
                                self.options.landmarks)
@@ -289,24 +297,48 @@ class OrtEngine:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         graphs = bool(self.options.cuda_graphs)
         t0 = time.perf_counter()
+
+        def create(providers: list[tuple[str, dict[str, str]]]):
+            # onnxruntime's Python layer may print an "EP Error" and retry with default provider options:
+            # keep that off stdout (data goes there) and read the options the session really has below.
+            try:
+                with contextlib.redirect_stdout(sys.stderr):
+                    return ort.InferenceSession(str(path), options, providers=providers)
+            except Exception as exc:
+                if _is_model_error(exc):
+                    raise OnnxModelError(f"{path} is not a usable ONNX model ({_first_line(exc)}); {hint}") from None
+                raise
+
+        refused = None
         try:
-            session = ort.InferenceSession(str(path), options, providers=self._providers)
+            session = create(self._providers)
+        except OnnxModelError:
+            raise
         except Exception as exc:
-            reason = _first_line(exc)
-            if _is_model_error(exc):
-                raise OnnxModelError(f"{path} is not a usable ONNX model ({reason}); {hint}") from None
             if not graphs:
                 raise
+            refused = _first_line(exc)
+        else:
+            if graphs and not _graphs_enabled(session, self.tensorrt):
+                refused = "the session came up without them"
+        if refused is not None:
             # CUDA graphs need every node on the CUDA provider; run without them rather than not at all.
-            logger.warning("onnxruntime refused CUDA graphs (%s): running without them", reason)
+            logger.warning("onnxruntime refused CUDA graphs (%s): running without them", refused)
             graphs = False
-            providers = [(name, {**opts, "enable_cuda_graph": "0"} if name == CUDA_PROVIDER else opts)
-                         for name, opts in self._providers]
-            session = ort.InferenceSession(str(path), options, providers=providers)
+            session = create([(name, {**opts, **_NO_GRAPHS.get(name, {})}) for name, opts in self._providers])
         active = list(session.get_providers())
         if self.device.type == "cuda" and CUDA_PROVIDER not in active:
             raise UsageError(f"onnxruntime could not start its CUDA provider (active: {', '.join(active)}); "
                              "check that the CUDA 13 and cuDNN 9 libraries load, or use --device cpu")
+        if self.device.type == "cuda":
+            reported = session.get_provider_options().get(CUDA_PROVIDER, {})
+            wanted = {"device_id": str(self.device.index or 0), "cudnn_conv_algo_search": self.conv_algo_search}
+            if self.prefer_nhwc:
+                wanted["prefer_nhwc"] = "1"
+            found = {k: reported[k] for k in wanted if k in reported}
+            if found != {k: wanted[k] for k in found}:  # the Python layer's silent retry with default options
+                raise UsageError(f"onnxruntime's CUDA provider came up with {found}, not {wanted} "
+                                 "(its 'EP Error' above says why)")
         _validate(session, path, spec, hint)
         logger.info("onnxruntime %s: %s, batch %d, %s, providers %s (conv algo search %s, IO binding %s, "
                     "CUDA graphs %s), opened in %.2f s", ort.__version__, path.name, spec.batch_size,
@@ -391,9 +423,16 @@ class OrtEngine:
             "cuda_graphs": str(main.cuda_graphs).lower(),
             "tensorrt": str(self.tensorrt).lower(),
             "prefer_nhwc": str(self.prefer_nhwc).lower(),
-            "onnx": str(main.path),
+            "onnx": main.path.name,  # the name carries checkpoint hash, batch and precision; info ends up in labels
             "classes": str(self.num_classes),
         }
+
+
+def _graphs_enabled(session, tensorrt: bool) -> bool:
+    """Whether the session really has CUDA graphs on (the provider options it reports, not the ones asked)."""
+    provider, key = (TENSORRT_PROVIDER, "trt_cuda_graph_enable") if tensorrt else (CUDA_PROVIDER, "enable_cuda_graph")
+    value = session.get_provider_options().get(provider, {}).get(key)
+    return value is None or value.lower() in ("1", "true")  # a build that does not report it: as asked
 
 
 def _first_line(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_exported_graph_and_metadata(ort_fp32, checkpoints):
     import onnx
 
-    path = Path(ort_fp32.info()["onnx"])
+    path = ort_fp32.model_file
     onnx.checker.check_model(str(path), full_check=True)
     model = onnx.load(str(path))
     props = {p.key: p.value for p in model.metadata_props}
@@ -120,18 +120,29 @@ def test_real_face_crops(shared_dir):
 
 # -- the command -----------------------------------------------------------------------------------
 
+@pytest.fixture
+def isolated_logging(monkeypatch):
+    """cli.main() points the "emopipe" logger at this test's stderr; later tests' caplog needs it back."""
+    import logging
+
+    emopipe_logger = logging.getLogger("emopipe")
+    monkeypatch.setattr(emopipe_logger, "handlers", list(emopipe_logger.handlers))
+    monkeypatch.setattr(emopipe_logger, "propagate", emopipe_logger.propagate)
+    monkeypatch.setattr(emopipe_logger, "level", emopipe_logger.level)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--batch-size", "0"], "batch sizes must be at least 1"),
     (["--batch-size", "1,x"], "--batch-size takes whole numbers"),
     (["--precision", "bf16"], "--precision takes fp32 and/or fp16"),
 ])
-def test_cli_usage_errors(argv, message, capsys):
+def test_cli_usage_errors(argv, message, capsys, isolated_logging):
     assert cli.main(["export-onnx", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("emopipe: error:") and message in err[-1]
 
 
-def test_cli_missing_weights(tmp_path, capsys):
+def test_cli_missing_weights(tmp_path, capsys, isolated_logging):
     assert cli.main(["export-onnx", "--weights", str(tmp_path / "nope.pth"), "--output", str(tmp_path)]) == 6
     assert "weights file not found" in capsys.readouterr().err
 

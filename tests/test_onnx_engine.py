@@ -49,7 +49,7 @@ def test_first_start_exported_into_the_cache(ort_fp32, checkpoints, onnx_home):
     path = onnx_home / "cache" / "onnx" / f"emonet8-{sha[:16]}-b1-fp32.onnx"
     assert ort_fp32.exported == [path]
     assert path.is_file()
-    assert ort_fp32.info()["onnx"] == str(path)
+    assert ort_fp32.model_file == path and ort_fp32.info()["onnx"] == path.name
     assert ort_fp32.active_providers == [CPU_PROVIDER]
 
 
@@ -68,14 +68,14 @@ def test_parity_with_torch_engine(ort_fp32, model8, faces):
 
 
 def test_second_start_reuses_the_export(ort_fp32, model8, checkpoints, onnx_home):
-    path = Path(ort_fp32.info()["onnx"])
+    path = ort_fp32.model_file
     before = path.stat().st_mtime_ns
     files = sorted(path.parent.iterdir())
     engine = create_engine("onnxruntime", model8, EngineOptions(device="cpu", batch_size=1),
                            checkpoint_sha256=sha256_of(checkpoints[8]), models_dir=onnx_home)
     assert isinstance(engine, OrtEngine)
     assert engine.exported == []
-    assert engine.info()["onnx"] == str(path) and engine.info()["backend"] == "onnxruntime"
+    assert engine.model_file == path and engine.info()["backend"] == "onnxruntime"
     assert path.stat().st_mtime_ns == before
     assert sorted(path.parent.iterdir()) == files
 
@@ -153,7 +153,7 @@ BAD_FILES = {
 def test_bad_onnx_file_gives_one_clear_line(case, tmp_path, ort_fp32, checkpoints, model8, model5):
     make, classes, batch, message = BAD_FILES[case]
     target = tmp_path / "model.onnx"
-    make(target, Path(ort_fp32.info()["onnx"]), checkpoints)
+    make(target, ort_fp32.model_file, checkpoints)
     model = model8 if classes == 8 else model5
     with pytest.raises(OnnxModelError, match=message) as caught:
         OrtEngine(model, EngineOptions(device="cpu", batch_size=batch), onnx_path=target,
@@ -165,7 +165,7 @@ def test_bad_onnx_file_gives_one_clear_line(case, tmp_path, ort_fp32, checkpoint
 def test_export_of_other_weights_is_refused(ort_fp32, model8):
     other = "0" * 64
     with pytest.raises(OnnxModelError, match=f"checkpoint sha256 .* \\(expected {other}\\)"):
-        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), onnx_path=ort_fp32.info()["onnx"],
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), onnx_path=ort_fp32.model_file,
                   checkpoint_sha256=other)
 
 
@@ -237,3 +237,72 @@ def test_state_digest_identifies_the_weights(model8):
     with torch.no_grad():
         changed.conv1.bias[0] += 1e-3
     assert export.state_digest(changed) != digest
+
+
+# -- the video pipeline, unchanged, on this backend ---------------------------------------------------
+
+def _run_pipeline(video: Path, out: Path, checkpoint: Path, backend: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "emopipe", str(video), "--detector", "blazeface", "--weights",
+                           str(checkpoint), "--device", "cpu", "--batch-size", "1", "--backend", backend,
+                           "-o", str(out)], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_video_pipeline_end_to_end_matches_the_torch_backend(tmp_path, models_home, ort_fp32, checkpoints):
+    import csv
+
+    from synth import moving_face_video
+
+    # The session's export, seeded into this run's models dir as `emopipe export-onnx` would leave it.
+    cache = export.cache_dir(models_home)
+    cache.mkdir(parents=True)
+    cached = cache / ort_fp32.model_file.name
+    shutil.copy(ort_fp32.model_file, cached)
+    before = cached.stat().st_mtime_ns
+
+    video = moving_face_video(tmp_path / "clip.mp4", frames=8, empty=(4, 6))
+    rows, logs = {}, {}
+    for backend in ("onnxruntime", "torch"):
+        out = tmp_path / f"{backend}.csv"
+        done = _run_pipeline(video.path, out, checkpoints[8], backend)
+        assert done.returncode == 0, done.stderr
+        logs[backend] = done.stderr
+        with out.open() as f:
+            rows[backend] = list(csv.DictReader(f))
+    assert f"onnxruntime {ort_fp32.info()['onnxruntime']}: {cached.name}" in logs["onnxruntime"]
+    assert "providers CPUExecutionProvider" in logs["onnxruntime"]
+    assert sorted(cache.iterdir()) == [cached] and cached.stat().st_mtime_ns == before  # used, not re-exported
+
+    ort, reference = rows["onnxruntime"], rows["torch"]
+    assert [r["frame"] for r in ort] == [str(i) for i in video.face_frames]
+    assert [(r["frame"], r["x1"], r["y1"]) for r in ort] == [(r["frame"], r["x1"], r["y1"]) for r in reference]
+    columns = [c for c in ort[0] if c.startswith("p_")] + ["valence", "arousal"]
+    assert len(columns) == 10
+    gap = max(abs(float(a[c]) - float(b[c])) for a, b in zip(ort, reference, strict=True) for c in columns)
+    assert gap <= CPU_TOLERANCE
+
+
+class _ReportedOptions:
+    """Stands in for an InferenceSession: only the provider options it reports."""
+
+    def __init__(self, options: dict[str, dict[str, str]]) -> None:
+        self.options = options
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        return self.options
+
+
+@pytest.mark.parametrize(("reported", "tensorrt", "enabled"), [
+    ({CUDA_PROVIDER: {"enable_cuda_graph": "1"}}, False, True),
+    ({CUDA_PROVIDER: {"enable_cuda_graph": "0"}}, False, False),  # onnxruntime's silent retry without them
+    ({CUDA_PROVIDER: {}}, False, True),  # a build that does not report the option: taken as asked
+    ({TENSORRT_PROVIDER: {"trt_cuda_graph_enable": "True"}, CUDA_PROVIDER: {"enable_cuda_graph": "0"}}, True, True),
+])
+def test_cuda_graphs_are_read_back_from_the_session(reported, tensorrt, enabled):
+    from emopipe.onnx_engine import _graphs_enabled
+
+    assert _graphs_enabled(_ReportedOptions(reported), tensorrt) is enabled
