@@ -76,11 +76,12 @@ def _run_models(args: argparse.Namespace) -> int:
 # -- dispatch --------------------------------------------------------------------------------------
 
 def _commands() -> dict[str, tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]]:
-    from . import bench
+    from . import bench, export
 
     return {
         "models": (_models_parser, _run_models),
         "bench": (bench.build_parser, bench.run),
+        "export-onnx": (export.build_parser, export.run),
     }
 
 

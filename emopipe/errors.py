@@ -51,6 +51,10 @@ class CheckpointError(WeightsError):
     """A checkpoint file that cannot be read or does not fit the network."""
 
 
+class OnnxModelError(WeightsError):
+    """An ONNX model file that cannot be read, does not fit the run, or disagrees with PyTorch."""
+
+
 class SourceUnavailableError(EmopipeError):
     exit_code = 7
 

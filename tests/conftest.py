@@ -74,3 +74,25 @@ def models_home(tmp_path, shared_dir, monkeypatch) -> Path:
             shutil.copy(f, home / f.name)
     monkeypatch.setenv("EMOPIPE_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def onnx_home(tmp_path_factory) -> Path:
+    """A models directory whose cache/onnx the ONNX tests share: an export costs ~20 s on this CPU."""
+    return tmp_path_factory.mktemp("onnx-models")
+
+
+@pytest.fixture(scope="session")
+def ort_fp32(checkpoints, onnx_home):
+    """An OrtEngine (CPU provider, fp32, batch 1) over the random 8-class checkpoint.
+
+    Its start exported the ONNX file into ``onnx_home`` and checked it against PyTorch.
+    """
+    from emopipe.emonet import build_emonet, read_checkpoint
+    from emopipe.engine import EngineOptions
+    from emopipe.onnx_engine import OrtEngine
+    from emopipe.weights import sha256_of
+
+    model = build_emonet(read_checkpoint(checkpoints[8]))
+    return OrtEngine(model, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=sha256_of(checkpoints[8]),
+                     models_dir=onnx_home)

@@ -1,0 +1,181 @@
+"""EmoNet → ONNX: the exported graph and its metadata, the parity machinery, `emopipe export-onnx`."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import emopipe
+from emopipe import cli, export
+from emopipe.emonet import LABELS
+from emopipe.engine import EngineOutput
+from emopipe.errors import OnnxModelError, UsageError
+from emopipe.weights import sha256_of
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_exported_graph_and_metadata(ort_fp32, checkpoints):
+    import onnx
+
+    path = ort_fp32.model_file
+    onnx.checker.check_model(str(path), full_check=True)
+    model = onnx.load(str(path))
+    props = {p.key: p.value for p in model.metadata_props}
+    assert props["emopipe.checkpoint_sha256"] == sha256_of(checkpoints[8])
+    assert props["emopipe.classes"] == "8"
+    assert props["emopipe.labels"] == ",".join(LABELS[8])
+    assert props["emopipe.precision"] == "fp32"
+    assert props["emopipe.batch_size"] == "1"
+    assert props["emopipe.landmarks"] == "false"
+    assert props["emopipe.version"] == emopipe.__version__
+    assert "dynamo" in props["emopipe.exporter"]
+
+    def described(values):
+        return [(v.name, v.type.tensor_type.elem_type, [d.dim_value for d in v.type.tensor_type.shape.dim])
+                for v in values]
+
+    float32 = onnx.TensorProto.FLOAT
+    assert described(model.graph.input) == [("crops", float32, [1, 3, 256, 256])]
+    assert described(model.graph.output) == [("probabilities", float32, [1, 8]), ("valence", float32, [1]),
+                                             ("arousal", float32, [1])]
+    assert export.OnnxSpec.from_metadata(props, path) == export.OnnxSpec(sha256_of(checkpoints[8]), 8, 1, "fp32")
+
+
+def test_spec_metadata_round_trip_and_file_name():
+    spec = export.OnnxSpec("ab" * 32, 5, 32, "fp16", landmarks=True)
+    assert export.OnnxSpec.from_metadata(spec.metadata(), "x.onnx") == spec
+    assert spec.file_name == f"emonet5-{'ab' * 8}-b32-fp16-landmarks.onnx"
+    assert list(spec.outputs) == ["probabilities", "valence", "arousal", "landmarks"]
+    assert spec.outputs["landmarks"] == (32, 68, 2)
+    digest_spec = export.OnnxSpec("state-dict:" + "cd" * 32, 8, 1, "fp32")
+    assert digest_spec.file_name == f"emonet8-sd-{'cd' * 8}-b1-fp32.onnx"
+    other = export.OnnxSpec("ef" * 32, 8, 1, "fp32")
+    assert spec.differences(spec) == []
+    assert len(spec.differences(other)) == 5
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"classes": 6}, "8 or 5 expression classes"),
+    ({"batch_size": 0}, "at least 1"),
+    ({"precision": "bf16"}, "fp32 or fp16, not 'bf16'"),
+])
+def test_spec_rejects(fields, message):
+    values = {"checkpoint_sha256": "a" * 64, "classes": 8, "batch_size": 1, "precision": "fp32", **fields}
+    with pytest.raises(UsageError, match=message):
+        export.OnnxSpec(**values)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda m: m.clear(), "was not exported by emopipe"),
+    (lambda m: m.update({"emopipe.batch_size": "many"}), "unusable emopipe metadata"),
+    (lambda m: m.update({"emopipe.labels": "a,b,c,d,e,f,g,h"}), "declares labels"),
+])
+def test_bad_metadata(change, message):
+    metadata = export.OnnxSpec("a" * 64, 8, 1, "fp32").metadata()
+    change(metadata)
+    with pytest.raises(OnnxModelError, match=message):
+        export.OnnxSpec.from_metadata(metadata, "m.onnx")
+
+
+def test_parity_verdicts():
+    tolerance = export.TOLERANCES["fp32"]
+    ok = export.Parity("random crops", 4, 1e-6, 2e-6, 3e-6, tolerance)
+    assert ok.ok and ok.describe().endswith("— ok") and "≤ 1e-03" in ok.describe()
+    bad = export.Parity("real faces", 4, 1e-6, 5e-3, 3e-6, tolerance, landmarks_px=0.7)
+    assert bad.failures() == ["valence 5.00e-03 > 1e-03", "landmarks 0.70 px > 0.5 px"]
+    assert "EXCEEDED" in bad.describe()
+    assert not export.Parity("x", 1, math.nan, 0, 0, tolerance).ok
+
+
+def test_run_in_batches_keeps_every_call_at_the_static_shape():
+    seen = []
+
+    def infer(crops: torch.Tensor) -> EngineOutput:
+        seen.append(crops.shape[0])
+        mean = crops.mean(dim=(1, 2, 3))
+        return EngineOutput(probabilities=mean[:, None].repeat(1, 8), valence=mean, arousal=-mean)
+
+    crops = export.random_crops(5)
+    out = export.run_in_batches(infer, crops, batch=2)
+    assert seen == [2, 2, 2]
+    assert len(out) == 5
+    assert torch.equal(out.valence, crops.mean(dim=(1, 2, 3)))
+
+
+def test_real_face_crops(shared_dir):
+    names, crops = export.real_face_crops(shared_dir / "data" / "faces")
+    assert names == ["astronaut", "1face.png", "3faces.png", "4faces.png"]
+    assert crops is not None and crops.shape == (4, 3, 256, 256) and crops.dtype == torch.float32
+    assert float(crops.min()) >= 0 and float(crops.max()) <= 1
+    assert float(crops.std(dim=(1, 2, 3)).min()) > 0.05  # photos, not blank frames
+    only_astronaut, one = export.real_face_crops(None)
+    assert only_astronaut == ["astronaut"] and one is not None and torch.equal(one[0], crops[0])
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def isolated_logging(monkeypatch):
+    """cli.main() points the "emopipe" logger at this test's stderr; later tests' caplog needs it back."""
+    import logging
+
+    emopipe_logger = logging.getLogger("emopipe")
+    monkeypatch.setattr(emopipe_logger, "handlers", list(emopipe_logger.handlers))
+    monkeypatch.setattr(emopipe_logger, "propagate", emopipe_logger.propagate)
+    monkeypatch.setattr(emopipe_logger, "level", emopipe_logger.level)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--batch-size", "0"], "batch sizes must be at least 1"),
+    (["--batch-size", "1,x"], "--batch-size takes whole numbers"),
+    (["--precision", "bf16"], "--precision takes fp32 and/or fp16"),
+])
+def test_cli_usage_errors(argv, message, capsys, isolated_logging):
+    assert cli.main(["export-onnx", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("emopipe: error:") and message in err[-1]
+
+
+def test_cli_missing_weights(tmp_path, capsys, isolated_logging):
+    assert cli.main(["export-onnx", "--weights", str(tmp_path / "nope.pth"), "--output", str(tmp_path)]) == 6
+    assert "weights file not found" in capsys.readouterr().err
+
+
+def _export_onnx(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emopipe", "export-onnx", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_cli_exports_fp16_checks_it_and_fails_beyond_tolerance(checkpoints, tmp_path):
+    import onnx
+
+    common = ["--weights", str(checkpoints[5]), "--batch-size", "1", "--precision", "fp16", "--output", str(tmp_path),
+              "--random-crops", "1"]
+    done = _export_onnx(*common)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / f"emonet5-{sha256_of(checkpoints[5])[:16]}-b1-fp16.onnx"
+    assert f"{path} (exported in" in done.stdout
+    assert "random crops (1): max |Δ| probabilities" in done.stdout
+    assert "real faces [astronaut" in done.stdout
+    assert done.stdout.count("(≤ 1e-02)") == 4 and done.stdout.count("— ok") == 2
+    model = onnx.load(str(path))
+    props = {p.key: p.value for p in model.metadata_props}
+    assert props["emopipe.precision"] == "fp16" and props["emopipe.classes"] == "5"
+    assert props["emopipe.labels"] == ",".join(LABELS[5])
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+    # Again with an impossible tolerance: the file is reused (no export), the check fails, exit code 6.
+    before = path.stat().st_mtime_ns
+    failed = _export_onnx(*common, "--tolerance", "1e-12")
+    assert failed.returncode == 6
+    assert "already there" in failed.stdout and "EXCEEDED" in failed.stdout
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("emopipe: error: ONNX output differs from PyTorch beyond the tolerance: fp16 batch 1")
+    assert path.stat().st_mtime_ns == before  # a file that was there before is reported, not deleted

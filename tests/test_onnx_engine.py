@@ -1,0 +1,308 @@
+"""OrtEngine on the CPU provider: parity with TorchEngine, the export cache, bad ONNX files, options."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from emopipe import export
+from emopipe.emonet import LABELS, build_emonet, read_checkpoint
+from emopipe.engine import EngineOptions, TorchEngine, create_engine
+from emopipe.errors import OnnxModelError, UsageError
+from emopipe.onnx_engine import CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER, OrtEngine, plan_providers
+from emopipe.weights import sha256_of
+
+# ONNX Runtime's CPU kernels against PyTorch's on the same machine: measured ~1e-7.
+CPU_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def model8(checkpoints):
+    return build_emonet(read_checkpoint(checkpoints[8]))
+
+
+@pytest.fixture(scope="module")
+def model5(checkpoints):
+    return build_emonet(read_checkpoint(checkpoints[5]))
+
+
+@pytest.fixture(scope="module")
+def faces() -> torch.Tensor:
+    """The astronaut's face and a random crop (float, [0, 1])."""
+    _, real = export.real_face_crops()
+    assert real is not None
+    return torch.cat([real[:1], export.random_crops(1, seed=3)])
+
+
+def _assert_close(found, expected, tolerance: float) -> None:
+    assert found.probabilities.shape == expected.probabilities.shape
+    assert float((found.probabilities - expected.probabilities).abs().max()) <= tolerance
+    assert float((found.valence - expected.valence).abs().max()) <= tolerance
+    assert float((found.arousal - expected.arousal).abs().max()) <= tolerance
+
+
+def test_first_start_exported_into_the_cache(ort_fp32, checkpoints, onnx_home):
+    sha = sha256_of(checkpoints[8])
+    path = onnx_home / "cache" / "onnx" / f"emonet8-{sha[:16]}-b1-fp32.onnx"
+    assert ort_fp32.exported == [path]
+    assert path.is_file()
+    assert ort_fp32.model_file == path and ort_fp32.info()["onnx"] == path.name
+    assert ort_fp32.active_providers == [CPU_PROVIDER]
+
+
+def test_parity_with_torch_engine(ort_fp32, model8, faces):
+    torch_engine = TorchEngine(model8, EngineOptions(device="cpu", batch_size=1))
+    assert ort_fp32.labels == torch_engine.labels == LABELS[8]
+    outputs = []
+    for crops in (faces[:1], faces[1:], (faces[:1] * 255).round().to(torch.uint8)):
+        expected, found = torch_engine.infer(crops), ort_fp32.infer(crops)
+        assert found.probabilities.dtype == torch.float32 and found.landmarks is None
+        _assert_close(found, expected, CPU_TOLERANCE)
+        assert torch.allclose(found.probabilities.sum(dim=1), torch.ones(1), atol=1e-5)
+        outputs.append(found)
+    # The crops differ, so the outputs must too: parity is not two constant functions agreeing.
+    assert float((outputs[0].valence - outputs[1].valence).abs()) > 10 * CPU_TOLERANCE
+
+
+def test_second_start_reuses_the_export(ort_fp32, model8, checkpoints, onnx_home):
+    path = ort_fp32.model_file
+    before = path.stat().st_mtime_ns
+    files = sorted(path.parent.iterdir())
+    engine = create_engine("onnxruntime", model8, EngineOptions(device="cpu", batch_size=1),
+                           checkpoint_sha256=sha256_of(checkpoints[8]), models_dir=onnx_home)
+    assert isinstance(engine, OrtEngine)
+    assert engine.exported == []
+    assert engine.model_file == path and engine.info()["backend"] == "onnxruntime"
+    assert path.stat().st_mtime_ns == before
+    assert sorted(path.parent.iterdir()) == files
+
+
+def test_warmup_reports_the_static_shape(ort_fp32):
+    report = ort_fp32.warmup([1])
+    assert ort_fp32.warmup_report is report
+    assert report.shapes == [(1, 3, 256, 256)]
+    assert len(report.seconds_per_shape) == 1 and report.seconds > 0
+    assert report.settings["providers"] == "CPU"
+    assert report.settings["precision"] == "fp32"
+    assert "conv_algo_search=n/a" in report.describe()
+
+
+def test_infer_rejects_crops_of_the_wrong_size(ort_fp32):
+    with pytest.raises(ValueError, match=r"N×3×256×256"):
+        ort_fp32.infer(torch.zeros(1, 3, 128, 128))
+
+
+def test_landmarks_and_five_classes_at_batch_two(model5, checkpoints, onnx_home, faces):
+    options = EngineOptions(device="cpu", batch_size=2, landmarks=True)
+    engine = OrtEngine(model5, options, checkpoint_sha256=sha256_of(checkpoints[5]), models_dir=onnx_home)
+    assert engine.labels == LABELS[5]
+    assert engine.exported and engine.exported[0].name.endswith("-b2-fp32-landmarks.onnx")
+    expected = TorchEngine(model5, options).infer(faces)
+    found = engine.infer(faces)
+    assert found.probabilities.shape == (2, 5)
+    _assert_close(found, expected, CPU_TOLERANCE)
+    assert found.landmarks is not None and found.landmarks.shape == (2, 68, 2)
+    assert float((found.landmarks - expected.landmarks).norm(dim=-1).mean()) <= 0.5
+    assert float(found.landmarks.min()) >= 0 and float(found.landmarks.max()) <= 256
+
+
+# -- bad files -------------------------------------------------------------------------------------
+
+def _tiny_onnx(path: Path, input_shape: tuple[int, ...], metadata: dict[str, str] | None) -> Path:
+    """A valid ONNX graph that is not EmoNet: crops → Identity."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["crops"], ["probabilities"])], "tiny",
+        [helper.make_tensor_value_info("crops", TensorProto.FLOAT, list(input_shape))],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, list(input_shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    for key, value in (metadata or {}).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(model, path)
+    return path
+
+
+def _spec(checkpoints, classes=8, batch=1) -> export.OnnxSpec:
+    return export.OnnxSpec(sha256_of(checkpoints[classes]), classes, batch, "fp32")
+
+
+BAD_FILES = {
+    "not ONNX": (lambda tmp, real, cp: tmp.write_bytes(b"this is not a model\n" * 100), 8, 1,
+                 "is not a usable ONNX model"),
+    "truncated": (lambda tmp, real, cp: tmp.write_bytes(real.read_bytes()[:1_000_000]), 8, 1,
+                  "is not a usable ONNX model"),
+    "missing": (lambda tmp, real, cp: None, 8, 1, "ONNX model not found"),
+    "no emopipe metadata": (lambda tmp, real, cp: _tiny_onnx(tmp, (1, 3, 256, 256), None), 8, 1,
+                            "was not exported by emopipe"),
+    "wrong input shape": (lambda tmp, real, cp: _tiny_onnx(tmp, (1, 3, 128, 128), _spec(cp).metadata()), 8, 1,
+                          r"has input crops fp32 \(1, 3, 128, 128\), expected fp32 \(1, 3, 256, 256\)"),
+    "wrong class count": (lambda tmp, real, cp: shutil.copy(real, tmp), 5, 1,
+                          r"8 expression classes \(the checkpoint has 5\)"),
+    "wrong batch": (lambda tmp, real, cp: shutil.copy(real, tmp), 8, 2, r"static batch 1 \(this run uses 2\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_bad_onnx_file_gives_one_clear_line(case, tmp_path, ort_fp32, checkpoints, model8, model5):
+    make, classes, batch, message = BAD_FILES[case]
+    target = tmp_path / "model.onnx"
+    make(target, ort_fp32.model_file, checkpoints)
+    model = model8 if classes == 8 else model5
+    with pytest.raises(OnnxModelError, match=message) as caught:
+        OrtEngine(model, EngineOptions(device="cpu", batch_size=batch), onnx_path=target,
+                  checkpoint_sha256=sha256_of(checkpoints[classes]))
+    assert "\n" not in str(caught.value)
+    assert caught.value.exit_code == 6
+
+
+def test_export_of_other_weights_is_refused(ort_fp32, model8):
+    other = "0" * 64
+    with pytest.raises(OnnxModelError, match=f"checkpoint sha256 .* \\(expected {other}\\)"):
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), onnx_path=ort_fp32.model_file,
+                  checkpoint_sha256=other)
+
+
+def test_corrupt_cache_file_says_to_delete_it(tmp_path, checkpoints, model8):
+    spec = _spec(checkpoints)
+    cached = export.cache_dir(tmp_path) / spec.file_name
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"\x00garbage" * 64)
+    with pytest.raises(OnnxModelError, match="delete it and it is exported again") as caught:
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=spec.checkpoint_sha256,
+                  models_dir=tmp_path)
+    assert str(cached) in str(caught.value)
+    assert cached.read_bytes().startswith(b"\x00garbage")  # the user's file is reported, not silently replaced
+
+
+# -- options ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kwargs", "options", "message"), [
+    ({}, {"precision": "bf16"}, "runs fp32 or fp16, not bf16"),
+    ({"io_binding": True}, {}, "IO binding keeps crops on the GPU"),
+    ({"conv_algo_search": "fastest"}, {}, "unknown cuDNN algorithm search 'fastest'"),
+    ({"tensorrt": True}, {}, "TensorRT runs on a CUDA device"),
+])
+def test_option_errors(kwargs, options, message, model8):
+    with pytest.raises(UsageError, match=message):
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1, **options), checkpoint_sha256="x" * 64, **kwargs)
+
+
+def test_provider_plan_cpu():
+    assert plan_providers(torch.device("cpu"), [TENSORRT_PROVIDER, CUDA_PROVIDER, CPU_PROVIDER],
+                          conv_algo_search="EXHAUSTIVE", cuda_graphs=False, tensorrt=False, precision="fp32",
+                          tensorrt_cache=Path("/c")) == [(CPU_PROVIDER, {})]
+
+
+def test_provider_plan_cuda():
+    plan = plan_providers(torch.device("cuda", 1), [TENSORRT_PROVIDER, CUDA_PROVIDER, CPU_PROVIDER],
+                          conv_algo_search="HEURISTIC", cuda_graphs=True, tensorrt=False, precision="fp16",
+                          tensorrt_cache=Path("/c"), prefer_nhwc=True)
+    assert [name for name, _ in plan] == [CUDA_PROVIDER, CPU_PROVIDER]
+    cuda = plan[0][1]
+    assert cuda["device_id"] == "1" and cuda["cudnn_conv_algo_search"] == "HEURISTIC"
+    assert cuda["enable_cuda_graph"] == "1" and cuda["prefer_nhwc"] == "1"
+
+
+def test_provider_plan_tensorrt_first_with_its_cache():
+    plan = plan_providers(torch.device("cuda"), [TENSORRT_PROVIDER, CUDA_PROVIDER, CPU_PROVIDER],
+                          conv_algo_search="EXHAUSTIVE", cuda_graphs=True, tensorrt=True, precision="fp16",
+                          tensorrt_cache=Path("/models/cache/tensorrt"))
+    assert [name for name, _ in plan] == [TENSORRT_PROVIDER, CUDA_PROVIDER, CPU_PROVIDER]
+    trt, cuda = plan[0][1], plan[1][1]
+    assert trt["trt_engine_cache_enable"] == "1" and trt["trt_engine_cache_path"] == "/models/cache/tensorrt"
+    assert trt["trt_fp16_enable"] == "1" and trt["trt_cuda_graph_enable"] == "1"
+    assert cuda["enable_cuda_graph"] == "0"  # TensorRT takes the graph; the CUDA provider gets leftovers
+
+
+def test_provider_plan_without_cuda_provider_says_what_to_install():
+    with pytest.raises(UsageError, match="install onnxruntime-gpu"):
+        plan_providers(torch.device("cuda"), [CPU_PROVIDER], conv_algo_search="EXHAUSTIVE", cuda_graphs=False,
+                       tensorrt=False, precision="fp32", tensorrt_cache=Path("/c"))
+
+
+def test_state_digest_identifies_the_weights(model8):
+    import copy
+
+    digest = export.state_digest(model8)
+    assert digest.startswith("state-dict:") and len(digest) == len("state-dict:") + 64
+    assert export.state_digest(copy.deepcopy(model8)) == digest
+    changed = copy.deepcopy(model8)
+    with torch.no_grad():
+        changed.conv1.bias[0] += 1e-3
+    assert export.state_digest(changed) != digest
+
+
+# -- the video pipeline, unchanged, on this backend ---------------------------------------------------
+
+def _run_pipeline(video: Path, out: Path, checkpoint: Path, backend: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "emopipe", str(video), "--detector", "blazeface", "--weights",
+                           str(checkpoint), "--device", "cpu", "--batch-size", "1", "--backend", backend,
+                           "-o", str(out)], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_video_pipeline_end_to_end_matches_the_torch_backend(tmp_path, models_home, ort_fp32, checkpoints):
+    import csv
+
+    from synth import moving_face_video
+
+    # The session's export, seeded into this run's models dir as `emopipe export-onnx` would leave it.
+    cache = export.cache_dir(models_home)
+    cache.mkdir(parents=True)
+    cached = cache / ort_fp32.model_file.name
+    shutil.copy(ort_fp32.model_file, cached)
+    before = cached.stat().st_mtime_ns
+
+    video = moving_face_video(tmp_path / "clip.mp4", frames=8, empty=(4, 6))
+    rows, logs = {}, {}
+    for backend in ("onnxruntime", "torch"):
+        out = tmp_path / f"{backend}.csv"
+        done = _run_pipeline(video.path, out, checkpoints[8], backend)
+        assert done.returncode == 0, done.stderr
+        logs[backend] = done.stderr
+        with out.open() as f:
+            rows[backend] = list(csv.DictReader(f))
+    assert f"onnxruntime {ort_fp32.info()['onnxruntime']}: {cached.name}" in logs["onnxruntime"]
+    assert "providers CPUExecutionProvider" in logs["onnxruntime"]
+    assert sorted(cache.iterdir()) == [cached] and cached.stat().st_mtime_ns == before  # used, not re-exported
+
+    ort, reference = rows["onnxruntime"], rows["torch"]
+    assert [r["frame"] for r in ort] == [str(i) for i in video.face_frames]
+    assert [(r["frame"], r["x1"], r["y1"]) for r in ort] == [(r["frame"], r["x1"], r["y1"]) for r in reference]
+    columns = [c for c in ort[0] if c.startswith("p_")] + ["valence", "arousal"]
+    assert len(columns) == 10
+    gap = max(abs(float(a[c]) - float(b[c])) for a, b in zip(ort, reference, strict=True) for c in columns)
+    assert gap <= CPU_TOLERANCE
+
+
+class _ReportedOptions:
+    """Stands in for an InferenceSession: only the provider options it reports."""
+
+    def __init__(self, options: dict[str, dict[str, str]]) -> None:
+        self.options = options
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        return self.options
+
+
+@pytest.mark.parametrize(("reported", "tensorrt", "enabled"), [
+    ({CUDA_PROVIDER: {"enable_cuda_graph": "1"}}, False, True),
+    ({CUDA_PROVIDER: {"enable_cuda_graph": "0"}}, False, False),  # onnxruntime's silent retry without them
+    ({CUDA_PROVIDER: {}}, False, True),  # a build that does not report the option: taken as asked
+    ({TENSORRT_PROVIDER: {"trt_cuda_graph_enable": "True"}, CUDA_PROVIDER: {"enable_cuda_graph": "0"}}, True, True),
+])
+def test_cuda_graphs_are_read_back_from_the_session(reported, tensorrt, enabled):
+    from emopipe.onnx_engine import _graphs_enabled
+
+    assert _graphs_enabled(_ReportedOptions(reported), tensorrt) is enabled
