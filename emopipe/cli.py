@@ -92,7 +92,6 @@ def _configure_logging(debug: bool, quiet: bool) -> None:
     root = logging.getLogger("emopipe")
     root.handlers[:] = [handler]
     root.setLevel(level)
-    root.propagate = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
