@@ -13,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/synth.py and friends
 
 REPO = Path(__file__).resolve().parents[1]
 
+from checkpoints import calibrated_state, random_state  # noqa: E402  (re-exported for the tests)
+
+__all__ = ["calibrated_state", "random_state"]
+
 
 def shared_assets() -> Path | None:
     candidate = Path(os.environ.get("EMOPIPE_TEST_ASSETS", REPO.parent / "shared"))
@@ -25,30 +29,6 @@ def shared_dir() -> Path:
     if found is None:
         pytest.skip("needs ../shared (or $EMOPIPE_TEST_ASSETS) with the BlazeFace weights and face photos")
     return found
-
-
-def random_state(classes: int, seed: int = 0) -> dict:
-    """An official-format EmoNet state dict (``module.`` prefix) with random, non-degenerate values.
-
-    BatchNorm statistics are randomised too, so outputs differ between faces (a freshly initialised
-    network's identity BatchNorms would make every face look alike).
-    """
-    import torch
-
-    from emopipe.emonet import EmoNet
-
-    torch.manual_seed(seed)
-    model = EmoNet(classes)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-                n = module.num_features
-                module.weight.uniform_(0.8, 1.2)
-                module.bias.uniform_(-0.1, 0.1)
-                module.running_mean.uniform_(-0.1, 0.1)
-                module.running_var.uniform_(0.8, 1.5)
-                module.num_batches_tracked.fill_(n)
-    return {f"module.{k}": v for k, v in model.state_dict().items()}
 
 
 @pytest.fixture(scope="session")
