@@ -356,7 +356,10 @@ class LiveSource(_SourceBase):
                         raise SourceUnavailableError(
                             f"lost {self._name()}: no frame for {self._silence():.0f} s although reconnecting "
                             f"all the while (last problem: {last_problem})")
-                    if self._stopping.wait(self.options.backoff(attempt)):
+                    wait = self.options.backoff(attempt)
+                    if self.captured:  # give up on time, not a whole backoff later
+                        wait = min(wait, max(0.0, self.options.reconnect_timeout_s - self._silence()) + 0.01)
+                    if self._stopping.wait(wait):
                         return
                     attempt += 1
                     try:

@@ -59,7 +59,10 @@ def _milliseconds(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "live mode (a camera, or a network stream given as SOURCE: rtsp://, http(s)://…)")
+        "live mode (a camera, or a network stream given as SOURCE: rtsp://, http(s)://…)",
+        "Only the newest frame is processed; frames that arrive meanwhile are dropped (counted). Rows carry "
+        "wall-clock capture times (Unix seconds). --end SECONDS runs that long, --max-frames N processes N "
+        "frames; otherwise until Ctrl-C or SIGTERM (exit code 130, files complete).")
     group.add_argument("--webcam", type=int, metavar="N", help="read camera N (0 is the first) instead of SOURCE")
     group.add_argument("--show", action="store_true", help="show the annotated stream in a window (q or Esc stops)")
     group.add_argument("--serve", metavar="HOST:PORT",

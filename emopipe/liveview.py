@@ -80,12 +80,17 @@ class FrameHub:
 def draw_numbers(image: np.ndarray, numbers: Mapping[str, Any]) -> np.ndarray:
     """The current numbers on a dark band across the top of ``image`` (drawn in place)."""
     height, width = image.shape[:2]
+    text = summary_line(numbers)
     scale = min(max(min(width, height) / 700, 0.35), 1.2)
     thickness = max(1, round(scale * 1.5))
+    (text_w, _), _ = cv2.getTextSize(text, FONT, scale, thickness)
+    if text_w > 0.96 * width:  # small frames: a smaller font rather than a cut line
+        scale *= 0.96 * width / text_w
+        thickness = 1
     (_, text_h), baseline = cv2.getTextSize("Ag", FONT, scale, thickness)
     band = text_h + baseline + 2 * max(2, round(text_h / 3))
     image[:band] = image[:band] // 3
-    cv2.putText(image, summary_line(numbers), (max(2, band // 4), band - baseline - max(1, band // 8)), FONT, scale,
+    cv2.putText(image, text, (max(2, round(0.02 * width)), band - baseline - max(1, band // 8)), FONT, scale,
                 (255, 255, 255), thickness, cv2.LINE_AA)
     return image
 

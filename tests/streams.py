@@ -115,3 +115,84 @@ def chromium(tmp: Path, *args: str, timeout: float = 60.0) -> subprocess.Complet
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+class HlsServer:
+    """``clip`` as live HLS (H.264, half-second segments, a sliding playlist) written by ffmpeg at
+    real-time pace into a folder that the standard library's HTTP server serves."""
+
+    def __init__(self, clip: Path, folder: Path) -> None:
+        self.ffmpeg = need("ffmpeg")
+        self.clip, self.folder = clip, folder
+        self.process: subprocess.Popen | None = None
+        self.httpd = None
+        self.url = ""
+
+    def __enter__(self) -> HlsServer:
+        import functools
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        class Quiet(SimpleHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [self.ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-re", "-stream_loop", "-1",
+             "-i", str(self.clip), "-an", "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency",
+             "-g", "5", "-pix_fmt", "yuv420p", "-f", "hls", "-hls_time", "0.5", "-hls_list_size", "6",
+             "-hls_flags", "delete_segments", str(self.folder / "live.m3u8")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0),
+                                         functools.partial(Quiet, directory=str(self.folder)))
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/live.m3u8"
+        deadline = time.monotonic() + 20
+        while len(list(self.folder.glob("*.ts"))) < 2:  # a playlist with segments to start from
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("ffmpeg wrote no HLS segments")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+class Xvfb:
+    """A virtual X display (Debian's xvfb) for --show; :meth:`grab` screenshots it with ffmpeg's x11grab."""
+
+    def __init__(self, size: tuple[int, int] = (800, 600)) -> None:
+        self.binary = need("Xvfb")
+        self.size = size
+        self.number = next(n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists()
+                           and not Path(f"/tmp/.X{n}-lock").exists())
+        self.display = f":{self.number}"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Xvfb:
+        width, height = self.size
+        self.process = subprocess.Popen([self.binary, self.display, "-screen", "0", f"{width}x{height}x24",
+                                         "-nolisten", "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not Path(f"/tmp/.X11-unix/X{self.number}").exists():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("Xvfb did not start")
+            time.sleep(0.05)
+        return self
+
+    def grab(self, path: Path) -> Path:
+        width, height = self.size
+        subprocess.run([need("ffmpeg"), "-hide_banner", "-loglevel", "error", "-y", "-f", "x11grab",
+                        "-video_size", f"{width}x{height}", "-i", self.display, "-frames:v", "1", str(path)],
+                       check=True, timeout=30, stdin=subprocess.DEVNULL)
+        return path
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)

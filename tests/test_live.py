@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import os
 import re
 import signal
 import subprocess
@@ -25,7 +27,7 @@ import numpy as np
 import pytest
 import synth
 from prometheus_client import CollectorRegistry
-from streams import MjpegServer, chromium, free_port
+from streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
 from emopipe import cli
 from emopipe.annotate import PALETTE
@@ -210,6 +212,21 @@ def test_uris():
         parse_address("localhost")
 
 
+def test_a_live_hls_stream_is_followed_past_its_first_segments(tmp_path):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=30, size=(160, 120), fps=10.0, empty=None)
+    with HlsServer(clip.path, tmp_path / "hls") as server, open_source(server.url) as source:
+        assert source.info.kind == "stream" and (source.info.width, source.info.height) == (160, 120)
+        start = time.time()
+        frames = []
+        for frame in source:
+            frames.append(frame)
+            if frame.timestamp - start > 3.0:
+                break
+    # the playlist held ~3 s of video when we came; reading on for 3 s more means it was refreshed live
+    assert frames[-1].timestamp - frames[0].timestamp > 3.0
+    assert len(frames) >= 15 and all(b.index > a.index for a, b in itertools.pairwise(frames))
+
+
 def test_open_source_reads_cameras_and_streams_live(tmp_path):
     port = free_port()
     with pytest.raises(SourceUnavailableError, match=f"nothing is listening at 127.0.0.1:{port}"):
@@ -320,7 +337,14 @@ def test_the_live_server_serves_the_page_the_stream_the_numbers_and_metrics():
 # -- the command line: refusals before anything starts --------------------------------------------
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
-    code = cli.main(argv)
+    """The command in this process; the logging set-up it makes (emopipe's own stderr handler, no
+    propagation) is undone afterwards, so later tests' caplog still works."""
+    logger = logging.getLogger("emopipe")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    try:
+        code = cli.main(argv)
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
     return code, capsys.readouterr().err
 
 
@@ -551,7 +575,7 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
             fps_shown = re.search(r'id="fps">([0-9.]+)<', dom)
             assert fps_shown and float(fps_shown.group(1)) > 0, dom[:2000]
             assert re.search(r'id="latency">\d+ ms<', dom)
-            _check_screenshot(shot, {r["track_id"] for r in _rows(rows_path)})
+            _check_page_screenshot(shot, {r["track_id"] for r in _rows(rows_path)})
 
             # the server dies and comes back: emopipe reconnects and rows continue
             server.kill()
@@ -594,7 +618,7 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
     assert "capture → result p50" in log.read_text()
 
 
-def _check_screenshot(path: Path, tracks: set[int]) -> None:
+def _check_page_screenshot(path: Path, tracks: set[int]) -> None:
     """The page shows the stream (not blank) with a face annotated in its track's colour."""
     image = cv2.imread(str(path))
     assert image is not None
@@ -605,8 +629,62 @@ def _check_screenshot(path: Path, tracks: set[int]) -> None:
     assert largest is not None and boxes[largest, cv2.CC_STAT_AREA] > 160 * 120 * 0.5, "no stream image on the page"
     x, y, w, h = boxes[largest, :4]
     assert (w, h) == (160, 120), f"the image on the page is {w}×{h}, the stream 160×120"
-    region = image[y:y + h, x:x + w]
+    _check_annotated(image[y:y + h, x:x + w], tracks)
+
+
+def _check_annotated(region: np.ndarray, tracks: set[int]) -> None:
     assert region.std() > 20, "the stream image is blank"
     colours = np.array([PALETTE[(t - 1) % len(PALETTE)] for t in tracks])
     near = (np.abs(region[:, :, None, :].astype(int) - colours[None, None]).max(axis=3) < 40).any(axis=2)
-    assert near.sum() > 40, "no face annotation in its track colour on the page"
+    assert near.sum() > 40, "no face annotation in its track colour"
+
+
+@pytest.mark.slow
+def test_show_opens_a_window_with_the_annotated_stream(tmp_path, models_home, checkpoints):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    rows_path, log = tmp_path / "rows.jsonl", tmp_path / "emopipe.log"
+    with Xvfb() as screen, MjpegServer(clip.path) as server, open(log, "w") as log_file:
+        env = {**os.environ, "DISPLAY": screen.display}
+        proc = subprocess.Popen([sys.executable, "-m", "emopipe", server.url, "--show", "--weights",
+                                 str(checkpoints[8]), "-o", str(rows_path), "--metrics-port", "0"],
+                                cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: len(_rows(rows_path)) >= 3, 90, proc, log, "no rows")
+            time.sleep(0.5)  # the window draws the frame the rows came from
+            image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
+            _check_annotated(image, {r["track_id"] for r in _rows(rows_path)})
+            proc.send_signal(signal.SIGTERM)  # docker stop: as Ctrl-C, everything computed is written
+            assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert "interrupted: results up to the last complete frame were written" in log.read_text()
+    assert _rows(rows_path, running=False)
+
+
+@pytest.mark.slow
+def test_a_stream_lost_for_good_ends_the_command_with_exit_code_7_and_everything_written(
+        tmp_path, models_home, checkpoints):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    rows_path, summary_path, log = tmp_path / "rows.csv", tmp_path / "summary.json", tmp_path / "emopipe.log"
+    with MjpegServer(clip.path) as server, open(log, "w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "emopipe", server.url, "--weights", str(checkpoints[8]),
+                                 "-o", str(rows_path), "--summary", str(summary_path), "--metrics-port", "0",
+                                 "--reconnect-timeout", "2"], cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: rows_path.exists() and len(rows_path.read_text().splitlines()) >= 3, 90, proc, log,
+                      "no rows")
+            server.kill()
+            assert proc.wait(timeout=60) == 7, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    errors = [line for line in log.read_text().splitlines() if line.startswith("emopipe: error")]
+    assert len(errors) == 1 and re.search(r"lost the stream http://127\.0\.0\.1:\d+/stream\.mjpg: no frame for "
+                                          r"\d+ s .*nothing is listening", errors[0]), log.read_text()[-2000:]
+    lines = rows_path.read_text().splitlines()
+    assert len(lines) >= 3 and all(line.count(",") == lines[0].count(",") for line in lines)
+    summary = json.loads(summary_path.read_text())
+    assert summary["frames"] >= 2 and summary["live"]["frames_processed"] == summary["frames"]
