@@ -33,6 +33,7 @@ from .source import Frame, Source
 logger = logging.getLogger(__name__)
 
 _END = object()  # sentinel closing a queue
+_DUE = object()  # live: no frame came before a partial face batch was due
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class RunSummary:
     interrupted: bool = False
     engine: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
+    live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.liverun)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,6 +162,8 @@ class RunSummary:
             lines.append(f"input ended early: {self.ended_early}")
         if self.interrupted:
             lines.append("interrupted: results up to the last complete frame were written")
+        if self.live:
+            lines.append(self.live.get("description", ""))
         return "\n".join(lines)
 
 
@@ -191,6 +195,10 @@ class PipelineSettings:
     max_pending_frames: int = 0  # frames waiting for an unfilled batch before it is flushed (0: 2 × batch)
     queue_frames: int = 16  # decoded frames buffered ahead of the GPU thread
     pin_memory: bool = True
+    # Live sources: the GPU thread always gets the newest frame (one waiting is replaced: dropped and
+    # counted, never queued), and a partial face batch runs once its oldest face waited max_wait_s.
+    live: bool = False
+    max_wait_s: float | None = None
 
 
 class Pipeline:
@@ -208,17 +216,21 @@ class Pipeline:
         self.settings = settings or PipelineSettings()
         self.device = engine.device
         self._stop = threading.Event()
-        self._frames: queue.Queue[Any] = queue.Queue(maxsize=max(2, self.settings.queue_frames))
+        self._frames: queue.Queue[Any] = queue.Queue(maxsize=1 if self.settings.live else
+                                                     max(2, self.settings.queue_frames))
         self._results: queue.Queue[Any] = queue.Queue(maxsize=max(2, 2 * engine.batch_size))
         self._latencies: list[float] = []
         self._faces = 0
         self._errors: list[BaseException] = []
         self.clock = StageClock(self.device, self._observe_stage)
         self._stage_totals: dict[str, float] = {}
+        # Live frames are replaced while they wait, so they skip staging (a replaced one would keep its buffer).
         self._staging = (HostStaging(self.settings.queue_frames + 2 * detector.batch_size, self._stop)
-                         if self.device.type == "cuda" and self.settings.pin_memory else None)
+                         if self.device.type == "cuda" and self.settings.pin_memory and not self.settings.live
+                         else None)
         self._started = 0.0
         self._finished = 0.0
+        self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
 
     # -- observers ---------------------------------------------------------------------------
 
@@ -243,6 +255,9 @@ class Pipeline:
                 frame = next(frames, None)
                 if frame is None:
                     break
+                if self.settings.live:  # next() waited for the camera; its capture thread decodes
+                    self._put_newest((frame, None))
+                    continue
                 if frame.read_time < self._started:  # decoded before the run (a source checks its first
                     frame = replace(frame, read_time=self._started)  # frame on opening): count from now
                 staged = self._staging.take(frame.bgr) if self._staging is not None else None
@@ -286,25 +301,49 @@ class Pipeline:
                 continue
         return False
 
-    def _next_frame(self) -> Any:
+    def _put_newest(self, frame: tuple[Frame, None]) -> None:
+        """Live: hand the GPU thread only the newest frame; one still waiting is dropped and counted."""
         while True:
             try:
-                return self._frames.get(timeout=0.1)
+                self._frames.put_nowait(frame)
+                return
+            except queue.Full:
+                try:
+                    self._frames.get_nowait()
+                except queue.Empty:
+                    continue  # the GPU thread took it meanwhile
+                self.frames_dropped += 1
+                for o in self.observers:
+                    o.dropped(1)
+
+    def _next_frame(self, due_in: float | None = None) -> Any:
+        """The next frame; _DUE once ``due_in`` seconds passed without one (a partial batch is due)."""
+        deadline = None if due_in is None else time.monotonic() + due_in
+        while True:
+            wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
+            try:
+                return self._frames.get(timeout=wait)
             except queue.Empty:
                 if self._stop.is_set():
                     return _END
+                if deadline is not None and time.monotonic() >= deadline:
+                    return _DUE
 
     # -- the GPU thread -----------------------------------------------------------------------
 
-    def _frame_batches(self) -> Iterator[list[tuple[Frame, torch.Tensor | None]]]:
-        """Frames (with their staged copies) from the reader, in detector batches of one frame size."""
+    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[list[tuple[Frame, torch.Tensor | None]]]:
+        """Frames (with their staged copies) from the reader, in detector batches of one frame size;
+        an empty list when the batcher's partial batch fell due before another frame came (live)."""
         batch: list[tuple[Frame, torch.Tensor | None]] = []
         while True:
             if batch and self._frames.empty():
                 # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
                 yield batch
                 batch = []
-            item = self._next_frame()
+            item = self._next_frame(batcher.seconds_until_due())
+            if item is _DUE:
+                yield []
+                continue
             if item is _END:
                 break
             if batch and item[0].bgr.shape != batch[0][0].bgr.shape:
@@ -357,7 +396,7 @@ class Pipeline:
 
     def run(self) -> None:
         """Process the whole source. Raises what a stage raised, after the files are closed."""
-        batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size)
+        batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size, max_wait_s=self.settings.max_wait_s)
         assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
         max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
         self._started = time.perf_counter()
@@ -371,10 +410,12 @@ class Pipeline:
         reader.start()
         writer.start()
         try:
-            for frames in self._frame_batches():
+            for frames in self._frame_batches(batcher):
                 if self._stop.is_set():
                     break
-                self._process(frames, batcher, assembler)
+                if frames:
+                    self._process(frames, batcher, assembler)
+                self._infer(batcher.due(), assembler)  # nothing unless max_wait_s is set (live)
                 if len(assembler) > max_pending:  # many faceless frames behind an unfilled batch
                     self._infer(batcher.flush(), assembler)
                 self._release(assembler)
@@ -399,7 +440,8 @@ class Pipeline:
             except queue.Full:
                 continue
         writer.join()
-        reader.join(timeout=5.0)  # it sees the stop flag after its current frame
+        # it sees the stop flag after its current frame; a live source that stalled is closed after us
+        reader.join(timeout=0.5 if self.settings.live else 5.0)
         for sink in self.sinks:
             try:
                 sink.close()

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from .errors import INTERRUPTED_EXIT_CODE, InputTruncatedError, OutputError, UsageError
+from .errors import INTERRUPTED_EXIT_CODE, InputTruncatedError, OutputError, SourceUnavailableError, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         "folder of images. Exit codes: 0 ok, 2 bad options, 3 input not found, 4 input unreadable, 5 output "
         "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 130 interrupted.",
     )
-    parser.add_argument("source", help="video file, image file or folder of images")
+    parser.add_argument("source", nargs="?", help="video file, image file or folder of images; or a network stream "
+                                                 "(rtsp://, http(s)://…) read live")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--max-frames", type=_positive_int, metavar="N", help="stop after N frames")
 
     det = parser.add_argument_group("face detection")
-    det.add_argument("--detector", default="sfd", help="sfd (S3FD), blazeface (front camera) or blazeface_back")
+    det.add_argument("--detector", help="sfd (S3FD), blazeface (front camera) or blazeface_back "
+                                        "(default: sfd for files, blazeface live)")
     det.add_argument("--detect-size", type=_positive_int, metavar="PX",
                      help="working resolution, long side (default: the detector's own)")
     det.add_argument("--detect-batch", type=_positive_int, metavar="N",
@@ -97,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .metrics import add_arguments as add_metrics_arguments
 
     add_metrics_arguments(parser)
+    from .liverun import add_arguments as add_live_arguments
+
+    add_live_arguments(parser)
     return parser
 
 
@@ -123,31 +128,40 @@ def _summary_path(args: argparse.Namespace, output: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
+    from .liverun import prepare as prepare_live
     from .metrics import PipelineMetrics, exporter_from_args
     from .pipeline import Pipeline, PipelineSettings
 
+    live = prepare_live(args)  # None for files; a camera or stream: its defaults are applied to args
     output = args.output or str(_default_output(args.source))
     summary_path = _summary_path(args, output)
     with ExitStack() as stack:
         registry = CollectorRegistry()
         metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(_batch_size(args),))
-        exporter = exporter_from_args(args, registry, source=args.source)
-        parts = _assemble(args, output, summary_path, stack, metrics, exporter)
+        exporter = exporter_from_args(args, registry, source=args.source, live=live is not None)
+        parts = _assemble(args, output, summary_path, stack, metrics, exporter, live)
+        settings = live.settings() if live is not None else \
+            PipelineSettings(detect_batch=parts["detector"].batch_size,
+                             queue_frames=max(4, 2 * parts["detector"].batch_size))
         pipeline = Pipeline(parts["source"], parts["detector"], parts["cropper"], parts["engine"],
-                            sinks=[parts["sink"]], observers=parts["observers"],
-                            settings=PipelineSettings(detect_batch=parts["detector"].batch_size,
-                                                      queue_frames=max(4, 2 * parts["detector"].batch_size)))
+                            sinks=[parts["sink"]], observers=parts["observers"], settings=settings)
         interrupted = False
+        lost: SourceUnavailableError | None = None
         try:
             pipeline.run()
         except KeyboardInterrupt:
             interrupted = True
+        except SourceUnavailableError as exc:  # a stream lost for good: its rows are written; so is the summary
+            lost = exc
         summary = pipeline.summary(load_s=parts["load_s"], warmup_s=parts["warmup_s"],
-                                   interrupted=interrupted, outputs=parts["outputs"])
+                                   interrupted=interrupted, outputs=parts["outputs"],
+                                   live=live.summary(pipeline) if live is not None else None)
         _report(summary, summary_path)
         for finish in parts["finishers"]:
             finish(summary)
         exporter.finish()
+    if lost is not None:
+        raise lost
     if interrupted:
         return INTERRUPTED_EXIT_CODE
     if summary.ended_early:
@@ -172,7 +186,7 @@ def _report(summary: Any, path: str | None) -> None:
 
 
 def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, stack: ExitStack,
-              metrics: Any, exporter: Any) -> dict[str, Any]:
+              metrics: Any, exporter: Any, live: Any = None) -> dict[str, Any]:
     """Check the outputs (fail fast), open the source, serve metrics, then load and warm up the models."""
     import torch
 
@@ -198,8 +212,11 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     if args.annotate:
         ensure_writable(Path(args.annotate), "annotated video")
 
-    source = stack.enter_context(open_source(args.source, start_s=args.start, end_s=args.end,
-                                             max_frames=args.max_frames))
+    if live is not None:
+        source = live.open(stack, metrics.registry)
+    else:
+        source = stack.enter_context(open_source(args.source, start_s=args.start, end_s=args.end,
+                                                 max_frames=args.max_frames))
     info = source.info
     stack.enter_context(exporter)  # /metrics is up before the models load, so scrapes see start-up
 
@@ -218,7 +235,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     engine = create_engine(args.backend, model, options, checkpoint_sha256=weights.sha256_of(checkpoint),
                            models_dir=weights.models_dir(args.models_dir))
     precision = getattr(engine, "options", options).precision or ("fp16" if cuda else "fp32")
-    detector = create_detector(args.detector, device=str(device), models_dir=args.models_dir,
+    detector = create_detector(args.detector or "sfd", device=str(device), models_dir=args.models_dir,
                                score_threshold=args.threshold, min_face=args.min_face, max_faces=args.max_faces,
                                working_size=args.detect_size, batch_size=args.detect_batch or (8 if cuda else 1),
                                precision="fp16" if cuda and precision != "fp32" else "fp32")
@@ -239,6 +256,8 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     if args.annotate:
         video = AnnotatedVideoWriter(args.annotate, info.fps or 1.0, (info.width, info.height))
     sink = RecordSink(FaceRecorder(info.uri, engine.labels, smoothing=args.smooth), writer, video)
+    if live is not None:
+        sink = live.sink(sink)  # the annotated stream for --record, --show, --serve
     outputs = {"rows": output}
     if args.annotate:
         outputs["annotated_video"] = args.annotate
@@ -251,6 +270,8 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
         observers.append(progress)
         finishers.append(lambda summary: progress.close())
     observers.append(MetricsObserver(metrics))
+    if live is not None:
+        observers += live.observers(metrics)
     return {"source": source, "detector": detector, "cropper": cropper, "engine": engine, "sink": sink,
             "observers": observers, "finishers": finishers, "load_s": load_s, "warmup_s": warmup_s,
             "outputs": outputs}
@@ -263,6 +284,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
     if args.end is not None and args.start is not None and args.end <= args.start:
         raise UsageError(f"--end ({args.end}) must be after --start ({args.start})")
+    args.detector = args.detector or "sfd"  # the file default (live mode chose its own already)
     if args.detector not in DETECTORS:
         raise UsageError(f"unknown detector {args.detector!r}; choose from {', '.join(DETECTORS)}")
     if args.backend not in BACKENDS:

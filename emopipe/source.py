@@ -677,5 +677,5 @@ def open_source(uri: str | os.PathLike[str], *, start_s: float | None = None, en
     for opener in _OPENERS:
         if opener.matches(text):
             return opener.open(text, start_s=start_s, end_s=end_s, max_frames=max_frames)
-    raise UsageError(f"no source can open {text!r}: give a video file, an image or a folder of images "
-                     "(cameras and network streams are not supported yet)")
+    raise UsageError(f"no source can open {text!r}: give a video file, an image, a folder of images, a camera "
+                     "(webcam:N) or a network stream (rtsp://, http(s)://…)")

@@ -448,9 +448,10 @@ def test_times_do_not_apply_to_images(tmp_path):
         open_source(tmp_path, end_s=3.0)
 
 
-def test_network_streams_are_not_supported_yet():
-    with pytest.raises(UsageError, match="not supported yet"):
-        open_source("rtsp://camera.local/stream")
+def test_urls_no_source_kind_reads_are_refused_with_the_kinds_there_are():
+    # rtsp://, http(s):// … are read by emopipe.live (tests/test_live.py); nothing reads gopher://
+    with pytest.raises(UsageError, match=r"webcam:N.*rtsp://"):
+        open_source("gopher://camera.local/stream")
 
 
 def test_new_kinds_of_source_register_ahead_of_files(tmp_path):
@@ -492,7 +493,7 @@ def test_frame_validation(kwargs, message):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"kind": "camera"}, "kind"),
+    ({"kind": "bogus"}, "kind"),  # (live sources add "camera" and "stream")
     ({"fps": 0.0}, "fps"),
     ({"fps": math.inf}, "fps"),
     ({"frame_count": -1}, "frame_count"),

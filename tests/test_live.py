@@ -1,0 +1,690 @@
+"""Live mode: the newest-frame hand-over, reconnection, the views, and real streams end to end.
+
+Model-free parts run at scale with in-process cameras (numbered frames at a fixed pace). The end-to-end
+tests read a real HTTP MJPEG stream that Debian's ffmpeg serves on 127.0.0.1 at real-time pace from a
+clip synthesised from a real face photo, with the real BlazeFace weights and a random EmoNet; the
+served page is opened in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import synth
+from prometheus_client import CollectorRegistry
+from streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
+
+from emopipe import cli
+from emopipe.annotate import PALETTE
+from emopipe.errors import SourceUnavailableError, UsageError
+from emopipe.live import LiveOptions, LiveSource, NewestFrame, display_uri, is_live, webcam_index
+from emopipe.liveview import FrameHub, LiveServer, TimedVideoWriter, parse_address
+from emopipe.metrics import PipelineMetrics
+from emopipe.source import Frame, open_source
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- in-process cameras ------------------------------------------------------------------------------
+
+class PacedCamera:
+    """Numbered 32×24 frames at ``fps``; after ``frames`` reads the stream breaks (read fails)."""
+
+    def __init__(self, fps: float = 200.0, frames: int | None = None, declared: int = 0) -> None:
+        self.interval = 1.0 / fps
+        self.frames = frames
+        self.declared = declared
+        self.reads = 0
+        self.released = False
+        self._next = time.perf_counter()
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        if self.frames is not None and self.reads >= self.frames:
+            return False, None
+        self._next += self.interval
+        time.sleep(max(0.0, self._next - time.perf_counter()))
+        self.reads += 1
+        image = np.full((24, 32, 3), self.reads % 256, dtype=np.uint8)
+        return True, image
+
+    def get(self, prop: int) -> float:
+        return float(self.declared) if prop == cv2.CAP_PROP_FRAME_COUNT else 0.0
+
+    def release(self) -> None:
+        self.released = True
+
+
+def take(source: LiveSource, n: int, delay: float = 0.0) -> list[Frame]:
+    frames = []
+    for frame in source:
+        frames.append(frame)
+        time.sleep(delay)
+        if len(frames) == n:
+            break
+    return frames
+
+
+# -- the hand-over -----------------------------------------------------------------------------------
+
+def test_newest_frame_hands_over_only_the_newest_and_counts_every_other_one():
+    slot = NewestFrame()
+    image = np.zeros((2, 2, 3), np.uint8)
+    for i in range(5):  # before the consumer starts: skipped, not dropped
+        slot.put(Frame(index=i, timestamp=0.0, bgr=image, read_time=0.0))
+    slot.start_counting()
+    produced = 20_000
+
+    def produce() -> None:
+        for i in range(5, 5 + produced):
+            slot.put(Frame(index=i, timestamp=0.0, bgr=image, read_time=0.0))
+        slot.close()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    taken = []
+    while True:
+        frame = slot.take(timeout=0.1)
+        if frame is None and slot.closed:
+            break
+        if frame is not None:
+            taken.append(frame.index)
+            time.sleep(0.0005)  # a consumer slower than the producer
+    producer.join()
+    assert slot.skipped == 4
+    assert taken[0] >= 4 and taken[-1] == 4 + produced  # the last frame is never lost
+    assert all(b > a for a, b in itertools.pairwise(taken))  # never an older frame, never one twice
+    assert slot.dropped > 0 and len(taken) + slot.dropped + slot.skipped == 5 + produced
+
+
+def test_a_live_source_yields_the_newest_frames_and_stops_at_max_frames_or_duration():
+    with LiveSource("paced://test", opener=lambda uri, o: PacedCamera(fps=200),
+                    options=LiveOptions(max_frames=10)) as source:
+        assert source.info.kind == "stream" and (source.info.width, source.info.height) == (32, 24)
+        frames = take(source, 100, delay=0.02)  # 4 frames come per frame taken
+        assert len(frames) == 10
+        indexes = [f.index for f in frames]
+        assert all(b > a for a, b in itertools.pairwise(indexes))
+        assert source.dropped >= 10  # the gaps between the indexes
+        assert source.measured_fps == pytest.approx(200, rel=0.3)
+        assert frames[-1].timestamp == pytest.approx(time.time(), abs=1.0)  # wall-clock capture times
+        assert all(0 <= time.perf_counter() - f.read_time < 5 for f in frames)
+    with LiveSource("paced://test", opener=lambda uri, o: PacedCamera(fps=100),
+                    options=LiveOptions(duration_s=0.3)) as source:
+        frames = list(source)
+        assert frames[-1].timestamp - frames[0].timestamp < 0.3 <= frames[-1].timestamp - frames[0].timestamp + 0.05
+
+
+def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue():
+    opened: list[float] = []
+    plan = ["frames", "refused", "refused", "refused", "frames"]
+    cameras: list[PacedCamera] = []
+
+    def opener(uri: str, options: LiveOptions) -> PacedCamera:
+        opened.append(time.perf_counter())
+        step = plan[min(len(opened), len(plan)) - 1]
+        if step == "refused":
+            raise SourceUnavailableError("nothing is listening (connection refused)")
+        cameras.append(PacedCamera(fps=100, frames=5 if len(opened) == 1 else None))
+        return cameras[-1]
+
+    reconnected = []
+    options = LiveOptions(backoff_s=(0.05, 0.1), reconnect_timeout_s=10)
+    with LiveSource("paced://test", options=options, opener=opener, on_reconnect=lambda: reconnected.append(1)) as src:
+        frames = []
+        for frame in src:
+            frames.append(frame)
+            if src.reconnects and len(frames) >= 8:
+                break
+    gaps = np.diff(opened)
+    assert len(opened) == 5 and reconnected == [1] and src.reconnects == 1
+    assert gaps[1] >= 0.05 and gaps[2] >= 0.1 and gaps[3] >= 0.1  # the backoff: first, doubled, capped
+    assert gaps[1] < 0.5 and gaps[3] < 0.6
+    assert cameras[0].released and cameras[-1].released
+    indexes = [f.index for f in frames]
+    assert all(b > a for a, b in itertools.pairwise(indexes)) and indexes[-1] >= 5
+
+
+def test_a_stream_that_stays_away_ends_the_run_with_a_clear_error():
+    calls = []
+
+    def opener(uri: str, options: LiveOptions) -> PacedCamera:
+        calls.append(1)
+        if len(calls) > 1:
+            raise SourceUnavailableError("nothing is listening at camera:80 (connection refused)")
+        return PacedCamera(fps=100, frames=3)
+
+    options = LiveOptions(backoff_s=(0.05, 0.1), reconnect_timeout_s=0.5)
+    start = time.perf_counter()
+    lost = r"lost the stream rtsp://user:\*\*\*@camera/stream: no frame for \d+ s .*connection refused"
+    with LiveSource("rtsp://user:secret@camera/stream", options=options, opener=opener) as source, \
+            pytest.raises(SourceUnavailableError, match=lost):
+        list(source)
+    assert 0.5 <= time.perf_counter() - start < 5 and len(calls) >= 4
+
+
+def test_a_stream_of_declared_length_ends_without_reconnecting():
+    with LiveSource("paced://file", opener=lambda uri, o: PacedCamera(fps=500, frames=12, declared=12)) as source:
+        frames = list(source)
+    assert frames and source.captured == 12 and source.reconnects == 0
+
+
+@pytest.mark.parametrize(("camera", "message"), [
+    (lambda: PacedCamera(frames=0), "opened but gave no frame"),
+    (None, "connection refused"),
+])
+def test_a_source_that_gives_no_first_frame_fails_when_it_opens(camera, message):
+    def opener(uri: str, options: LiveOptions) -> PacedCamera:
+        if camera is None:
+            raise SourceUnavailableError("nothing is listening at x:1 (connection refused)")
+        return camera()
+
+    with pytest.raises(SourceUnavailableError, match=message):
+        LiveSource("paced://x", opener=opener)
+
+
+def test_uris():
+    assert webcam_index("webcam:2") == 2 and webcam_index("webcam:x") is None
+    for uri in ("rtsp://cam/1", "http://h:8080/video.mjpg", "https://h/live.m3u8", "webcam:0", "srt://h:9000"):
+        assert is_live(uri), uri
+    for uri in ("video.mp4", "/data/frames", "gopher://h/x", "webcam"):
+        assert not is_live(uri), uri
+    assert display_uri("rtsp://admin:pw@cam:554/s?ch=1") == "rtsp://admin:***@cam:554/s?ch=1"
+    assert display_uri("http://cam/x.mjpg") == "http://cam/x.mjpg"
+    assert parse_address("0.0.0.0:8080") == ("0.0.0.0", 8080)
+    assert parse_address(":9000") == ("127.0.0.1", 9000)
+    assert parse_address("[::1]:81") == ("::1", 81)
+    with pytest.raises(UsageError, match="HOST:PORT"):
+        parse_address("localhost")
+
+
+def test_a_live_hls_stream_is_followed_past_its_first_segments(tmp_path):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=30, size=(160, 120), fps=10.0, empty=None)
+    with HlsServer(clip.path, tmp_path / "hls") as server, open_source(server.url) as source:
+        assert source.info.kind == "stream" and (source.info.width, source.info.height) == (160, 120)
+        start = time.time()
+        frames = []
+        for frame in source:
+            frames.append(frame)
+            if frame.timestamp - start > 3.0:
+                break
+    # the playlist held ~3 s of video when we came; reading on for 3 s more means it was refreshed live
+    assert frames[-1].timestamp - frames[0].timestamp > 3.0
+    assert len(frames) >= 15 and all(b.index > a.index for a, b in itertools.pairwise(frames))
+
+
+def test_open_source_reads_cameras_and_streams_live(tmp_path):
+    port = free_port()
+    with pytest.raises(SourceUnavailableError, match=f"nothing is listening at 127.0.0.1:{port}"):
+        open_source(f"http://127.0.0.1:{port}/stream.mjpg")
+    with pytest.raises(UsageError, match="start time applies to files"):
+        open_source("rtsp://127.0.0.1:1/x", start_s=2.0)
+
+
+# -- the recording ------------------------------------------------------------------------------------
+
+def test_the_recording_runs_at_the_measured_rate_and_repeats_frames_to_keep_real_time(tmp_path):
+    path = tmp_path / "live.avi"
+    writer = TimedVideoWriter(path, fps=lambda: 10.0)
+    t0 = 1_700_000_000.0
+    # frames processed at 0, 0.1, 0.4 (two dropped between), 0.42 (jitter: same position) and 1.0 s
+    colours = [20, 60, 100, 140, 180]
+    for colour, t in zip(colours, (0.0, 0.1, 0.4, 0.42, 1.0)):
+        writer.write(np.full((48, 64, 3), colour, np.uint8), t0 + t)
+    writer.close()
+    assert writer.fps == 10.0 and writer.frames_recorded == 5
+    cap = cv2.VideoCapture(str(path))
+    assert cap.get(cv2.CAP_PROP_FPS) == pytest.approx(10.0)
+    got = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        got.append(round(frame.mean()))
+    cap.release()
+    # positions 0 1 [2 3 repeat 1] 4 5 [6…9 repeat 5] 10
+    expected = [20, 60, 60, 60, 100, 140, 140, 140, 140, 140, 180]
+    assert len(got) == writer.frames_written == len(expected)
+    assert np.allclose(got, expected, atol=3)
+
+
+# -- the page ----------------------------------------------------------------------------------------
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("Content-Type", ""), error.read()
+
+
+def _read_parts(url: str, n: int, timeout: float = 10.0) -> list[bytes]:
+    """The first n JPEGs of a multipart MJPEG stream."""
+    parts = []
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace; boundary=")
+        while len(parts) < n:
+            line = response.readline()
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+                response.readline()
+                parts.append(response.read(length))
+    return parts
+
+
+def test_the_live_server_serves_the_page_the_stream_the_numbers_and_metrics():
+    hub = FrameHub()
+    numbers = {"source": "rtsp://cam/x", "state": "live", "fps": 12.5, "latency_p50_s": 0.0123,
+               "latency_p99_s": 0.03, "faces": 2, "frames": 40, "frames_dropped": 3, "reconnects": 1}
+    registry = CollectorRegistry()
+    PipelineMetrics(registry).frames_dropped(3)
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    server = LiveServer("127.0.0.1", 0, hub, lambda: numbers,
+                        metrics=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST))
+    try:
+        status, kind, body = _get(server.url)
+        page = body.decode()
+        assert status == 200 and kind.startswith("text/html")
+        assert 'id="fps">12.5<' in page and 'id="latency">12 ms<' in page and 'id="faces">2<' in page
+        assert 'src="stream.mjpg"' in page
+        status, kind, body = _get(server.url + "stats.json")
+        assert status == 200 and json.loads(body) == numbers
+        status, _, body = _get(server.url + "metrics")
+        assert status == 200 and b"emopipe_frames_dropped_total 3.0" in body
+        assert _get(server.url + "nope")[0] == 404
+
+        placeholder = cv2.imdecode(np.frombuffer(_get(server.url + "frame.jpg")[2], np.uint8), cv2.IMREAD_COLOR)
+        assert placeholder.shape == (360, 640, 3)  # "waiting for the first frame"
+
+        frames = [np.full((90, 120, 3), (30 * i, 200 - 30 * i, 90), np.uint8) for i in range(1, 5)]
+
+        def publish() -> None:
+            for frame in frames:
+                time.sleep(0.3)
+                hub.publish(frame)
+
+        publisher = threading.Thread(target=publish)
+        publisher.start()
+        parts = _read_parts(server.url + "stream.mjpg", 3)
+        publisher.join()
+        decoded = [cv2.imdecode(np.frombuffer(p, np.uint8), cv2.IMREAD_COLOR) for p in parts]
+        assert decoded[0].shape == (360, 640, 3)  # the placeholder, until the first frame
+        for image in decoded[1:]:  # then published frames, each as it came
+            assert image.shape == (90, 120, 3)
+            assert min(np.abs(image.astype(int) - f).mean() for f in frames) < 3
+        with pytest.raises(UsageError, match="cannot serve the live page"):
+            LiveServer("127.0.0.1", server.port, hub, lambda: numbers)
+    finally:
+        server.close()
+        hub.close()
+
+
+# -- the command line: refusals before anything starts --------------------------------------------
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    """The command in this process; the logging set-up it makes (emopipe's own stderr handler, no
+    propagation) is undone afterwards, so later tests' caplog still works."""
+    logger = logging.getLogger("emopipe")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    try:
+        code = cli.main(argv)
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["--webcam", "7", "-o", "{tmp}/x.csv"], 7, r"camera 7 is not available"),
+    (["http://127.0.0.1:{port}/cam.mjpg", "-o", "{tmp}/x.csv"], 7,
+     r"cannot open the stream http://127\.0\.0\.1:\d+/cam\.mjpg: nothing is listening"),
+    (["http://127.0.0.1:{port}/cam.mjpg", "--show", "-o", "{tmp}/x.csv"], 2, r"--show needs a display.*--serve"),
+    (["http://127.0.0.1:{port}/cam.mjpg", "--serve", "somewhere"], 2, r"--serve takes HOST:PORT"),
+    (["http://127.0.0.1:{port}/cam.mjpg", "--start", "3"], 2, r"--start applies to files"),
+    (["rtsp://cam/x", "--webcam", "0"], 2, r"either SOURCE"),
+    (["-o", "{tmp}/x.csv"], 2, r"give a SOURCE"),
+    (["{tmp}/clip.mp4", "--serve", ":8080"], 2, r"--serve: for a camera or a network stream"),
+])
+def test_the_command_refuses_with_one_line_and_its_exit_code(argv, code, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    port = free_port()
+    argv = [a.format(tmp=tmp_path, port=port) for a in argv]
+    got, err = run_cli([*argv, "--metrics-port", "0"], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert got == code, err
+    assert len(lines) == 1 and re.search(message, lines[0]), err
+
+
+# -- end to end, in process: newest frame only, latency bounded, a stall survived --------------------
+
+def _models(models_home: Path, checkpoint: Path, batch_size: int):
+    from emopipe.crop import FaceCropper
+    from emopipe.detect import create_detector
+    from emopipe.emonet import build_emonet, read_checkpoint
+    from emopipe.engine import EngineOptions, create_engine
+
+    detector = create_detector("blazeface", device="cpu", models_dir=models_home)
+    engine = create_engine("torch", build_emonet(read_checkpoint(checkpoint)),
+                           EngineOptions(device="cpu", batch_size=batch_size))
+    engine.warmup()
+    return detector, FaceCropper(), engine
+
+
+class Results:
+    """An observer noting when each frame's results were written."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[float, float, int, int]] = []  # (written at, latency, index, faces)
+        self.changed = threading.Condition()
+
+    def frame(self, result, latency_s: float) -> None:
+        with self.changed:
+            self.frames.append((time.perf_counter(), latency_s, result.frame.index, len(result.faces)))
+            self.changed.notify_all()
+
+    def wait(self, ready, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: ready(self.frames), timeout)
+
+    def __getattr__(self, name: str):
+        return lambda *args: None  # the other observer hooks
+
+
+@pytest.mark.slow
+def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_a_stall(
+        tmp_path, models_home, checkpoints):
+    from emopipe.liverun import CaptureLatencyMetrics
+    from emopipe.pipeline import Pipeline, PipelineSettings
+    from emopipe.records import open_writer
+    from emopipe.run import MetricsObserver
+    from emopipe.sinks import FaceRecorder, RecordSink
+
+    fps = 10.0
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=fps, empty=None)
+    detector, cropper, engine = _models(models_home, checkpoints[8], batch_size=1)
+    detector.warmup(120, 160)
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry)
+    results = Results()
+    events: dict[str, float] = {}
+    with MjpegServer(clip.path) as server:
+        source = LiveSource(server.url, options=LiveOptions(open_timeout_s=2.0, read_timeout_s=1.0,
+                                                            backoff_s=(0.1, 0.5), reconnect_timeout_s=30))
+        source.on_drop, source.on_reconnect = metrics.frames_dropped, metrics.reconnect
+        writer = open_writer(tmp_path / "rows.jsonl", labels=engine.labels)
+        pipeline = Pipeline(source, detector, cropper, engine,
+                            sinks=[RecordSink(FaceRecorder(source.info.uri, engine.labels), writer)],
+                            observers=[results, MetricsObserver(metrics), CaptureLatencyMetrics(metrics)],
+                            settings=PipelineSettings(live=True, max_wait_s=0.005, queue_frames=1))
+
+        def script() -> None:
+            try:
+                assert results.wait(lambda r: len(r) >= 4, 60), "no results from the stream"
+                server.stall()  # the connection stays open and silent: only the read timeout notices
+                events["stalled"] = time.perf_counter()
+                time.sleep(2.5)
+                server.kill()
+                server.start()
+                events["restarted"] = time.perf_counter()
+                results.wait(lambda r: sum(1 for f in r if f[0] > events["restarted"]) >= 4, 60)
+            finally:
+                source.stop()
+
+        director = threading.Thread(target=script)
+        director.start()
+        try:
+            pipeline.run()
+        finally:
+            director.join()
+            source.close()
+
+    frames = results.frames
+    after = [f for f in frames if f[0] > events["restarted"]]
+    assert len(frames) >= 8 and len(after) >= 4
+    written, latencies, indexes = (np.array([f[i] for f in frames]) for i in range(3))
+    # processing is slower than the 10 fps stream, so frames were dropped, and counted
+    dropped = pipeline.frames_dropped + source.dropped
+    assert dropped > 0 and registry.get_sample_value("emopipe_frames_dropped_total") == dropped
+    assert np.all(np.diff(indexes) > 0) and (np.diff(indexes) - 1).sum() <= dropped
+    # Each frame was the newest when the GPU thread took it, right after the previous one: its latency is
+    # bounded by the time between two results plus one frame interval — never a growing queue.
+    bound = np.diff(written) + 1 / fps + 0.5
+    assert np.all(latencies[1:] <= bound), (latencies, bound)
+    assert latencies.max() < 2 * np.diff(written).max() + 1.0
+    # the stall was noticed by the read timeout and survived by one reconnection
+    assert source.reconnects == 1 and registry.get_sample_value("emopipe_stream_reconnects_total") == 1
+    assert registry.get_sample_value("emopipe_capture_latency_seconds_count") == len(frames)
+    assert registry.get_sample_value("emopipe_capture_latency_seconds_sum") == pytest.approx(latencies.sum())
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(f[3] for f in frames) >= 6
+    wall_restart = time.time() - (time.perf_counter() - events["restarted"])
+    assert sum(1 for r in rows if r["timestamp_s"] > wall_restart) >= 3  # rows continue after the restart
+    assert all(b["timestamp_s"] > a["timestamp_s"] for a, b in itertools.pairwise(rows))
+
+
+@pytest.mark.slow
+def test_a_partial_face_batch_runs_after_the_max_wait_when_no_frame_follows(tmp_path, models_home, checkpoints):
+    """A camera slower than processing: the GPU thread must not wait for faces that will not come."""
+    from emopipe.pipeline import Pipeline, PipelineSettings
+
+    detector, cropper, engine = _models(models_home, checkpoints[8], batch_size=2)
+    frame = synth.background(160, 120)
+    synth.paste_head(frame, 80, 60, 0.5)
+    results = Results()
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry)
+
+    class LockstepCamera(PacedCamera):
+        """The next frame only once the previous one's results are out (or after 20 s)."""
+
+        def read(self):
+            if self.reads == 3:
+                return False, None
+            if self.reads:
+                results.wait(lambda r, n=self.reads: len(r) >= n, 20)
+                time.sleep(0.1)
+            self.reads += 1
+            return True, frame.copy()
+
+    source = LiveSource("paced://lockstep", opener=lambda uri, o: LockstepCamera(), options=LiveOptions(max_frames=3))
+    from emopipe.run import MetricsObserver
+
+    pipeline = Pipeline(source, detector, cropper, engine, sinks=[], observers=[results, MetricsObserver(metrics)],
+                        settings=PipelineSettings(live=True, max_wait_s=0.005, queue_frames=1))
+    with source:
+        pipeline.run()
+    assert [f[3] for f in results.frames] == [1, 1, 1]
+    assert max(f[1] for f in results.frames) < 15  # not the camera's 20 s fallback
+    assert registry.get_sample_value("emopipe_batch_fill_ratio") == 0.5  # every batch ran half empty, at once
+
+
+# -- end to end, the command: rows, the page in Chromium, kill and restart, Ctrl-C ------------------
+
+def _wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{what} (emopipe exit code {proc.poll()})\n--- log ---\n{log.read_text()[-3000:]}")
+
+
+def _rows(path: Path, running: bool = True) -> list[dict]:
+    """The rows so far; while emopipe runs, a row being written may be cut short: that one is left out."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    lines = text.splitlines()
+    if running and not text.endswith("\n"):
+        lines = lines[:-1]
+    return [json.loads(line) for line in lines]
+
+
+@pytest.mark.slow
+def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanly_on_ctrl_c(
+        tmp_path, models_home, checkpoints):
+    from prometheus_helpers import scrape
+
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    page_port = free_port()
+    page = f"http://127.0.0.1:{page_port}/"
+    rows_path, summary_path, recording = tmp_path / "rows.jsonl", tmp_path / "summary.json", tmp_path / "live.mp4"
+    log = tmp_path / "emopipe.log"
+    with MjpegServer(clip.path) as server, open(log, "w") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "emopipe", server.url, "--weights", str(checkpoints[8]), "-o", str(rows_path),
+             "--summary", str(summary_path), "--record", str(recording), "--serve", f"127.0.0.1:{page_port}",
+             "--metrics-port", "0", "--read-timeout", "2", "--reconnect-timeout", "60"],
+            cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            def stats() -> dict:
+                try:
+                    return json.loads(_get(page + "stats.json", timeout=2)[2])
+                except (OSError, ValueError):
+                    return {}
+
+            _wait_for(lambda: stats().get("fps") is not None, 90, proc, log, "no results on the page")
+            first_rows = _rows(rows_path)
+            assert first_rows and first_rows[0]["source"] == server.url
+            assert abs(first_rows[0]["timestamp_s"] - time.time()) < 60  # wall-clock capture times
+
+            # the page, as a browser shows it: the annotated stream and the numbers
+            shot = tmp_path / "page.png"
+            result = chromium(tmp_path, "--window-size=800,600", "--virtual-time-budget=3000",
+                              f"--screenshot={shot}", page)
+            assert shot.exists(), result.stderr[-2000:]
+            dom = chromium(tmp_path, "--virtual-time-budget=2000", "--dump-dom", page).stdout
+            fps_shown = re.search(r'id="fps">([0-9.]+)<', dom)
+            assert fps_shown and float(fps_shown.group(1)) > 0, dom[:2000]
+            assert re.search(r'id="latency">\d+ ms<', dom)
+            _check_page_screenshot(shot, {r["track_id"] for r in _rows(rows_path)})
+
+            # the server dies and comes back: emopipe reconnects and rows continue
+            server.kill()
+            killed = time.time()
+            time.sleep(1.5)
+            server.start()
+            _wait_for(lambda: sum(1 for r in _rows(rows_path) if r["timestamp_s"] > killed) >= 3, 90, proc, log,
+                      "no rows after the stream came back")
+            assert stats()["reconnects"] >= 1
+            metrics_page = scrape(page + "metrics")
+            assert metrics_page[("emopipe_stream_reconnects_total", frozenset())] >= 1
+            assert metrics_page[("emopipe_frames_dropped_total", frozenset())] > 0
+            assert metrics_page[("emopipe_capture_latency_seconds_count", frozenset())] >= 3
+
+            proc.send_signal(signal.SIGINT)  # Ctrl-C
+            assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    rows = _rows(rows_path, running=False)  # every line a complete row
+    assert len(rows) >= 6 and all(b["timestamp_s"] > a["timestamp_s"] for a, b in itertools.pairwise(rows))
+    assert all(b["frame"] > a["frame"] for a, b in itertools.pairwise(rows))
+    summary = json.loads(summary_path.read_text())
+    live = summary["live"]
+    assert summary["interrupted"] is True and live["reconnects"] >= 1
+    assert live["frames_dropped"] > 0 and 0 < live["drop_rate"] < 1
+    assert live["frames_processed"] == summary["frames"] >= len({r["frame"] for r in rows})
+    assert 0 < live["capture_latency_p50_s"] <= live["capture_latency_p99_s"] < 30
+    assert live["capture_fps"] == pytest.approx(10.0, rel=0.25)
+    cap = cv2.VideoCapture(str(recording))  # complete, playable, at the measured rate, in real time
+    recorded_fps, recorded_frames = cap.get(cv2.CAP_PROP_FPS), cap.get(cv2.CAP_PROP_FRAME_COUNT)
+    ok, first = cap.read()
+    cap.release()
+    assert ok and first.shape == (120, 160, 3)
+    assert recorded_fps == pytest.approx(10.0, rel=0.25)
+    span = rows[-1]["timestamp_s"] - rows[0]["timestamp_s"]
+    assert recorded_frames >= span * recorded_fps * 0.9
+    assert "capture → result p50" in log.read_text()
+
+
+def _check_page_screenshot(path: Path, tracks: set[int]) -> None:
+    """The page shows the stream (not blank) with a face annotated in its track's colour."""
+    image = cv2.imread(str(path))
+    assert image is not None
+    page_background = np.array([17, 17, 17])
+    content = (np.abs(image.astype(int) - page_background).sum(axis=2) > 30).astype(np.uint8)
+    count, _, boxes, _ = cv2.connectedComponentsWithStats(content)
+    largest = max(range(1, count), key=lambda i: boxes[i, cv2.CC_STAT_AREA]) if count > 1 else None
+    assert largest is not None and boxes[largest, cv2.CC_STAT_AREA] > 160 * 120 * 0.5, "no stream image on the page"
+    x, y, w, h = boxes[largest, :4]
+    assert (w, h) == (160, 120), f"the image on the page is {w}×{h}, the stream 160×120"
+    _check_annotated(image[y:y + h, x:x + w], tracks)
+
+
+def _check_annotated(region: np.ndarray, tracks: set[int]) -> None:
+    assert region.std() > 20, "the stream image is blank"
+    colours = np.array([PALETTE[(t - 1) % len(PALETTE)] for t in tracks])
+    near = (np.abs(region[:, :, None, :].astype(int) - colours[None, None]).max(axis=3) < 40).any(axis=2)
+    assert near.sum() > 40, "no face annotation in its track colour"
+
+
+@pytest.mark.slow
+def test_show_opens_a_window_with_the_annotated_stream(tmp_path, models_home, checkpoints):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    rows_path, log = tmp_path / "rows.jsonl", tmp_path / "emopipe.log"
+    with Xvfb() as screen, MjpegServer(clip.path) as server, open(log, "w") as log_file:
+        env = {**os.environ, "DISPLAY": screen.display}
+        proc = subprocess.Popen([sys.executable, "-m", "emopipe", server.url, "--show", "--weights",
+                                 str(checkpoints[8]), "-o", str(rows_path), "--metrics-port", "0"],
+                                cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: len(_rows(rows_path)) >= 3, 90, proc, log, "no rows")
+            time.sleep(0.5)  # the window draws the frame the rows came from
+            image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
+            _check_annotated(image, {r["track_id"] for r in _rows(rows_path)})
+            proc.send_signal(signal.SIGTERM)  # docker stop: as Ctrl-C, everything computed is written
+            assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert "interrupted: results up to the last complete frame were written" in log.read_text()
+    assert _rows(rows_path, running=False)
+
+
+@pytest.mark.slow
+def test_a_stream_lost_for_good_ends_the_command_with_exit_code_7_and_everything_written(
+        tmp_path, models_home, checkpoints):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    rows_path, summary_path, log = tmp_path / "rows.csv", tmp_path / "summary.json", tmp_path / "emopipe.log"
+    with MjpegServer(clip.path) as server, open(log, "w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "emopipe", server.url, "--weights", str(checkpoints[8]),
+                                 "-o", str(rows_path), "--summary", str(summary_path), "--metrics-port", "0",
+                                 "--reconnect-timeout", "2"], cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: rows_path.exists() and len(rows_path.read_text().splitlines()) >= 3, 90, proc, log,
+                      "no rows")
+            server.kill()
+            assert proc.wait(timeout=60) == 7, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    errors = [line for line in log.read_text().splitlines() if line.startswith("emopipe: error")]
+    assert len(errors) == 1 and re.search(r"lost the stream http://127\.0\.0\.1:\d+/stream\.mjpg: no frame for "
+                                          r"\d+ s .*nothing is listening", errors[0]), log.read_text()[-2000:]
+    lines = rows_path.read_text().splitlines()
+    assert len(lines) >= 3 and all(line.count(",") == lines[0].count(",") for line in lines)
+    summary = json.loads(summary_path.read_text())
+    assert summary["frames"] >= 2 and summary["live"]["frames_processed"] == summary["frames"]
