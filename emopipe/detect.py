@@ -266,7 +266,8 @@ class FaceDetector:
     def __init__(self, network: nn.Module, *, name: str, device: str | torch.device = "cpu",
                  batch_size: int = 1, precision: str = "fp32", score_threshold: float = 0.5,
                  min_face: float = 0, max_faces: int | None = None, channels_last: bool | None = None,
-                 input_size: tuple[int, int] | None = None, max_candidates: int = MAX_CANDIDATES) -> None:
+                 input_size: tuple[int, int] | None = None, max_candidates: int = MAX_CANDIDATES,
+                 cuda_graphs: bool | None = None) -> None:
         self.device = resolve_device(str(device))
         check_options(batch_size=batch_size, precision=precision, score_threshold=score_threshold,
                       min_face=min_face, max_faces=max_faces)
@@ -285,12 +286,16 @@ class FaceDetector:
         self.network = network.eval().requires_grad_(False).to(self.device, dtype=self.dtype,
                                                                  memory_format=memory_format)
         self._letterboxes: dict[tuple[int, int], Letterbox] = {}
+        # The device part (letterbox, network, decoding, top-k) replayed as one CUDA graph per frame size.
+        self.cuda_graphs = self.device.type == "cuda" if cuda_graphs is None else cuda_graphs
+        self._graphs: dict[tuple[int, int], _DetectorGraph] = {}
 
     def info(self) -> dict[str, str]:
         h, w = self.input_size or (0, 0)
         return {"detector": self.name, "device": str(self.device), "precision": self.precision,
                 "batch_size": str(self.batch_size), "input": f"{w}×{h}" if self.input_size else "not fixed yet",
-                "channels_last": str(self.channels_last).lower(), "score_threshold": f"{self.score_threshold:g}"}
+                "channels_last": str(self.channels_last).lower(), "cuda_graphs": str(self.cuda_graphs).lower(),
+                "score_threshold": f"{self.score_threshold:g}"}
 
     # -- what each network defines ---------------------------------------------------------------
 
@@ -356,14 +361,17 @@ class FaceDetector:
         self._check_frames(frames)
         return self._prepare(frames, self._letterbox(int(frames.shape[1]), int(frames.shape[2])))
 
-    def _candidates(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The best ``max_candidates`` anchors per frame that pass the threshold, moved to the host."""
+    def _device_part(self, frames: torch.Tensor, box: Letterbox) -> torch.Tensor:
+        """Frames → each slot's best ``max_candidates`` anchors passing the threshold, as one N×K×5 device
+        tensor (box in input pixels, score; -1 for a slot with fewer candidates). Static shapes throughout,
+        so this part can be captured in a CUDA graph."""
+        outputs = self.network(self._prepare(frames, box))
+        boxes, scores = self._decode(outputs, int(frames.shape[0]))
         k = min(self.max_candidates, scores.shape[1])
         masked = torch.where(self._keep(scores), scores, torch.full_like(scores, -1.0))
         top, index = torch.topk(masked, k, dim=1, sorted=True)
         picked = torch.gather(boxes, 1, index.unsqueeze(-1).expand(-1, -1, 4))
-        host = torch.cat((picked, top.unsqueeze(-1)), dim=-1).cpu()  # one transfer, one synchronisation
-        return host[..., :4], host[..., 4]
+        return torch.cat((picked, top.unsqueeze(-1)), dim=-1)
 
     def _finish(self, boxes: torch.Tensor, scores: torch.Tensor, box: Letterbox) -> Detections:
         """Network pixels → frame pixels; drop padding hits, small faces; largest first; cap the count."""
@@ -388,9 +396,10 @@ class FaceDetector:
         if n == 0:
             return []
         box = self._letterbox(height, width)
-        outputs = self.network(self._prepare(frames, box))
-        boxes, scores = self._decode(outputs, n)
-        boxes, scores = self._candidates(boxes, scores)
+        graph = self._graphs.get((height, width))
+        candidates = graph.run(frames)[:n] if graph is not None else self._device_part(frames, box)
+        host = candidates.cpu()  # one transfer, one synchronisation
+        boxes, scores = host[..., :4], host[..., 4]
         results = []
         for i in range(n):
             passed = self._keep(scores[i])
@@ -408,6 +417,10 @@ class FaceDetector:
                             device=self.device)
         for _ in range(2):  # the first call tunes; the second runs on the cached choices
             self.detect(frames)
+        if self.cuda_graphs:
+            self._graphs[(frame_height, frame_width)] = _DetectorGraph(self, frames,
+                                                                       self._letterbox(frame_height, frame_width))
+            self.detect(frames)  # and once through the graph
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         seconds = time.perf_counter() - start
@@ -416,6 +429,28 @@ class FaceDetector:
         self.warmup_report = report
         logger.info("%s detector: %s", self.name, report.describe())
         return report
+
+
+class _DetectorGraph:
+    """The detector's device part captured for one frame size; frames are copied into a fixed buffer
+    (slots past a partial batch keep stale frames, whose candidates are never read)."""
+
+    def __init__(self, detector: FaceDetector, example: torch.Tensor, box: Letterbox) -> None:
+        self.frames = example.clone()
+        stream = torch.cuda.Stream(detector.device)
+        stream.wait_stream(torch.cuda.current_stream(detector.device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # settle allocations outside the capture
+                detector._device_part(self.frames, box)
+        torch.cuda.current_stream(detector.device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.candidates = detector._device_part(self.frames, box)
+
+    def run(self, frames: torch.Tensor) -> torch.Tensor:
+        self.frames[: frames.shape[0]].copy_(frames)
+        self.graph.replay()
+        return self.candidates
 
 
 class Float32L2Norm(nn.Module):
@@ -603,7 +638,7 @@ register_detector(DetectorSpec("blazeface_back", "BlazeFace back-camera model, 2
 def create_detector(name: str, *, device: str | torch.device, models_dir: str | os.PathLike[str] | None = None,
                     score_threshold: float = 0.5, min_face: float = 0, max_faces: int | None = None,
                     working_size: int | None = None, batch_size: int = 1, precision: str = "fp32",
-                    channels_last: bool | None = None) -> FaceDetector:
+                    channels_last: bool | None = None, cuda_graphs: bool | None = None) -> FaceDetector:
     """The detector called ``name`` on ``device``, its weights fetched and verified on first use."""
     spec = DETECTORS.get(name)
     if spec is None:
@@ -613,4 +648,4 @@ def create_detector(name: str, *, device: str | torch.device, models_dir: str | 
     device = resolve_device(str(device))
     return spec.build(models_dir, working_size, device=device, batch_size=batch_size, precision=precision,
                       score_threshold=score_threshold, min_face=min_face, max_faces=max_faces,
-                      channels_last=channels_last)
+                      channels_last=channels_last, cuda_graphs=cuda_graphs)

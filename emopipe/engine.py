@@ -8,10 +8,8 @@ on any device) and returns per-slot results on the CPU.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,7 +41,7 @@ class EngineOptions:
     warmup: bool = True
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
-    compile: str | None = None  # a torch.compile mode ("default", …), "aot" (AOTInductor, cached), or None
+    compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
         cuda = device.type == "cuda"
@@ -172,9 +170,9 @@ class TorchEngine:
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
         self._compute = self._network
-        self._aot: dict[int, object] = {}
-        self.cache_dir = Path(cache_dir) if cache_dir else None
-        if self.options.compile and self.options.compile != "aot":
+        if self.options.compile:
+            if cache_dir:  # Inductor's kernels and graphs persist beside the weights: restarts skip compiling
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
             # Compiled kernels are specialised to the static shapes; graphs are captured around them.
             self._compute = torch.compile(self._network, mode=self.options.compile, fullgraph=True, dynamic=False)
 
@@ -208,10 +206,7 @@ class TorchEngine:
         return x
 
     def _network(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        runner = self._aot.get(int(x.shape[0]))
-        if runner is not None:
-            return tuple(runner(x))  # type: ignore[operator]
-        return network_outputs(self.model, x, self.options.landmarks)
+        return network_outputs(self.model, x, bool(self.options.landmarks))
 
     @staticmethod
     def _output(tensors: Sequence[torch.Tensor]) -> EngineOutput:
@@ -242,8 +237,6 @@ class TorchEngine:
         for n in sizes:
             t0 = time.perf_counter()
             example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator).to(self.device)
-            if self.options.compile == "aot":
-                self._aot[n] = self._aot_runner(self._prepare(example))
             if self.options.cuda_graphs:
                 self._graphs[n] = _CapturedGraph(self, example)
             # The exact path real batches take, with both input kinds: CUDA kernels are loaded lazily on
@@ -260,44 +253,9 @@ class TorchEngine:
         logger.info("%s", report.describe())
         return report
 
-    def _aot_runner(self, example: torch.Tensor) -> object:
-        """An AOTInductor-compiled network for this shape, from the on-disk cache or compiled into it."""
-        from torch._inductor import aoti_compile_and_package, aoti_load_package
-
-        digest = hashlib.sha256()
-        for name, tensor in self.model.state_dict().items():
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        gpu = torch.cuda.get_device_name(self.device).replace(" ", "_") if self.device.type == "cuda" else "cpu"
-        key = (f"emonet-{digest.hexdigest()[:16]}-b{example.shape[0]}-{self.options.precision}"
-               f"-{'cl' if self.options.channels_last else 'nchw'}-lm{int(self.options.landmarks)}"
-               f"-torch{torch.__version__}-{gpu}")
-        directory = (self.cache_dir or Path(tempfile.gettempdir()) / "emopipe") / "aot"
-        path = directory / f"{key}.pt2"
-        if not path.is_file():
-            logger.info("compiling EmoNet for %s with AOTInductor (once; cached in %s)", tuple(example.shape), path)
-            directory.mkdir(parents=True, exist_ok=True)
-            exported = torch.export.export(_Outputs(self), (example,))
-            tmp = path.with_suffix(f".{os.getpid()}.tmp.pt2")
-            aoti_compile_and_package(exported, package_path=str(tmp))
-            os.replace(tmp, path)
-        return aoti_load_package(str(path))
-
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-class _Outputs(torch.nn.Module):
-    """The engine's network computation as a module returning a tuple (what torch.export takes)."""
-
-    def __init__(self, engine: TorchEngine) -> None:
-        super().__init__()
-        self.model = engine.model
-        self.engine = engine
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return network_outputs(self.model, x, bool(self.engine.options.landmarks))
 
 
 class _CapturedGraph:

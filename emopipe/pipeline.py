@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -400,11 +401,14 @@ class Pipeline:
         assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
         max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
         self._started = time.perf_counter()
-        threads = torch.get_num_threads()
+        threads, switch = torch.get_num_threads(), sys.getswitchinterval()
         if self.device.type == "cuda":
             # The host's cores belong to the video decoder: PyTorch's few CPU ops here (box decoding,
             # NMS) gain nothing from a thread pool whose spinning workers starve FFmpeg's threads.
             torch.set_num_threads(min(threads, 2))
+            # The GPU thread releases the GIL at every wait on the GPU; with the default 5 ms switch
+            # interval it can then wait that long to get it back from the reader or writer thread.
+            sys.setswitchinterval(0.0005)
         reader = threading.Thread(target=self._read, name="emopipe-reader", daemon=True)
         writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
         reader.start()
@@ -428,6 +432,7 @@ class Pipeline:
             self._finish(writer, reader)
             self._finished = time.perf_counter()
             torch.set_num_threads(threads)
+            sys.setswitchinterval(switch)
         if self._errors:
             raise self._errors[0]
 

@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--no-warmup", action="store_true", help="skip warmup (comparison: first frame pays tuning)")
     model.add_argument("--no-cuda-graphs", action="store_true", help="plain kernel launches instead of CUDA graphs")
     model.add_argument("--compile", metavar="MODE",
-                       help="compile the network: 'aot' (AOTInductor; compiled once per shape and GPU, then loaded "
-                            "from the models directory's cache) or a torch.compile mode such as 'default'")
+                       help="torch.compile the network with this mode (e.g. 'default'): faster steady state, a "
+                            "slow first start; compiled kernels are cached in the models directory")
 
     from .metrics import add_arguments as add_metrics_arguments
 

@@ -143,6 +143,28 @@ def run_reference(video: Path, detector, engine, out: Path, frames: int) -> dict
             "stage_seconds": stages}
 
 
+def graph_parity(detector, video: Path, height: int, width: int) -> dict:
+    """The same detections with and without the detector's CUDA graph, on the video's first frames."""
+    plain = create_detector(detector.name, device=detector.device, batch_size=detector.batch_size,
+                            precision=detector.precision, cuda_graphs=False,
+                            models_dir=next((str(p) for p in (REPO / "shared/models/blazeface",
+                                                              REPO.parent / "shared/models/blazeface") if p.is_dir()),
+                                            None))
+    plain.warmup(height, width)
+    capture = cv2.VideoCapture(str(video))
+    frames = torch.from_numpy(np.stack([capture.read()[1] for _ in range(detector.batch_size * 2)]))
+    worst, count = 0.0, 0
+    for start in (0, detector.batch_size, detector.batch_size + 3):  # full batches and a partial one
+        chunk = frames[start:start + detector.batch_size].to(detector.device)
+        for a, b in zip(detector.detect(chunk), plain.detect(chunk)):
+            assert len(a) == len(b), (len(a), len(b))
+            count += len(a)
+            if len(a):
+                worst = max(worst, float(np.abs(a.boxes - b.boxes).max()))
+    print(f"detector graph parity: {count} faces, max |Δbox| {worst:.4f} px", file=sys.stderr)
+    return {"faces": count, "max_box_delta_px": worst}
+
+
 def engine_for(model, device: str, fast: bool, batch: int) -> TorchEngine:
     if fast:
         options = EngineOptions(device=device, batch_size=batch)  # the product's defaults
@@ -204,6 +226,7 @@ def main() -> int:
                                                               REPO.parent / "shared/models/blazeface") if p.is_dir()),
                                             None))
     blaze.warmup(height, width)
+    results["detector graph parity"] = graph_parity(blaze, video, height, width)
     results["emopipe, BlazeFace back"] = run_emopipe(video, blaze, engine, args.out / "emopipe_blazeface.csv")
 
     reference_engine = engine_for(model, device, False, 1)

@@ -32,8 +32,6 @@ VARIANTS: dict[str, dict] = {
                                  compile="default"),
     "fp16-cl-fuse-compile-warm": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                       compile="default"),
-    "fp16-cl-aot": dict(precision="fp16", channels_last=True, cuda_graphs=True, compile="aot"),
-    "fp16-cl-aot-warm": dict(precision="fp16", channels_last=True, cuda_graphs=True, compile="aot"),
     "fp16-cl-fuse-autotune": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                   compile="max-autotune-no-cudagraphs"),
 }
