@@ -59,6 +59,7 @@ class PrecisionReport:
     arousal_p99: float
     probability_max: float  # largest |Δp| over all classes and faces
     classes_predicted: int  # distinct fp32 predictions: a degenerate model predicts one class for all
+    flip_margin_max: float = 0.0  # largest fp32 top-2 probability gap among faces whose class changed
 
     @property
     def passed(self) -> bool:
@@ -66,9 +67,11 @@ class PrecisionReport:
 
     def describe(self) -> str:
         verdict = "pass" if self.passed else "FAIL"
+        flips = (f"; changed classes were near-ties in fp32 (top-2 gap ≤ {self.flip_margin_max:.4f})"
+                 if self.agreement < 1 else "")
         return (f"{self.precision}: class agreement {self.agreement:.2%} over {self.faces} faces "
                 f"({self.classes_predicted} classes predicted), |Δvalence| p99 {self.valence_p99:.4f}, "
-                f"|Δarousal| p99 {self.arousal_p99:.4f}, max |Δp| {self.probability_max:.4f} — {verdict}")
+                f"|Δarousal| p99 {self.arousal_p99:.4f}, max |Δp| {self.probability_max:.4f}{flips} — {verdict}")
 
 
 def _run(engine: TorchEngine, crops: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -104,6 +107,8 @@ def compare_precisions(model: torch.nn.Module, crops: torch.Tensor, precisions: 
                                                   **options))  # type: ignore[arg-type]
         engine.warmup()
         p, v, a = _run(engine, crops)
+        top2 = p32.topk(2, dim=1).values
+        flipped = p.argmax(1) != classes
         reports.append(PrecisionReport(
             precision=precision, faces=len(crops),
             agreement=float((p.argmax(1) == classes).float().mean()),
@@ -111,5 +116,6 @@ def compare_precisions(model: torch.nn.Module, crops: torch.Tensor, precisions: 
             arousal_p99=float(torch.quantile((a - a32).abs(), 0.99)),
             probability_max=float((p - p32).abs().max()),
             classes_predicted=int(classes.unique().numel()),
+            flip_margin_max=float((top2[:, 0] - top2[:, 1])[flipped].max()) if flipped.any() else 0.0,
         ))
     return reports
