@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import EmopipeError, UsageError
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     cuda = args.device != "cpu" and torch.cuda.is_available()
-    batch = args.batch_size or (32 if cuda else 4)
-    frames = args.frames or (200 if cuda else 4)
+    batch = (32 if cuda else 4) if args.batch_size is None else args.batch_size
+    frames = (200 if cuda else 4) if args.frames is None else args.frames
     if batch < 1 or frames < 2:
         raise UsageError("need --batch-size ≥ 1 and --frames ≥ 2")
     configs = list(CONFIGS) if cuda else [c for c in CONFIGS if c.cudnn_benchmark]
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
         done = subprocess.run([sys.executable, "-m", "emopipe", "bench", "--worker", json.dumps(job)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            raise RuntimeError(f"benchmark worker for {config.name!r} failed")
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise EmopipeError(f"benchmark configuration {config.name!r} failed: {last}")
         results.append(BenchResult(**json.loads(done.stdout.strip().splitlines()[-1])))
     print(format_table(results))
     if args.json:
