@@ -26,8 +26,18 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where it says something: not for flags, unset options, or help that names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def _formatter(prog: str) -> argparse.HelpFormatter:
-    return argparse.ArgumentDefaultsHelpFormatter(prog, max_help_position=34)
+    return _DefaultsFormatter(prog, max_help_position=34)
 
 
 def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
