@@ -14,7 +14,7 @@ code  meaning
 6     model weights missing, failing verification, or not fitting the model
 7     camera or network stream unavailable
 8     input ended early: truncated or corrupt; results up to that point were written
-130   interrupted (Ctrl-C); results up to that point were written
+130   interrupted (Ctrl-C or SIGTERM); results up to that point were written
 ====  ==========================================================================
 """
 

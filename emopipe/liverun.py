@@ -21,7 +21,6 @@ import argparse
 import logging
 import math
 import re
-import signal
 import threading
 import time
 from array import array
@@ -278,9 +277,6 @@ class LiveMode:
                                      metrics=None if registry is None else _metrics_page(registry))
             stack.callback(self.server.close)
             logger.info("live page on %s", self.server.url)
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, _interrupt)
-            stack.callback(signal.signal, signal.SIGTERM, previous)
         self.source = stack.enter_context(LiveSource(self.uri, options=self.options))
         self.stats.source = self.source
         logger.info("%s: %d×%d, reading live (newest frame only)", self.source.info.uri, self.source.info.width,
@@ -347,10 +343,6 @@ class LiveMode:
             f"dropped ({facts['drop_rate']:.1%}), {source.reconnects} reconnection(s); "
             f"capture → result p50 {ms(p50)}, p99 {ms(p99)}")
         return facts
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # SIGTERM ends a live run as Ctrl-C does: results written, files closed
 
 
 def _metrics_page(registry: Any) -> Any:

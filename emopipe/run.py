@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -44,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         "emopipe",
         "Per-face emotion (EmoNet expressions, valence, arousal) for every frame of a video, an image or a "
         "folder of images. Exit codes: 0 ok, 2 bad options, 3 input not found, 4 input unreadable, 5 output "
-        "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 130 interrupted.",
+        "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 130 interrupted "
+        "(Ctrl-C or SIGTERM).",
     )
     parser.add_argument("source", nargs="?", help="video file, image file or folder of images; or a network stream "
                                                  "(rtsp://, http(s)://…) read live")
@@ -136,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or str(_default_output(args.source))
     summary_path = _summary_path(args, output)
     with ExitStack() as stack:
+        if threading.current_thread() is threading.main_thread():  # `docker stop`, systemd, kill: as Ctrl-C
+            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
         registry = CollectorRegistry()
         metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(_batch_size(args),))
         exporter = exporter_from_args(args, registry, source=args.source, live=live is not None)
@@ -168,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"emopipe: error: {InputTruncatedError(summary.ended_early)}", file=sys.stderr)
         return InputTruncatedError.exit_code
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: results written, files closed, exit 130
 
 
 def _report(summary: Any, path: str | None) -> None:

@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 import pytest
 import synth
+from processes import interruptible
 from prometheus_client import CollectorRegistry
 from streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
@@ -553,7 +554,7 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
             [sys.executable, "-m", "emopipe", server.url, "--weights", str(checkpoints[8]), "-o", str(rows_path),
              "--summary", str(summary_path), "--record", str(recording), "--serve", f"127.0.0.1:{page_port}",
              "--metrics-port", "0", "--read-timeout", "2", "--reconnect-timeout", "60"],
-            cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+            cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=interruptible)
         try:
             def stats() -> dict:
                 try:

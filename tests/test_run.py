@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cv2
 import pytest
+from processes import interruptible
 from synth import SynthVideo, moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,16 +207,18 @@ def test_zero_frame_video(tmp_path):
     one_line_error(emopipe(empty, "-o", tmp_path / "rows.csv"), 4, "zero.avi")
 
 
-def test_ctrl_c_finishes_the_files(tmp_path, checkpoints, models_home):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_finishes_the_files(stop, tmp_path, checkpoints, models_home):
     clip = moving_face_video(tmp_path / "long.mp4", frames=60, empty=None)
     out = tmp_path / "rows.csv"
     process = subprocess.Popen([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface",
                                 "--weights", str(checkpoints[8]), "--device", "cpu", "-o", str(out),
-                                "--annotate", str(tmp_path / "a.mp4")], cwd=REPO, stderr=subprocess.PIPE, text=True)
+                                "--annotate", str(tmp_path / "a.mp4")], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=interruptible)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
         time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     stderr = process.communicate(timeout=120)[1]
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
