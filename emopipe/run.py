@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="static batch of faces (default: 64 on CUDA, 1 on CPU)")
     model.add_argument("--no-cudnn-benchmark", action="store_true", help="turn cuDNN autotuning off (comparison)")
     model.add_argument("--no-warmup", action="store_true", help="skip warmup (comparison: first frame pays tuning)")
-    model.add_argument("--no-cuda-graphs", action="store_true", help="plain kernel launches instead of CUDA graphs")
+    model.add_argument("--no-cuda-graphs", action="store_true",
+                       help="plain kernel launches instead of CUDA graphs (EmoNet and the detector)")
     model.add_argument("--compile", metavar="MODE",
                        help="torch.compile the network with this mode (e.g. 'default'): faster steady state, a "
                             "slow first start; compiled kernels are cached in the models directory")
@@ -235,10 +236,11 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     else:
         checkpoint = weights.ensure(f"emonet_{args.classes}", args.models_dir)
     model = build_emonet(read_checkpoint(checkpoint))
+    cuda_graphs = False if (args.no_cuda_graphs or args.no_warmup) else None  # graphs are captured at warmup
     options = EngineOptions(
         device=str(device), precision=args.precision, batch_size=_batch_size(args),
         cudnn_benchmark=not args.no_cudnn_benchmark, warmup=not args.no_warmup,
-        cuda_graphs=False if (args.no_cuda_graphs or args.no_warmup) else None, landmarks=args.landmarks,
+        cuda_graphs=cuda_graphs, landmarks=args.landmarks,
         compile=args.compile,
     )
     engine = create_engine(args.backend, model, options, checkpoint_sha256=weights.sha256_of(checkpoint),
@@ -247,7 +249,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     detector = create_detector(args.detector or "sfd", device=str(device), models_dir=args.models_dir,
                                score_threshold=args.threshold, min_face=args.min_face, max_faces=args.max_faces,
                                working_size=args.detect_size, batch_size=args.detect_batch or (8 if cuda else 1),
-                               precision="fp16" if cuda and precision != "fp32" else "fp32")
+                               precision="fp16" if cuda and precision != "fp32" else "fp32", cuda_graphs=cuda_graphs)
     cropper = FaceCropper(margin=args.margin, device=device, dtype=PRECISIONS[precision] if cuda else torch.float32)
     load_s = time.perf_counter() - t_load
 
