@@ -169,8 +169,12 @@ class FaceCropper:
         boxes_used = np.array(used, dtype=np.int64).reshape(-1, 4)
         frame_of_crop = np.array(frame_of, dtype=np.int64)
         if self.method == "torch":
-            crops = torch_crops(frames, torch.from_numpy(frame_of_crop).to(frames.device),
-                                torch.from_numpy(boxes_used).to(frames.device), self.size, self.dtype)
+            where = torch.from_numpy(np.concatenate((frame_of_crop[:, None], boxes_used), axis=1))
+            if frames.device.type == "cuda":
+                # From page-locked memory without waiting: a plain copy would first wait for all work
+                # already queued on the GPU (the pipeline's next detection batch).
+                where = where.pin_memory().to(frames.device, non_blocking=True)
+            crops = torch_crops(frames, where[:, 0], where[:, 1:], self.size, self.dtype)
         else:
             crops = self._opencv(frames, frame_of_crop, boxes_used)
         return CropBatch(crops=crops, frame_of_crop=frame_of_crop, face_of_crop=np.array(face_of, dtype=np.int64),

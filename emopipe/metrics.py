@@ -38,7 +38,7 @@ from .errors import OutputError, UsageError
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "emopipe"
-STAGES = ("decode", "detect", "crop", "infer", "write")
+STAGES = ("decode", "detect", "nms", "crop", "infer", "write")
 PHASES = ("first", "steady")
 # Error kinds exposed at 0 from the start, so increase() and alerts see the first error.
 ERROR_KINDS = ("source", "decode", "detect", "crop", "infer", "write")
@@ -62,7 +62,8 @@ class PipelineMetrics:
 
     - :meth:`observe_startup` once, after the engine is loaded and warmed up;
     - :meth:`observe_stage` per call of a stage: ``decode`` and ``write`` per frame, ``detect``
-      per detector call, ``crop`` per frame with faces. ``infer`` is recorded by
+      (the device part: upload, network, decoding), ``nms`` (the host part: thresholds, NMS, boxes
+      back to frame pixels) and ``crop`` per detector call. ``infer`` is recorded by
       :meth:`observe_batch` (passing it here would count each batch twice, so it is refused);
     - :meth:`observe_batch` per inference batch: its static size, how many slots were real faces,
       and how long it took; the first batch of each size is phase ``first``;

@@ -26,7 +26,7 @@ import torch
 
 from .batcher import FaceBatch, FrameAssembler, StaticBatcher
 from .crop import FaceCropper
-from .detect import Detections, FaceDetector
+from .detect import Detections, FaceDetector, PendingDetections
 from .engine import Engine, EngineOutput
 from .metrics import GpuTimer
 from .source import Frame, Source
@@ -57,6 +57,15 @@ class FrameResult:
     faces: list[FaceResult] = field(default_factory=list)
 
 
+@dataclass
+class _InFlight:
+    """A batch of frames on the device whose detection has been launched but not collected."""
+
+    frames: list[Frame]
+    pixels: torch.Tensor  # N×H×W×3 uint8 BGR on the device (the crops are cut from it)
+    detections: PendingDetections
+
+
 class StageClock:
     """Times pipeline stages: GPU stages with CUDA events (read once the stream has passed them, at
     the next host copy that waits anyway), so timing adds no synchronisation; CPU stages by the clock."""
@@ -80,45 +89,35 @@ class StageClock:
             self._gpu.drain() if wait else self._gpu.poll()
 
 
-class HostStaging:
-    """Page-locked host buffers for frames on their way to the GPU, reused once their copy has run.
+class PinnedBatches:
+    """Page-locked host buffers, one batch of frames each, reused in turn by the GPU thread.
 
-    The reader thread copies each decoded frame into one (off the GPU thread's critical path); the
-    GPU thread launches asynchronous copies from them and hands them back with an event that marks
-    the copy's completion, which the reader waits on before reusing the buffer.
+    A batch is gathered into one with a single host copy per frame and sent to the device as one
+    asynchronous copy (the CPU does not wait for it); a buffer is refilled only once the copy that
+    last read it has run.
     """
 
-    def __init__(self, slots: int, stop: threading.Event) -> None:
-        self._free: queue.Queue[tuple[torch.Tensor, Any]] = queue.Queue()
-        self._unmade = slots
-        self._stop = stop
+    def __init__(self, buffers: int = 3) -> None:
+        self._ring: list[tuple[torch.Tensor | None, Any]] = [(None, None)] * buffers
+        self._next = 0
 
-    def take(self, image: np.ndarray) -> torch.Tensor | None:
-        """A pinned copy of ``image`` (None if the pipeline stopped while waiting for a free buffer)."""
-        buffer, done = None, None
-        while buffer is None:
-            try:
-                buffer, done = self._free.get_nowait()
-            except queue.Empty:
-                if self._unmade > 0:
-                    self._unmade -= 1
-                    buffer = torch.empty(image.shape, dtype=torch.uint8, pin_memory=True)
-                else:
-                    try:
-                        buffer, done = self._free.get(timeout=0.1)
-                    except queue.Empty:
-                        if self._stop.is_set():
-                            return None
-        if done is not None:
-            done.synchronize()  # its last copy to the GPU has run
-        if tuple(buffer.shape) != image.shape:  # frames of another size (a folder of images)
-            buffer = torch.empty(image.shape, dtype=torch.uint8, pin_memory=True)
-        np.copyto(buffer.numpy(), image)
-        return buffer
-
-    def give_back(self, buffers: Sequence[torch.Tensor], done: Any) -> None:
-        for buffer in buffers:
-            self._free.put((buffer, done))
+    def upload(self, images: Sequence[np.ndarray], device: torch.device) -> tuple[torch.Tensor, Any]:
+        """The images as one N×H×W×3 device tensor, and the event marking its copy (on the current stream)."""
+        slot = self._next
+        self._next = (self._next + 1) % len(self._ring)
+        buffer, copied = self._ring[slot]
+        if copied is not None:
+            copied.synchronize()
+        shape = (len(images), *images[0].shape)
+        if buffer is None or buffer.shape[0] < shape[0] or tuple(buffer.shape[1:]) != shape[1:]:
+            buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+        staged = buffer[: shape[0]]
+        np.stack(images, out=staged.numpy())
+        pixels = staged.to(device, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+        self._ring[slot] = (buffer, copied)
+        return pixels, copied
 
 
 @dataclass
@@ -195,7 +194,9 @@ class PipelineSettings:
     detect_batch: int = 1  # frames per detector call (its static batch)
     max_pending_frames: int = 0  # frames waiting for an unfilled batch before it is flushed (0: 2 × batch)
     queue_frames: int = 16  # decoded frames buffered ahead of the GPU thread
-    pin_memory: bool = True
+    pin_memory: bool = True  # CUDA: frames reach the GPU through page-locked buffers (asynchronous copies)
+    copy_stream: bool = True  # CUDA: those copies run on a side stream, beside the kernels already queued
+    overlap: bool = True  # detect batch k+1 on the device while the host finishes batch k (when frames are waiting)
     # Live sources: the GPU thread always gets the newest frame (one waiting is replaced: dropped and
     # counted, never queued), and a partial face batch runs once its oldest face waited max_wait_s.
     live: bool = False
@@ -225,10 +226,9 @@ class Pipeline:
         self._errors: list[BaseException] = []
         self.clock = StageClock(self.device, self._observe_stage)
         self._stage_totals: dict[str, float] = {}
-        # Live frames are replaced while they wait, so they skip staging (a replaced one would keep its buffer).
-        self._staging = (HostStaging(self.settings.queue_frames + 2 * detector.batch_size, self._stop)
-                         if self.device.type == "cuda" and self.settings.pin_memory and not self.settings.live
-                         else None)
+        self._pinned = PinnedBatches() if self.device.type == "cuda" and self.settings.pin_memory else None
+        self._copy_stream = (torch.cuda.Stream(self.device) if self._pinned is not None and self.settings.copy_stream
+                             else None)
         self._started = 0.0
         self._finished = 0.0
         self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
@@ -257,13 +257,12 @@ class Pipeline:
                 if frame is None:
                     break
                 if self.settings.live:  # next() waited for the camera; its capture thread decodes
-                    self._put_newest((frame, None))
+                    self._put_newest(frame)
                     continue
                 if frame.read_time < self._started:  # decoded before the run (a source checks its first
                     frame = replace(frame, read_time=self._started)  # frame on opening): count from now
-                staged = self._staging.take(frame.bgr) if self._staging is not None else None
                 self._observe_stage("decode", time.perf_counter() - t)
-                self._put(self._frames, (frame, staged))
+                self._put(self._frames, frame)
         except BaseException as exc:  # handed to the GPU thread, which raises it
             self._errors.append(exc)
         finally:
@@ -302,7 +301,7 @@ class Pipeline:
                 continue
         return False
 
-    def _put_newest(self, frame: tuple[Frame, None]) -> None:
+    def _put_newest(self, frame: Frame) -> None:
         """Live: hand the GPU thread only the newest frame; one still waiting is dropped and counted."""
         while True:
             try:
@@ -332,10 +331,10 @@ class Pipeline:
 
     # -- the GPU thread -----------------------------------------------------------------------
 
-    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[list[tuple[Frame, torch.Tensor | None]]]:
-        """Frames (with their staged copies) from the reader, in detector batches of one frame size;
+    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[list[Frame]]:
+        """Frames from the reader, in detector batches of one frame size;
         an empty list when the batcher's partial batch fell due before another frame came (live)."""
-        batch: list[tuple[Frame, torch.Tensor | None]] = []
+        batch: list[Frame] = []
         while True:
             if batch and self._frames.empty():
                 # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
@@ -347,7 +346,7 @@ class Pipeline:
                 continue
             if item is _END:
                 break
-            if batch and item[0].bgr.shape != batch[0][0].bgr.shape:
+            if batch and item.bgr.shape != batch[0].bgr.shape:
                 yield batch
                 batch = []
             batch.append(item)
@@ -358,20 +357,22 @@ class Pipeline:
         if batch:
             yield batch
 
-    def _upload(self, batch: list[tuple[Frame, torch.Tensor | None]]) -> torch.Tensor:
+    def _upload(self, batch: list[Frame]) -> torch.Tensor:
         """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
-        frames = [frame for frame, _ in batch]
+        images = [frame.bgr for frame in batch]
         if self.device.type != "cuda":
-            return torch.from_numpy(np.stack([f.bgr for f in frames]))
-        staged = [s for _, s in batch]
-        if self._staging is None or any(s is None for s in staged):
-            return torch.from_numpy(np.stack([f.bgr for f in frames])).to(self.device)
-        pixels = torch.empty((len(batch), *frames[0].bgr.shape), dtype=torch.uint8, device=self.device)
-        for i, buffer in enumerate(staged):
-            pixels[i].copy_(buffer, non_blocking=True)
-        done = torch.cuda.Event()
-        done.record()
-        self._staging.give_back(staged, done)  # type: ignore[arg-type]
+            return torch.from_numpy(np.stack(images))
+        if self._pinned is None:
+            return torch.from_numpy(np.stack(images)).to(self.device)  # waits for the queued work, then copies
+        if self._copy_stream is None:
+            return self._pinned.upload(images, self.device)[0]
+        # Copied on a side stream, so the upload overlaps the kernels still queued on the main stream
+        # (the previous batch's detection, crops, EmoNet) instead of waiting behind them.
+        main = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self._copy_stream):
+            pixels, copied = self._pinned.upload(images, self.device)
+        main.wait_event(copied)
+        pixels.record_stream(main)  # side-stream memory: not reused before the main stream is done with it
         return pixels
 
     def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
@@ -413,17 +414,29 @@ class Pipeline:
         writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
         reader.start()
         writer.start()
+        in_flight: _InFlight | None = None  # detection launched, not yet collected
         try:
             for frames in self._frame_batches(batcher):
                 if self._stop.is_set():
                     break
                 if frames:
-                    self._process(frames, batcher, assembler)
+                    # Software pipelining: the device detects this batch while the host finishes the
+                    # previous one (NMS, crops, EmoNet), so the GPU does not wait for Python.
+                    launched = self._launch(frames)
+                    if in_flight is not None:
+                        self._complete(in_flight, batcher, assembler)
+                    in_flight = launched
+                    if self.settings.live or not self.settings.overlap or self._frames.empty():
+                        # No next batch is ready to overlap with: finish now rather than add latency.
+                        self._complete(in_flight, batcher, assembler)
+                        in_flight = None
                 self._infer(batcher.due(), assembler)  # nothing unless max_wait_s is set (live)
                 if len(assembler) > max_pending:  # many faceless frames behind an unfilled batch
                     self._infer(batcher.flush(), assembler)
                 self._release(assembler)
             if not self._stop.is_set():
+                if in_flight is not None:
+                    self._complete(in_flight, batcher, assembler)
                 self._infer(batcher.flush(), assembler)
                 self._release(assembler)
             self.clock.collect(wait=True)
@@ -453,16 +466,23 @@ class Pipeline:
             except BaseException as exc:
                 self._errors.append(exc)
 
-    def _process(self, batch: list[tuple[Frame, torch.Tensor | None]], batcher: StaticBatcher[int],
-                 assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
-        frames = [frame for frame, _ in batch]
+    def _launch(self, batch: list[Frame]) -> _InFlight:
+        """Upload a batch of frames and queue its detection on the device; returns without waiting."""
         with self.clock.stage("detect"):
             pixels = self._upload(batch)
-            detections = self.detector.detect(pixels)
+            pending = self.detector.launch(pixels)
+        return _InFlight(batch, pixels, pending)
+
+    def _complete(self, launched: _InFlight, batcher: StaticBatcher[int],
+                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        """Finish a launched batch: detections on the host, crops, and into the face batches."""
+        t = time.perf_counter()
+        detections = launched.detections.collect()
+        self._observe_stage("nms", time.perf_counter() - t)
         with self.clock.stage("crop"):
-            crops = self.cropper.crop(pixels, [d.boxes for d in detections])
+            crops = self.cropper.crop(launched.pixels, [d.boxes for d in detections])
         first = 0
-        for i, (frame, found) in enumerate(zip(frames, detections)):
+        for i, (frame, found) in enumerate(zip(launched.frames, detections)):
             count = int(np.count_nonzero(crops.frame_of_crop == i))  # crops come grouped by frame, in order
             faces = crops.face_of_crop[first:first + count]
             if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row

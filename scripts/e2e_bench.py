@@ -40,7 +40,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from synth import background, paste_head  # noqa: E402
 
 from emopipe.crop import FaceCropper  # noqa: E402
-from emopipe.detect import Detections, S3FDDetector, create_detector  # noqa: E402
+from emopipe.detect import Detections, PendingDetections, S3FDDetector, create_detector  # noqa: E402
 from emopipe.emonet import build_emonet  # noqa: E402
 from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
 from emopipe.pipeline import Pipeline, PipelineSettings  # noqa: E402
@@ -72,10 +72,10 @@ class OracleS3FD(S3FDDetector):
         self.truth = truth
         self.next = 0
 
-    def detect(self, frames: torch.Tensor) -> list[Detections]:
-        super().detect(frames)
+    def finish(self, pending: PendingDetections) -> list[Detections]:
+        super().finish(pending)  # the host side's full cost too
         out = []
-        for _ in range(frames.shape[0]):
+        for _ in range(pending.frames):
             boxes = np.array(self.truth[self.next % len(self.truth)], np.float32).reshape(-1, 4)
             out.append(Detections(boxes, np.ones(len(boxes), np.float32)))
             self.next += 1
@@ -94,14 +94,23 @@ def s3fd_network() -> torch.nn.Module:
     return network
 
 
-def run_emopipe(video: Path, detector, engine, out: Path) -> dict:
+ABLATION = (  # (row, detector, pipeline settings)
+    ("all on", "fused", {}),
+    ("no detection overlap", "fused", {"overlap": False}),
+    ("uploads on the main stream", "fused", {"copy_stream": False}),
+    ("pageable uploads", "fused", {"pin_memory": False}),
+    ("S3FD conv+ReLU not fused", "unfused", {}),
+)
+
+
+def run_emopipe(video: Path, detector, engine, out: Path, **settings: bool) -> dict:
     source = open_source(video)
     writer = open_writer(out, labels=engine.labels)
     sink = RecordSink(FaceRecorder(str(video), engine.labels), writer)
     cropper = FaceCropper(device=engine.device, dtype=engine.dtype)
     pipeline = Pipeline(source, detector, cropper, engine, [sink],
                         settings=PipelineSettings(detect_batch=detector.batch_size,
-                                                  queue_frames=4 * detector.batch_size))
+                                                  queue_frames=4 * detector.batch_size, **settings))
     pipeline.run()
     summary = pipeline.summary()
     source.close()
@@ -141,6 +150,25 @@ def run_reference(video: Path, detector, engine, out: Path, frames: int) -> dict
         elapsed = time.perf_counter() - started
     return {"frames": index + 1, "faces": rows, "seconds": elapsed, "fps": (index + 1) / elapsed,
             "stage_seconds": stages}
+
+
+def boxes_against_truth(rows: Path, truth: list) -> dict:
+    """The real detector's box per frame against the true one: a frame uploaded late, torn or in the
+    wrong order would show up here (the detector sees the frame's pixels, the truth does not)."""
+    best: dict[int, float] = {}
+    with open(rows, newline="") as f:
+        for row in csv.DictReader(f):
+            frame = int(row["frame"])
+            box = np.array([float(row[k]) for k in ("x1", "y1", "x2", "y2")])
+            true = np.array(truth[frame][0])
+            inter = np.prod(np.clip(np.minimum(box[2:], true[2:]) - np.maximum(box[:2], true[:2]), 0, None))
+            union = np.prod(box[2:] - box[:2]) + np.prod(true[2:] - true[:2]) - inter
+            best[frame] = max(best.get(frame, 0.0), float(inter / union))
+    ious = np.array([best.get(i, 0.0) for i in range(len(truth))])
+    summary = {"frames": len(truth), "frames with a face": len(best), "mean IoU": float(ious.mean()),
+               "min IoU": float(ious.min()), "frames below IoU 0.5": int((ious < 0.5).sum())}
+    print(f"BlazeFace boxes vs truth: {summary}", file=sys.stderr)
+    return summary
 
 
 def blazeface_dir() -> str | None:
@@ -224,15 +252,27 @@ def main() -> int:
     detector.warmup(height, width)
     detector.next = 0
     results["emopipe, S3FD"] = run_emopipe(video, detector, engine, args.out / "emopipe_s3fd.csv")
+    # Issue 7's ablation: each lever turned off in turn, same process and video, every variant run
+    # twice in interleaved rounds (the first row above is round 0) so the spread between rounds shows.
+    unfused = OracleS3FD(s3fd_network(), truth, device=torch.device(device), batch_size=8, fuse=False,
+                         precision=fast_precision if fast_precision != "bf16" else "fp16")
+    unfused.warmup(height, width)
+    for round_ in (1, 2):
+        for name, chosen, settings in ABLATION:
+            runner = unfused if chosen == "unfused" else detector
+            runner.next = 0
+            results[f"emopipe, S3FD, {name}, round {round_}"] = run_emopipe(
+                video, runner, engine, args.out / "ablation.csv", **settings)
 
     blaze = create_detector("blazeface_back", device=device, batch_size=8, precision="fp16",
                             models_dir=blazeface_dir())
     blaze.warmup(height, width)
     results["detector graph parity"] = graph_parity(blaze, video, height, width)
     results["emopipe, BlazeFace back"] = run_emopipe(video, blaze, engine, args.out / "emopipe_blazeface.csv")
+    results["BlazeFace boxes vs truth"] = boxes_against_truth(args.out / "emopipe_blazeface.csv", truth)
 
     reference_engine = engine_for(model, device, False, 1)
-    reference_detector = OracleS3FD(s3fd_network(), truth, device=torch.device(device), batch_size=1,
+    reference_detector = OracleS3FD(s3fd_network(), truth, device=torch.device(device), batch_size=1, fuse=False,
                                     precision="fp32", working_size=max(width, height), channels_last=False)
     reference_detector.warmup(height, width)
     reference_detector.next = 0
@@ -255,15 +295,16 @@ def main() -> int:
     (args.out / "e2e.json").write_text(json.dumps(results, indent=1, default=str))
     ref_fps = results["reference-style, S3FD"]["fps"]
     print(f"\n{results['gpu']}, torch {torch.__version__}, {width}×{height}, one face per frame\n")
-    print("| pipeline | frames | faces | s | frames/s | × reference | decode | detect | crop | infer | write "
+    print("| pipeline | frames | faces | s | frames/s | × reference | decode | detect | nms | crop | infer | write "
           "(stage seconds) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name in ("emopipe, S3FD", "emopipe, BlazeFace back", "reference-style, S3FD"):
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ablation = [f"emopipe, S3FD, {name}, round {r}" for r in (1, 2) for name, _, _ in ABLATION]
+    for name in ("emopipe, S3FD", *ablation, "emopipe, BlazeFace back", "reference-style, S3FD"):
         r = results[name]
         s = r["stage_seconds"]
         print(f"| {name} | {r['frames']} | {r['faces']} | {r['seconds']:.2f} | {r['fps']:.0f} | "
               f"{r['fps'] / ref_fps:.1f}× | " + " | ".join(f"{s.get(k, 0):.2f}" for k in
-                                                         ("decode", "detect", "crop", "infer", "write")) + " |")
+                                                         ("decode", "detect", "nms", "crop", "infer", "write")) + " |")
     if args.rss:
         a, b = results["peak RSS, 300 frames"], results["peak RSS, 3000 frames"]
         if "error" in a or "error" in b:

@@ -146,7 +146,7 @@ def real_run(device: str, batch_size: int, frames: int, run_args: list[str]) -> 
     print(f"| first frame (read → written) | {first * 1000:.1f} ms |")
     print(f"| steady p50 / p99 (bucket interpolation) | {p50 * 1000:.1f} ms / {p99 * 1000:.1f} ms |")
     print(f"| first ÷ steady p50 | {first / p50:.1f}× |")
-    for stage in ("decode", "detect", "crop", "infer", "write"):
+    for stage in ("decode", "detect", "nms", "crop", "infer", "write"):
         n, total = get("emopipe_stage_seconds_count", stage=stage), get("emopipe_stage_seconds_sum", stage=stage)
         print(f"| {stage}: calls, mean | {n:.0f}, {1000 * total / n if n else math.nan:.2f} ms |")
     sizes = sorted({dict(lbl)["batch_size"] for n, lbl in final if n == "emopipe_inference_batch_seconds_count"})

@@ -27,6 +27,7 @@ from emopipe.detect import (
     weighted_nms,
 )
 from emopipe.errors import CheckpointError, UsageError, WeightsError
+from emopipe.fusion import ConvReLU
 
 
 def tensor(*frames: np.ndarray) -> torch.Tensor:
@@ -250,6 +251,19 @@ def test_s3fd_network_end_to_end_agrees_with_face_alignments_detector(tmp_path, 
     order = np.argsort(-(expected[:, 2] - expected[:, 0]) * (expected[:, 3] - expected[:, 1]), kind="stable")
     np.testing.assert_allclose(ours.boxes, expected[order, :4], atol=1e-2)
     np.testing.assert_allclose(ours.scores, expected[order, 4], atol=1e-4)
+
+
+def test_s3fd_with_its_conv_relu_pairs_fused_finds_the_same_faces(shared_dir):
+    image = cv2.resize(face_photo(shared_dir, "3faces"), (64, 64), interpolation=cv2.INTER_AREA)
+    plain = S3FDDetector(random_s3fd(), device="cpu", fuse=False)
+    fused = S3FDDetector(random_s3fd(), device="cpu", fuse=True)
+    assert sum(isinstance(m, ConvReLU) for m in fused.network.modules()) == 19  # all of VGG's pairs
+    assert not any(isinstance(m, ConvReLU) for m in plain.network.modules())
+    assert fused.info()["fuse"] == "true" and plain.info()["fuse"] == "false"
+    (a,), (b,) = plain.detect(tensor(image)), fused.detect(tensor(image))
+    assert len(a) > 0
+    np.testing.assert_allclose(b.boxes, a.boxes, atol=1e-3)
+    np.testing.assert_allclose(b.scores, a.scores, atol=1e-5)
 
 
 def test_s3fd_batched_equals_one_at_a_time():

@@ -7,7 +7,7 @@ import torch
 from conftest import random_state
 
 from emopipe.emonet import build_emonet
-from emopipe.fusion import FusedEmoNet, fuse
+from emopipe.fusion import ConvReLU, FusedEmoNet, fuse, fuse_conv_relu
 
 
 @pytest.mark.parametrize("classes", [8, 5])
@@ -35,3 +35,47 @@ def test_fusion_leaves_the_source_model_untouched():
 def test_fused_model_has_no_batchnorm_left_to_run():
     fused = fuse(build_emonet(classes=8))
     assert not any(isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)) for m in fused.modules())
+
+
+class _ConvNet(torch.nn.Module):
+    """conv→ReLU pairs of several geometries, and one convolution whose output is also used raw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 8, 3, stride=2, padding=2, dilation=2)
+        self.c = torch.nn.Conv2d(8, 8, 1, bias=False)
+        self.d = torch.nn.Conv2d(8, 4, 3, padding=1, groups=4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.relu(self.a(x))
+        x = torch.nn.functional.relu(self.b(x), inplace=True)
+        raw = self.c(x)
+        y = torch.nn.functional.relu(raw) + raw  # raw is needed too: this pair must stay apart
+        return torch.nn.functional.relu(self.d(y))
+
+
+def test_conv_relu_rewrite_fuses_only_pairs_whose_convolution_feeds_nothing_else():
+    net = _ConvNet().eval()
+    fused = fuse_conv_relu(net)
+    kinds = {name: type(m).__name__ for name, m in fused.named_children()}
+    assert sorted(k for k, v in kinds.items() if v == "ConvReLU") == ["a_relu", "b_relu", "d_relu"]
+    assert kinds["c"] == "Conv2d"
+    x = torch.randn(2, 3, 20, 20)
+    with torch.inference_mode():
+        torch.testing.assert_close(fused(x), net(x))
+    assert fused.a_relu.conv.weight is net.a.weight  # parameters shared, not copied
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused convolution)")
+def test_conv_relu_on_cuda_matches_conv_then_relu():
+    net = _ConvNet().eval().cuda()
+    fused = fuse_conv_relu(net)
+    x = torch.randn(2, 3, 20, 20, device="cuda")
+    with torch.inference_mode():
+        torch.testing.assert_close(fused(x), net(x), atol=1e-4, rtol=1e-3)
+
+
+def test_conv_relu_refuses_padding_it_cannot_pass_to_cudnn():
+    with pytest.raises(ValueError, match="zero padding"):
+        ConvReLU(torch.nn.Conv2d(3, 3, 3, padding=1, padding_mode="reflect"))

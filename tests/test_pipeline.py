@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,63 @@ def test_every_frame_comes_out_once_in_order_with_its_own_results(models_home, t
             crop = FaceCropper(device=torch.device("cpu")).crop(
                 torch.from_numpy(r.frame.bgr[None]), [np.array([[x1, y1, x2, y2]], np.float32)]).crops
             assert face.valence == pytest.approx(float(crop.mean()), abs=1e-5)
+
+
+def _log_detector_calls(pipeline: Pipeline, events: list[tuple[str, int]], launch_delay: float = 0.0) -> None:
+    """Record the order of launch / finish per detector batch (numbered in launch order)."""
+    detector = pipeline.detector
+    launch, finish = detector.launch, detector.finish
+    launched = iter(range(1_000_000))
+
+    def logged_launch(frames: torch.Tensor):  # type: ignore[no-untyped-def]
+        time.sleep(launch_delay)  # a slow device: decoded frames queue up behind it
+        pending = launch(frames)
+        pending.batch_number = next(launched)
+        events.append(("launch", pending.batch_number))
+        return pending
+
+    def logged_finish(pending):  # type: ignore[no-untyped-def]
+        events.append(("finish", pending.batch_number))
+        return finish(pending)
+
+    detector.launch, detector.finish = logged_launch, logged_finish  # type: ignore[method-assign]
+
+
+def test_detection_of_the_next_batch_overlaps_the_host_work_on_this_one(models_home, two_face_clip):
+    sink = ListSink()
+    pipeline, _ = _pipeline(two_face_clip, sink)
+    events: list[tuple[str, int]] = []
+    _log_detector_calls(pipeline, events, launch_delay=0.02)
+    pipeline.run()
+    assert [r.frame.index for r in sink.results] == list(range(24))
+    assert [len(r.faces) for r in sink.results] == [0 if 10 <= i < 14 else 2 for i in range(24)]
+    launched = [b for kind, b in events if kind == "launch"]
+    finished = [b for kind, b in events if kind == "finish"]
+    assert launched == finished == list(range(24))  # every batch once, in order
+    # batch k+1 was on its way before batch k was finished (its NMS, crops and inference ran meanwhile)
+    overlapped = [k for k in range(23) if events.index(("launch", k + 1)) < events.index(("finish", k))]
+    assert len(overlapped) >= 12, events
+
+
+def test_without_a_next_frame_waiting_a_batch_is_finished_at_once(models_home, two_face_clip):
+    sink = ListSink()
+    pipeline, _ = _pipeline(two_face_clip, sink)
+    events: list[tuple[str, int]] = []
+    _log_detector_calls(pipeline, events)
+    source = pipeline.source
+
+    class SlowSource:  # decoding is the bottleneck: overlapping would only delay each frame
+        info = source.info
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for frame in source:
+                time.sleep(0.05)
+                yield frame
+
+    pipeline.source = SlowSource()  # type: ignore[assignment]
+    pipeline.run()
+    assert [r.frame.index for r in sink.results] == list(range(24))
+    assert events == [(kind, k) for k in range(24) for kind in ("launch", "finish")]
 
 
 def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_clip):
