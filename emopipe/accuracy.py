@@ -103,8 +103,11 @@ def compare_precisions(model: torch.nn.Module, crops: torch.Tensor, precisions: 
     classes = p32.argmax(1)
     reports = []
     for precision in precisions:
-        engine = TorchEngine(model, EngineOptions(device=device, precision=precision, batch_size=batch_size,
-                                                  **options))  # type: ignore[arg-type]
+        # "fp16-halfhead": the final linear layers in fp16 too (the fp32 head's ablation)
+        name, _, head = precision.partition("-")
+        variant = {**options, "fp32_head": False} if head == "halfhead" else options
+        engine = TorchEngine(model, EngineOptions(device=device, precision=name, batch_size=batch_size,
+                                                  **variant))  # type: ignore[arg-type]
         engine.warmup()
         p, v, a = _run(engine, crops)
         top2 = p32.topk(2, dim=1).values

@@ -41,6 +41,7 @@ class EngineOptions:
     warmup: bool = True
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
+    fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
     compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
@@ -63,6 +64,7 @@ class EngineOptions:
             warmup=self.warmup,
             landmarks=self.landmarks,
             fuse=self.fuse,
+            fp32_head=self.fp32_head,
             compile=self.compile,
         )
 
@@ -169,6 +171,10 @@ class TorchEngine:
             model = fuse(model)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
+        if self.options.fuse and not self.options.compile and self.options.fp32_head:
+            from .fusion import keep_head_in_float32
+
+            keep_head_in_float32(self.model)
         self._compute = self._network
         if self.options.compile:
             if cache_dir:  # Inductor's kernels and graphs persist beside the weights: restarts skip compiling
@@ -192,6 +198,7 @@ class TorchEngine:
             "channels_last": str(o.channels_last).lower(),
             "cuda_graphs": str(o.cuda_graphs).lower(),
             "fuse": str(o.fuse).lower(),
+            "fp32_head": str(o.fp32_head).lower(),
             "compile": str(o.compile or "off"),
             "classes": str(self.num_classes),
         }

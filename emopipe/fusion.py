@@ -211,9 +211,20 @@ class FusedEmoNet(nn.Module):
         y = self.emotion_input(emotion_input)
         for block in self.emotion_blocks:
             y = F.max_pool2d(block(y), 2, stride=2)
-        y = self.fc2(F.relu(self.fc1(F.adaptive_avg_pool2d(y, 1).flatten(1))))
+        pooled = F.adaptive_avg_pool2d(y, 1).flatten(1).to(self.fc1.weight.dtype)
+        y = self.fc2(F.relu(self.fc1(pooled)))
         k = self.num_classes
         return EmotionOutput(expression=y[:, :k], valence=y[:, k], arousal=y[:, k + 1], heatmap=heatmap)
+
+
+def keep_head_in_float32(model: torch.nn.Module) -> None:
+    """After the network was cast to fp16/bf16: its two final linear layers (256 → 128 → classes + 2)
+    back to float32. They cost nothing next to the convolutions, and in half precision they would
+    round the logits to steps of 0.004–0.008 (fp16 at magnitudes 4–8), enough to swap near-tied
+    classes; valence and arousal come out of the same layer."""
+    if isinstance(model, FusedEmoNet):
+        model.fc1.float()
+        model.fc2.float()
 
 
 def _format_of(x: torch.Tensor) -> torch.memory_format:

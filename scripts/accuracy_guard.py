@@ -30,7 +30,9 @@ def main() -> int:
     parser.add_argument("--faces", type=int, default=512)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--weights", type=Path)
-    parser.add_argument("--precisions", default="fp16,bf16")
+    parser.add_argument("--precisions", default="fp16,bf16",
+                        help="comma-separated; a -halfhead suffix (fp16-halfhead) also runs the final linear "
+                             "layers in that precision, as before they were kept in float32")
     parser.add_argument("--faces-dir", type=Path, help="extra face photos (whole image = face), e.g. shared/data/faces")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

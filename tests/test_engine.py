@@ -93,3 +93,14 @@ def test_landmarks_from_heatmaps_finds_the_peaks():
     for k in range(1, 68):
         assert points[k].tolist() == [((3 * k) % 60 + 2.5) * 4, (k % 60 + 2.5) * 4]
     assert points[0].tolist() == [(2 + 0.25 + 0.5) * 4, (2 + 0.5) * 4]
+
+
+@pytest.mark.parametrize("fp32_head", [True, False])
+def test_half_precision_keeps_the_final_linear_layers_in_float32(model, fp32_head):
+    engine = TorchEngine(model, EngineOptions(device="cpu", precision="fp16", batch_size=2, fp32_head=fp32_head))
+    fused = engine.model
+    head = torch.float32 if fp32_head else torch.float16
+    assert fused.fc1.weight.dtype == fused.fc2.weight.dtype == head
+    assert fused.stem.conv.weight.dtype == torch.float16  # the convolutions stay in half precision
+    assert engine.info()["fp32_head"] == str(fp32_head).lower()
+    # (tests/test_accuracy.py runs this fp16 path, head included, against fp32 on real faces)
