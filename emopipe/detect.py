@@ -21,7 +21,7 @@ strict keys), and pre- and post-processing are ours:
   the same boxes above the threshold; the detector does that, which keeps NMS small. BlazeFace:
   RGB scaled to [-1, 1], its anchor table and scales, scores clipped to ±100, sigmoid, the
   threshold, then weighted NMS at IoU 0.3 (overlapping boxes averaged, weighted by score).
-* **NMS on the host** in torch, on the few hundred best candidates per frame (``topk`` on the
+* **NMS on the host** in NumPy, on the few hundred best candidates per frame (``topk`` on the
   device, one transfer per batch): the greedy loop is sequential and the results go to the host
   anyway, so a GPU implementation would only add a synchronisation per kept box. ``launch`` queues
   the device part and returns; ``collect`` finishes on the host, so a caller can keep the device
@@ -121,71 +121,75 @@ class Letterbox:
         rw = min(input_w, max(1, round(frame_w * scale)))
         return cls(frame_h, frame_w, rh, rw, (input_h - rh) // 2, (input_w - rw) // 2)
 
-    def to_frame(self, boxes: torch.Tensor) -> torch.Tensor:
+    def to_frame(self, boxes: np.ndarray) -> np.ndarray:
         """k×4 boxes in network pixels → frame pixels."""
-        offset = boxes.new_tensor([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
-        scale = boxes.new_tensor([self.resized_w / self.frame_w, self.resized_h / self.frame_h] * 2)
+        offset = np.array([self.pad_x, self.pad_y, self.pad_x, self.pad_y], dtype=boxes.dtype)
+        scale = np.array([self.resized_w / self.frame_w, self.resized_h / self.frame_h] * 2, dtype=boxes.dtype)
         return (boxes - offset) / scale
 
 
-def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float, *,
-        pixel_inclusive: bool = False) -> torch.Tensor:
+# NMS works on the host in NumPy: a frame has a few dozen candidates, where each NumPy call costs a
+# microsecond and a PyTorch CPU call ten; this loop runs for every frame of a video.
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, *,
+        pixel_inclusive: bool = False) -> np.ndarray:
     """Greedy non-maximum suppression; indices of the kept boxes, best score first.
 
     A box is suppressed when its IoU with a kept, higher-scoring box exceeds ``iou_threshold``.
     ``pixel_inclusive`` counts ``x2 - x1 + 1`` pixels across a box, as face-alignment's S3FD NMS does.
     """
     if boxes.shape[0] == 0:
-        return torch.zeros(0, dtype=torch.long, device=boxes.device)
-    order = torch.argsort(scores, descending=True, stable=True)
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-scores, kind="stable")
     b = boxes[order]
-    one = 1.0 if pixel_inclusive else 0.0
+    one = np.float32(1.0 if pixel_inclusive else 0.0)
     areas = (b[:, 2] - b[:, 0] + one) * (b[:, 3] - b[:, 1] + one)
     keep = []
-    remaining = torch.arange(b.shape[0], device=b.device)
-    while remaining.numel() > 0:
-        i = remaining[0]
-        keep.append(i)
-        rest = remaining[1:]
-        width = (torch.minimum(b[i, 2], b[rest, 2]) - torch.maximum(b[i, 0], b[rest, 0]) + one).clamp(min=0)
-        height = (torch.minimum(b[i, 3], b[rest, 3]) - torch.maximum(b[i, 1], b[rest, 1]) + one).clamp(min=0)
-        inter = width * height
-        iou = inter / (areas[i] + areas[rest] - inter)
-        remaining = rest[~(iou > iou_threshold)]  # NaN IoU (degenerate boxes) suppresses nothing
-    return order[torch.stack(keep)]
+    remaining = np.arange(b.shape[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        while remaining.size > 0:
+            i = remaining[0]
+            keep.append(i)
+            rest = remaining[1:]
+            width = np.maximum(np.minimum(b[i, 2], b[rest, 2]) - np.maximum(b[i, 0], b[rest, 0]) + one, 0)
+            height = np.maximum(np.minimum(b[i, 3], b[rest, 3]) - np.maximum(b[i, 1], b[rest, 1]) + one, 0)
+            inter = width * height
+            iou = inter / (areas[i] + areas[rest] - inter)
+            remaining = rest[~(iou > iou_threshold)]  # NaN IoU (degenerate boxes) suppresses nothing
+    return order[np.array(keep)]
 
 
-def weighted_nms(boxes: torch.Tensor, scores: torch.Tensor,
-                 iou_threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+def weighted_nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> tuple[np.ndarray, np.ndarray]:
     """BlazeFace's blending NMS: each cluster (IoU above the threshold with its best box) becomes
     the score-weighted mean of its boxes, scored with the cluster's mean score."""
     if boxes.shape[0] == 0:
-        return boxes.new_zeros((0, 4)), scores.new_zeros((0,))
-    order = torch.argsort(scores, descending=True, stable=True)
+        return np.zeros((0, 4), boxes.dtype), np.zeros((0,), scores.dtype)
+    order = np.argsort(-scores, kind="stable")
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     out_boxes, out_scores = [], []
     remaining = order
-    while remaining.numel() > 0:
-        first = remaining[0]
-        width = (torch.minimum(boxes[first, 2], boxes[remaining, 2])
-                 - torch.maximum(boxes[first, 0], boxes[remaining, 0])).clamp(min=0)
-        height = (torch.minimum(boxes[first, 3], boxes[remaining, 3])
-                  - torch.maximum(boxes[first, 1], boxes[remaining, 1])).clamp(min=0)
-        inter = width * height
-        iou = inter / (areas[first] + areas[remaining] - inter)
-        cluster = iou > iou_threshold
-        cluster[0] = True  # the best box always belongs to its own cluster (even when degenerate)
-        members = remaining[cluster]
-        remaining = remaining[~cluster]
-        if members.numel() > 1:
-            weights = scores[members]
-            total = weights.sum()
-            out_boxes.append((boxes[members] * weights[:, None]).sum(dim=0) / total)
-            out_scores.append(total / members.numel())
-        else:
-            out_boxes.append(boxes[first])
-            out_scores.append(scores[first])
-    return torch.stack(out_boxes), torch.stack(out_scores)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        while remaining.size > 0:
+            first = remaining[0]
+            width = np.maximum(np.minimum(boxes[first, 2], boxes[remaining, 2])
+                               - np.maximum(boxes[first, 0], boxes[remaining, 0]), 0)
+            height = np.maximum(np.minimum(boxes[first, 3], boxes[remaining, 3])
+                                - np.maximum(boxes[first, 1], boxes[remaining, 1]), 0)
+            inter = width * height
+            iou = inter / (areas[first] + areas[remaining] - inter)
+            cluster = iou > iou_threshold
+            cluster[0] = True  # the best box always belongs to its own cluster (even when degenerate)
+            members = remaining[cluster]
+            remaining = remaining[~cluster]
+            if members.size > 1:
+                weights = scores[members]
+                total = weights.sum()
+                out_boxes.append((boxes[members] * weights[:, None]).sum(axis=0) / total)
+                out_scores.append(total / members.size)
+            else:
+                out_boxes.append(boxes[first])
+                out_scores.append(scores[first])
+    return np.stack(out_boxes).astype(boxes.dtype), np.array(out_scores, dtype=scores.dtype)
 
 
 def decode_s3fd(outputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -328,11 +332,12 @@ class FaceDetector:
         """Raw outputs of the first n batch slots → (n×A×4 boxes in input pixels, n×A scores)."""
         raise NotImplementedError
 
-    def _keep(self, scores: torch.Tensor) -> torch.Tensor:
-        """Which candidates pass the score threshold (the network's own comparison)."""
+    def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """Which candidates pass the score threshold (the network's own comparison; on the device
+        before the top-k, and on the host again)."""
         raise NotImplementedError
 
-    def _suppress(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     # -- the shared path -------------------------------------------------------------------------
@@ -391,21 +396,21 @@ class FaceDetector:
         picked = torch.gather(boxes, 1, index.unsqueeze(-1).expand(-1, -1, 4))
         return torch.cat((picked, top.unsqueeze(-1)), dim=-1)
 
-    def _finish(self, boxes: torch.Tensor, scores: torch.Tensor, box: Letterbox) -> Detections:
+    def _finish(self, boxes: np.ndarray, scores: np.ndarray, box: Letterbox) -> Detections:
         """Network pixels → frame pixels; drop padding hits, small faces; largest first; cap the count."""
         if boxes.shape[0] == 0:
             return Detections.empty()
         boxes = box.to_frame(boxes)
         cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
         inside = (cx >= 0) & (cx <= box.frame_w) & (cy >= 0) & (cy <= box.frame_h)
-        sides = torch.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+        sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
         valid = inside & (sides >= self.min_face) & (sides > 0)
         boxes, scores = boxes[valid], scores[valid]
         areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        order = torch.argsort(areas, descending=True, stable=True)
+        order = np.argsort(-areas, kind="stable")
         if self.max_faces is not None:
             order = order[: self.max_faces]
-        return Detections(boxes[order].numpy().astype(np.float32), scores[order].numpy().astype(np.float32))
+        return Detections(boxes[order].astype(np.float32), scores[order].astype(np.float32))
 
     @torch.inference_mode()
     def detect(self, frames: torch.Tensor) -> list[Detections]:
@@ -438,7 +443,8 @@ class FaceDetector:
             return []
         if pending.copied is not None:
             pending.copied.synchronize()
-        boxes, scores = pending.candidates[..., :4], pending.candidates[..., 4]
+        candidates = pending.candidates.numpy()
+        boxes, scores = candidates[..., :4], candidates[..., 4]
         results = []
         for i in range(pending.frames):
             passed = self._keep(scores[i])
@@ -555,10 +561,10 @@ class S3FDDetector(FaceDetector):
     def _decode(self, outputs: object, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         return decode_s3fd([o[:n] for o in outputs])  # type: ignore[union-attr]
 
-    def _keep(self, scores: torch.Tensor) -> torch.Tensor:
+    def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
         return scores > max(self.score_threshold, S3FD_CANDIDATE_SCORE)
 
-    def _suppress(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keep = nms(boxes, scores, NMS_IOU, pixel_inclusive=True)
         return boxes[keep], scores[keep]
 
@@ -588,10 +594,10 @@ class BlazeFaceDetector(FaceDetector):
         assert self.input_size is not None
         return decode_blazeface(raw_boxes[:n], raw_scores[:n], self.anchors, self.input_size[0])
 
-    def _keep(self, scores: torch.Tensor) -> torch.Tensor:
+    def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
         return scores >= self.score_threshold
 
-    def _suppress(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return weighted_nms(boxes, scores, NMS_IOU)
 
 

@@ -36,7 +36,7 @@ class EngineOptions:
     precision: str | None = None  # fp32 | fp16 | bf16; fp16 on CUDA, fp32 on CPU
     batch_size: int = 32
     cudnn_benchmark: bool = True
-    channels_last: bool | None = None  # on for CUDA
+    channels_last: bool | None = None  # on for CUDA, and for fp16/bf16 on the CPU
     cuda_graphs: bool | None = None  # on for CUDA
     warmup: bool = True
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
@@ -59,7 +59,9 @@ class EngineOptions:
             precision=precision,
             batch_size=self.batch_size,
             cudnn_benchmark=self.cudnn_benchmark,
-            channels_last=cuda if self.channels_last is None else self.channels_last,
+            # on the CPU too for fp16/bf16: oneDNN's reduced-precision convolutions want NHWC; an NCHW
+            # fp16 convolution falls back to a reference loop ~50× slower than fp32
+            channels_last=(cuda or precision != "fp32") if self.channels_last is None else self.channels_last,
             cuda_graphs=graphs,
             warmup=self.warmup,
             landmarks=self.landmarks,

@@ -83,8 +83,8 @@ def test_detections_validation(boxes, scores, message):
 def test_letterbox_keeps_the_aspect_ratio_and_centres(frame, net, upscale, expected):
     box = Letterbox.fit(*frame, *net, upscale=upscale)
     assert box == expected
-    corners = torch.tensor([[expected.pad_x, expected.pad_y, expected.pad_x + expected.resized_w,
-                             expected.pad_y + expected.resized_h]], dtype=torch.float32)
+    corners = np.array([[expected.pad_x, expected.pad_y, expected.pad_x + expected.resized_w,
+                         expected.pad_y + expected.resized_h]], dtype=np.float32)
     assert box.to_frame(corners)[0].tolist() == pytest.approx([0, 0, frame[1], frame[0]])
 
 
@@ -97,7 +97,7 @@ def test_nms_matches_face_alignments():
         xy = rng.uniform(0, 200, (k, 2))
         wh = rng.uniform(5, 80, (k, 2))
         dets = np.concatenate([xy, xy + wh, rng.uniform(0, 1, (k, 1))], axis=1).astype(np.float32)
-        ours = nms(torch.from_numpy(dets[:, :4]), torch.from_numpy(dets[:, 4]), 0.3, pixel_inclusive=True)
+        ours = nms(dets[:, :4], dets[:, 4], 0.3, pixel_inclusive=True)
         assert ours.tolist() == [int(i) for i in fa_nms(dets, 0.3)]
 
 
@@ -115,9 +115,10 @@ def test_weighted_nms_matches_blazefaces():
         # face-alignment keeps (ymin, xmin, ymax, xmax), 6 keypoints, then the score
         fa_rows = np.concatenate([boxes[:, [1, 0, 3, 2]], np.zeros((k, 12), np.float32), scores[:, None]], axis=1)
         expected = torch.stack(reference._weighted_non_max_suppression(torch.from_numpy(fa_rows))).numpy()
-        got_boxes, got_scores = weighted_nms(torch.from_numpy(boxes), torch.from_numpy(scores), 0.3)
-        np.testing.assert_allclose(got_boxes.numpy(), expected[:, [1, 0, 3, 2]], atol=1e-6)
-        np.testing.assert_allclose(got_scores.numpy(), expected[:, 16], atol=1e-6)
+        got_boxes, got_scores = weighted_nms(boxes, scores, 0.3)
+        np.testing.assert_allclose(got_boxes, expected[:, [1, 0, 3, 2]], atol=1e-6)
+        np.testing.assert_allclose(got_scores, expected[:, 16], atol=1e-6)
+        assert got_boxes.dtype == got_scores.dtype == np.float32
 
 
 # -- S3FD: decoding, mapping, face-alignment parity --------------------------------------------

@@ -22,6 +22,10 @@ def test_cpu_defaults_are_the_exact_path():
     assert (o.precision, o.channels_last, o.cuda_graphs, o.cudnn_benchmark) == ("fp32", False, False, True)
     fast = EngineOptions().resolved(torch.device("cuda"))
     assert (fast.precision, fast.channels_last, fast.cuda_graphs) == ("fp16", True, True)
+    # half precision on the CPU runs NHWC: oneDNN's fp16/bf16 convolutions need it (NCHW fp16 is a slow loop)
+    for precision in ("fp16", "bf16"):
+        assert EngineOptions(precision=precision).resolved(torch.device("cpu")).channels_last
+    assert not EngineOptions(precision="fp16", channels_last=False).resolved(torch.device("cpu")).channels_last
 
 
 @pytest.mark.parametrize(
