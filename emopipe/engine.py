@@ -26,6 +26,7 @@ from .errors import UsageError
 logger = logging.getLogger(__name__)
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+COMPILE_BLOCKS = "blocks"  # EngineOptions.compile: Inductor per residual block, the rest as emopipe.fusion has it
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ class EngineOptions:
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
-    compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
+    # torch.compile: "blocks" (each residual block, seconds to compile) or a mode for the whole network
+    # ("default", "max-autotune-no-cudagraphs": a minute or more); None: no compiling
+    compile: str | None = None
 
     def resolved(self, device: torch.device) -> EngineOptions:
         cuda = device.type == "cuda"
@@ -166,21 +169,24 @@ class TorchEngine:
         self._graphs: dict[int, _CapturedGraph] = {}
         self._apply_backend_flags()
         memory_format = torch.channels_last if self.options.channels_last else torch.contiguous_format
-        if self.options.fuse and not self.options.compile:
-            # Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices.
+        compile_blocks = self.options.compile == COMPILE_BLOCKS
+        whole_network = bool(self.options.compile) and not compile_blocks
+        if cache_dir and self.options.compile:  # Inductor's kernels persist beside the weights: restarts skip compiling
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
+        if (self.options.fuse or compile_blocks) and not whole_network:
+            # (a whole-network compile fuses on its own, and Dynamo cannot trace the rewrite's writes
+            # into channel slices; the compiled blocks are the plain ones)
             from .fusion import fuse
 
-            model = fuse(model)
+            model = fuse(model, compile_blocks=compile_blocks)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
-        if self.options.fuse and not self.options.compile and self.options.fp32_head:
+        if (self.options.fuse or compile_blocks) and not whole_network and self.options.fp32_head:
             from .fusion import keep_head_in_float32
 
             keep_head_in_float32(self.model)
         self._compute = self._network
-        if self.options.compile:
-            if cache_dir:  # Inductor's kernels and graphs persist beside the weights: restarts skip compiling
-                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
+        if whole_network:
             # Compiled kernels are specialised to the static shapes; graphs are captured around them.
             self._compute = torch.compile(self._network, mode=self.options.compile, fullgraph=True, dynamic=False)
 

@@ -15,6 +15,12 @@ the arithmetic beyond floating-point rounding:
 * a ReLU applied straight to a convolution's output runs inside the convolution on CUDA
   (cuDNN's fused convolution + bias + activation, :class:`ConvReLU`); :func:`fuse_conv_relu` does
   the same for any traceable network (the S3FD detector's 19 pairs).
+
+What exact rewrites cannot remove is the pre-activation BatchNorm + ReLU of each residual block's
+second and third convolution (their inputs are also concatenated raw). ``fuse(model,
+compile_blocks=True)`` hands each residual block to Inductor instead ("regional compilation"):
+the 60 blocks share a handful of shapes, so a few small graphs are compiled once and reused,
+seconds instead of the minute a whole-network ``torch.compile`` takes.
 """
 
 from __future__ import annotations
@@ -141,11 +147,23 @@ def _add_upsampled(up: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
     return (up.view(n, c, h // 2, 2, w // 2, 2) + low.view(n, c, h // 2, 1, w // 2, 1)).view(n, c, h, w)
 
 
+def compiled_block(block: ConvBlock) -> ConvBlock:
+    """The block as it is, compiled by Inductor (default mode, static shapes): its BatchNorm + ReLU
+    passes and the concatenation + residual add become a few fused kernels. Blocks of one class and
+    input shape share one compiled graph (parameters are graph inputs), so compiling is per shape."""
+    import torch._dynamo.config as dynamo_config
+
+    # one graph per distinct (block kind, input shape, dtype): ~12 for two batch sizes, past the default 8
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
+    block.compile(mode="default", fullgraph=True, dynamic=False)
+    return block
+
+
 class FusedHourGlass(nn.Module):
-    def __init__(self, hourglass: HourGlass) -> None:
+    def __init__(self, hourglass: HourGlass, make_block=FusedConvBlock) -> None:
         super().__init__()
         self.depth = hourglass.depth
-        self.blocks = nn.ModuleDict({name: FusedConvBlock(block) for name, block in hourglass.named_children()})
+        self.blocks = nn.ModuleDict({name: make_block(block) for name, block in hourglass.named_children()})
 
     def _level(self, level: int, t: torch.Tensor) -> torch.Tensor:
         up = self.blocks[f"b1_{level}"](t)
@@ -161,14 +179,15 @@ class FusedHourGlass(nn.Module):
 class FusedEmoNet(nn.Module):
     """EmoNet for inference only, with the rewrites above. Build it with :func:`fuse`."""
 
-    def __init__(self, model: EmoNet) -> None:
+    def __init__(self, model: EmoNet, compile_blocks: bool = False) -> None:
         super().__init__()
         model = copy.deepcopy(model).eval()
+        block = compiled_block if compile_blocks else FusedConvBlock
         self.num_classes = model.num_classes
         self.labels = model.labels
         _fold_into(model.conv1, model.bn1)
         self.stem = ConvReLU(model.conv1)
-        self.conv2, self.conv3, self.conv4 = (FusedConvBlock(b) for b in (model.conv2, model.conv3, model.conv4))
+        self.conv2, self.conv3, self.conv4 = (block(b) for b in (model.conv2, model.conv3, model.conv4))
         self.hourglasses = nn.ModuleList()
         self.tops = nn.ModuleList()
         self.lasts = nn.ModuleList()
@@ -176,13 +195,13 @@ class FusedEmoNet(nn.Module):
         for i in range(model.num_stacks):
             last = model.get_submodule(f"conv_last{i}")
             _fold_into(last, model.get_submodule(f"bn_end{i}"))
-            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}")))
-            self.tops.append(FusedConvBlock(model.get_submodule(f"top_m_{i}")))
+            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), block))
+            self.tops.append(block(model.get_submodule(f"top_m_{i}")))
             self.lasts.append(ConvReLU(last))
             self.heads.append(model.get_submodule(f"l{i}"))
         self.bl0, self.al0 = model.bl0, model.al0
         self.emotion_input = model.conv1x1_input_emo_2
-        self.emotion_blocks = nn.ModuleList(FusedConvBlock(m) for m in model.emo_net_2 if isinstance(m, ConvBlock))
+        self.emotion_blocks = nn.ModuleList(block(m) for m in model.emo_net_2 if isinstance(m, ConvBlock))
         fc = model.emo_fc_2
         _fold_into(fc[0], fc[1])
         self.fc1, self.fc2 = fc[0], fc[3]
@@ -232,6 +251,7 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
         else torch.contiguous_format
 
 
-def fuse(model: EmoNet) -> FusedEmoNet:
-    """An inference-only copy of ``model`` computing the same function with fewer memory passes."""
-    return FusedEmoNet(model).eval().requires_grad_(False)
+def fuse(model: EmoNet, compile_blocks: bool = False) -> FusedEmoNet:
+    """An inference-only copy of ``model`` computing the same function with fewer memory passes;
+    ``compile_blocks``: its residual blocks compiled by Inductor (see the module's docstring)."""
+    return FusedEmoNet(model, compile_blocks).eval().requires_grad_(False)

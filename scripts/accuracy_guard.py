@@ -34,6 +34,7 @@ def main() -> int:
                         help="comma-separated; a -halfhead suffix (fp16-halfhead) also runs the final linear "
                              "layers in that precision, as before they were kept in float32")
     parser.add_argument("--faces-dir", type=Path, help="extra face photos (whole image = face), e.g. shared/data/faces")
+    parser.add_argument("--compile", help="the engines' compile option, e.g. 'blocks' (Inductor per residual block)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     extra = []
@@ -49,9 +50,12 @@ def main() -> int:
 
         model = build_emonet(calibrated_state(8, jittered_crops(photos, 64, seed=1)))
     crops = jittered_crops(photos, args.faces, seed=2)
-    reports = compare_precisions(model, crops, args.precisions.split(","), device=args.device, batch_size=64)
+    options = {"compile": args.compile} if args.compile else {}
+    reports = compare_precisions(model, crops, args.precisions.split(","), device=args.device, batch_size=64,
+                                 **options)
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    print(f"\n{gpu}, torch {torch.__version__}, {args.faces} jittered real-face crops, fast path defaults")
+    print(f"\n{gpu}, torch {torch.__version__}, {args.faces} jittered real-face crops, fast path defaults"
+          + (f", compile={args.compile}" if args.compile else ""))
     for report in reports:
         print(report.describe())
     if args.json:

@@ -7,7 +7,8 @@ network alone with CUDA events (graph replay / forward only) to separate the hos
 
     python scripts/engine_levers.py --out levers.json [--variants a,b,...] [--throughput-batch 256]
 
-Prints a markdown table last; full results go to --out as JSON.
+Prints a markdown table last; full results go to --out as JSON. Compiling variants start from an
+empty Inductor cache (beside --out); a variant named ``…-warm`` finds what the one before it left there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,6 +34,8 @@ VARIANTS: dict[str, dict] = {
                                  compile="default"),
     "fp16-cl-fuse-compile-warm": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                       compile="default"),
+    "fp16-cl-graph-blocks": dict(precision="fp16", channels_last=True, cuda_graphs=True, compile="blocks"),
+    "fp16-cl-graph-blocks-warm": dict(precision="fp16", channels_last=True, cuda_graphs=True, compile="blocks"),
     "fp16-cl-fuse-autotune": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                   compile="max-autotune-no-cudagraphs"),
 }
@@ -122,8 +126,12 @@ def main() -> int:
         print(json.dumps(_worker(args.worker, batches, float(os.environ["LEVERS_T0"]), args.iters)))
         return 0
     results = []
+    cache = args.out.resolve().parent / "inductor-cache"
     for name in args.variants.split(","):
-        env = {**os.environ, "LEVERS_T0": str(time.time()), "PYTHONUNBUFFERED": "1"}
+        if not name.endswith("-warm"):
+            shutil.rmtree(cache, ignore_errors=True)  # a cold start compiles everything
+        env = {**os.environ, "LEVERS_T0": str(time.time()), "PYTHONUNBUFFERED": "1",
+               "TORCHINDUCTOR_CACHE_DIR": str(cache)}
         cmd = [sys.executable, __file__, "--worker", name, "--out", str(args.out), "--iters", str(args.iters),
                "--latency-batch", str(args.latency_batch), "--throughput-batch", str(args.throughput_batch)]
         print(f"== {name}", file=sys.stderr, flush=True)
