@@ -54,6 +54,8 @@ class EngineOptions:
             raise UsageError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
         if self.batch_size < 1:
             raise UsageError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.compile is not None:
+            check_compile_mode(self.compile)
         graphs = cuda if self.cuda_graphs is None else self.cuda_graphs
         if graphs and not cuda:
             raise UsageError("CUDA graphs need a CUDA device")
@@ -72,6 +74,19 @@ class EngineOptions:
             fp32_head=self.fp32_head,
             compile=self.compile,
         )
+
+
+def check_compile_mode(mode: str) -> None:
+    """UsageError unless ``mode`` is 'blocks' or a mode torch.compile knows."""
+    if mode == COMPILE_BLOCKS:
+        return
+    from torch._inductor import list_mode_options
+
+    try:
+        list_mode_options(mode)
+    except RuntimeError:
+        raise UsageError(f"unknown compile mode {mode!r}: '{COMPILE_BLOCKS}' or a torch.compile mode "
+                         "(default, max-autotune-no-cudagraphs, …)") from None
 
 
 @dataclass(frozen=True)

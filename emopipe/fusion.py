@@ -19,7 +19,7 @@ the arithmetic beyond floating-point rounding:
 What exact rewrites cannot remove is the pre-activation BatchNorm + ReLU of each residual block's
 second and third convolution (their inputs are also concatenated raw). ``fuse(model,
 compile_blocks=True)`` hands each residual block to Inductor instead ("regional compilation"):
-the 60 blocks share a handful of shapes, so a few small graphs are compiled once and reused,
+the 35 blocks share a handful of shapes, so a few small graphs are compiled once and reused,
 seconds instead of the minute a whole-network ``torch.compile`` takes.
 """
 

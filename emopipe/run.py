@@ -25,6 +25,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _compile_mode(text: str) -> str:
+    from .engine import check_compile_mode
+    from .errors import UsageError
+
+    try:
+        check_compile_mode(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def _non_negative(text: str) -> float:
     value = float(text)
     if not value >= 0:
@@ -96,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--no-warmup", action="store_true", help="skip warmup (comparison: first frame pays tuning)")
     model.add_argument("--no-cuda-graphs", action="store_true",
                        help="plain kernel launches instead of CUDA graphs (EmoNet and the detector)")
-    model.add_argument("--compile", metavar="MODE",
+    model.add_argument("--compile", metavar="MODE", type=_compile_mode,
                        help="'blocks': Inductor compiles each residual block (seconds); or a torch.compile mode "
                             "for the whole network (e.g. 'default': fastest steady state, a minute to start); "
                             "compiled kernels are cached in the models directory")

@@ -34,6 +34,7 @@ def test_cpu_defaults_are_the_exact_path():
         ({"precision": "fp8"}, "unknown precision"),
         ({"batch_size": 0}, "batch size"),
         ({"cuda_graphs": True}, "CUDA graphs need a CUDA device"),
+        ({"compile": "fastest"}, "unknown compile mode 'fastest'"),
     ],
 )
 def test_bad_options(kwargs, message):

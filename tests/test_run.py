@@ -151,6 +151,7 @@ def test_images_and_folders_are_sources(tmp_path, checkpoints, models_home, shar
         (["--start", "2", "--end", "1"], 2, "--end"),
         (["--device", "tpu"], 2, "device 'tpu'"),
         (["--threshold", "1.5"], 2, "--threshold"),
+        (["--compile", "fastest"], 2, "unknown compile mode 'fastest'"),
     ],
 )
 def test_invalid_options(args, code, needle, moving, tmp_path, models_home):
