@@ -29,10 +29,11 @@ RUN pip install --no-cache-dir .
 
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
-# libGL and GLib: OpenCV's wheel links against them.
+# libGL and GLib: OpenCV's wheel links against them. A C compiler and Python's headers: Triton builds
+# its kernel launchers when `--compile` first runs.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 libgl1 libglib2.0-0t64 \
+    && apt-get install -y --no-install-recommends python3 libgl1 libglib2.0-0t64 gcc libc6-dev python3-dev \
     && rm -rf /var/lib/apt/lists/*
 # Weights live in a volume (EmoNet's licence forbids redistributing them in an image):
 # `emopipe models fetch` downloads and verifies them into $EMOPIPE_HOME once.
