@@ -43,7 +43,7 @@ class EngineOptions:
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
-    # torch.compile: "blocks" (each residual block, seconds to compile) or a mode for the whole network
+    # torch.compile: "blocks" (each residual block, ~20–40 s to compile) or a mode for the whole network
     # ("default", "max-autotune-no-cudagraphs": a minute or more); None: no compiling
     compile: str | None = None
 
