@@ -43,6 +43,7 @@ class EngineOptions:
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
+    kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.kernels)
     # torch.compile: "blocks" (each residual block, ~20–40 s to compile) or a mode for the whole network
     # ("default", "max-autotune-no-cudagraphs": a minute or more); None: no compiling
     compile: str | None = None
@@ -72,6 +73,7 @@ class EngineOptions:
             landmarks=self.landmarks,
             fuse=self.fuse,
             fp32_head=self.fp32_head,
+            kernels=self.kernels,
             compile=self.compile,
         )
 
@@ -193,7 +195,7 @@ class TorchEngine:
             # into channel slices; the compiled blocks are the plain ones)
             from .fusion import fuse
 
-            model = fuse(model, compile_blocks=compile_blocks)
+            model = fuse(model, compile_blocks=compile_blocks, use_kernels=self.options.kernels)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
         if (self.options.fuse or compile_blocks) and not whole_network and self.options.fp32_head:
@@ -222,6 +224,7 @@ class TorchEngine:
             "cuda_graphs": str(o.cuda_graphs).lower(),
             "fuse": str(o.fuse).lower(),
             "fp32_head": str(o.fp32_head).lower(),
+            "kernels": str(o.kernels).lower(),
             "compile": str(o.compile or "off"),
             "classes": str(self.num_classes),
         }

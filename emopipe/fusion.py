@@ -12,6 +12,9 @@ the arithmetic beyond floating-point rounding:
 * the hourglass's ``up + nearest_upsample(low)`` adds through a broadcast view instead of
   materialising the upsampled tensor;
 * the attention concat writes its parts into one preallocated buffer;
+* on CUDA with Triton (:mod:`emopipe.kernels`), each BatchNorm + ReLU is one pass instead of two,
+  and each slice of the residual add also writes the next convolution's BatchNorm + ReLU input from
+  the same read;
 * a ReLU applied straight to a convolution's output runs inside the convolution on CUDA
   (cuDNN's fused convolution + bias + activation, :class:`ConvReLU`); :func:`fuse_conv_relu` does
   the same for any traceable network (the S3FD detector's 19 pairs).
@@ -27,6 +30,7 @@ minute for a whole-network ``torch.compile`` (docs/benchmarks.md).
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 
 import torch
@@ -34,6 +38,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from . import kernels
 from .emonet import ConvBlock, EmoNet, EmotionOutput, HourGlass
 
 logger = logging.getLogger(__name__)
@@ -63,13 +68,16 @@ def _fold_into(layer: nn.Conv2d | nn.Linear, bn: nn.BatchNorm1d | nn.BatchNorm2d
 class AffineReLU(nn.Module):
     """relu(x * scale + shift): an eval-mode BatchNorm followed by ReLU, in one expression."""
 
-    def __init__(self, bn: nn.BatchNorm2d) -> None:
+    def __init__(self, bn: nn.BatchNorm2d, use_kernels: bool = True) -> None:
         super().__init__()
+        self.kernels = use_kernels
         scale, shift = _bn_scale_shift(bn)
         self.register_buffer("scale", scale.float().view(1, -1, 1, 1))
         self.register_buffer("shift", shift.float().view(1, -1, 1, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernels and kernels.applicable(x):
+            return kernels.affine_relu(x, self.scale, self.shift)
         return torch.addcmul(self.shift, x, self.scale).clamp_(min=0)
 
 
@@ -121,15 +129,18 @@ def fuse_conv_relu(network: nn.Module) -> fx.GraphModule:
 
 
 class FusedConvBlock(nn.Module):
-    def __init__(self, block: ConvBlock) -> None:
+    def __init__(self, block: ConvBlock, use_kernels: bool = True) -> None:
         super().__init__()
-        self.act1, self.act2, self.act3 = AffineReLU(block.bn1), AffineReLU(block.bn2), AffineReLU(block.bn3)
+        self.kernels = use_kernels
+        self.act1, self.act2, self.act3 = (AffineReLU(bn, use_kernels) for bn in (block.bn1, block.bn2, block.bn3))
         self.conv1, self.conv2, self.conv3 = block.conv1, block.conv2, block.conv3
         self.downsample = None
         if block.downsample is not None:
-            self.downsample = nn.Sequential(AffineReLU(block.downsample[0]), block.downsample[2])
+            self.downsample = nn.Sequential(AffineReLU(block.downsample[0], use_kernels), block.downsample[2])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernels and kernels.applicable(x):
+            return self._forward_kernels(x)
         a = self.conv1(self.act1(x))
         b = self.conv2(self.act2(a))
         c = self.conv3(self.act3(b))
@@ -139,6 +150,16 @@ class FusedConvBlock(nn.Module):
         torch.add(a, residual[:, :ha], out=out[:, :ha])
         torch.add(b, residual[:, ha:hb], out=out[:, ha:hb])
         torch.add(c, residual[:, hb:], out=out[:, hb:])
+        return out
+
+    def _forward_kernels(self, x: torch.Tensor) -> torch.Tensor:
+        """The same, with each residual slice written by the kernel that also prepares the next input."""
+        residual = x if self.downsample is None else self.downsample(x)
+        out = torch.empty_like(residual)
+        a = self.conv1(self.act1(x))
+        b = self.conv2(kernels.add_residual_slice(a, residual, out, 0, self.act2.scale, self.act2.shift))
+        c = self.conv3(kernels.add_residual_slice(b, residual, out, a.shape[1], self.act3.scale, self.act3.shift))
+        kernels.add_residual_slice(c, residual, out, a.shape[1] + b.shape[1])
         return out
 
 
@@ -182,10 +203,10 @@ class FusedHourGlass(nn.Module):
 class FusedEmoNet(nn.Module):
     """EmoNet for inference only, with the rewrites above. Build it with :func:`fuse`."""
 
-    def __init__(self, model: EmoNet, compile_blocks: bool = False) -> None:
+    def __init__(self, model: EmoNet, compile_blocks: bool = False, use_kernels: bool = True) -> None:
         super().__init__()
         model = copy.deepcopy(model).eval()
-        block = compiled_block if compile_blocks else FusedConvBlock
+        block = compiled_block if compile_blocks else functools.partial(FusedConvBlock, use_kernels=use_kernels)
         self.num_classes = model.num_classes
         self.labels = model.labels
         _fold_into(model.conv1, model.bn1)
@@ -254,7 +275,8 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
         else torch.contiguous_format
 
 
-def fuse(model: EmoNet, compile_blocks: bool = False) -> FusedEmoNet:
+def fuse(model: EmoNet, compile_blocks: bool = False, use_kernels: bool = True) -> FusedEmoNet:
     """An inference-only copy of ``model`` computing the same function with fewer memory passes;
-    ``compile_blocks``: its residual blocks compiled by Inductor (see the module's docstring)."""
-    return FusedEmoNet(model, compile_blocks).eval().requires_grad_(False)
+    ``compile_blocks``: its residual blocks compiled by Inductor (see the module's docstring);
+    ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`)."""
+    return FusedEmoNet(model, compile_blocks, use_kernels).eval().requires_grad_(False)

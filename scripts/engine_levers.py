@@ -29,6 +29,8 @@ VARIANTS: dict[str, dict] = {
     "fp16-cl-eager": dict(precision="fp16", channels_last=True, cuda_graphs=False, fuse=False),
     "fp16-cl-graph": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=False),
     "fp16-cl-graph-fuse": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True),
+    "fp16-cl-graph-fuse-nokernels": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
+                                         kernels=False),
     "bf16-cl-graph-fuse": dict(precision="bf16", channels_last=True, cuda_graphs=True, fuse=True),
     "fp16-cl-fuse-compile": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                  compile="default"),

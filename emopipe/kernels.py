@@ -1,0 +1,82 @@
+"""Fused elementwise glue for EmoNet's residual blocks, as Triton kernels on CUDA.
+
+In a block ``cat(a, b, c) + x`` where ``a = conv1(relu(bn1(x)))``, ``b = conv2(relu(bn2(a)))``,
+``c = conv3(relu(bn3(b)))``, every BatchNorm + ReLU and every slice of the residual add is a pass over
+memory of its own in PyTorch (``addcmul`` then ``clamp_``: two reads, two writes). Here:
+
+* :func:`affine_relu` — relu(x · scale + shift) in one pass;
+* :func:`add_residual_slice` — writes ``a + x[:, slice]`` into the block's output and, from the same
+  read of ``a``, the next convolution's input ``relu(bn2(a))``.
+
+The arithmetic is the same expression in float32, rounded once (PyTorch rounds the affine result
+before the ReLU), so results agree with :mod:`emopipe.fusion`'s PyTorch path to the last bit or one
+rounding step. Used for dense channels_last CUDA tensors when Triton is installed (PyTorch's CUDA
+wheels bring it); everywhere else the PyTorch expressions run. On a CPU, ``TRITON_INTERPRET=1``
+runs the same kernels for tests.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+_ELEMENTS_PER_PROGRAM = 8192
+
+
+@functools.cache
+def triton_installed() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def applicable(*tensors: torch.Tensor) -> bool:
+    """Whether the kernels can take these tensors: CUDA (or Triton's CPU interpreter), dense channels_last."""
+    if not triton_installed() or torch.compiler.is_compiling():
+        return False
+    return all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) for t in tensors) and \
+        all(t.is_cuda for t in tensors)
+
+
+def _launch(rows: int, channels: int) -> tuple[tuple[int], int, int]:
+    import triton
+
+    block_channels = triton.next_power_of_2(channels)
+    block_rows = max(1, _ELEMENTS_PER_PROGRAM // block_channels)
+    return (triton.cdiv(rows, block_rows),), block_rows, block_channels
+
+
+def _rows(t: torch.Tensor) -> int:
+    n, _, h, w = t.shape
+    return n * h * w
+
+
+def affine_relu(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """relu(x · scale + shift) per channel; x dense channels_last N×C×H×W, scale and shift C values."""
+    from ._triton_kernels import affine_relu_kernel
+
+    y = torch.empty_like(x, memory_format=torch.channels_last)
+    grid, block_rows, block_channels = _launch(_rows(x), x.shape[1])
+    affine_relu_kernel[grid](x, scale, shift, y, _rows(x), x.shape[1],
+                             BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+    return y
+
+
+def add_residual_slice(y: torch.Tensor, residual: torch.Tensor, out: torch.Tensor, first_channel: int,
+                       scale: torch.Tensor | None = None, shift: torch.Tensor | None = None) -> torch.Tensor | None:
+    """out[:, first:first+C] = y + residual[:, first:first+C] (y has C channels); with scale and shift,
+    also returns relu(y · scale + shift). All dense channels_last; out shaped like residual."""
+    from ._triton_kernels import residual_slice_kernel
+
+    if out.shape != residual.shape or out.stride() != residual.stride():
+        raise ValueError("out must be laid out like the residual")
+    with_act = scale is not None
+    act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else y  # (unused without act)
+    grid, block_rows, block_channels = _launch(_rows(y), y.shape[1])
+    residual_slice_kernel[grid](y, residual, out, scale if with_act else y, shift if with_act else y, act,
+                                _rows(y), y.shape[1], residual.shape[1], first_channel, WITH_ACT=with_act,
+                                BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+    return act if with_act else None

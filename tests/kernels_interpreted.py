@@ -1,0 +1,73 @@
+"""Run by tests/test_kernels.py in a child process with TRITON_INTERPRET=1 (set before Triton loads):
+Triton's interpreter executes the CUDA kernels on CPU tensors, so the GPU code is checked here too."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from checkpoints import random_state
+
+from emopipe import kernels
+from emopipe.emonet import build_emonet
+from emopipe.fusion import fuse
+
+
+def channels_last(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype).contiguous(memory_format=torch.channels_last)
+
+
+def check_affine_relu() -> None:
+    for channels, dtype in ((64, torch.float32), (128, torch.float16), (256, torch.float16), (3, torch.float32)):
+        x = channels_last(2, channels, 5, 7, dtype=dtype)
+        scale, shift = torch.randn(channels).to(dtype), torch.randn(channels).to(dtype)
+        want = torch.addcmul(shift.view(1, -1, 1, 1), x, scale.view(1, -1, 1, 1)).clamp_(min=0)
+        got = kernels.affine_relu(x, scale, shift)
+        assert got.is_contiguous(memory_format=torch.channels_last) and got.dtype == dtype
+        torch.testing.assert_close(got, want, rtol=1e-3 if dtype == torch.float16 else 1e-6, atol=1e-6)
+
+
+def check_residual_slices() -> None:
+    x = channels_last(3, 256, 4, 6, dtype=torch.float16)
+    a, b, c = (channels_last(3, k, 4, 6, dtype=torch.float16) for k in (128, 64, 64))
+    scale, shift = torch.rand(128).half() + 0.5, torch.randn(128).half()
+    out = torch.full_like(x, float("nan"))
+    act = kernels.add_residual_slice(a, x, out, 0, scale, shift)
+    assert kernels.add_residual_slice(b, x, out, 128) is None
+    kernels.add_residual_slice(c, x, out, 192)
+    torch.testing.assert_close(out, torch.cat((a, b, c), dim=1) + x, rtol=1e-3, atol=1e-3)  # every slot written
+    want = torch.addcmul(shift.view(1, -1, 1, 1), a, scale.view(1, -1, 1, 1)).clamp_(min=0)
+    torch.testing.assert_close(act, want, rtol=1e-3, atol=1e-3)
+    try:
+        kernels.add_residual_slice(a, x, torch.empty_like(x).contiguous(), 0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("an output laid out unlike the residual must be refused")
+
+
+def check_network() -> None:
+    """The whole fused network on the kernels (forced on CPU tensors) computes the reference function."""
+    reference = build_emonet(random_state(8, seed=5))
+    calls = []
+    original = kernels.add_residual_slice
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return original(*args, **kw)
+
+    kernels.applicable = lambda *tensors: all(t.is_contiguous(memory_format=torch.channels_last) for t in tensors)
+    kernels.add_residual_slice = counted
+    fused = fuse(reference).to(memory_format=torch.channels_last)
+    x = torch.rand(1, 3, 256, 256)
+    with torch.inference_mode():
+        want = reference(x)
+        got = fused(x.contiguous(memory_format=torch.channels_last))
+    assert len(calls) == 35 * 3, len(calls)  # three slices in each of the 35 blocks
+    for name in ("expression", "valence", "arousal", "heatmap"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=2e-5, rtol=1e-4)
+
+
+if __name__ == "__main__":
+    {"affine_relu": check_affine_relu, "slices": check_residual_slices, "network": check_network}[sys.argv[1]]()
+    print("ok")

@@ -1,0 +1,33 @@
+"""emopipe.kernels: the Triton kernels, run by Triton's interpreter on the CPU (the GPU run times them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from emopipe import kernels
+
+HERE = Path(__file__).resolve().parent
+
+needs_triton = pytest.mark.skipif(not kernels.triton_installed(), reason="Triton is not installed (pip install triton)")
+
+
+@needs_triton
+@pytest.mark.parametrize("check", ["affine_relu", "slices", "network"])
+def test_kernels_under_tritons_interpreter(check):
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(HERE / "kernels_interpreted.py"), check], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_kernels_only_take_dense_channels_last_cuda_tensors():
+    x = torch.rand(1, 8, 4, 4).contiguous(memory_format=torch.channels_last)
+    assert not kernels.applicable(x)  # a CPU tensor: the PyTorch expressions run
+    assert not kernels.applicable(torch.rand(1, 8, 4, 4, device="meta"))
