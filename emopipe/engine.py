@@ -26,7 +26,6 @@ from .errors import UsageError
 logger = logging.getLogger(__name__)
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-COMPILE_BLOCKS = "blocks"  # EngineOptions.compile: Inductor per residual block, the rest as emopipe.fusion has it
 
 
 @dataclass(frozen=True)
@@ -44,9 +43,7 @@ class EngineOptions:
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
     kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.kernels)
-    # torch.compile: "blocks" (each residual block, ~20–40 s to compile) or a mode for the whole network
-    # ("default", "max-autotune-no-cudagraphs": a minute or more); None: no compiling
-    compile: str | None = None
+    compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
         cuda = device.type == "cuda"
@@ -79,16 +76,14 @@ class EngineOptions:
 
 
 def check_compile_mode(mode: str) -> None:
-    """UsageError unless ``mode`` is 'blocks' or a mode torch.compile knows."""
-    if mode == COMPILE_BLOCKS:
-        return
+    """UsageError unless ``mode`` is a mode torch.compile knows."""
     from torch._inductor import list_mode_options
 
     try:
         list_mode_options(mode)
     except RuntimeError:
-        raise UsageError(f"unknown compile mode {mode!r}: '{COMPILE_BLOCKS}' or a torch.compile mode "
-                         "(default, max-autotune-no-cudagraphs, …)") from None
+        raise UsageError(f"unknown compile mode {mode!r}: a torch.compile mode (default, "
+                         "max-autotune-no-cudagraphs, …)") from None
 
 
 @dataclass(frozen=True)
@@ -186,24 +181,22 @@ class TorchEngine:
         self._graphs: dict[int, _CapturedGraph] = {}
         self._apply_backend_flags()
         memory_format = torch.channels_last if self.options.channels_last else torch.contiguous_format
-        compile_blocks = self.options.compile == COMPILE_BLOCKS
-        whole_network = bool(self.options.compile) and not compile_blocks
-        if cache_dir and self.options.compile:  # Inductor's kernels persist beside the weights: restarts skip compiling
-            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
-        if (self.options.fuse or compile_blocks) and not whole_network:
-            # (a whole-network compile fuses on its own, and Dynamo cannot trace the rewrite's writes
-            # into channel slices; the compiled blocks are the plain ones)
+        fused = self.options.fuse and not self.options.compile
+        if fused:
+            # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)
             from .fusion import fuse
 
-            model = fuse(model, compile_blocks=compile_blocks, use_kernels=self.options.kernels)
+            model = fuse(model, use_kernels=self.options.kernels)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
-        if (self.options.fuse or compile_blocks) and not whole_network and self.options.fp32_head:
+        if fused and self.options.fp32_head:
             from .fusion import keep_head_in_float32
 
             keep_head_in_float32(self.model)
         self._compute = self._network
-        if whole_network:
+        if self.options.compile:
+            if cache_dir:  # Inductor's kernels and graphs persist beside the weights: restarts skip compiling
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
             # Compiled kernels are specialised to the static shapes; graphs are captured around them.
             self._compute = torch.compile(self._network, mode=self.options.compile, fullgraph=True, dynamic=False)
 

@@ -18,13 +18,6 @@ the arithmetic beyond floating-point rounding:
 * a ReLU applied straight to a convolution's output runs inside the convolution on CUDA
   (cuDNN's fused convolution + bias + activation, :class:`ConvReLU`); :func:`fuse_conv_relu` does
   the same for any traceable network (the S3FD detector's 19 pairs).
-
-What exact rewrites cannot remove is the pre-activation BatchNorm + ReLU of each residual block's
-second and third convolution (their inputs are also concatenated raw). ``fuse(model,
-compile_blocks=True)`` hands each residual block to Inductor instead ("regional compilation"):
-the 35 blocks share a handful of shapes, so a few small graphs are compiled once and reused:
-~20–40 s on an H100 the first time and a few seconds from Inductor's cache, against more than a
-minute for a whole-network ``torch.compile`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -169,20 +162,6 @@ def _add_upsampled(up: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
     return (up.view(n, c, h // 2, 2, w // 2, 2) + low.view(n, c, h // 2, 1, w // 2, 1)).view(n, c, h, w)
 
 
-def compiled_block(block: ConvBlock) -> ConvBlock:
-    """The block as it is, compiled by Inductor (default mode, static shapes): its BatchNorm + ReLU
-    passes and the concatenation + residual add become a few fused kernels. Blocks of one class and
-    input shape share one compiled graph (parameters are graph inputs), so compiling is per shape."""
-    import torch._dynamo.config as dynamo_config
-
-    # one graph per distinct (block kind, input shape, dtype): ~12 for two batch sizes, past the default 8
-    # (the setting's name before torch 2.6: cache_size_limit)
-    limit = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
-    setattr(dynamo_config, limit, max(getattr(dynamo_config, limit), 64))
-    block.compile(mode="default", fullgraph=True, dynamic=False)
-    return block
-
-
 class FusedHourGlass(nn.Module):
     def __init__(self, hourglass: HourGlass, make_block=FusedConvBlock) -> None:
         super().__init__()
@@ -203,10 +182,10 @@ class FusedHourGlass(nn.Module):
 class FusedEmoNet(nn.Module):
     """EmoNet for inference only, with the rewrites above. Build it with :func:`fuse`."""
 
-    def __init__(self, model: EmoNet, compile_blocks: bool = False, use_kernels: bool = True) -> None:
+    def __init__(self, model: EmoNet, use_kernels: bool = True) -> None:
         super().__init__()
         model = copy.deepcopy(model).eval()
-        block = compiled_block if compile_blocks else functools.partial(FusedConvBlock, use_kernels=use_kernels)
+        block = functools.partial(FusedConvBlock, use_kernels=use_kernels)
         self.num_classes = model.num_classes
         self.labels = model.labels
         _fold_into(model.conv1, model.bn1)
@@ -275,8 +254,7 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
         else torch.contiguous_format
 
 
-def fuse(model: EmoNet, compile_blocks: bool = False, use_kernels: bool = True) -> FusedEmoNet:
+def fuse(model: EmoNet, use_kernels: bool = True) -> FusedEmoNet:
     """An inference-only copy of ``model`` computing the same function with fewer memory passes;
-    ``compile_blocks``: its residual blocks compiled by Inductor (see the module's docstring);
     ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`)."""
-    return FusedEmoNet(model, compile_blocks, use_kernels).eval().requires_grad_(False)
+    return FusedEmoNet(model, use_kernels).eval().requires_grad_(False)

@@ -108,9 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--no-cuda-graphs", action="store_true",
                        help="plain kernel launches instead of CUDA graphs (EmoNet and the detector)")
     model.add_argument("--compile", metavar="MODE", type=_compile_mode,
-                       help="'blocks': Inductor compiles each residual block (~20 s the first time); or a "
-                            "torch.compile mode for the whole network (e.g. 'default': fastest steady state, a "
-                            "minute to start); compiled kernels are cached in the models directory")
+                       help="torch.compile the network with this mode (e.g. 'default'): faster steady state, a "
+                            "minute to start; compiled kernels are cached in the models directory")
 
     from .metrics import add_arguments as add_metrics_arguments
 

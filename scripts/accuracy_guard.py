@@ -34,7 +34,7 @@ def main() -> int:
                         help="comma-separated; a -halfhead suffix (fp16-halfhead) also runs the final linear "
                              "layers in that precision, as before they were kept in float32")
     parser.add_argument("--faces-dir", type=Path, help="extra face photos (whole image = face), e.g. shared/data/faces")
-    parser.add_argument("--compile", help="the engines' compile option, e.g. 'blocks' (Inductor per residual block)")
+    parser.add_argument("--compile", help="the engines' torch.compile mode, e.g. 'default'")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     extra = []

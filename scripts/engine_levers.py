@@ -36,8 +36,6 @@ VARIANTS: dict[str, dict] = {
                                  compile="default"),
     "fp16-cl-fuse-compile-warm": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                       compile="default"),
-    "fp16-cl-graph-blocks": dict(precision="fp16", channels_last=True, cuda_graphs=True, compile="blocks"),
-    "fp16-cl-graph-blocks-warm": dict(precision="fp16", channels_last=True, cuda_graphs=True, compile="blocks"),
     "fp16-cl-fuse-autotune": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                   compile="max-autotune-no-cudagraphs"),
 }

@@ -7,7 +7,6 @@ import torch
 from conftest import random_state
 
 from emopipe.emonet import build_emonet
-from emopipe.engine import EngineOptions, TorchEngine
 from emopipe.fusion import ConvReLU, FusedEmoNet, fuse, fuse_conv_relu
 
 
@@ -31,31 +30,6 @@ def test_fusion_leaves_the_source_model_untouched():
     fuse(reference)
     after = reference.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
-
-
-@pytest.mark.slow
-def test_compiled_blocks_compute_the_reference_function(tmp_path, monkeypatch):
-    """--compile blocks: every residual block goes through Inductor (a cold cache: real compiling, C++
-    kernels on the CPU), a few graphs serve all 35 blocks, and the engine's results stay the function's."""
-    from torch._dynamo.utils import counters
-
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    torch._dynamo.reset()
-    counters.clear()
-    reference = build_emonet(random_state(8, seed=4))
-    engine = TorchEngine(reference, EngineOptions(device="cpu", batch_size=1, compile="blocks"))
-    blocks = [m for m in engine.model.modules() if type(m).__name__ == "ConvBlock"]
-    assert len(blocks) == 35 and all(b._compiled_call_impl is not None for b in blocks)
-    x = torch.rand(1, 3, 256, 256)
-    got = engine.infer(x)
-    with torch.inference_mode():
-        want = reference(x)
-    torch.testing.assert_close(got.probabilities, torch.softmax(want.expression, 1), atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(got.valence, want.valence, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(got.arousal, want.arousal, atol=1e-5, rtol=1e-4)
-    # 4 block kinds × their input resolutions; none fell back to running uncompiled
-    assert 4 <= counters["stats"]["unique_graphs"] <= 12, dict(counters["stats"])
-    assert not counters["recompiles"] or "recompile_limit" not in str(dict(counters["recompiles"]))
 
 
 def test_fused_model_has_no_batchnorm_left_to_run():
