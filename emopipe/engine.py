@@ -181,6 +181,10 @@ class TorchEngine:
         self._graphs: dict[int, _CapturedGraph] = {}
         self._apply_backend_flags()
         memory_format = torch.channels_last if self.options.channels_last else torch.contiguous_format
+        if cache_dir:  # compiled kernels persist beside the weights (a container's models volume): restarts skip
+            # compiling (Triton: the glue kernels, ~5 s the first time; Inductor: `--compile`, a minute)
+            os.environ.setdefault("TRITON_CACHE_DIR", str(Path(cache_dir) / "triton"))
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
         fused = self.options.fuse and not self.options.compile
         if fused:
             # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)
@@ -195,8 +199,6 @@ class TorchEngine:
             keep_head_in_float32(self.model)
         self._compute = self._network
         if self.options.compile:
-            if cache_dir:  # Inductor's kernels and graphs persist beside the weights: restarts skip compiling
-                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
             # Compiled kernels are specialised to the static shapes; graphs are captured around them.
             self._compute = torch.compile(self._network, mode=self.options.compile, fullgraph=True, dynamic=False)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -109,3 +111,15 @@ def test_half_precision_keeps_the_final_linear_layers_in_float32(model, fp32_hea
     assert fused.stem.conv.weight.dtype == torch.float16  # the convolutions stay in half precision
     assert engine.info()["fp32_head"] == str(fp32_head).lower()
     # (tests/test_accuracy.py runs this fp16 path, head included, against fp32 on real faces)
+
+
+def test_compiled_kernels_are_cached_beside_the_weights(model, tmp_path, monkeypatch):
+    """Triton's and Inductor's caches go to <models>/cache, so a restarted container skips compiling."""
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    create_engine("torch", model, EngineOptions(device="cpu", batch_size=1), models_dir=tmp_path)
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "inductor")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/elsewhere")  # the user's own setting wins
+    create_engine("torch", model, EngineOptions(device="cpu", batch_size=1), models_dir=tmp_path)
+    assert os.environ["TRITON_CACHE_DIR"] == "/elsewhere"
