@@ -115,8 +115,9 @@ def test_half_precision_keeps_the_final_linear_layers_in_float32(model, fp32_hea
 
 def test_compiled_kernels_are_cached_beside_the_weights(model, tmp_path, monkeypatch):
     """Triton's and Inductor's caches go to <models>/cache, so a restarted container skips compiling."""
-    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+        monkeypatch.setenv(name, "")  # recorded, so what the engine sets is undone after the test
+        monkeypatch.delenv(name)
     create_engine("torch", model, EngineOptions(device="cpu", batch_size=1), models_dir=tmp_path)
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "inductor")
