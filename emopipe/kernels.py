@@ -18,8 +18,11 @@ runs the same kernels for tests.
 from __future__ import annotations
 
 import functools
+import logging
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 _ELEMENTS_PER_PROGRAM = 8192
 
@@ -34,11 +37,28 @@ def triton_installed() -> bool:
 
 
 def applicable(*tensors: torch.Tensor) -> bool:
-    """Whether the kernels can take these tensors: CUDA (or Triton's CPU interpreter), dense channels_last."""
+    """Whether the kernels take these tensors: CUDA, dense channels_last, and Triton working there."""
     if not triton_installed() or torch.compiler.is_compiling():
         return False
-    return all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) for t in tensors) and \
-        all(t.is_cuda for t in tensors)
+    if not all(t.is_cuda and t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) for t in tensors):
+        return False
+    return kernels_run_on(tensors[0].device)
+
+
+@functools.cache
+def kernels_run_on(device: torch.device) -> bool:
+    """Compile and run both kernels once on ``device`` (the first call, during warmup). Triton builds
+    its launchers with the system's C compiler and Python's headers: where that fails, say so once and
+    let the PyTorch expressions run instead of failing the run."""
+    try:
+        x = torch.zeros((1, 16, 2, 2), device=device).contiguous(memory_format=torch.channels_last)
+        ones = torch.ones(16, device=device)
+        add_residual_slice(affine_relu(x, ones, ones), x, torch.empty_like(x), 0, ones, ones)
+    except Exception as exc:  # any failure means: not here
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        logger.warning("Triton kernels do not run on %s (%s): the PyTorch path runs instead", device, reason)
+        return False
+    return True
 
 
 def _launch(rows: int, channels: int) -> tuple[tuple[int], int, int]:

@@ -31,3 +31,21 @@ def test_kernels_only_take_dense_channels_last_cuda_tensors():
     x = torch.rand(1, 8, 4, 4).contiguous(memory_format=torch.channels_last)
     assert not kernels.applicable(x)  # a CPU tensor: the PyTorch expressions run
     assert not kernels.applicable(torch.rand(1, 8, 4, 4, device="meta"))
+
+
+def test_a_triton_that_cannot_build_falls_back_with_one_warning(monkeypatch, caplog):
+    """A missing C compiler or Python headers makes Triton fail at its first launch: the run goes on."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.\nmore")
+
+    monkeypatch.setattr(kernels, "affine_relu", broken)
+    kernels.kernels_run_on.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="emopipe.kernels"):
+            assert not kernels.kernels_run_on(torch.device("cpu"))
+            assert not kernels.kernels_run_on(torch.device("cpu"))  # decided once
+    finally:
+        kernels.kernels_run_on.cache_clear()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ["Triton kernels do not run on cpu (Failed to find C compiler. Please specify via CC "
+                        "environment variable.): the PyTorch path runs instead"]
