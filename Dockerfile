@@ -30,7 +30,7 @@ RUN pip install --no-cache-dir .
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
 # libGL and GLib: OpenCV's wheel links against them. A C compiler and Python's headers: Triton builds
-# its kernel launchers when `--compile` first runs.
+# its kernel launchers at first use (EmoNet's glue kernels; `--compile`), cached in the models volume.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 libgl1 libglib2.0-0t64 gcc libc6-dev python3-dev \
