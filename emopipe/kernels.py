@@ -69,6 +69,12 @@ def _launch(rows: int, channels: int) -> tuple[tuple[int], int, int]:
     return (triton.cdiv(rows, block_rows),), block_rows, block_channels
 
 
+def _dense_channels_last(*tensors: torch.Tensor) -> None:
+    # the kernels index rows × channels; any other layout would be read wrongly, not fail
+    if not all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) for t in tensors):
+        raise ValueError("the glue kernels take dense channels_last N×C×H×W tensors")
+
+
 def _rows(t: torch.Tensor) -> int:
     n, _, h, w = t.shape
     return n * h * w
@@ -78,6 +84,7 @@ def affine_relu(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> to
     """relu(x · scale + shift) per channel; x dense channels_last N×C×H×W, scale and shift C values."""
     from ._triton_kernels import affine_relu_kernel
 
+    _dense_channels_last(x)
     y = torch.empty_like(x, memory_format=torch.channels_last)
     grid, block_rows, block_channels = _launch(_rows(x), x.shape[1])
     affine_relu_kernel[grid](x, scale, shift, y, _rows(x), x.shape[1],
@@ -91,8 +98,10 @@ def add_residual_slice(y: torch.Tensor, residual: torch.Tensor, out: torch.Tenso
     also returns relu(y · scale + shift). All dense channels_last; out shaped like residual."""
     from ._triton_kernels import residual_slice_kernel
 
-    if out.shape != residual.shape or out.stride() != residual.stride():
-        raise ValueError("out must be laid out like the residual")
+    _dense_channels_last(y, residual, out)
+    if out.shape != residual.shape or y.shape[0] != residual.shape[0] or y.shape[2:] != residual.shape[2:] \
+            or first_channel + y.shape[1] > residual.shape[1]:
+        raise ValueError("y must fit into channels [first, first + C) of the residual, and out be shaped like it")
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else y  # (unused without act)
     grid, block_rows, block_channels = _launch(_rows(y), y.shape[1])

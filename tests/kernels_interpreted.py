@@ -38,12 +38,14 @@ def check_residual_slices() -> None:
     torch.testing.assert_close(out, torch.cat((a, b, c), dim=1) + x, rtol=1e-3, atol=1e-3)  # every slot written
     want = torch.addcmul(shift.view(1, -1, 1, 1), a, scale.view(1, -1, 1, 1)).clamp_(min=0)
     torch.testing.assert_close(act, want, rtol=1e-3, atol=1e-3)
-    try:
-        kernels.add_residual_slice(a, x, torch.empty_like(x).contiguous(), 0)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("an output laid out unlike the residual must be refused")
+    for bad in ((a, x, x.contiguous(), 0),  # out not channels_last
+                (a.contiguous(), x, out, 0),  # y not channels_last: its rows would be read wrongly
+                (b, x, out, 224)):  # past the residual's last channel
+        try:
+            kernels.add_residual_slice(*bad)
+        except ValueError:
+            continue
+        raise AssertionError("a layout or slice the kernel cannot take must be refused")
 
 
 def check_network() -> None:
