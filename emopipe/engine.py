@@ -70,7 +70,7 @@ class EngineOptions:
             landmarks=self.landmarks,
             fuse=self.fuse,
             fp32_head=self.fp32_head,
-            kernels=self.kernels,
+            kernels=self.kernels and cuda,  # (Triton kernels run on CUDA only: say so in reports)
             compile=self.compile,
         )
 

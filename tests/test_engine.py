@@ -24,6 +24,7 @@ def test_cpu_defaults_are_the_exact_path():
     assert (o.precision, o.channels_last, o.cuda_graphs, o.cudnn_benchmark) == ("fp32", False, False, True)
     fast = EngineOptions().resolved(torch.device("cuda"))
     assert (fast.precision, fast.channels_last, fast.cuda_graphs) == ("fp16", True, True)
+    assert fast.kernels and not o.kernels  # the Triton glue kernels: CUDA only, and reported so
     # half precision on the CPU runs NHWC: oneDNN's fp16/bf16 convolutions need it (NCHW fp16 is a slow loop)
     for precision in ("fp16", "bf16"):
         assert EngineOptions(precision=precision).resolved(torch.device("cpu")).channels_last
