@@ -43,3 +43,38 @@ def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, ac
         shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
         act = tl.maximum(y * scale + shift, 0.0)
         tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def max_pool2x2_kernel(x_ptr, y_ptr, rows, channels, out_width, out_pixels,
+                       BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+    """y = 2×2 max pool with stride 2 (even H and W); rows are y's pixels. NaN propagates, as in PyTorch."""
+    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
+    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
+    inside = (r < rows) & (c < channels)
+    n, pixel = r // out_pixels, r % out_pixels
+    i, j = pixel // out_width, pixel % out_width
+    in_width = 2 * out_width
+    top_left = (n * 4 * out_pixels + 2 * i * in_width + 2 * j) * channels + c
+    nan = tl.PropagateNan.ALL
+    m = tl.maximum(tl.load(x_ptr + top_left, mask=inside), tl.load(x_ptr + top_left + channels, mask=inside),
+                   propagate_nan=nan)
+    below = top_left + in_width * channels
+    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside), propagate_nan=nan)
+    m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside), propagate_nan=nan)
+    tl.store(y_ptr + r * channels + c, m, mask=inside)
+
+
+@triton.jit
+def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, rows, channels, width, pixels,
+                         BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+    """out = up + nearest_upsample×2(low); rows are up's pixels, low has half of up's height and width."""
+    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
+    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
+    inside = (r < rows) & (c < channels)
+    n, pixel = r // pixels, r % pixels
+    y, x = pixel // width, pixel % width
+    low_row = n * (pixels // 4) + (y // 2) * (width // 2) + x // 2
+    up = tl.load(up_ptr + r * channels + c, mask=inside, other=0.0).to(tl.float32)
+    low = tl.load(low_ptr + low_row * channels + c, mask=inside, other=0.0).to(tl.float32)
+    tl.store(out_ptr + r * channels + c, (up + low).to(out_ptr.dtype.element_ty), mask=inside)

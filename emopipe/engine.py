@@ -43,6 +43,7 @@ class EngineOptions:
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
     kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.kernels)
+    branch_streams: bool = True  # fused network on CUDA: hourglass branches run concurrently (side streams)
     compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
@@ -71,6 +72,7 @@ class EngineOptions:
             fuse=self.fuse,
             fp32_head=self.fp32_head,
             kernels=self.kernels and cuda,  # (Triton kernels run on CUDA only: say so in reports)
+            branch_streams=self.branch_streams and cuda,  # (streams are a CUDA notion, likewise)
             compile=self.compile,
         )
 
@@ -190,7 +192,7 @@ class TorchEngine:
             # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)
             from .fusion import fuse
 
-            model = fuse(model, use_kernels=self.options.kernels)
+            model = fuse(model, use_kernels=self.options.kernels, branch_streams=self.options.branch_streams)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
         if fused and self.options.fp32_head:
@@ -220,6 +222,7 @@ class TorchEngine:
             "fuse": str(o.fuse).lower(),
             "fp32_head": str(o.fp32_head).lower(),
             "kernels": str(o.kernels).lower(),
+            "branch_streams": str(o.branch_streams).lower(),
             "compile": str(o.compile or "off"),
             "classes": str(self.num_classes),
         }

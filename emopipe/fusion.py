@@ -18,13 +18,22 @@ the arithmetic beyond floating-point rounding:
 * a ReLU applied straight to a convolution's output runs inside the convolution on CUDA
   (cuDNN's fused convolution + bias + activation, :class:`ConvReLU`); :func:`fuse_conv_relu` does
   the same for any traceable network (the S3FD detector's 19 pairs).
+
+One rewrite changes the schedule, not the arithmetic: on CUDA each hourglass level's upper branch
+(``b1_L``, which needs only the level's input) runs on a side stream of its own, concurrently with the
+lower branch (pool, ``b2_L``, the levels below, ``b3_L``), and so do the stem blocks' downsampled
+residuals beside their convolutions — :class:`SideStreams`. At small batches one block's kernels
+fill few of the GPU's SMs, so independent branches run side by side instead of in turn; the kernels
+and their inputs are the same, so the outputs are bit-identical.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import logging
+from collections.abc import Iterator
 
 import torch
 import torch.fx as fx
@@ -121,10 +130,56 @@ def fuse_conv_relu(network: nn.Module) -> fx.GraphModule:
     return graph
 
 
+class SideStreams:
+    """Side CUDA streams, one per concurrent branch, for work that may run beside the current stream.
+
+    Memory stays safe across streams: a branch's input is marked as used on the side stream, and its
+    result as used on the stream that joins it, so the caching allocator reuses neither block before
+    both streams are done with it. Inside a CUDA graph capture, the fork and the join become edges of
+    the graph: the branches are captured as parallel nodes.
+    """
+
+    def __init__(self) -> None:
+        self._streams: dict[tuple[torch.device, int | str], torch.cuda.Stream] = {}
+
+    @staticmethod
+    def apply_to(x: torch.Tensor) -> bool:
+        """Whether work on ``x`` can fork onto side streams: CUDA, outside a torch.compile trace."""
+        return x.is_cuda and not torch.compiler.is_compiling()
+
+    def stream(self, device: torch.device, branch: int | str) -> torch.cuda.Stream:
+        key = (device, branch)
+        if key not in self._streams:
+            self._streams[key] = torch.cuda.Stream(device)
+        return self._streams[key]
+
+    @contextlib.contextmanager
+    def branch(self, x: torch.Tensor, branch: int | str) -> Iterator[torch.cuda.Stream]:
+        """Queue the body's work on side stream ``branch`` once ``x`` is ready; :meth:`join` its result."""
+        main = torch.cuda.current_stream(x.device)
+        side = self.stream(x.device, branch)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            yield side
+        x.record_stream(side)
+
+    @staticmethod
+    def join(y: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:
+        """``y`` (made on ``side``), usable on the current stream from here on."""
+        main = torch.cuda.current_stream(y.device)
+        main.wait_stream(side)
+        y.record_stream(main)
+        return y
+
+    def __deepcopy__(self, memo: dict) -> SideStreams:
+        return SideStreams()  # streams belong to a process and a device, not to a copy of the network
+
+
 class FusedConvBlock(nn.Module):
-    def __init__(self, block: ConvBlock, use_kernels: bool = True) -> None:
+    def __init__(self, block: ConvBlock, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
         super().__init__()
         self.kernels = use_kernels
+        self.side_streams = side_streams  # CUDA: the downsampled residual beside the three convolutions
         self.act1, self.act2, self.act3 = (AffineReLU(bn, use_kernels) for bn in (block.bn1, block.bn2, block.bn3))
         self.conv1, self.conv2, self.conv3 = block.conv1, block.conv2, block.conv3
         self.downsample = None
@@ -147,33 +202,62 @@ class FusedConvBlock(nn.Module):
 
     def _forward_kernels(self, x: torch.Tensor) -> torch.Tensor:
         """The same, with each residual slice written by the kernel that also prepares the next input."""
-        residual = x if self.downsample is None else self.downsample(x)
-        out = torch.empty_like(residual)
+        side = None
+        if self.downsample is None:
+            residual = x
+        elif self.side_streams is not None and SideStreams.apply_to(x):
+            with self.side_streams.branch(x, "downsample") as side:
+                residual = self.downsample(x)
+        else:
+            residual = self.downsample(x)
         a = self.conv1(self.act1(x))
+        if side is not None:
+            residual = SideStreams.join(residual, side)
+        out = torch.empty_like(residual)
         b = self.conv2(kernels.add_residual_slice(a, residual, out, 0, self.act2.scale, self.act2.shift))
         c = self.conv3(kernels.add_residual_slice(b, residual, out, a.shape[1], self.act3.scale, self.act3.shift))
         kernels.add_residual_slice(c, residual, out, a.shape[1] + b.shape[1])
         return out
 
 
-def _add_upsampled(up: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
-    """up + nearest_upsample×2(low), through a broadcast view (no upsampled tensor in memory)."""
+def _add_upsampled(up: torch.Tensor, low: torch.Tensor, use_kernels: bool) -> torch.Tensor:
+    """up + nearest_upsample×2(low), with no upsampled tensor in memory: one Triton pass on CUDA, else
+    through a broadcast view."""
+    if use_kernels and kernels.applicable(up, low):
+        return kernels.add_upsampled(up, low)
     n, c, h, w = up.shape
     return (up.view(n, c, h // 2, 2, w // 2, 2) + low.view(n, c, h // 2, 1, w // 2, 1)).view(n, c, h, w)
 
 
+def _max_pool(x: torch.Tensor, use_kernels: bool) -> torch.Tensor:
+    """2×2 max pool, stride 2: one Triton pass on CUDA (PyTorch's channels_last pool is ~4× off bandwidth)."""
+    if use_kernels and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0 and kernels.applicable(x):
+        return kernels.max_pool2x2(x)
+    return F.max_pool2d(x, 2, stride=2)
+
+
 class FusedHourGlass(nn.Module):
-    def __init__(self, hourglass: HourGlass, make_block=FusedConvBlock) -> None:
+    def __init__(self, hourglass: HourGlass, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
         super().__init__()
+        self.kernels = use_kernels
+        make_block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
         self.depth = hourglass.depth
         self.blocks = nn.ModuleDict({name: make_block(block) for name, block in hourglass.named_children()})
+        self.side_streams = side_streams  # CUDA: each level's upper branch beside its lower one
 
     def _level(self, level: int, t: torch.Tensor) -> torch.Tensor:
-        up = self.blocks[f"b1_{level}"](t)
-        low = self.blocks[f"b2_{level}"](F.max_pool2d(t, 2, stride=2))
+        concurrent = self.side_streams is not None and SideStreams.apply_to(t)
+        if concurrent:
+            with self.side_streams.branch(t, level) as side:
+                up = self.blocks[f"b1_{level}"](t)
+        else:
+            up = self.blocks[f"b1_{level}"](t)
+        low = self.blocks[f"b2_{level}"](_max_pool(t, self.kernels))
         low = self._level(level - 1, low) if level > 1 else self.blocks["b2_plus_1"](low)
         low = self.blocks[f"b3_{level}"](low)
-        return _add_upsampled(up, low)
+        if concurrent:
+            up = SideStreams.join(up, side)
+        return _add_upsampled(up, low, self.kernels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._level(self.depth, x)
@@ -182,10 +266,12 @@ class FusedHourGlass(nn.Module):
 class FusedEmoNet(nn.Module):
     """EmoNet for inference only, with the rewrites above. Build it with :func:`fuse`."""
 
-    def __init__(self, model: EmoNet, use_kernels: bool = True) -> None:
+    def __init__(self, model: EmoNet, use_kernels: bool = True, branch_streams: bool = True) -> None:
         super().__init__()
         model = copy.deepcopy(model).eval()
-        block = functools.partial(FusedConvBlock, use_kernels=use_kernels)
+        side_streams = SideStreams() if branch_streams else None
+        block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
+        self.kernels = use_kernels
         self.num_classes = model.num_classes
         self.labels = model.labels
         _fold_into(model.conv1, model.bn1)
@@ -198,7 +284,7 @@ class FusedEmoNet(nn.Module):
         for i in range(model.num_stacks):
             last = model.get_submodule(f"conv_last{i}")
             _fold_into(last, model.get_submodule(f"bn_end{i}"))
-            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), block))
+            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams))
             self.tops.append(block(model.get_submodule(f"top_m_{i}")))
             self.lasts.append(ConvReLU(last))
             self.heads.append(model.get_submodule(f"l{i}"))
@@ -211,7 +297,7 @@ class FusedEmoNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> EmotionOutput:
         x = self.stem(x)
-        x = F.max_pool2d(self.conv2(x), 2, stride=2)
+        x = _max_pool(self.conv2(x), self.kernels)
         x = self.conv4(self.conv3(x))
         previous, features, heatmap = x, [], x
         last = len(self.hourglasses) - 1
@@ -232,7 +318,7 @@ class FusedEmoNet(nn.Module):
             torch.mul(f, mask, out=emotion_input[:, i * c:(i + 1) * c])
         y = self.emotion_input(emotion_input)
         for block in self.emotion_blocks:
-            y = F.max_pool2d(block(y), 2, stride=2)
+            y = _max_pool(block(y), self.kernels)
         pooled = F.adaptive_avg_pool2d(y, 1).flatten(1).to(self.fc1.weight.dtype)
         y = self.fc2(F.relu(self.fc1(pooled)))
         k = self.num_classes
@@ -254,7 +340,8 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
         else torch.contiguous_format
 
 
-def fuse(model: EmoNet, use_kernels: bool = True) -> FusedEmoNet:
+def fuse(model: EmoNet, use_kernels: bool = True, branch_streams: bool = True) -> FusedEmoNet:
     """An inference-only copy of ``model`` computing the same function with fewer memory passes;
-    ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`)."""
-    return FusedEmoNet(model, use_kernels).eval().requires_grad_(False)
+    ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`);
+    ``branch_streams``: on CUDA, the hourglasses' independent branches run concurrently (:class:`SideStreams`)."""
+    return FusedEmoNet(model, use_kernels, branch_streams).eval().requires_grad_(False)

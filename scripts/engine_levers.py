@@ -31,6 +31,8 @@ VARIANTS: dict[str, dict] = {
     "fp16-cl-graph-fuse": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True),
     "fp16-cl-graph-fuse-nokernels": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                          kernels=False),
+    "fp16-cl-graph-fuse-nostreams": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
+                                         branch_streams=False),
     "bf16-cl-graph-fuse": dict(precision="bf16", channels_last=True, cuda_graphs=True, fuse=True),
     "fp16-cl-fuse-compile": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                  compile="default"),

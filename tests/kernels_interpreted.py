@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import torch
+import torch.nn.functional as F
 from checkpoints import random_state
 
 from emopipe import kernels
@@ -48,28 +49,56 @@ def check_residual_slices() -> None:
         raise AssertionError("a layout or slice the kernel cannot take must be refused")
 
 
+def check_pool_and_upsample() -> None:
+    for channels, dtype in ((256, torch.float16), (68, torch.float32), (3, torch.float16)):
+        x = channels_last(2, channels, 6, 10, dtype=dtype)
+        x[0, 0, 0, 0], x[1, 1 % channels, 5, 9] = float("nan"), float("-inf")  # NaN propagates, as in PyTorch
+        got = kernels.max_pool2x2(x)
+        assert got.is_contiguous(memory_format=torch.channels_last) and got.shape == (2, channels, 3, 5)
+        torch.testing.assert_close(got, F.max_pool2d(x, 2, stride=2), rtol=0, atol=0, equal_nan=True)
+        low = channels_last(2, channels, 3, 5, dtype=dtype)
+        want = x + F.interpolate(low.float(), scale_factor=2, mode="nearest").to(dtype)
+        torch.testing.assert_close(kernels.add_upsampled(x, low), want, rtol=0, atol=0, equal_nan=True)
+    for bad in (lambda: kernels.max_pool2x2(channels_last(1, 8, 5, 4)),  # odd height
+                lambda: kernels.max_pool2x2(torch.randn(1, 8, 4, 4)),  # not channels_last
+                lambda: kernels.add_upsampled(channels_last(1, 8, 4, 4), channels_last(1, 8, 4, 4)),  # not half size
+                lambda: kernels.add_upsampled(channels_last(1, 8, 4, 4), channels_last(1, 8, 2, 2).half())):
+        try:
+            bad()
+        except ValueError:
+            continue
+        raise AssertionError("a shape or layout the kernel cannot take must be refused")
+
+
 def check_network() -> None:
     """The whole fused network on the kernels (forced on CPU tensors) computes the reference function."""
     reference = build_emonet(random_state(8, seed=5))
-    calls = []
-    original = kernels.add_residual_slice
+    calls: dict[str, int] = {}
 
-    def counted(*args, **kw):
-        calls.append(1)
-        return original(*args, **kw)
+    def counted(name):
+        original = getattr(kernels, name)
+
+        def call(*args, **kw):
+            calls[name] = calls.get(name, 0) + 1
+            return original(*args, **kw)
+        return call
 
     kernels.applicable = lambda *tensors: all(t.is_contiguous(memory_format=torch.channels_last) for t in tensors)
-    kernels.add_residual_slice = counted
+    for name in ("add_residual_slice", "max_pool2x2", "add_upsampled"):
+        setattr(kernels, name, counted(name))
     fused = fuse(reference).to(memory_format=torch.channels_last)
     x = torch.rand(1, 3, 256, 256)
     with torch.inference_mode():
         want = reference(x)
         got = fused(x.contiguous(memory_format=torch.channels_last))
-    assert len(calls) == 35 * 3, len(calls)  # three slices in each of the 35 blocks
+    # three slices in each of the 35 blocks; every 2×2 pool (stem, 4 per hourglass, 4 in the emotion head);
+    # the 4 upsampled adds of each hourglass
+    assert calls == {"add_residual_slice": 35 * 3, "max_pool2x2": 1 + 2 * 4 + 4, "add_upsampled": 2 * 4}, calls
     for name in ("expression", "valence", "arousal", "heatmap"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=2e-5, rtol=1e-4)
 
 
 if __name__ == "__main__":
-    {"affine_relu": check_affine_relu, "slices": check_residual_slices, "network": check_network}[sys.argv[1]]()
+    {"affine_relu": check_affine_relu, "slices": check_residual_slices,
+     "pool_upsample": check_pool_and_upsample, "network": check_network}[sys.argv[1]]()
     print("ok")

@@ -25,6 +25,7 @@ def test_cpu_defaults_are_the_exact_path():
     fast = EngineOptions().resolved(torch.device("cuda"))
     assert (fast.precision, fast.channels_last, fast.cuda_graphs) == ("fp16", True, True)
     assert fast.kernels and not o.kernels  # the Triton glue kernels: CUDA only, and reported so
+    assert fast.branch_streams and not o.branch_streams  # concurrent branches: CUDA streams, likewise
     # half precision on the CPU runs NHWC: oneDNN's fp16/bf16 convolutions need it (NCHW fp16 is a slow loop)
     for precision in ("fp16", "bf16"):
         assert EngineOptions(precision=precision).resolved(torch.device("cpu")).channels_last
