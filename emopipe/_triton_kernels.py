@@ -56,12 +56,11 @@ def max_pool2x2_kernel(x_ptr, y_ptr, rows, channels, out_width, out_pixels,
     i, j = pixel // out_width, pixel % out_width
     in_width = 2 * out_width
     top_left = (n * 4 * out_pixels + 2 * i * in_width + 2 * j) * channels + c
-    nan = tl.PropagateNan.ALL
     m = tl.maximum(tl.load(x_ptr + top_left, mask=inside), tl.load(x_ptr + top_left + channels, mask=inside),
-                   propagate_nan=nan)
+                   propagate_nan=tl.PropagateNan.ALL)
     below = top_left + in_width * channels
-    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside), propagate_nan=nan)
-    m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside), propagate_nan=nan)
+    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside), propagate_nan=tl.PropagateNan.ALL)
     tl.store(y_ptr + r * channels + c, m, mask=inside)
 
 

@@ -27,6 +27,43 @@ def test_kernels_under_tritons_interpreter(check):
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
+CONSTEXPRS = {"BLOCK_ROWS": 32, "BLOCK_CHANNELS": 256, "WITH_ACT": True}
+
+
+@needs_triton
+@pytest.mark.parametrize("capability", [80, 90])  # A100, H100/H200
+def test_kernels_compile_for_the_gpu(capability):
+    """Triton's interpreter runs Python, not the compiler: what only the compiler refuses (a value that
+    must be a compile-time constant, say) shows here, compiled to a cubin for the GPU without one."""
+    import inspect
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from emopipe import _triton_kernels
+
+    compiled = []
+    for name, kernel in vars(_triton_kernels).items():
+        if not isinstance(kernel, triton.runtime.JITFunction):
+            continue
+        signature = {}
+        for arg in inspect.signature(kernel.fn).parameters:
+            if arg in CONSTEXPRS:
+                signature[arg] = "constexpr"
+            elif arg.endswith("_ptr"):
+                signature[arg] = "*fp32" if arg.startswith(("scale", "shift")) else "*fp16"
+            else:
+                signature[arg] = "i32"
+        constexprs = {k: v for k, v in CONSTEXPRS.items() if k in signature}
+        binary = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
+                                target=GPUTarget("cuda", capability, 32))
+        assert binary.asm["cubin"], name
+        compiled.append(name)
+    assert sorted(compiled) == ["add_upsampled_kernel", "affine_relu_kernel", "max_pool2x2_kernel",
+                                "residual_slice_kernel"]
+
+
 def test_kernels_only_take_dense_channels_last_cuda_tensors():
     x = torch.rand(1, 8, 4, 4).contiguous(memory_format=torch.channels_last)
     assert not kernels.applicable(x)  # a CPU tensor: the PyTorch expressions run
