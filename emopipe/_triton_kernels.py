@@ -20,7 +20,7 @@ def affine_relu_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, rows, channels,
     x = tl.load(x_ptr + r * channels + c, mask=inside, other=0.0).to(tl.float32)
     scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
     shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-    y = tl.maximum(x * scale + shift, 0.0)
+    y = tl.maximum(x * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
     tl.store(y_ptr + r * channels + c, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
@@ -41,14 +41,15 @@ def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, ac
     if WITH_ACT:
         scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
         shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        act = tl.maximum(y * scale + shift, 0.0)
+        act = tl.maximum(y * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
         tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
-def max_pool2x2_kernel(x_ptr, y_ptr, rows, channels, out_width, out_pixels,
-                       BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
-    """y = 2×2 max pool with stride 2 (even H and W); rows are y's pixels. NaN propagates, as in PyTorch."""
+def max_pool2x2_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, act_ptr, rows, channels, out_width, out_pixels,
+                       WITH_ACT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+    """y = 2×2 max pool with stride 2 (even H and W); rows are y's pixels. NaN propagates, as in PyTorch.
+    With WITH_ACT also act = relu(y · scale + shift), the next convolution's input, from the same values."""
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)
@@ -62,12 +63,18 @@ def max_pool2x2_kernel(x_ptr, y_ptr, rows, channels, out_width, out_pixels,
     m = tl.maximum(m, tl.load(x_ptr + below, mask=inside), propagate_nan=tl.PropagateNan.ALL)
     m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside), propagate_nan=tl.PropagateNan.ALL)
     tl.store(y_ptr + r * channels + c, m, mask=inside)
+    if WITH_ACT:
+        scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
+        shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
+        act = tl.maximum(m.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
+        tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
-def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, rows, channels, width, pixels,
-                         BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
-    """out = up + nearest_upsample×2(low); rows are up's pixels, low has half of up's height and width."""
+def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr, rows, channels, width, pixels,
+                         WITH_ACT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+    """out = up + nearest_upsample×2(low); rows are up's pixels, low has half of up's height and width.
+    With WITH_ACT also act = relu(out · scale + shift), computed from out as stored (rounded)."""
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)
@@ -76,4 +83,26 @@ def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, rows, channels, width, pixels
     low_row = n * (pixels // 4) + (y // 2) * (width // 2) + x // 2
     up = tl.load(up_ptr + r * channels + c, mask=inside, other=0.0).to(tl.float32)
     low = tl.load(low_ptr + low_row * channels + c, mask=inside, other=0.0).to(tl.float32)
-    tl.store(out_ptr + r * channels + c, (up + low).to(out_ptr.dtype.element_ty), mask=inside)
+    out = (up + low).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + r * channels + c, out, mask=inside)
+    if WITH_ACT:
+        scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
+        shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
+        act = tl.maximum(out.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
+        tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def attention_input_kernel(x_ptr, f0_ptr, f1_ptr, mask_ptr, out_ptr, rows, channels,
+                           BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+    """out = concat(x, f0 · mask, f1 · mask) along channels; mask holds one value per pixel (row)."""
+    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
+    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
+    inside = (r < rows) & (c < channels)
+    narrow, wide = r * channels + c, r * 3 * channels + c
+    m = tl.load(mask_ptr + r, mask=r < rows, other=0.0).to(tl.float32)
+    tl.store(out_ptr + wide, tl.load(x_ptr + narrow, mask=inside), mask=inside)
+    f0 = tl.load(f0_ptr + narrow, mask=inside, other=0.0).to(tl.float32)
+    tl.store(out_ptr + wide + channels, (f0 * m).to(out_ptr.dtype.element_ty), mask=inside)
+    f1 = tl.load(f1_ptr + narrow, mask=inside, other=0.0).to(tl.float32)
+    tl.store(out_ptr + wide + 2 * channels, (f1 * m).to(out_ptr.dtype.element_ty), mask=inside)

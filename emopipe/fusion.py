@@ -12,6 +12,7 @@ the arithmetic beyond floating-point rounding:
 * the hourglass's ``up + nearest_upsample(low)`` adds through a broadcast view instead of
   materialising the upsampled tensor;
 * the attention concat writes its parts into one preallocated buffer;
+* each 1×1 convolution with a bias is a matrix product with the bias in its epilogue (:class:`PointwiseConv`);
 * on CUDA with Triton (:mod:`emopipe.kernels`), each BatchNorm + ReLU is one pass instead of two,
   and each slice of the residual add also writes the next convolution's BatchNorm + ReLU input from
   the same read;
@@ -100,6 +101,27 @@ class ConvReLU(nn.Module):
         return F.relu(c(x))
 
 
+class PointwiseConv(nn.Module):
+    """A 1×1 convolution with bias, on channels_last input, as one matrix product with the bias added in
+    its epilogue (cuBLASLt on CUDA): cuDNN adds a convolution's bias in a pass of its own over the output.
+    A channels_last N×C×H×W tensor is an (N·H·W)×C matrix in memory, so no data moves to get there."""
+
+    def __init__(self, conv: nn.Conv2d) -> None:
+        super().__init__()
+        if conv.kernel_size != (1, 1) or conv.stride != (1, 1) or conv.padding != (0, 0) or conv.groups != 1 \
+                or conv.bias is None:
+            raise ValueError("PointwiseConv takes 1×1 convolutions with a bias, stride 1, no padding, no groups")
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.is_contiguous(memory_format=torch.channels_last) or x.shape[1] == 1:
+            return self.conv(x)
+        n, c, h, w = x.shape
+        weight = self.conv.weight.view(self.conv.out_channels, c)
+        y = F.linear(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weight, self.conv.bias)
+        return y.view(n, h, w, -1).permute(0, 3, 1, 2)  # N×C×H×W, channels_last in memory
+
+
 def fuse_conv_relu(network: nn.Module) -> fx.GraphModule:
     """``network`` traced with torch.fx, each convolution whose only use is a ReLU turned into a
     :class:`ConvReLU`. Parameters are shared with ``network``, not copied."""
@@ -186,10 +208,12 @@ class FusedConvBlock(nn.Module):
         if block.downsample is not None:
             self.downsample = nn.Sequential(AffineReLU(block.downsample[0], use_kernels), block.downsample[2])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prepared: torch.Tensor | None = None) -> torch.Tensor:
+        """``prepared``: relu(bn1(x)), where the kernel that produced x wrote it too (see :meth:`prepares`)."""
+        first = self.act1(x) if prepared is None else prepared
         if self.kernels and kernels.applicable(x):
-            return self._forward_kernels(x)
-        a = self.conv1(self.act1(x))
+            return self._forward_kernels(x, first)
+        a = self.conv1(first)
         b = self.conv2(self.act2(a))
         c = self.conv3(self.act3(b))
         residual = x if self.downsample is None else self.downsample(x)
@@ -200,7 +224,11 @@ class FusedConvBlock(nn.Module):
         torch.add(c, residual[:, hb:], out=out[:, hb:])
         return out
 
-    def _forward_kernels(self, x: torch.Tensor) -> torch.Tensor:
+    def prepares(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scale and shift of relu(bn1(x)), for the kernel producing x to write it in the same pass."""
+        return self.act1.scale, self.act1.shift
+
+    def _forward_kernels(self, x: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
         """The same, with each residual slice written by the kernel that also prepares the next input."""
         side = None
         if self.downsample is None:
@@ -210,7 +238,7 @@ class FusedConvBlock(nn.Module):
                 residual = self.downsample(x)
         else:
             residual = self.downsample(x)
-        a = self.conv1(self.act1(x))
+        a = self.conv1(first)
         if side is not None:
             residual = SideStreams.join(residual, side)
         out = torch.empty_like(residual)
@@ -220,20 +248,25 @@ class FusedConvBlock(nn.Module):
         return out
 
 
-def _add_upsampled(up: torch.Tensor, low: torch.Tensor, use_kernels: bool) -> torch.Tensor:
-    """up + nearest_upsample×2(low), with no upsampled tensor in memory: one Triton pass on CUDA, else
-    through a broadcast view."""
+Prepared = tuple[torch.Tensor, torch.Tensor | None]  # a result, and its consumer's relu(bn1(·)) when written
+
+
+def _add_upsampled(up: torch.Tensor, low: torch.Tensor, use_kernels: bool,
+                   consumer: FusedConvBlock | None = None) -> Prepared:
+    """up + nearest_upsample×2(low), with no upsampled tensor in memory: one Triton pass on CUDA (which
+    also writes ``consumer``'s first BatchNorm + ReLU), else through a broadcast view."""
     if use_kernels and kernels.applicable(up, low):
-        return kernels.add_upsampled(up, low)
+        return kernels.add_upsampled(up, low, *(consumer.prepares() if consumer is not None else ()))
     n, c, h, w = up.shape
-    return (up.view(n, c, h // 2, 2, w // 2, 2) + low.view(n, c, h // 2, 1, w // 2, 1)).view(n, c, h, w)
+    return (up.view(n, c, h // 2, 2, w // 2, 2) + low.view(n, c, h // 2, 1, w // 2, 1)).view(n, c, h, w), None
 
 
-def _max_pool(x: torch.Tensor, use_kernels: bool) -> torch.Tensor:
-    """2×2 max pool, stride 2: one Triton pass on CUDA (PyTorch's channels_last pool is ~4× off bandwidth)."""
+def _max_pool(x: torch.Tensor, use_kernels: bool, consumer: FusedConvBlock | None = None) -> Prepared:
+    """2×2 max pool, stride 2: one Triton pass on CUDA (PyTorch's channels_last pool is ~4× off bandwidth),
+    which also writes ``consumer``'s first BatchNorm + ReLU."""
     if use_kernels and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0 and kernels.applicable(x):
-        return kernels.max_pool2x2(x)
-    return F.max_pool2d(x, 2, stride=2)
+        return kernels.max_pool2x2(x, *(consumer.prepares() if consumer is not None else ()))
+    return F.max_pool2d(x, 2, stride=2), None
 
 
 class FusedHourGlass(nn.Module):
@@ -245,22 +278,24 @@ class FusedHourGlass(nn.Module):
         self.blocks = nn.ModuleDict({name: make_block(block) for name, block in hourglass.named_children()})
         self.side_streams = side_streams  # CUDA: each level's upper branch beside its lower one
 
-    def _level(self, level: int, t: torch.Tensor) -> torch.Tensor:
+    def _level(self, level: int, t: torch.Tensor, consumer: FusedConvBlock | None) -> Prepared:
         concurrent = self.side_streams is not None and SideStreams.apply_to(t)
         if concurrent:
             with self.side_streams.branch(t, level) as side:
                 up = self.blocks[f"b1_{level}"](t)
         else:
             up = self.blocks[f"b1_{level}"](t)
-        low = self.blocks[f"b2_{level}"](_max_pool(t, self.kernels))
-        low = self._level(level - 1, low) if level > 1 else self.blocks["b2_plus_1"](low)
-        low = self.blocks[f"b3_{level}"](low)
+        b2, b3 = self.blocks[f"b2_{level}"], self.blocks[f"b3_{level}"]
+        low = b2(*_max_pool(t, self.kernels, b2))
+        low = self._level(level - 1, low, b3) if level > 1 else (self.blocks["b2_plus_1"](low), None)
+        low = b3(*low)
         if concurrent:
             up = SideStreams.join(up, side)
-        return _add_upsampled(up, low, self.kernels)
+        return _add_upsampled(up, low, self.kernels, consumer)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._level(self.depth, x)
+    def forward(self, x: torch.Tensor, consumer: FusedConvBlock | None = None) -> Prepared:
+        """The hourglass's output, and ``consumer``'s relu(bn1(output)) where the last kernel wrote it."""
+        return self._level(self.depth, x, consumer)
 
 
 class FusedEmoNet(nn.Module):
@@ -287,38 +322,44 @@ class FusedEmoNet(nn.Module):
             self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams))
             self.tops.append(block(model.get_submodule(f"top_m_{i}")))
             self.lasts.append(ConvReLU(last))
-            self.heads.append(model.get_submodule(f"l{i}"))
-        self.bl0, self.al0 = model.bl0, model.al0
-        self.emotion_input = model.conv1x1_input_emo_2
+            self.heads.append(PointwiseConv(model.get_submodule(f"l{i}")))
+        self.bl0, self.al0 = PointwiseConv(model.bl0), PointwiseConv(model.al0)
+        self.emotion_input = PointwiseConv(model.conv1x1_input_emo_2)
         self.emotion_blocks = nn.ModuleList(block(m) for m in model.emo_net_2 if isinstance(m, ConvBlock))
         fc = model.emo_fc_2
         _fold_into(fc[0], fc[1])
         self.fc1, self.fc2 = fc[0], fc[3]
 
+    def _attention_input(self, x: torch.Tensor, features: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+        """concat(x, f_0 · mask, f_1 · mask), written part by part into one buffer (one pass on CUDA)."""
+        if self.kernels and len(features) == 2 and kernels.applicable(x, *features):
+            return kernels.attention_input(x, *features, mask)
+        n, c, h, w = x.shape
+        out = torch.empty((n, c * (1 + len(features)), h, w), dtype=x.dtype, device=x.device,
+                          memory_format=_format_of(x))
+        out[:, :c] = x
+        for i, f in enumerate(features, 1):
+            torch.mul(f, mask, out=out[:, i * c:(i + 1) * c])
+        return out
+
     def forward(self, x: torch.Tensor) -> EmotionOutput:
         x = self.stem(x)
-        x = _max_pool(self.conv2(x), self.kernels)
-        x = self.conv4(self.conv3(x))
+        x = self.conv4(self.conv3(*_max_pool(self.conv2(x), self.kernels, self.conv3)))
         previous, features, heatmap = x, [], x
         last = len(self.hourglasses) - 1
         for i, (hourglass, top, conv_last, head) in enumerate(zip(self.hourglasses, self.tops, self.lasts,
                                                                   self.heads)):
-            f = conv_last(top(hourglass(previous)))  # ReLU included
+            f = conv_last(top(*hourglass(previous, top)))  # ReLU included
             heatmap = head(f)
             if i < last:
                 f = self.bl0(f)
                 previous = previous + f + self.al0(heatmap)
             features.append(f)
         mask = heatmap.sum(dim=1, keepdim=True)
-        n, c, h, w = x.shape
-        emotion_input = torch.empty((n, c * (1 + len(features)), h, w), dtype=x.dtype, device=x.device,
-                                    memory_format=_format_of(x))
-        emotion_input[:, :c] = x
-        for i, f in enumerate(features, 1):
-            torch.mul(f, mask, out=emotion_input[:, i * c:(i + 1) * c])
-        y = self.emotion_input(emotion_input)
-        for block in self.emotion_blocks:
-            y = _max_pool(block(y), self.kernels)
+        y = self.emotion_input(self._attention_input(x, features, mask))
+        prepared = None
+        for block, after in zip(self.emotion_blocks, [*self.emotion_blocks[1:], None]):
+            y, prepared = _max_pool(block(y, prepared), self.kernels, after)
         pooled = F.adaptive_avg_pool2d(y, 1).flatten(1).to(self.fc1.weight.dtype)
         y = self.fc2(F.relu(self.fc1(pooled)))
         k = self.num_classes

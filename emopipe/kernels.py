@@ -9,7 +9,10 @@ memory of its own in PyTorch (``addcmul`` then ``clamp_``: two reads, two writes
   read of ``a``, the next convolution's input ``relu(bn2(a))``;
 * :func:`max_pool2x2` and :func:`add_upsampled` (the hourglass's ``up + nearest_upsample×2(low)``):
   one read and one write each, where PyTorch's channels_last max pool and broadcast add run at a
-  fraction of the memory bandwidth (and take ~10 µs a call at batch 1).
+  fraction of the memory bandwidth (and take ~10 µs a call at batch 1); each can also write, from the
+  same values, the BatchNorm + ReLU input of the one block that consumes its result;
+* :func:`attention_input` — the emotion branch's input ``concat(x, f0 · mask, f1 · mask)`` in one
+  pass (PyTorch: a copy and two broadcast multiplies).
 
 The arithmetic is the same expression in float32, rounded once (PyTorch rounds the affine result
 before the ReLU), so results agree with :mod:`emopipe.fusion`'s PyTorch path to the last bit or one
@@ -57,7 +60,9 @@ def kernels_run_on(device: torch.device) -> bool:
         x = torch.zeros((1, 16, 2, 2), device=device).contiguous(memory_format=torch.channels_last)
         ones = torch.ones(16, device=device)
         add_residual_slice(affine_relu(x, ones, ones), x, torch.empty_like(x), 0, ones, ones)
-        add_upsampled(x, max_pool2x2(x))
+        pooled, _ = max_pool2x2(x, ones, ones)
+        add_upsampled(x, pooled, ones, ones)
+        attention_input(x, x, x, x[:, :1])
     except Exception as exc:  # any failure means: not here
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         logger.warning("Triton kernels do not run on %s (%s): the PyTorch path runs instead", device, reason)
@@ -120,22 +125,29 @@ def _even_size(x: torch.Tensor) -> None:
         raise ValueError(f"2×2 pooling and upsampling here take even heights and widths, got {tuple(x.shape)}")
 
 
-def max_pool2x2(x: torch.Tensor) -> torch.Tensor:
-    """F.max_pool2d(x, 2, stride=2) for a dense channels_last x of even height and width."""
+def max_pool2x2(x: torch.Tensor, scale: torch.Tensor | None = None,
+                shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """F.max_pool2d(x, 2, stride=2) for a dense channels_last x of even height and width; with scale and
+    shift, also relu(pooled · scale + shift) (else None)."""
     from ._triton_kernels import max_pool2x2_kernel
 
     _dense_channels_last(x)
     _even_size(x)
     n, c, h, w = x.shape
     y = torch.empty((n, c, h // 2, w // 2), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    with_act = scale is not None
+    act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else None
     grid, block_rows, block_channels = _launch(_rows(y), c)
-    max_pool2x2_kernel[grid](x, y, _rows(y), c, w // 2, (h // 2) * (w // 2),
+    max_pool2x2_kernel[grid](x, y, scale if with_act else y, shift if with_act else y, act if with_act else y,
+                             _rows(y), c, w // 2, (h // 2) * (w // 2), WITH_ACT=with_act,
                              BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
-    return y
+    return y, act
 
 
-def add_upsampled(up: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
-    """up + nearest_upsample×2(low); both dense channels_last, low half of up's height and width."""
+def add_upsampled(up: torch.Tensor, low: torch.Tensor, scale: torch.Tensor | None = None,
+                  shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """up + nearest_upsample×2(low); both dense channels_last, low half of up's height and width. With
+    scale and shift, also relu(sum · scale + shift) (else None)."""
     from ._triton_kernels import add_upsampled_kernel
 
     _dense_channels_last(up, low)
@@ -144,7 +156,27 @@ def add_upsampled(up: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
     if tuple(low.shape) != (n, c, h // 2, w // 2) or low.dtype != up.dtype:
         raise ValueError(f"low must be {(n, c, h // 2, w // 2)} {up.dtype}, got {tuple(low.shape)} {low.dtype}")
     out = torch.empty_like(up, memory_format=torch.channels_last)
+    with_act = scale is not None
+    act = torch.empty_like(out, memory_format=torch.channels_last) if with_act else None
     grid, block_rows, block_channels = _launch(_rows(up), c)
-    add_upsampled_kernel[grid](up, low, out, _rows(up), c, w, h * w,
+    add_upsampled_kernel[grid](up, low, out, scale if with_act else out, shift if with_act else out,
+                               act if with_act else out, _rows(up), c, w, h * w, WITH_ACT=with_act,
                                BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+    return out, act
+
+
+def attention_input(x: torch.Tensor, f0: torch.Tensor, f1: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """concat(x, f0 · mask, f1 · mask) along channels in one pass; x, f0, f1 dense channels_last of one
+    shape, mask N×1×H×W (the attention over the landmark heatmaps)."""
+    from ._triton_kernels import attention_input_kernel
+
+    _dense_channels_last(x, f0, f1)
+    n, c, h, w = x.shape
+    if f0.shape != x.shape or f1.shape != x.shape or tuple(mask.shape) != (n, 1, h, w) \
+            or len({x.dtype, f0.dtype, f1.dtype, mask.dtype}) != 1:
+        raise ValueError("x, f0 and f1 must share shape and dtype, and mask be N×1×H×W of that dtype")
+    out = torch.empty((n, 3 * c, h, w), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    grid, block_rows, block_channels = _launch(_rows(x), c)
+    attention_input_kernel[grid](x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c,
+                                 BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
     return out

@@ -7,7 +7,8 @@ EmoNet (random official-format weights) on 64 random crops through the product's
 differences of probabilities, valence and arousal, and how many slices the kernels wrote per batch.
 Then ``branch_streams`` on and off (fp16, CUDA graphs, batches of 1 and 64, 20 different inputs
 each; a race between the streams inside a replay would show as a difference): the outputs must
-be bit-identical.
+be bit-identical. Last, CUDA graph replay against the eager engine (uint8 and float crops, landmarks
+on): bit-identical too.
 """
 
 from __future__ import annotations
@@ -62,6 +63,19 @@ def main() -> int:
                 for a, b in zip(runs[True], runs[False]) for name in ("probabilities", "valence", "arousal"))
         identical &= d == 0.0
         print(f"fp16 CUDA graphs b{batch}: branch streams on vs off, 20 inputs, max |Δ| {d:g}")
+    # CUDA graph replay (input converted by one kernel, outputs packed into one host copy) against the
+    # same engine settings without graphs: uint8 and float crops, with landmarks
+    engines = {on: TorchEngine(model, EngineOptions(device="cuda", batch_size=8, cuda_graphs=on, landmarks=True))
+               for on in (True, False)}
+    for engine in engines.values():
+        engine.warmup()
+    floats = torch.rand(8, 3, 256, 256, generator=torch.Generator().manual_seed(7)).cuda()
+    for crops in (floats, (floats * 255).to(torch.uint8)):
+        a, b = engines[True].infer(crops), engines[False].infer(crops)
+        d = max(float((getattr(a, name) - getattr(b, name)).abs().max())
+                for name in ("probabilities", "valence", "arousal", "landmarks"))
+        identical &= d == 0.0 and a.landmarks.shape == b.landmarks.shape == (8, 68, 2)
+        print(f"fp16 b8 {crops.dtype}: CUDA graph vs eager, with landmarks, max |Δ| {d:g}")
     return 0 if worst <= 1 and identical else 1
 
 

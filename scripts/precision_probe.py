@@ -30,8 +30,11 @@ class Float32Island(nn.Module):
         super().__init__()
         self.module = module.float()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.module(x.float()).to(x.dtype)
+    def forward(self, x: torch.Tensor, *_: object) -> torch.Tensor | tuple[torch.Tensor, None]:
+        # (a block's precomputed first BatchNorm + ReLU, or a consumer to precompute it for, is not used:
+        # the part recomputes its own in float32)
+        out = self.module(x.float())
+        return (out[0].to(x.dtype), None) if isinstance(out, tuple) else out.to(x.dtype)
 
 
 PARTS = {  # name → attribute paths of FusedEmoNet to run in float32

@@ -21,11 +21,13 @@ def channels_last(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tens
 def check_affine_relu() -> None:
     for channels, dtype in ((64, torch.float32), (128, torch.float16), (256, torch.float16), (3, torch.float32)):
         x = channels_last(2, channels, 5, 7, dtype=dtype)
+        x[1, -1, 4, 6] = float("nan")  # stays NaN through the ReLU, as in PyTorch (clamp propagates it)
         scale, shift = torch.randn(channels).to(dtype), torch.randn(channels).to(dtype)
         want = torch.addcmul(shift.view(1, -1, 1, 1), x, scale.view(1, -1, 1, 1)).clamp_(min=0)
         got = kernels.affine_relu(x, scale, shift)
         assert got.is_contiguous(memory_format=torch.channels_last) and got.dtype == dtype
-        torch.testing.assert_close(got, want, rtol=1e-3 if dtype == torch.float16 else 1e-6, atol=1e-6)
+        torch.testing.assert_close(got, want, rtol=1e-3 if dtype == torch.float16 else 1e-6, atol=1e-6,
+                                   equal_nan=True)
 
 
 def check_residual_slices() -> None:
@@ -49,16 +51,32 @@ def check_residual_slices() -> None:
         raise AssertionError("a layout or slice the kernel cannot take must be refused")
 
 
+def affine_relu_reference(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    return torch.addcmul(shift.view(1, -1, 1, 1), x, scale.view(1, -1, 1, 1)).clamp_(min=0)
+
+
 def check_pool_and_upsample() -> None:
     for channels, dtype in ((256, torch.float16), (68, torch.float32), (3, torch.float16)):
         x = channels_last(2, channels, 6, 10, dtype=dtype)
         x[0, 0, 0, 0], x[1, 1 % channels, 5, 9] = float("nan"), float("-inf")  # NaN propagates, as in PyTorch
-        got = kernels.max_pool2x2(x)
-        assert got.is_contiguous(memory_format=torch.channels_last) and got.shape == (2, channels, 3, 5)
-        torch.testing.assert_close(got, F.max_pool2d(x, 2, stride=2), rtol=0, atol=0, equal_nan=True)
+        scale, shift = torch.rand(channels) + 0.5, torch.randn(channels)
+        got, none = kernels.max_pool2x2(x)
+        assert none is None and got.is_contiguous(memory_format=torch.channels_last)
+        want = F.max_pool2d(x, 2, stride=2)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        got, act = kernels.max_pool2x2(x, scale, shift)  # with the consumer's BatchNorm + ReLU
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(act, affine_relu_reference(want, scale, shift).to(dtype), rtol=1e-3, atol=1e-3,
+                                   equal_nan=True)
         low = channels_last(2, channels, 3, 5, dtype=dtype)
         want = x + F.interpolate(low.float(), scale_factor=2, mode="nearest").to(dtype)
-        torch.testing.assert_close(kernels.add_upsampled(x, low), want, rtol=0, atol=0, equal_nan=True)
+        got, none = kernels.add_upsampled(x, low)
+        assert none is None
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        got, act = kernels.add_upsampled(x, low, scale, shift)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(act, affine_relu_reference(want, scale, shift).to(dtype), rtol=1e-3, atol=1e-3,
+                                   equal_nan=True)
     for bad in (lambda: kernels.max_pool2x2(channels_last(1, 8, 5, 4)),  # odd height
                 lambda: kernels.max_pool2x2(torch.randn(1, 8, 4, 4)),  # not channels_last
                 lambda: kernels.add_upsampled(channels_last(1, 8, 4, 4), channels_last(1, 8, 4, 4)),  # not half size
@@ -68,6 +86,20 @@ def check_pool_and_upsample() -> None:
         except ValueError:
             continue
         raise AssertionError("a shape or layout the kernel cannot take must be refused")
+
+
+def check_attention_input() -> None:
+    x, f0, f1 = (channels_last(2, 64, 4, 6, dtype=torch.float16) for _ in range(3))
+    mask = torch.randn(2, 68, 4, 6).half().contiguous(memory_format=torch.channels_last).sum(dim=1, keepdim=True)
+    want = torch.cat((x, f0 * mask, f1 * mask), dim=1)
+    got = kernels.attention_input(x, f0, f1, mask)
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    try:
+        kernels.attention_input(x, f0, f1[:, :32].contiguous(memory_format=torch.channels_last), mask)
+    except ValueError:
+        return
+    raise AssertionError("features of another shape must be refused")
 
 
 def check_network() -> None:
@@ -84,7 +116,7 @@ def check_network() -> None:
         return call
 
     kernels.applicable = lambda *tensors: all(t.is_contiguous(memory_format=torch.channels_last) for t in tensors)
-    for name in ("add_residual_slice", "max_pool2x2", "add_upsampled"):
+    for name in ("add_residual_slice", "max_pool2x2", "add_upsampled", "attention_input"):
         setattr(kernels, name, counted(name))
     fused = fuse(reference).to(memory_format=torch.channels_last)
     x = torch.rand(1, 3, 256, 256)
@@ -92,13 +124,15 @@ def check_network() -> None:
         want = reference(x)
         got = fused(x.contiguous(memory_format=torch.channels_last))
     # three slices in each of the 35 blocks; every 2×2 pool (stem, 4 per hourglass, 4 in the emotion head);
-    # the 4 upsampled adds of each hourglass
-    assert calls == {"add_residual_slice": 35 * 3, "max_pool2x2": 1 + 2 * 4 + 4, "add_upsampled": 2 * 4}, calls
+    # the 4 upsampled adds of each hourglass; the emotion branch's input
+    assert calls == {"add_residual_slice": 35 * 3, "max_pool2x2": 1 + 2 * 4 + 4, "add_upsampled": 2 * 4,
+                     "attention_input": 1}, calls
     for name in ("expression", "valence", "arousal", "heatmap"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=2e-5, rtol=1e-4)
 
 
 if __name__ == "__main__":
     {"affine_relu": check_affine_relu, "slices": check_residual_slices,
-     "pool_upsample": check_pool_and_upsample, "network": check_network}[sys.argv[1]]()
+     "pool_upsample": check_pool_and_upsample, "attention": check_attention_input,
+     "network": check_network}[sys.argv[1]]()
     print("ok")

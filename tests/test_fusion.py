@@ -7,7 +7,7 @@ import torch
 from conftest import random_state
 
 from emopipe.emonet import build_emonet
-from emopipe.fusion import ConvReLU, FusedEmoNet, fuse, fuse_conv_relu
+from emopipe.fusion import ConvReLU, FusedEmoNet, PointwiseConv, fuse, fuse_conv_relu
 
 
 @pytest.mark.parametrize("classes", [8, 5])
@@ -79,3 +79,17 @@ def test_conv_relu_on_cuda_matches_conv_then_relu():
 def test_conv_relu_refuses_padding_it_cannot_pass_to_cudnn():
     with pytest.raises(ValueError, match="zero padding"):
         ConvReLU(torch.nn.Conv2d(3, 3, 3, padding=1, padding_mode="reflect"))
+
+
+def test_pointwise_conv_is_the_convolution_as_a_matrix_product():
+    conv = torch.nn.Conv2d(24, 40, 1).eval()
+    layer = PointwiseConv(conv)
+    x = torch.randn(3, 24, 5, 7)
+    with torch.inference_mode():
+        want = conv(x)
+        got = layer(x.contiguous(memory_format=torch.channels_last))  # the matrix-product path
+        assert got.is_contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(layer(x), want)  # NCHW input: the convolution itself
+    with pytest.raises(ValueError, match="1×1"):
+        PointwiseConv(torch.nn.Conv2d(24, 40, 3))

@@ -18,7 +18,7 @@ needs_triton = pytest.mark.skipif(not kernels.triton_installed(), reason="Triton
 
 
 @needs_triton
-@pytest.mark.parametrize("check", ["affine_relu", "slices", "pool_upsample", "network"])
+@pytest.mark.parametrize("check", ["affine_relu", "slices", "pool_upsample", "attention", "network"])
 def test_kernels_under_tritons_interpreter(check):
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
@@ -60,8 +60,8 @@ def test_kernels_compile_for_the_gpu(capability):
                                 target=GPUTarget("cuda", capability, 32))
         assert binary.asm["cubin"], name
         compiled.append(name)
-    assert sorted(compiled) == ["add_upsampled_kernel", "affine_relu_kernel", "max_pool2x2_kernel",
-                                "residual_slice_kernel"]
+    assert sorted(compiled) == ["add_upsampled_kernel", "affine_relu_kernel", "attention_input_kernel",
+                                "max_pool2x2_kernel", "residual_slice_kernel"]
 
 
 def test_kernels_only_take_dense_channels_last_cuda_tensors():
