@@ -27,9 +27,6 @@ from .errors import UsageError
 logger = logging.getLogger(__name__)
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-# Up to this static batch the fused network runs its latency schedule (emopipe.fusion.FusedConvBlock):
-# the extra convolutions fill SMs a small batch leaves idle; at large batches they would cost throughput.
-LATENCY_SCHEDULE_MAX_BATCH = 4
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,6 @@ class EngineOptions:
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
     kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.kernels)
     branch_streams: bool = True  # fused network on CUDA: hourglass branches run concurrently (side streams)
-    latency_schedule: bool | None = None  # fused network on CUDA: shorter critical path; on for batch ≤ 4
     compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
@@ -78,8 +74,6 @@ class EngineOptions:
             fp32_head=self.fp32_head,
             kernels=self.kernels and cuda,  # (Triton kernels run on CUDA only: say so in reports)
             branch_streams=self.branch_streams and cuda,  # (streams are a CUDA notion, likewise)
-            latency_schedule=(self.batch_size <= LATENCY_SCHEDULE_MAX_BATCH if self.latency_schedule is None
-                              else self.latency_schedule) and cuda and self.kernels and self.branch_streams,
             compile=self.compile,
         )
 
@@ -199,8 +193,7 @@ class TorchEngine:
             # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)
             from .fusion import fuse
 
-            model = fuse(model, use_kernels=self.options.kernels, branch_streams=self.options.branch_streams,
-                         latency_schedule=bool(self.options.latency_schedule))
+            model = fuse(model, use_kernels=self.options.kernels, branch_streams=self.options.branch_streams)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
         if fused and self.options.fp32_head:
@@ -231,7 +224,6 @@ class TorchEngine:
             "fp32_head": str(o.fp32_head).lower(),
             "kernels": str(o.kernels).lower(),
             "branch_streams": str(o.branch_streams).lower(),
-            "latency_schedule": str(o.latency_schedule).lower(),
             "compile": str(o.compile or "off"),
             "classes": str(self.num_classes),
         }

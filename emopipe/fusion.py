@@ -84,13 +84,6 @@ class AffineReLU(nn.Module):
         return torch.addcmul(self.shift, x, self.scale).clamp_(min=0)
 
 
-def _folded_conv_relu(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> ConvReLU:
-    """relu(bn(conv(x))) as one convolution: a copy of ``conv`` with ``bn`` folded in, ReLU inside cuDNN."""
-    folded = copy.deepcopy(conv)
-    _fold_into(folded, bn)
-    return ConvReLU(folded)
-
-
 class ConvReLU(nn.Module):
     """relu(conv(x)) as one cuDNN call on CUDA (the activation is applied before the result is
     written, so the separate ReLU pass over the output disappears); conv then ReLU elsewhere."""
@@ -169,31 +162,28 @@ class SideStreams:
     """
 
     def __init__(self) -> None:
-        self._streams: dict[tuple[torch.device, int, int | str], torch.cuda.Stream] = {}
+        self._streams: dict[tuple[torch.device, int | str], torch.cuda.Stream] = {}
 
     @staticmethod
     def apply_to(x: torch.Tensor) -> bool:
         """Whether work on ``x`` can fork onto side streams: CUDA, outside a torch.compile trace."""
         return x.is_cuda and not torch.compiler.is_compiling()
 
-    def stream(self, parent: torch.cuda.Stream, branch: int | str) -> torch.cuda.Stream:
-        # one side stream per (parent, branch): branches forked from concurrent parents stay independent
-        key = (parent.device, parent.stream_id, branch)
+    def stream(self, device: torch.device, branch: int | str) -> torch.cuda.Stream:
+        key = (device, branch)
         if key not in self._streams:
-            self._streams[key] = torch.cuda.Stream(parent.device)
+            self._streams[key] = torch.cuda.Stream(device)
         return self._streams[key]
 
     @contextlib.contextmanager
-    def branch(self, x: torch.Tensor, branch: int | str, *used: torch.Tensor) -> Iterator[torch.cuda.Stream]:
-        """Queue the body's work on side stream ``branch`` once ``x`` (and all queued work) is ready; the
-        tensors in ``used`` are read or written there too. :meth:`join` its result."""
+    def branch(self, x: torch.Tensor, branch: int | str) -> Iterator[torch.cuda.Stream]:
+        """Queue the body's work on side stream ``branch`` once ``x`` is ready; :meth:`join` its result."""
         main = torch.cuda.current_stream(x.device)
-        side = self.stream(main, branch)
+        side = self.stream(x.device, branch)
         side.wait_stream(main)
         with torch.cuda.stream(side):
             yield side
-        for t in (x, *used):
-            t.record_stream(side)
+        x.record_stream(side)
 
     @staticmethod
     def join(y: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:
@@ -203,27 +193,12 @@ class SideStreams:
         y.record_stream(main)
         return y
 
-    @staticmethod
-    def wait(device: torch.device, *sides: torch.cuda.Stream) -> None:
-        """The current stream waits for everything queued on ``sides`` so far."""
-        main = torch.cuda.current_stream(device)
-        for side in sides:
-            main.wait_stream(side)
-
     def __deepcopy__(self, memo: dict) -> SideStreams:
         return SideStreams()  # streams belong to a process and a device, not to a copy of the network
 
 
 class FusedConvBlock(nn.Module):
-    """A ConvBlock for inference. With ``latency_schedule`` (small batches, CUDA, Triton, side streams;
-    blocks without a downsampled residual), conv1 and conv2 each also run a second time with the next
-    BatchNorm folded in and the ReLU inside cuDNN's call, which makes the next convolution's input
-    directly: the chain conv1 → conv2 → conv3 no longer waits for the residual-slice kernels, which run
-    beside it on side streams from the raw outputs. Twice the FLOPs of conv1 and conv2, on SMs a small
-    batch leaves idle; the same function up to fp16 rounding of the folded weights."""
-
-    def __init__(self, block: ConvBlock, use_kernels: bool = True, side_streams: SideStreams | None = None,
-                 latency_schedule: bool = False) -> None:
+    def __init__(self, block: ConvBlock, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
         super().__init__()
         self.kernels = use_kernels
         self.side_streams = side_streams  # CUDA: the downsampled residual beside the three convolutions
@@ -232,17 +207,11 @@ class FusedConvBlock(nn.Module):
         self.downsample = None
         if block.downsample is not None:
             self.downsample = nn.Sequential(AffineReLU(block.downsample[0], use_kernels), block.downsample[2])
-        self.conv1_act2 = self.conv2_act3 = None
-        if latency_schedule and use_kernels and side_streams is not None and block.downsample is None:
-            self.conv1_act2, self.conv2_act3 = (_folded_conv_relu(conv, bn) for conv, bn in
-                                                ((block.conv1, block.bn2), (block.conv2, block.bn3)))
 
     def forward(self, x: torch.Tensor, prepared: torch.Tensor | None = None) -> torch.Tensor:
         """``prepared``: relu(bn1(x)), where the kernel that produced x wrote it too (see :meth:`prepares`)."""
         first = self.act1(x) if prepared is None else prepared
         if self.kernels and kernels.applicable(x):
-            if self.conv1_act2 is not None and SideStreams.apply_to(x):
-                return self._forward_latency(x, first)
             return self._forward_kernels(x, first)
         a = self.conv1(first)
         b = self.conv2(self.act2(a))
@@ -278,21 +247,6 @@ class FusedConvBlock(nn.Module):
         kernels.add_residual_slice(c, residual, out, a.shape[1] + b.shape[1])
         return out
 
-    def _forward_latency(self, x: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
-        """The latency schedule: the critical path is conv1' → conv2' → conv3 → the last slice."""
-        assert self.side_streams is not None and self.conv1_act2 is not None and self.conv2_act3 is not None
-        out = torch.empty_like(x)
-        half, quarter = self.conv1.out_channels, self.conv2.out_channels
-        with self.side_streams.branch(first, "raw1", x, out) as side1:
-            kernels.add_residual_slice(self.conv1(first), x, out, 0)
-        act2 = self.conv1_act2(first)
-        with self.side_streams.branch(act2, "raw2", x, out) as side2:
-            kernels.add_residual_slice(self.conv2(act2), x, out, half)
-        c = self.conv3(self.conv2_act3(act2))
-        kernels.add_residual_slice(c, x, out, half + quarter)
-        self.side_streams.wait(x.device, side1, side2)
-        return out
-
 
 Prepared = tuple[torch.Tensor, torch.Tensor | None]  # a result, and its consumer's relu(bn1(·)) when written
 
@@ -316,12 +270,10 @@ def _max_pool(x: torch.Tensor, use_kernels: bool, consumer: FusedConvBlock | Non
 
 
 class FusedHourGlass(nn.Module):
-    def __init__(self, hourglass: HourGlass, use_kernels: bool = True, side_streams: SideStreams | None = None,
-                 latency_schedule: bool = False) -> None:
+    def __init__(self, hourglass: HourGlass, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
         super().__init__()
         self.kernels = use_kernels
-        make_block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams,
-                                       latency_schedule=latency_schedule)
+        make_block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
         self.depth = hourglass.depth
         self.blocks = nn.ModuleDict({name: make_block(block) for name, block in hourglass.named_children()})
         self.side_streams = side_streams  # CUDA: each level's upper branch beside its lower one
@@ -349,13 +301,11 @@ class FusedHourGlass(nn.Module):
 class FusedEmoNet(nn.Module):
     """EmoNet for inference only, with the rewrites above. Build it with :func:`fuse`."""
 
-    def __init__(self, model: EmoNet, use_kernels: bool = True, branch_streams: bool = True,
-                 latency_schedule: bool = False) -> None:
+    def __init__(self, model: EmoNet, use_kernels: bool = True, branch_streams: bool = True) -> None:
         super().__init__()
         model = copy.deepcopy(model).eval()
         side_streams = SideStreams() if branch_streams else None
-        block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams,
-                                  latency_schedule=latency_schedule)
+        block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
         self.kernels = use_kernels
         self.num_classes = model.num_classes
         self.labels = model.labels
@@ -369,8 +319,7 @@ class FusedEmoNet(nn.Module):
         for i in range(model.num_stacks):
             last = model.get_submodule(f"conv_last{i}")
             _fold_into(last, model.get_submodule(f"bn_end{i}"))
-            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams,
-                                                   latency_schedule))
+            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams))
             self.tops.append(block(model.get_submodule(f"top_m_{i}")))
             self.lasts.append(ConvReLU(last))
             self.heads.append(PointwiseConv(model.get_submodule(f"l{i}")))
@@ -432,10 +381,8 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
         else torch.contiguous_format
 
 
-def fuse(model: EmoNet, use_kernels: bool = True, branch_streams: bool = True,
-         latency_schedule: bool = False) -> FusedEmoNet:
+def fuse(model: EmoNet, use_kernels: bool = True, branch_streams: bool = True) -> FusedEmoNet:
     """An inference-only copy of ``model`` computing the same function with fewer memory passes;
     ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`);
-    ``branch_streams``: on CUDA, the hourglasses' independent branches run concurrently (:class:`SideStreams`);
-    ``latency_schedule``: for small batches, shorten each block's critical path (:class:`FusedConvBlock`)."""
-    return FusedEmoNet(model, use_kernels, branch_streams, latency_schedule).eval().requires_grad_(False)
+    ``branch_streams``: on CUDA, the hourglasses' independent branches run concurrently (:class:`SideStreams`)."""
+    return FusedEmoNet(model, use_kernels, branch_streams).eval().requires_grad_(False)
