@@ -197,6 +197,7 @@ class PipelineSettings:
     pin_memory: bool = True  # CUDA: frames reach the GPU through page-locked buffers (asynchronous copies)
     copy_stream: bool = True  # CUDA: those copies run on a side stream, beside the kernels already queued
     overlap: bool = True  # detect batch k+1 on the device while the host finishes batch k (when frames are waiting)
+    gil_switch_interval_s: float = 0.0005  # CUDA: how soon a thread back from C code (decoding, a GPU wait) runs
     # Live sources: the GPU thread always gets the newest frame (one waiting is replaced: dropped and
     # counted, never queued), and a partial face batch runs once its oldest face waited max_wait_s.
     live: bool = False
@@ -409,7 +410,7 @@ class Pipeline:
             torch.set_num_threads(min(threads, 2))
             # The GPU thread releases the GIL at every wait on the GPU; with the default 5 ms switch
             # interval it can then wait that long to get it back from the reader or writer thread.
-            sys.setswitchinterval(0.0005)
+            sys.setswitchinterval(self.settings.gil_switch_interval_s)
         reader = threading.Thread(target=self._read, name="emopipe-reader", daemon=True)
         writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
         reader.start()

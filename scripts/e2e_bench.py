@@ -100,10 +100,12 @@ ABLATION = (  # (row, detector, pipeline settings)
     ("uploads on the main stream", "fused", {"copy_stream": False}),
     ("pageable uploads", "fused", {"pin_memory": False}),
     ("S3FD conv+ReLU not fused", "unfused", {}),
+    ("GIL switch interval 0.1 ms (default 0.5)", "fused", {"gil_switch_interval_s": 0.0001}),
+    ("GIL switch interval 5 ms (Python's own)", "fused", {"gil_switch_interval_s": 0.005}),
 )
 
 
-def run_emopipe(video: Path, detector, engine, out: Path, **settings: bool) -> dict:
+def run_emopipe(video: Path, detector, engine, out: Path, **settings: bool | float) -> dict:
     source = open_source(video)
     writer = open_writer(out, labels=engine.labels)
     sink = RecordSink(FaceRecorder(str(video), engine.labels), writer)
@@ -227,6 +229,8 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=1800)
     parser.add_argument("--reference-frames", type=int, default=300)
     parser.add_argument("--size", default="1280x720")
+    parser.add_argument("--rows", help="ablation rows to run (comma-separated, by the start of their names); "
+                        "default: all")
     parser.add_argument("--rss", action="store_true", help="also peak RSS at 300 vs 3000 frames (subprocesses)")
     parser.add_argument("--rss-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -257,8 +261,9 @@ def main() -> int:
     unfused = OracleS3FD(s3fd_network(), truth, device=torch.device(device), batch_size=8, fuse=False,
                          precision=fast_precision if fast_precision != "bf16" else "fp16")
     unfused.warmup(height, width)
+    rows = [row for row in ABLATION if not args.rows or any(row[0].startswith(w) for w in args.rows.split(","))]
     for round_ in (1, 2):
-        for name, chosen, settings in ABLATION:
+        for name, chosen, settings in rows:
             runner = unfused if chosen == "unfused" else detector
             runner.next = 0
             results[f"emopipe, S3FD, {name}, round {round_}"] = run_emopipe(
@@ -298,7 +303,7 @@ def main() -> int:
     print("| pipeline | frames | faces | s | frames/s | × reference | decode | detect | nms | crop | infer | write "
           "(stage seconds) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ablation = [f"emopipe, S3FD, {name}, round {r}" for r in (1, 2) for name, _, _ in ABLATION]
+    ablation = [f"emopipe, S3FD, {name}, round {r}" for r in (1, 2) for name, _, _ in rows]
     for name in ("emopipe, S3FD", *ablation, "emopipe, BlazeFace back", "reference-style, S3FD"):
         r = results[name]
         s = r["stage_seconds"]
