@@ -231,6 +231,7 @@ def main() -> int:
     parser.add_argument("--size", default="1280x720")
     parser.add_argument("--rows", help="ablation rows to run (comma-separated, by the start of their names); "
                         "default: all")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the ablation rows")
     parser.add_argument("--rss", action="store_true", help="also peak RSS at 300 vs 3000 frames (subprocesses)")
     parser.add_argument("--rss-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -262,7 +263,7 @@ def main() -> int:
                          precision=fast_precision if fast_precision != "bf16" else "fp16")
     unfused.warmup(height, width)
     rows = [row for row in ABLATION if not args.rows or any(row[0].startswith(w) for w in args.rows.split(","))]
-    for round_ in (1, 2):
+    for round_ in range(1, args.rounds + 1):
         for name, chosen, settings in rows:
             runner = unfused if chosen == "unfused" else detector
             runner.next = 0
@@ -303,7 +304,7 @@ def main() -> int:
     print("| pipeline | frames | faces | s | frames/s | × reference | decode | detect | nms | crop | infer | write "
           "(stage seconds) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ablation = [f"emopipe, S3FD, {name}, round {r}" for r in (1, 2) for name, _, _ in rows]
+    ablation = [f"emopipe, S3FD, {name}, round {r}" for r in range(1, args.rounds + 1) for name, _, _ in rows]
     for name in ("emopipe, S3FD", *ablation, "emopipe, BlazeFace back", "reference-style, S3FD"):
         r = results[name]
         s = r["stage_seconds"]
