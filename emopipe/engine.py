@@ -37,7 +37,6 @@ class EngineOptions:
     precision: str | None = None  # fp32 | fp16 | bf16; fp16 on CUDA, fp32 on CPU
     batch_size: int = 32
     cudnn_benchmark: bool = True
-    cudnn_benchmark_limit: int | None = None  # algorithms cuDNN times per convolution (None: PyTorch's 10; 0: all)
     channels_last: bool | None = None  # on for CUDA, and for fp16/bf16 on the CPU
     cuda_graphs: bool | None = None  # on for CUDA
     warmup: bool = True
@@ -65,7 +64,6 @@ class EngineOptions:
             precision=precision,
             batch_size=self.batch_size,
             cudnn_benchmark=self.cudnn_benchmark,
-            cudnn_benchmark_limit=self.cudnn_benchmark_limit,
             # on the CPU too for fp16/bf16: oneDNN's reduced-precision convolutions want NHWC; an NCHW
             # fp16 convolution falls back to a reference loop ~50× slower than fp32
             channels_last=(cuda or precision != "fp32") if self.channels_last is None else self.channels_last,
@@ -210,8 +208,6 @@ class TorchEngine:
     def _apply_backend_flags(self) -> None:
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
-            if self.options.cudnn_benchmark_limit is not None:
-                torch.backends.cudnn.benchmark_limit = self.options.cudnn_benchmark_limit
             torch.cuda.set_device(self.device)
 
     def info(self) -> dict[str, str]:
