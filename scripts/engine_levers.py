@@ -69,6 +69,8 @@ def _worker(name: str, batches: list[int], t0: float, iters: int) -> dict:
         engine.warmup()
     result["warmup_s"] = time.time() - t_warm
     result["start_to_ready_s"] = time.time() - t0
+    if torch.cuda.is_available():  # both engines, their graphs and the warmup's transients
+        result["peak_gpu_memory_mib"] = torch.cuda.max_memory_allocated() / 2**20
     for b, engine in engines.items():
         crops = torch.randint(0, 256, (b, 3, 256, 256), dtype=torch.uint8, device="cuda")
         host = []
