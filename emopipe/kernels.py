@@ -30,7 +30,8 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-_ELEMENTS_PER_PROGRAM = 8192
+_ELEMENTS_PER_PROGRAM = 8192  # per program (scripts/glue_kernel_tuning.py measures the choice)
+_NUM_WARPS = 4
 
 
 @functools.cache
@@ -70,12 +71,14 @@ def kernels_run_on(device: torch.device) -> bool:
     return True
 
 
-def _launch(rows: int, channels: int) -> tuple[tuple[int], int, int]:
+def _launch(rows: int, channels: int) -> tuple[tuple[int], dict[str, int]]:
+    """The grid and launch parameters for a rows × channels pass: all channels of a row in one program."""
     import triton
 
     block_channels = triton.next_power_of_2(channels)
     block_rows = max(1, _ELEMENTS_PER_PROGRAM // block_channels)
-    return (triton.cdiv(rows, block_rows),), block_rows, block_channels
+    return (triton.cdiv(rows, block_rows),), {"BLOCK_ROWS": block_rows, "BLOCK_CHANNELS": block_channels,
+                                              "num_warps": _NUM_WARPS}
 
 
 def _dense_channels_last(*tensors: torch.Tensor) -> None:
@@ -95,9 +98,8 @@ def affine_relu(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> to
 
     _dense_channels_last(x)
     y = torch.empty_like(x, memory_format=torch.channels_last)
-    grid, block_rows, block_channels = _launch(_rows(x), x.shape[1])
-    affine_relu_kernel[grid](x, scale, shift, y, _rows(x), x.shape[1],
-                             BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+    grid, launch = _launch(_rows(x), x.shape[1])
+    affine_relu_kernel[grid](x, scale, shift, y, _rows(x), x.shape[1], **launch)
     return y
 
 
@@ -113,10 +115,9 @@ def add_residual_slice(y: torch.Tensor, residual: torch.Tensor, out: torch.Tenso
         raise ValueError("y must fit into channels [first, first + C) of the residual, and out be shaped like it")
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else y  # (unused without act)
-    grid, block_rows, block_channels = _launch(_rows(y), y.shape[1])
+    grid, launch = _launch(_rows(y), y.shape[1])
     residual_slice_kernel[grid](y, residual, out, scale if with_act else y, shift if with_act else y, act,
-                                _rows(y), y.shape[1], residual.shape[1], first_channel, WITH_ACT=with_act,
-                                BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+                                _rows(y), y.shape[1], residual.shape[1], first_channel, WITH_ACT=with_act, **launch)
     return act if with_act else None
 
 
@@ -137,10 +138,9 @@ def max_pool2x2(x: torch.Tensor, scale: torch.Tensor | None = None,
     y = torch.empty((n, c, h // 2, w // 2), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else None
-    grid, block_rows, block_channels = _launch(_rows(y), c)
+    grid, launch = _launch(_rows(y), c)
     max_pool2x2_kernel[grid](x, y, scale if with_act else y, shift if with_act else y, act if with_act else y,
-                             _rows(y), c, w // 2, (h // 2) * (w // 2), WITH_ACT=with_act,
-                             BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+                             _rows(y), c, w // 2, (h // 2) * (w // 2), WITH_ACT=with_act, **launch)
     return y, act
 
 
@@ -158,10 +158,9 @@ def add_upsampled(up: torch.Tensor, low: torch.Tensor, scale: torch.Tensor | Non
     out = torch.empty_like(up, memory_format=torch.channels_last)
     with_act = scale is not None
     act = torch.empty_like(out, memory_format=torch.channels_last) if with_act else None
-    grid, block_rows, block_channels = _launch(_rows(up), c)
+    grid, launch = _launch(_rows(up), c)
     add_upsampled_kernel[grid](up, low, out, scale if with_act else out, shift if with_act else out,
-                               act if with_act else out, _rows(up), c, w, h * w, WITH_ACT=with_act,
-                               BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+                               act if with_act else out, _rows(up), c, w, h * w, WITH_ACT=with_act, **launch)
     return out, act
 
 
@@ -176,7 +175,6 @@ def attention_input(x: torch.Tensor, f0: torch.Tensor, f1: torch.Tensor, mask: t
             or len({x.dtype, f0.dtype, f1.dtype, mask.dtype}) != 1:
         raise ValueError("x, f0 and f1 must share shape and dtype, and mask be N×1×H×W of that dtype")
     out = torch.empty((n, 3 * c, h, w), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
-    grid, block_rows, block_channels = _launch(_rows(x), c)
-    attention_input_kernel[grid](x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c,
-                                 BLOCK_ROWS=block_rows, BLOCK_CHANNELS=block_channels)
+    grid, launch = _launch(_rows(x), c)
+    attention_input_kernel[grid](x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c, **launch)
     return out
