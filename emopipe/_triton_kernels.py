@@ -1,7 +1,9 @@
 """The Triton kernels behind :mod:`emopipe.kernels` (imported only where Triton is installed).
 
 Tensors are dense channels_last, seen as a [rows = N·H·W, channels] matrix; per-channel scale and
-shift are read in their own dtype and the arithmetic is float32, rounded once on the store.
+shift are read in their own dtype and the arithmetic is float32, rounded once on the store. With
+USE_PDL (Hopper and later), a kernel is launched as a programmatic dependent launch: it is scheduled
+while the kernel before it still runs, and waits for it before touching memory.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import triton.language as tl
 
 @triton.jit
 def affine_relu_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, rows, channels,
-                       BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+                       BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
     """y = relu(x · scale + shift), one read and one write."""
+    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+        tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)
@@ -27,10 +31,12 @@ def affine_relu_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, rows, channels,
 @triton.jit
 def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr, rows, channels,
                           total_channels, first_channel, WITH_ACT: tl.constexpr,
-                          BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+                          BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
     """out[:, first:first+C] = y + residual[:, first:first+C]; with WITH_ACT also act = relu(y · scale + shift).
 
     One read of y serves both: the block's output slice and the next convolution's input."""
+    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+        tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)
@@ -47,9 +53,12 @@ def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, ac
 
 @triton.jit
 def max_pool2x2_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, act_ptr, rows, channels, out_width, out_pixels,
-                       WITH_ACT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+                       WITH_ACT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr,
+                       USE_PDL: tl.constexpr = False):
     """y = 2×2 max pool with stride 2 (even H and W); rows are y's pixels. NaN propagates, as in PyTorch.
     With WITH_ACT also act = relu(y · scale + shift), the next convolution's input, from the same values."""
+    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+        tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)
@@ -72,9 +81,12 @@ def max_pool2x2_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, act_ptr, rows, channe
 
 @triton.jit
 def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr, rows, channels, width, pixels,
-                         WITH_ACT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+                         WITH_ACT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr,
+                         USE_PDL: tl.constexpr = False):
     """out = up + nearest_upsample×2(low); rows are up's pixels, low has half of up's height and width.
     With WITH_ACT also act = relu(out · scale + shift), computed from out as stored (rounded)."""
+    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+        tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)
@@ -94,8 +106,10 @@ def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr
 
 @triton.jit
 def attention_input_kernel(x_ptr, f0_ptr, f1_ptr, mask_ptr, out_ptr, rows, channels,
-                           BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr):
+                           BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
     """out = concat(x, f0 · mask, f1 · mask) along channels; mask holds one value per pixel (row)."""
+    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+        tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
     inside = (r < rows) & (c < channels)

@@ -71,14 +71,30 @@ def kernels_run_on(device: torch.device) -> bool:
     return True
 
 
-def _launch(rows: int, channels: int) -> tuple[tuple[int], dict[str, int]]:
+def _launch(rows: int, channels: int, device: torch.device) -> tuple[tuple[int], dict[str, int | bool]]:
     """The grid and launch parameters for a rows × channels pass: all channels of a row in one program."""
     import triton
 
     block_channels = triton.next_power_of_2(channels)
     block_rows = max(1, _ELEMENTS_PER_PROGRAM // block_channels)
+    pdl = _programmatic_launch(device)
     return (triton.cdiv(rows, block_rows),), {"BLOCK_ROWS": block_rows, "BLOCK_CHANNELS": block_channels,
-                                              "num_warps": _NUM_WARPS}
+                                              "num_warps": _NUM_WARPS, "USE_PDL": pdl, "launch_pdl": pdl}
+
+
+# Programmatic dependent launch (Hopper and later): each kernel is scheduled while the one before it
+# still runs and waits for it on the device, which hides a launch's latency on small tensors. None:
+# on where the GPU has it; scripts/pdl_probe.py sets it to compare.
+PDL: bool | None = None
+
+
+@functools.cache
+def _device_has_pdl(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def _programmatic_launch(device: torch.device) -> bool:
+    return _device_has_pdl(device) if PDL is None else PDL and _device_has_pdl(device)
 
 
 def _dense_channels_last(*tensors: torch.Tensor) -> None:
@@ -98,7 +114,7 @@ def affine_relu(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> to
 
     _dense_channels_last(x)
     y = torch.empty_like(x, memory_format=torch.channels_last)
-    grid, launch = _launch(_rows(x), x.shape[1])
+    grid, launch = _launch(_rows(x), x.shape[1], x.device)
     affine_relu_kernel[grid](x, scale, shift, y, _rows(x), x.shape[1], **launch)
     return y
 
@@ -115,7 +131,7 @@ def add_residual_slice(y: torch.Tensor, residual: torch.Tensor, out: torch.Tenso
         raise ValueError("y must fit into channels [first, first + C) of the residual, and out be shaped like it")
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else y  # (unused without act)
-    grid, launch = _launch(_rows(y), y.shape[1])
+    grid, launch = _launch(_rows(y), y.shape[1], y.device)
     residual_slice_kernel[grid](y, residual, out, scale if with_act else y, shift if with_act else y, act,
                                 _rows(y), y.shape[1], residual.shape[1], first_channel, WITH_ACT=with_act, **launch)
     return act if with_act else None
@@ -138,7 +154,7 @@ def max_pool2x2(x: torch.Tensor, scale: torch.Tensor | None = None,
     y = torch.empty((n, c, h // 2, w // 2), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else None
-    grid, launch = _launch(_rows(y), c)
+    grid, launch = _launch(_rows(y), c, y.device)
     max_pool2x2_kernel[grid](x, y, scale if with_act else y, shift if with_act else y, act if with_act else y,
                              _rows(y), c, w // 2, (h // 2) * (w // 2), WITH_ACT=with_act, **launch)
     return y, act
@@ -158,7 +174,7 @@ def add_upsampled(up: torch.Tensor, low: torch.Tensor, scale: torch.Tensor | Non
     out = torch.empty_like(up, memory_format=torch.channels_last)
     with_act = scale is not None
     act = torch.empty_like(out, memory_format=torch.channels_last) if with_act else None
-    grid, launch = _launch(_rows(up), c)
+    grid, launch = _launch(_rows(up), c, up.device)
     add_upsampled_kernel[grid](up, low, out, scale if with_act else out, shift if with_act else out,
                                act if with_act else out, _rows(up), c, w, h * w, WITH_ACT=with_act, **launch)
     return out, act
@@ -175,6 +191,6 @@ def attention_input(x: torch.Tensor, f0: torch.Tensor, f1: torch.Tensor, mask: t
             or len({x.dtype, f0.dtype, f1.dtype, mask.dtype}) != 1:
         raise ValueError("x, f0 and f1 must share shape and dtype, and mask be N×1×H×W of that dtype")
     out = torch.empty((n, 3 * c, h, w), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
-    grid, launch = _launch(_rows(x), c)
+    grid, launch = _launch(_rows(x), c, x.device)
     attention_input_kernel[grid](x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c, **launch)
     return out
