@@ -120,3 +120,24 @@ def attention_input_kernel(x_ptr, f0_ptr, f1_ptr, mask_ptr, out_ptr, rows, chann
     tl.store(out_ptr + wide + channels, (f0 * m).to(out_ptr.dtype.element_ty), mask=inside)
     f1 = tl.load(f1_ptr + narrow, mask=inside, other=0.0).to(tl.float32)
     tl.store(out_ptr + wide + 2 * channels, (f1 * m).to(out_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def max_pool_mean_kernel(x_ptr, out_ptr, channels, out_width, out_pixels,
+                         BLOCK_PIXELS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
+    """out[n] = mean over the map of the 2×2 max pool of x[n] (float32, one program per sample)."""
+    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+        tl.extra.cuda.gdc_wait()
+    n = tl.program_id(0).to(tl.int64)
+    p = tl.arange(0, BLOCK_PIXELS)[:, None]
+    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
+    inside = (p < out_pixels) & (c < channels)
+    in_width = 2 * out_width
+    top_left = (n * 4 * out_pixels + 2 * (p // out_width) * in_width + 2 * (p % out_width)) * channels + c
+    below = top_left + in_width * channels
+    m = tl.maximum(tl.load(x_ptr + top_left, mask=inside, other=0.0), tl.load(x_ptr + top_left + channels,
+                   mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+    mean = tl.sum(m.to(tl.float32), axis=0) / out_pixels
+    tl.store(out_ptr + n * channels + tl.arange(0, BLOCK_CHANNELS), mean, mask=tl.arange(0, BLOCK_CHANNELS) < channels)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import itertools
 import logging
 from collections.abc import Iterator
 
@@ -307,6 +308,7 @@ class FusedEmoNet(nn.Module):
         side_streams = SideStreams() if branch_streams else None
         block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
         self.kernels = use_kernels
+        self.side_streams = side_streams
         self.num_classes = model.num_classes
         self.labels = model.labels
         _fold_into(model.conv1, model.bn1)
@@ -330,6 +332,12 @@ class FusedEmoNet(nn.Module):
         _fold_into(fc[0], fc[1])
         self.fc1, self.fc2 = fc[0], fc[3]
 
+    def _pooled_features(self, y: torch.Tensor) -> torch.Tensor:
+        """The mean over the map of the last 2×2 max pool, N×C: one Triton pass on CUDA."""
+        if self.kernels and y.shape[2] % 2 == 0 and y.shape[3] % 2 == 0 and kernels.applicable(y):
+            return kernels.max_pool_mean(y)
+        return F.adaptive_avg_pool2d(F.max_pool2d(y, 2, stride=2), 1).flatten(1)
+
     def _attention_input(self, x: torch.Tensor, features: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
         """concat(x, f_0 · mask, f_1 · mask), written part by part into one buffer (one pass on CUDA)."""
         if self.kernels and len(features) == 2 and kernels.applicable(x, *features):
@@ -350,17 +358,28 @@ class FusedEmoNet(nn.Module):
         for i, (hourglass, top, conv_last, head) in enumerate(zip(self.hourglasses, self.tops, self.lasts,
                                                                   self.heads)):
             f = conv_last(top(*hourglass(previous, top)))  # ReLU included
-            heatmap = head(f)
-            if i < last:
-                f = self.bl0(f)
-                previous = previous + f + self.al0(heatmap)
+            if i < last and self.side_streams is not None and SideStreams.apply_to(f):
+                # previous + bl0(f) beside heatmap → al0 (the path the next hourglass waits for)
+                with self.side_streams.branch(f, "junction", previous) as side:
+                    f_out = self.bl0(f)
+                    partial = previous + f_out
+                heatmap = head(f)
+                from_heatmap = self.al0(heatmap)
+                f, partial = SideStreams.join(f_out, side), SideStreams.join(partial, side)
+                previous = partial + from_heatmap
+            else:
+                heatmap = head(f)
+                if i < last:
+                    f = self.bl0(f)
+                    previous = previous + f + self.al0(heatmap)
             features.append(f)
         mask = heatmap.sum(dim=1, keepdim=True)
         y = self.emotion_input(self._attention_input(x, features, mask))
         prepared = None
-        for block, after in zip(self.emotion_blocks, [*self.emotion_blocks[1:], None]):
+        blocks = list(self.emotion_blocks)
+        for block, after in itertools.pairwise(blocks):
             y, prepared = _max_pool(block(y, prepared), self.kernels, after)
-        pooled = F.adaptive_avg_pool2d(y, 1).flatten(1).to(self.fc1.weight.dtype)
+        pooled = self._pooled_features(blocks[-1](y, prepared)).to(self.fc1.weight.dtype)
         y = self.fc2(F.relu(self.fc1(pooled)))
         k = self.num_classes
         return EmotionOutput(expression=y[:, :k], valence=y[:, k], arousal=y[:, k + 1], heatmap=heatmap)

@@ -12,7 +12,8 @@ memory of its own in PyTorch (``addcmul`` then ``clamp_``: two reads, two writes
   fraction of the memory bandwidth (and take ~10 µs a call at batch 1); each can also write, from the
   same values, the BatchNorm + ReLU input of the one block that consumes its result;
 * :func:`attention_input` — the emotion branch's input ``concat(x, f0 · mask, f1 · mask)`` in one
-  pass (PyTorch: a copy and two broadcast multiplies).
+  pass (PyTorch: a copy and two broadcast multiplies); :func:`max_pool_mean` — its last max pool and
+  the average over the map, in float32, in one.
 
 The arithmetic is the same expression in float32, rounded once (PyTorch rounds the affine result
 before the ReLU), so results agree with :mod:`emopipe.fusion`'s PyTorch path to the last bit or one
@@ -64,6 +65,7 @@ def kernels_run_on(device: torch.device) -> bool:
         pooled, _ = max_pool2x2(x, ones, ones)
         add_upsampled(x, pooled, ones, ones)
         attention_input(x, x, x, x[:, :1])
+        max_pool_mean(x)
     except Exception as exc:  # any failure means: not here
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         logger.warning("Triton kernels do not run on %s (%s): the PyTorch path runs instead", device, reason)
@@ -193,4 +195,25 @@ def attention_input(x: torch.Tensor, f0: torch.Tensor, f1: torch.Tensor, mask: t
     out = torch.empty((n, 3 * c, h, w), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
     grid, launch = _launch(_rows(x), c, x.device)
     attention_input_kernel[grid](x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c, **launch)
+    return out
+
+
+def max_pool_mean(x: torch.Tensor) -> torch.Tensor:
+    """adaptive_avg_pool2d(max_pool2d(x, 2, stride=2), 1) as float32 N×C, in one pass: the emotion
+    head's input. x dense channels_last of even height and width, at most 1 024 pooled pixels."""
+    import triton
+
+    from ._triton_kernels import max_pool_mean_kernel
+
+    _dense_channels_last(x)
+    _even_size(x)
+    n, c, h, w = x.shape
+    pixels = (h // 2) * (w // 2)
+    if pixels > 1024:
+        raise ValueError(f"max_pool_mean takes maps of at most 1 024 pooled pixels, got {h // 2}×{w // 2}")
+    out = torch.empty((n, c), dtype=torch.float32, device=x.device)
+    pdl = _programmatic_launch(x.device)
+    max_pool_mean_kernel[(n,)](x, out, c, w // 2, pixels, BLOCK_PIXELS=triton.next_power_of_2(pixels),
+                               BLOCK_CHANNELS=triton.next_power_of_2(c), num_warps=_NUM_WARPS, USE_PDL=pdl,
+                               launch_pdl=pdl)
     return out

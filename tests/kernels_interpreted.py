@@ -77,6 +77,15 @@ def check_pool_and_upsample() -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
         torch.testing.assert_close(act, affine_relu_reference(want, scale, shift).to(dtype), rtol=1e-3, atol=1e-3,
                                    equal_nan=True)
+    for n, channels, size in ((3, 256, 8), (2, 68, 6)):  # the emotion head's input: pooled, then averaged
+        x = channels_last(n, channels, size, size)
+        x[1, 0, 2, 3] = float("nan")
+        want = F.adaptive_avg_pool2d(F.max_pool2d(x, 2, stride=2), 1).flatten(1)
+        got = kernels.max_pool_mean(x.half().float().half())
+        assert got.dtype == torch.float32 and got.shape == (n, channels)
+        torch.testing.assert_close(got, F.adaptive_avg_pool2d(F.max_pool2d(x.half().float(), 2, stride=2), 1)
+                                   .flatten(1), rtol=1e-6, atol=1e-6, equal_nan=True)
+        assert want.shape == got.shape
     for bad in (lambda: kernels.max_pool2x2(channels_last(1, 8, 5, 4)),  # odd height
                 lambda: kernels.max_pool2x2(torch.randn(1, 8, 4, 4)),  # not channels_last
                 lambda: kernels.add_upsampled(channels_last(1, 8, 4, 4), channels_last(1, 8, 4, 4)),  # not half size
@@ -116,7 +125,7 @@ def check_network() -> None:
         return call
 
     kernels.applicable = lambda *tensors: all(t.is_contiguous(memory_format=torch.channels_last) for t in tensors)
-    for name in ("add_residual_slice", "max_pool2x2", "add_upsampled", "attention_input"):
+    for name in ("add_residual_slice", "max_pool2x2", "add_upsampled", "attention_input", "max_pool_mean"):
         setattr(kernels, name, counted(name))
     fused = fuse(reference).to(memory_format=torch.channels_last)
     x = torch.rand(1, 3, 256, 256)
@@ -124,9 +133,9 @@ def check_network() -> None:
         want = reference(x)
         got = fused(x.contiguous(memory_format=torch.channels_last))
     # three slices in each of the 35 blocks; every 2×2 pool (stem, 4 per hourglass, 4 in the emotion head);
-    # the 4 upsampled adds of each hourglass; the emotion branch's input
-    assert calls == {"add_residual_slice": 35 * 3, "max_pool2x2": 1 + 2 * 4 + 4, "add_upsampled": 2 * 4,
-                     "attention_input": 1}, calls
+    # the 4 upsampled adds of each hourglass; the emotion branch's input; its last pool, averaged
+    assert calls == {"add_residual_slice": 35 * 3, "max_pool2x2": 1 + 2 * 4 + 3, "add_upsampled": 2 * 4,
+                     "attention_input": 1, "max_pool_mean": 1}, calls
     for name in ("expression", "valence", "arousal", "heatmap"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=2e-5, rtol=1e-4)
 

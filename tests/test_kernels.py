@@ -27,7 +27,7 @@ def test_kernels_under_tritons_interpreter(check):
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
-CONSTEXPRS = {"BLOCK_ROWS": 32, "BLOCK_CHANNELS": 256, "WITH_ACT": True, "USE_PDL": None}
+CONSTEXPRS = {"BLOCK_ROWS": 32, "BLOCK_PIXELS": 16, "BLOCK_CHANNELS": 256, "WITH_ACT": True, "USE_PDL": None}
 
 
 @needs_triton
@@ -62,7 +62,7 @@ def test_kernels_compile_for_the_gpu(capability):
         assert binary.asm["cubin"], name
         compiled.append(name)
     assert sorted(compiled) == ["add_upsampled_kernel", "affine_relu_kernel", "attention_input_kernel",
-                                "max_pool2x2_kernel", "residual_slice_kernel"]
+                                "max_pool2x2_kernel", "max_pool_mean_kernel", "residual_slice_kernel"]
 
 
 def test_kernels_only_take_dense_channels_last_cuda_tensors():
