@@ -177,14 +177,16 @@ class SideStreams:
         return self._streams[key]
 
     @contextlib.contextmanager
-    def branch(self, x: torch.Tensor, branch: int | str) -> Iterator[torch.cuda.Stream]:
-        """Queue the body's work on side stream ``branch`` once ``x`` is ready; :meth:`join` its result."""
+    def branch(self, x: torch.Tensor, branch: int | str, *used: torch.Tensor) -> Iterator[torch.cuda.Stream]:
+        """Queue the body's work on side stream ``branch`` once ``x`` (and all work queued so far) is
+        ready; ``used``: other tensors the body reads there. :meth:`join` its results."""
         main = torch.cuda.current_stream(x.device)
         side = self.stream(x.device, branch)
         side.wait_stream(main)
         with torch.cuda.stream(side):
             yield side
-        x.record_stream(side)
+        for t in (x, *used):
+            t.record_stream(side)
 
     @staticmethod
     def join(y: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:

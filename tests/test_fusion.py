@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+from typing import ClassVar
+
 import pytest
 import torch
 from conftest import random_state
 
+from emopipe import fusion
 from emopipe.emonet import build_emonet
 from emopipe.fusion import ConvReLU, FusedEmoNet, PointwiseConv, fuse, fuse_conv_relu
 
@@ -93,3 +98,40 @@ def test_pointwise_conv_is_the_convolution_as_a_matrix_product():
         torch.testing.assert_close(layer(x), want)  # NCHW input: the convolution itself
     with pytest.raises(ValueError, match="1×1"):
         PointwiseConv(torch.nn.Conv2d(24, 40, 3))
+
+
+class InPlaceStreams(fusion.SideStreams):
+    """Side streams that run their branch where it stands: the concurrent schedule's code path on the CPU."""
+
+    forks: ClassVar[list[object]] = []
+
+    @staticmethod
+    def apply_to(x):
+        return True
+
+    @contextlib.contextmanager
+    def branch(self, x, branch, *used):
+        InPlaceStreams.forks.append(branch)
+        yield None
+
+    @staticmethod
+    def join(y, side):
+        return y
+
+
+def test_the_concurrent_schedule_computes_the_same_function(monkeypatch):
+    """Hourglass branches and the stacks' junction forked (in place here): outputs as the reference."""
+    for method in ("branch", "join", "apply_to"):  # the stand-in is called as the real one is
+        real, stand_in = (inspect.signature(getattr(cls, method)).parameters for cls in (fusion.SideStreams,
+                                                                                         InPlaceStreams))
+        assert [(p.name, p.kind) for p in real.values()] == [(p.name, p.kind) for p in stand_in.values()], method
+    reference = build_emonet(classes=8).eval()
+    monkeypatch.setattr(fusion, "SideStreams", InPlaceStreams)
+    InPlaceStreams.forks.clear()
+    fused = fuse(reference, use_kernels=False)
+    x = torch.rand(2, 3, 256, 256)
+    with torch.inference_mode():
+        want, got = reference(x), fused(x)
+    assert sorted(InPlaceStreams.forks, key=str) == [1, 1, 2, 2, 3, 3, 4, 4, "junction"]  # 2 hourglasses, 1 junction
+    for name in ("expression", "valence", "arousal", "heatmap"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=2e-5, rtol=1e-4)
