@@ -29,12 +29,15 @@ def affine_relu_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, rows, channels,
 
 
 @triton.jit
-def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr, rows, channels,
-                          total_channels, first_channel, WITH_ACT: tl.constexpr,
+def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr,
+                          next_scale_ptr, next_shift_ptr, next_act_ptr, rows, channels, total_channels, first_channel,
+                          WITH_ACT: tl.constexpr, WITH_NEXT: tl.constexpr,
                           BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
     """out[:, first:first+C] = y + residual[:, first:first+C]; with WITH_ACT also act = relu(y · scale + shift).
+    With WITH_NEXT also next_act[:, first:first+C] = relu(out · next_scale + next_shift) over the same
+    channels: the first BatchNorm + ReLU of the block that takes out next, from out as stored.
 
-    One read of y serves both: the block's output slice and the next convolution's input."""
+    One read of y serves all: the block's output slice and the next convolutions' inputs."""
     if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
         tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
@@ -43,12 +46,18 @@ def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, ac
     y = tl.load(y_ptr + r * channels + c, mask=inside, other=0.0).to(tl.float32)
     wide = r * total_channels + first_channel + c
     residual = tl.load(residual_ptr + wide, mask=inside, other=0.0).to(tl.float32)
-    tl.store(out_ptr + wide, (y + residual).to(out_ptr.dtype.element_ty), mask=inside)
+    out = (y + residual).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + wide, out, mask=inside)
     if WITH_ACT:
         scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
         shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
         act = tl.maximum(y * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
         tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
+    if WITH_NEXT:
+        scale = tl.load(next_scale_ptr + first_channel + c, mask=c < channels, other=0.0).to(tl.float32)
+        shift = tl.load(next_shift_ptr + first_channel + c, mask=c < channels, other=0.0).to(tl.float32)
+        act = tl.maximum(out.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
+        tl.store(next_act_ptr + wide, act.to(next_act_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit

@@ -200,6 +200,9 @@ class SideStreams:
         return SideStreams()  # streams belong to a process and a device, not to a copy of the network
 
 
+Prepared = tuple[torch.Tensor, torch.Tensor | None]  # a result, and its consumer's relu(bn1(·)) when written
+
+
 class FusedConvBlock(nn.Module):
     def __init__(self, block: ConvBlock, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
         super().__init__()
@@ -213,9 +216,15 @@ class FusedConvBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, prepared: torch.Tensor | None = None) -> torch.Tensor:
         """``prepared``: relu(bn1(x)), where the kernel that produced x wrote it too (see :meth:`prepares`)."""
+        return self.forward_prepared(x, prepared)[0]
+
+    def forward_prepared(self, x: torch.Tensor, prepared: torch.Tensor | None = None,
+                         consumer: FusedConvBlock | None = None) -> Prepared:
+        """The block's output, and ``consumer``'s relu(bn1(output)) where the residual-slice kernels wrote
+        it in the same pass (``consumer``: the one block that takes the output next)."""
         first = self.act1(x) if prepared is None else prepared
         if self.kernels and kernels.applicable(x):
-            return self._forward_kernels(x, first)
+            return self._forward_kernels(x, first, consumer)
         a = self.conv1(first)
         b = self.conv2(self.act2(a))
         c = self.conv3(self.act3(b))
@@ -225,13 +234,13 @@ class FusedConvBlock(nn.Module):
         torch.add(a, residual[:, :ha], out=out[:, :ha])
         torch.add(b, residual[:, ha:hb], out=out[:, ha:hb])
         torch.add(c, residual[:, hb:], out=out[:, hb:])
-        return out
+        return out, None
 
     def prepares(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The scale and shift of relu(bn1(x)), for the kernel producing x to write it in the same pass."""
         return self.act1.scale, self.act1.shift
 
-    def _forward_kernels(self, x: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+    def _forward_kernels(self, x: torch.Tensor, first: torch.Tensor, consumer: FusedConvBlock | None) -> Prepared:
         """The same, with each residual slice written by the kernel that also prepares the next input."""
         side = None
         if self.downsample is None:
@@ -245,13 +254,12 @@ class FusedConvBlock(nn.Module):
         if side is not None:
             residual = SideStreams.join(residual, side)
         out = torch.empty_like(residual)
-        b = self.conv2(kernels.add_residual_slice(a, residual, out, 0, self.act2.scale, self.act2.shift))
-        c = self.conv3(kernels.add_residual_slice(b, residual, out, a.shape[1], self.act3.scale, self.act3.shift))
-        kernels.add_residual_slice(c, residual, out, a.shape[1] + b.shape[1])
-        return out
-
-
-Prepared = tuple[torch.Tensor, torch.Tensor | None]  # a result, and its consumer's relu(bn1(·)) when written
+        following = (torch.empty_like(residual), *consumer.prepares()) if consumer is not None else None
+        b = self.conv2(kernels.add_residual_slice(a, residual, out, 0, self.act2.scale, self.act2.shift, following))
+        c = self.conv3(kernels.add_residual_slice(b, residual, out, a.shape[1], self.act3.scale, self.act3.shift,
+                                                  following))
+        kernels.add_residual_slice(c, residual, out, a.shape[1] + b.shape[1], next_act=following)
+        return out, following[0] if following is not None else None
 
 
 def _add_upsampled(up: torch.Tensor, low: torch.Tensor, use_kernels: bool,
@@ -289,8 +297,11 @@ class FusedHourGlass(nn.Module):
         else:
             up = self.blocks[f"b1_{level}"](t)
         b2, b3 = self.blocks[f"b2_{level}"], self.blocks[f"b3_{level}"]
-        low = b2(*_max_pool(t, self.kernels, b2))
-        low = self._level(level - 1, low, b3) if level > 1 else (self.blocks["b2_plus_1"](low), None)
+        if level > 1:
+            low = self._level(level - 1, b2(*_max_pool(t, self.kernels, b2)), b3)
+        else:  # b2_1 → b2_plus_1 → b3_1: each output has one consumer, which its kernels prepare for
+            plus = self.blocks["b2_plus_1"]
+            low = plus.forward_prepared(*b2.forward_prepared(*_max_pool(t, self.kernels, b2), plus), b3)
         low = b3(*low)
         if concurrent:
             up = SideStreams.join(up, side)
@@ -354,7 +365,7 @@ class FusedEmoNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> EmotionOutput:
         x = self.stem(x)
-        x = self.conv4(self.conv3(*_max_pool(self.conv2(x), self.kernels, self.conv3)))
+        x = self.conv4(*self.conv3.forward_prepared(*_max_pool(self.conv2(x), self.kernels, self.conv3), self.conv4))
         previous, features, heatmap = x, [], x
         last = len(self.hourglasses) - 1
         for i, (hourglass, top, conv_last, head) in enumerate(zip(self.hourglasses, self.tops, self.lasts,

@@ -122,20 +122,27 @@ def affine_relu(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> to
 
 
 def add_residual_slice(y: torch.Tensor, residual: torch.Tensor, out: torch.Tensor, first_channel: int,
-                       scale: torch.Tensor | None = None, shift: torch.Tensor | None = None) -> torch.Tensor | None:
+                       scale: torch.Tensor | None = None, shift: torch.Tensor | None = None,
+                       next_act: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
     """out[:, first:first+C] = y + residual[:, first:first+C] (y has C channels); with scale and shift,
-    also returns relu(y · scale + shift). All dense channels_last; out shaped like residual."""
+    also returns relu(y · scale + shift). With ``next_act`` = (buffer, scale, shift) over all of out's
+    channels, also writes buffer[:, first:first+C] = relu(out · scale + shift) for those channels. All
+    dense channels_last; out and buffer shaped like residual."""
     from ._triton_kernels import residual_slice_kernel
 
-    _dense_channels_last(y, residual, out)
+    _dense_channels_last(y, residual, out, *(next_act[:1] if next_act is not None else ()))
     if out.shape != residual.shape or y.shape[0] != residual.shape[0] or y.shape[2:] != residual.shape[2:] \
-            or first_channel + y.shape[1] > residual.shape[1]:
-        raise ValueError("y must fit into channels [first, first + C) of the residual, and out be shaped like it")
+            or first_channel + y.shape[1] > residual.shape[1] \
+            or (next_act is not None and next_act[0].shape != residual.shape):
+        raise ValueError("y must fit into channels [first, first + C) of the residual, and out (and the next "
+                         "activation's buffer) be shaped like it")
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else y  # (unused without act)
+    following, next_scale, next_shift = next_act if next_act is not None else (y, y, y)
     grid, launch = _launch(_rows(y), y.shape[1], y.device)
     residual_slice_kernel[grid](y, residual, out, scale if with_act else y, shift if with_act else y, act,
-                                _rows(y), y.shape[1], residual.shape[1], first_channel, WITH_ACT=with_act, **launch)
+                                next_scale, next_shift, following, _rows(y), y.shape[1], residual.shape[1],
+                                first_channel, WITH_ACT=with_act, WITH_NEXT=next_act is not None, **launch)
     return act if with_act else None
 
 

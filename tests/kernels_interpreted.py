@@ -41,6 +41,15 @@ def check_residual_slices() -> None:
     torch.testing.assert_close(out, torch.cat((a, b, c), dim=1) + x, rtol=1e-3, atol=1e-3)  # every slot written
     want = torch.addcmul(shift.view(1, -1, 1, 1), a, scale.view(1, -1, 1, 1)).clamp_(min=0)
     torch.testing.assert_close(act, want, rtol=1e-3, atol=1e-3)
+    # the consuming block's first BatchNorm + ReLU over all 256 channels, written slice by slice
+    following = (torch.full_like(x, float("nan")), torch.rand(256).half() + 0.5, torch.randn(256).half())
+    out2 = torch.empty_like(x)
+    kernels.add_residual_slice(a, x, out2, 0, scale, shift, following)
+    kernels.add_residual_slice(b, x, out2, 128, next_act=following)
+    kernels.add_residual_slice(c, x, out2, 192, next_act=following)
+    torch.testing.assert_close(out2, out, rtol=0, atol=0)
+    want = torch.addcmul(following[2].view(1, -1, 1, 1), out, following[1].view(1, -1, 1, 1)).clamp_(min=0)
+    torch.testing.assert_close(following[0], want, rtol=1e-3, atol=1e-3)
     for bad in ((a, x, x.contiguous(), 0),  # out not channels_last
                 (a.contiguous(), x, out, 0),  # y not channels_last: its rows would be read wrongly
                 (b, x, out, 224)):  # past the residual's last channel

@@ -27,7 +27,8 @@ def test_kernels_under_tritons_interpreter(check):
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
-CONSTEXPRS = {"BLOCK_ROWS": 32, "BLOCK_PIXELS": 16, "BLOCK_CHANNELS": 256, "WITH_ACT": True, "USE_PDL": None}
+CONSTEXPRS = {"BLOCK_ROWS": 32, "BLOCK_PIXELS": 16, "BLOCK_CHANNELS": 256, "WITH_ACT": True, "WITH_NEXT": True,
+              "USE_PDL": None}
 
 
 @needs_triton
