@@ -134,7 +134,7 @@ def attention_input_kernel(x_ptr, f0_ptr, f1_ptr, mask_ptr, out_ptr, rows, chann
 @triton.jit
 def max_pool_mean_kernel(x_ptr, out_ptr, channels, out_width, out_pixels,
                          BLOCK_PIXELS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
-    """out[n] = mean over the map of the 2×2 max pool of x[n] (float32, one program per sample)."""
+    """out[n] = mean over the map of the 2×2 max pool of x[n] (one program per sample)."""
     if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
         tl.extra.cuda.gdc_wait()
     n = tl.program_id(0).to(tl.int64)
@@ -148,5 +148,6 @@ def max_pool_mean_kernel(x_ptr, out_ptr, channels, out_width, out_pixels,
                    mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
     m = tl.maximum(m, tl.load(x_ptr + below, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
     m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
-    mean = tl.sum(m.to(tl.float32), axis=0) / out_pixels
+    # summed in float32, rounded to x's precision as PyTorch's average pool does, then handed on as float32
+    mean = (tl.sum(m.to(tl.float32), axis=0) / out_pixels).to(x_ptr.dtype.element_ty).to(tl.float32)
     tl.store(out_ptr + n * channels + tl.arange(0, BLOCK_CHANNELS), mean, mask=tl.arange(0, BLOCK_CHANNELS) < channels)

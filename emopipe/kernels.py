@@ -206,8 +206,9 @@ def attention_input(x: torch.Tensor, f0: torch.Tensor, f1: torch.Tensor, mask: t
 
 
 def max_pool_mean(x: torch.Tensor) -> torch.Tensor:
-    """adaptive_avg_pool2d(max_pool2d(x, 2, stride=2), 1) as float32 N×C, in one pass: the emotion
-    head's input. x dense channels_last of even height and width, at most 1 024 pooled pixels."""
+    """adaptive_avg_pool2d(max_pool2d(x, 2, stride=2), 1) (rounded to x's dtype, as PyTorch's is) as
+    float32 N×C, in one pass: the emotion head's input. x dense channels_last of even height and width,
+    at most 1 024 pooled pixels."""
     import triton
 
     from ._triton_kernels import max_pool_mean_kernel
