@@ -13,17 +13,20 @@ the arithmetic beyond floating-point rounding:
   materialising the upsampled tensor;
 * the attention concat writes its parts into one preallocated buffer;
 * each 1×1 convolution with a bias is a matrix product with the bias in its epilogue (:class:`PointwiseConv`);
-* on CUDA with Triton (:mod:`emopipe.kernels`), each BatchNorm + ReLU is one pass instead of two,
-  and each slice of the residual add also writes the next convolution's BatchNorm + ReLU input from
-  the same read;
+* on CUDA with Triton (:mod:`emopipe.kernels`), each BatchNorm + ReLU is one pass instead of two;
+  each slice of the residual add also writes the next convolution's BatchNorm + ReLU input from the
+  same read; 2×2 max pools, upsampled adds and (for single-consumer chains) residual slices also
+  write the first BatchNorm + ReLU input of the block that consumes their result (:data:`Prepared`);
+  the attention input and the head's last pool + average are one pass each;
 * a ReLU applied straight to a convolution's output runs inside the convolution on CUDA
   (cuDNN's fused convolution + bias + activation, :class:`ConvReLU`); :func:`fuse_conv_relu` does
   the same for any traceable network (the S3FD detector's 19 pairs).
 
 One rewrite changes the schedule, not the arithmetic: on CUDA each hourglass level's upper branch
 (``b1_L``, which needs only the level's input) runs on a side stream of its own, concurrently with the
-lower branch (pool, ``b2_L``, the levels below, ``b3_L``), and so do the stem blocks' downsampled
-residuals beside their convolutions — :class:`SideStreams`. At small batches one block's kernels
+lower branch (pool, ``b2_L``, the levels below, ``b3_L``); so do the stem blocks' downsampled
+residuals beside their convolutions, and ``previous + bl0(f)`` beside ``al0(l0(f))`` between the
+stacks — :class:`SideStreams`. At small batches one block's kernels
 fill few of the GPU's SMs, so independent branches run side by side instead of in turn; the kernels
 and their inputs are the same, so the outputs are bit-identical.
 """
