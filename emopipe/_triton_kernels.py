@@ -13,19 +13,43 @@ import triton.language as tl
 
 
 @triton.jit
-def affine_relu_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, rows, channels,
-                       BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
-    """y = relu(x · scale + shift), one read and one write."""
-    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
+def _tile(rows, channels, BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr):
+    """This program's rows (a column) and channels (a row), and which of them exist. Under PDL, first
+    waits for the kernel this one depends on."""
+    if USE_PDL:
         tl.extra.cuda.gdc_wait()
     r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
     c = tl.arange(0, BLOCK_CHANNELS)[None, :]
-    inside = (r < rows) & (c < channels)
-    x = tl.load(x_ptr + r * channels + c, mask=inside, other=0.0).to(tl.float32)
-    scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-    shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-    y = tl.maximum(x * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
-    tl.store(y_ptr + r * channels + c, y.to(y_ptr.dtype.element_ty), mask=inside)
+    return r, c, (r < rows) & (c < channels)
+
+
+@triton.jit
+def _store_affine_relu(value, scale_ptr, shift_ptr, channel, channel_exists, out_ptrs, inside):
+    """out = relu(value · scale[channel] + shift[channel]), in float32, rounded once; NaN stays NaN, as
+    PyTorch's clamp leaves it."""
+    scale = tl.load(scale_ptr + channel, mask=channel_exists, other=0.0).to(tl.float32)
+    shift = tl.load(shift_ptr + channel, mask=channel_exists, other=0.0).to(tl.float32)
+    act = tl.maximum(value.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
+    tl.store(out_ptrs, act.to(out_ptrs.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def _max2x2(x_ptr, top_left, row_step, channels, inside):
+    """The 2×2 window's maximum from its top-left offsets (NaN propagates, as in PyTorch)."""
+    below = top_left + row_step
+    m = tl.maximum(tl.load(x_ptr + top_left, mask=inside, other=0.0),
+                   tl.load(x_ptr + top_left + channels, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+    return tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def affine_relu_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, rows, channels,
+                       BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
+    """y = relu(x · scale + shift), one read and one write."""
+    r, c, inside = _tile(rows, channels, BLOCK_ROWS, BLOCK_CHANNELS, USE_PDL)
+    x = tl.load(x_ptr + r * channels + c, mask=inside, other=0.0)
+    _store_affine_relu(x, scale_ptr, shift_ptr, c, c < channels, y_ptr + r * channels + c, inside)
 
 
 @triton.jit
@@ -38,26 +62,17 @@ def residual_slice_kernel(y_ptr, residual_ptr, out_ptr, scale_ptr, shift_ptr, ac
     channels: the first BatchNorm + ReLU of the block that takes out next, from out as stored.
 
     One read of y serves all: the block's output slice and the next convolutions' inputs."""
-    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
-        tl.extra.cuda.gdc_wait()
-    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
-    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
-    inside = (r < rows) & (c < channels)
+    r, c, inside = _tile(rows, channels, BLOCK_ROWS, BLOCK_CHANNELS, USE_PDL)
     y = tl.load(y_ptr + r * channels + c, mask=inside, other=0.0).to(tl.float32)
     wide = r * total_channels + first_channel + c
     residual = tl.load(residual_ptr + wide, mask=inside, other=0.0).to(tl.float32)
     out = (y + residual).to(out_ptr.dtype.element_ty)
     tl.store(out_ptr + wide, out, mask=inside)
     if WITH_ACT:
-        scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        act = tl.maximum(y * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
-        tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
+        _store_affine_relu(y, scale_ptr, shift_ptr, c, c < channels, act_ptr + r * channels + c, inside)
     if WITH_NEXT:
-        scale = tl.load(next_scale_ptr + first_channel + c, mask=c < channels, other=0.0).to(tl.float32)
-        shift = tl.load(next_shift_ptr + first_channel + c, mask=c < channels, other=0.0).to(tl.float32)
-        act = tl.maximum(out.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
-        tl.store(next_act_ptr + wide, act.to(next_act_ptr.dtype.element_ty), mask=inside)
+        _store_affine_relu(out, next_scale_ptr, next_shift_ptr, first_channel + c, c < channels, next_act_ptr + wide,
+                           inside)
 
 
 @triton.jit
@@ -66,26 +81,15 @@ def max_pool2x2_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, act_ptr, rows, channe
                        USE_PDL: tl.constexpr = False):
     """y = 2×2 max pool with stride 2 (even H and W); rows are y's pixels. NaN propagates, as in PyTorch.
     With WITH_ACT also act = relu(y · scale + shift), the next convolution's input, from the same values."""
-    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
-        tl.extra.cuda.gdc_wait()
-    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
-    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
-    inside = (r < rows) & (c < channels)
+    r, c, inside = _tile(rows, channels, BLOCK_ROWS, BLOCK_CHANNELS, USE_PDL)
     n, pixel = r // out_pixels, r % out_pixels
     i, j = pixel // out_width, pixel % out_width
     in_width = 2 * out_width
     top_left = (n * 4 * out_pixels + 2 * i * in_width + 2 * j) * channels + c
-    m = tl.maximum(tl.load(x_ptr + top_left, mask=inside), tl.load(x_ptr + top_left + channels, mask=inside),
-                   propagate_nan=tl.PropagateNan.ALL)
-    below = top_left + in_width * channels
-    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside), propagate_nan=tl.PropagateNan.ALL)
-    m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside), propagate_nan=tl.PropagateNan.ALL)
+    m = _max2x2(x_ptr, top_left, in_width * channels, channels, inside)
     tl.store(y_ptr + r * channels + c, m, mask=inside)
     if WITH_ACT:
-        scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        act = tl.maximum(m.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
-        tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
+        _store_affine_relu(m, scale_ptr, shift_ptr, c, c < channels, act_ptr + r * channels + c, inside)
 
 
 @triton.jit
@@ -94,11 +98,7 @@ def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr
                          USE_PDL: tl.constexpr = False):
     """out = up + nearest_upsample×2(low); rows are up's pixels, low has half of up's height and width.
     With WITH_ACT also act = relu(out · scale + shift), computed from out as stored (rounded)."""
-    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
-        tl.extra.cuda.gdc_wait()
-    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
-    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
-    inside = (r < rows) & (c < channels)
+    r, c, inside = _tile(rows, channels, BLOCK_ROWS, BLOCK_CHANNELS, USE_PDL)
     n, pixel = r // pixels, r % pixels
     y, x = pixel // width, pixel % width
     low_row = n * (pixels // 4) + (y // 2) * (width // 2) + x // 2
@@ -107,21 +107,14 @@ def add_upsampled_kernel(up_ptr, low_ptr, out_ptr, scale_ptr, shift_ptr, act_ptr
     out = (up + low).to(out_ptr.dtype.element_ty)
     tl.store(out_ptr + r * channels + c, out, mask=inside)
     if WITH_ACT:
-        scale = tl.load(scale_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        shift = tl.load(shift_ptr + c, mask=c < channels, other=0.0).to(tl.float32)
-        act = tl.maximum(out.to(tl.float32) * scale + shift, 0.0, propagate_nan=tl.PropagateNan.ALL)
-        tl.store(act_ptr + r * channels + c, act.to(act_ptr.dtype.element_ty), mask=inside)
+        _store_affine_relu(out, scale_ptr, shift_ptr, c, c < channels, act_ptr + r * channels + c, inside)
 
 
 @triton.jit
 def attention_input_kernel(x_ptr, f0_ptr, f1_ptr, mask_ptr, out_ptr, rows, channels,
                            BLOCK_ROWS: tl.constexpr, BLOCK_CHANNELS: tl.constexpr, USE_PDL: tl.constexpr = False):
     """out = concat(x, f0 · mask, f1 · mask) along channels; mask holds one value per pixel (row)."""
-    if USE_PDL:  # launched before the kernel it depends on finished: wait for it here
-        tl.extra.cuda.gdc_wait()
-    r = (tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)).to(tl.int64)[:, None]
-    c = tl.arange(0, BLOCK_CHANNELS)[None, :]
-    inside = (r < rows) & (c < channels)
+    r, c, inside = _tile(rows, channels, BLOCK_ROWS, BLOCK_CHANNELS, USE_PDL)
     narrow, wide = r * channels + c, r * 3 * channels + c
     m = tl.load(mask_ptr + r, mask=r < rows, other=0.0).to(tl.float32)
     tl.store(out_ptr + wide, tl.load(x_ptr + narrow, mask=inside), mask=inside)
@@ -143,11 +136,7 @@ def max_pool_mean_kernel(x_ptr, out_ptr, channels, out_width, out_pixels,
     inside = (p < out_pixels) & (c < channels)
     in_width = 2 * out_width
     top_left = (n * 4 * out_pixels + 2 * (p // out_width) * in_width + 2 * (p % out_width)) * channels + c
-    below = top_left + in_width * channels
-    m = tl.maximum(tl.load(x_ptr + top_left, mask=inside, other=0.0), tl.load(x_ptr + top_left + channels,
-                   mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
-    m = tl.maximum(m, tl.load(x_ptr + below, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
-    m = tl.maximum(m, tl.load(x_ptr + below + channels, mask=inside, other=0.0), propagate_nan=tl.PropagateNan.ALL)
+    m = _max2x2(x_ptr, top_left, in_width * channels, channels, inside)  # pixels past the map: 0, not summed in
     # summed in float32, rounded to x's precision as PyTorch's average pool does, then handed on as float32
     mean = (tl.sum(m.to(tl.float32), axis=0) / out_pixels).to(x_ptr.dtype.element_ty).to(tl.float32)
     tl.store(out_ptr + n * channels + tl.arange(0, BLOCK_CHANNELS), mean, mask=tl.arange(0, BLOCK_CHANNELS) < channels)

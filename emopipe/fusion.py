@@ -192,8 +192,10 @@ class SideStreams:
             t.record_stream(side)
 
     @staticmethod
-    def join(y: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:
-        """``y`` (made on ``side``), usable on the current stream from here on."""
+    def join(y: torch.Tensor, side: torch.cuda.Stream | None) -> torch.Tensor:
+        """``y`` (made on ``side``), usable on the current stream from here on (``side`` None: ran in place)."""
+        if side is None:
+            return y
         main = torch.cuda.current_stream(y.device)
         main.wait_stream(side)
         y.record_stream(main)
@@ -201,6 +203,18 @@ class SideStreams:
 
     def __deepcopy__(self, memo: dict) -> SideStreams:
         return SideStreams()  # streams belong to a process and a device, not to a copy of the network
+
+
+@contextlib.contextmanager
+def _beside(streams: SideStreams | None, x: torch.Tensor, branch: int | str,
+            *used: torch.Tensor) -> Iterator[torch.cuda.Stream | None]:
+    """The body on side stream ``branch`` where ``streams`` apply to ``x``, else in place (yields None);
+    either way, :meth:`SideStreams.join` its results."""
+    if streams is None or not SideStreams.apply_to(x):
+        yield None
+        return
+    with streams.branch(x, branch, *used) as side:
+        yield side
 
 
 Prepared = tuple[torch.Tensor, torch.Tensor | None]  # a result, and its consumer's relu(bn1(·)) when written
@@ -245,17 +259,12 @@ class FusedConvBlock(nn.Module):
 
     def _forward_kernels(self, x: torch.Tensor, first: torch.Tensor, consumer: FusedConvBlock | None) -> Prepared:
         """The same, with each residual slice written by the kernel that also prepares the next input."""
-        side = None
-        if self.downsample is None:
-            residual = x
-        elif self.side_streams is not None and SideStreams.apply_to(x):
-            with self.side_streams.branch(x, "downsample") as side:
+        residual, side = x, None
+        if self.downsample is not None:
+            with _beside(self.side_streams, x, "downsample") as side:
                 residual = self.downsample(x)
-        else:
-            residual = self.downsample(x)
         a = self.conv1(first)
-        if side is not None:
-            residual = SideStreams.join(residual, side)
+        residual = SideStreams.join(residual, side)
         out = torch.empty_like(residual)
         following = (torch.empty_like(residual), *consumer.prepares()) if consumer is not None else None
         b = self.conv2(kernels.add_residual_slice(a, residual, out, 0, self.act2.scale, self.act2.shift, following))
@@ -275,10 +284,14 @@ def _add_upsampled(up: torch.Tensor, low: torch.Tensor, use_kernels: bool,
     return (up.view(n, c, h // 2, 2, w // 2, 2) + low.view(n, c, h // 2, 1, w // 2, 1)).view(n, c, h, w), None
 
 
+def _pool_kernel_takes(x: torch.Tensor, use_kernels: bool) -> bool:
+    return use_kernels and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0 and kernels.applicable(x)
+
+
 def _max_pool(x: torch.Tensor, use_kernels: bool, consumer: FusedConvBlock | None = None) -> Prepared:
     """2×2 max pool, stride 2: one Triton pass on CUDA (PyTorch's channels_last pool is ~4× off bandwidth),
     which also writes ``consumer``'s first BatchNorm + ReLU."""
-    if use_kernels and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0 and kernels.applicable(x):
+    if _pool_kernel_takes(x, use_kernels):
         return kernels.max_pool2x2(x, *(consumer.prepares() if consumer is not None else ()))
     return F.max_pool2d(x, 2, stride=2), None
 
@@ -293,11 +306,7 @@ class FusedHourGlass(nn.Module):
         self.side_streams = side_streams  # CUDA: each level's upper branch beside its lower one
 
     def _level(self, level: int, t: torch.Tensor, consumer: FusedConvBlock | None) -> Prepared:
-        concurrent = self.side_streams is not None and SideStreams.apply_to(t)
-        if concurrent:
-            with self.side_streams.branch(t, level) as side:
-                up = self.blocks[f"b1_{level}"](t)
-        else:
+        with _beside(self.side_streams, t, level) as side:
             up = self.blocks[f"b1_{level}"](t)
         b2, b3 = self.blocks[f"b2_{level}"], self.blocks[f"b3_{level}"]
         if level > 1:
@@ -305,10 +314,8 @@ class FusedHourGlass(nn.Module):
         else:  # b2_1 → b2_plus_1 → b3_1: each output has one consumer, which its kernels prepare for
             plus = self.blocks["b2_plus_1"]
             low = plus.forward_prepared(*b2.forward_prepared(*_max_pool(t, self.kernels, b2), plus), b3)
-        low = b3(*low)
-        if concurrent:
-            up = SideStreams.join(up, side)
-        return _add_upsampled(up, low, self.kernels, consumer)
+        low = b3(*low)  # (before the join: the main stream must not wait for b1_L any sooner)
+        return _add_upsampled(SideStreams.join(up, side), low, self.kernels, consumer)
 
     def forward(self, x: torch.Tensor, consumer: FusedConvBlock | None = None) -> Prepared:
         """The hourglass's output, and ``consumer``'s relu(bn1(output)) where the last kernel wrote it."""
@@ -350,7 +357,7 @@ class FusedEmoNet(nn.Module):
 
     def _pooled_features(self, y: torch.Tensor) -> torch.Tensor:
         """The mean over the map of the last 2×2 max pool, N×C: one Triton pass on CUDA."""
-        if self.kernels and y.shape[2] % 2 == 0 and y.shape[3] % 2 == 0 and kernels.applicable(y):
+        if _pool_kernel_takes(y, self.kernels):
             return kernels.max_pool_mean(y)
         return F.adaptive_avg_pool2d(F.max_pool2d(y, 2, stride=2), 1).flatten(1)
 
@@ -374,20 +381,14 @@ class FusedEmoNet(nn.Module):
         for i, (hourglass, top, conv_last, head) in enumerate(zip(self.hourglasses, self.tops, self.lasts,
                                                                   self.heads)):
             f = conv_last(top(*hourglass(previous, top)))  # ReLU included
-            if i < last and self.side_streams is not None and SideStreams.apply_to(f):
-                # previous + bl0(f) beside heatmap → al0 (the path the next hourglass waits for)
-                with self.side_streams.branch(f, "junction", previous) as side:
+            if i < last:  # previous + bl0(f) beside heatmap → al0 (the path the next hourglass waits for)
+                with _beside(self.side_streams, f, "junction", previous) as side:
                     f_out = self.bl0(f)
                     partial = previous + f_out
-                heatmap = head(f)
-                from_heatmap = self.al0(heatmap)
-                f, partial = SideStreams.join(f_out, side), SideStreams.join(partial, side)
-                previous = partial + from_heatmap
-            else:
-                heatmap = head(f)
-                if i < last:
-                    f = self.bl0(f)
-                    previous = previous + f + self.al0(heatmap)
+            heatmap = head(f)
+            if i < last:
+                previous = SideStreams.join(partial, side) + self.al0(heatmap)
+                f = SideStreams.join(f_out, side)
             features.append(f)
         mask = heatmap.sum(dim=1, keepdim=True)
         y = self.emotion_input(self._attention_input(x, features, mask))

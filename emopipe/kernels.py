@@ -13,7 +13,7 @@ memory of its own in PyTorch (``addcmul`` then ``clamp_``: two reads, two writes
   same values, the BatchNorm + ReLU input of the one block that consumes its result;
 * :func:`attention_input` — the emotion branch's input ``concat(x, f0 · mask, f1 · mask)`` in one
   pass (PyTorch: a copy and two broadcast multiplies); :func:`max_pool_mean` — its last max pool and
-  the average over the map, in float32, in one.
+  the average over the map in one.
 
 The arithmetic is the same expression in float32, rounded once (PyTorch rounds the affine result
 before the ReLU), so results agree with :mod:`emopipe.fusion`'s PyTorch path to the last bit or one
@@ -55,7 +55,7 @@ def applicable(*tensors: torch.Tensor) -> bool:
 
 @functools.cache
 def kernels_run_on(device: torch.device) -> bool:
-    """Compile and run both kernels once on ``device`` (the first call, during warmup). Triton builds
+    """Compile and run every kernel once on ``device`` (the first call, during warmup). Triton builds
     its launchers with the system's C compiler and Python's headers: where that fails, say so once and
     let the PyTorch expressions run instead of failing the run."""
     try:
