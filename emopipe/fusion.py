@@ -387,7 +387,8 @@ class FusedEmoNet(nn.Module):
                     partial = previous + f_out
             heatmap = head(f)
             if i < last:
-                previous = SideStreams.join(partial, side) + self.al0(heatmap)
+                from_heatmap = self.al0(heatmap)  # queued before the join, so it runs beside the side stream
+                previous = SideStreams.join(partial, side) + from_heatmap
                 f = SideStreams.join(f_out, side)
             features.append(f)
         mask = heatmap.sum(dim=1, keepdim=True)
