@@ -645,17 +645,7 @@ def _open_image(uri: str, *, start_s: float | None, end_s: float | None, max_fra
     return ImageSource(uri, max_frames=max_frames)
 
 
-DECODERS = ("auto", "process", "thread")
-
-
-def _open_video(uri: str, *, start_s: float | None, end_s: float | None, max_frames: int | None,
-                decoder: str = "auto") -> Source:
-    if decoder not in DECODERS:
-        raise UsageError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
-    from . import decode_process
-
-    if decoder == "process" or (decoder == "auto" and decode_process.available()):
-        return decode_process.ProcessVideoSource(uri, start_s=start_s, end_s=end_s, max_frames=max_frames)
+def _open_video(uri: str, *, start_s: float | None, end_s: float | None, max_frames: int | None) -> Source:
     return VideoSource(uri, start_s=start_s, end_s=end_s, max_frames=max_frames)
 
 
@@ -681,17 +671,11 @@ def source_kinds() -> list[str]:
 
 
 def open_source(uri: str | os.PathLike[str], *, start_s: float | None = None, end_s: float | None = None,
-                max_frames: int | None = None, decoder: str = "auto") -> Source:
-    """The source for ``uri``: a folder of images, an image file, a video file (or a registered kind).
-
-    ``decoder`` is for video files: "process" decodes in a child process (:mod:`emopipe.decode_process`),
-    "thread" in the caller's process, "auto" in a child process where the platform allows (Linux).
-    """
+                max_frames: int | None = None) -> Source:
+    """The source for ``uri``: a folder of images, an image file, a video file (or a registered kind)."""
     text = os.fspath(uri)
     for opener in _OPENERS:
         if opener.matches(text):
-            if opener.name == "video":
-                return _open_video(text, start_s=start_s, end_s=end_s, max_frames=max_frames, decoder=decoder)
             return opener.open(text, start_s=start_s, end_s=end_s, max_frames=max_frames)
     raise UsageError(f"no source can open {text!r}: give a video file, an image, a folder of images, a camera "
                      "(webcam:N) or a network stream (rtsp://, http(s)://…)")

@@ -102,12 +102,11 @@ ABLATION = (  # (row, detector, pipeline settings)
     ("S3FD conv+ReLU not fused", "unfused", {}),
     ("GIL switch interval 0.1 ms (default 0.5)", "fused", {"gil_switch_interval_s": 0.0001}),
     ("GIL switch interval 5 ms (Python's own)", "fused", {"gil_switch_interval_s": 0.005}),
-    ("decoder in the reader thread (no child process)", "fused", {"decoder": "thread"}),
 )
 
 
-def run_emopipe(video: Path, detector, engine, out: Path, decoder: str = "auto", **settings: bool | float) -> dict:
-    source = open_source(video, decoder=decoder)
+def run_emopipe(video: Path, detector, engine, out: Path, **settings: bool | float) -> dict:
+    source = open_source(video)
     writer = open_writer(out, labels=engine.labels)
     sink = RecordSink(FaceRecorder(str(video), engine.labels), writer)
     cropper = FaceCropper(device=engine.device, dtype=engine.dtype)
