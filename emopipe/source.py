@@ -264,8 +264,6 @@ class VideoSource(_SourceBase):
     Iterate in one thread; :meth:`close` may be called from another.
     """
 
-    read_in_one_call = True  # False: grab, then convert, as seeking does (scripts/e2e_bench.py compares)
-
     def __init__(self, path: str | os.PathLike[str], *, start_s: float | None = None, end_s: float | None = None,
                  max_frames: int | None = None) -> None:
         super().__init__()
@@ -342,30 +340,6 @@ class VideoSource(_SourceBase):
         if not ok or image is None:
             return None
         return Frame(index=index, timestamp=timestamp, bgr=_as_bgr(image), read_time=time.perf_counter())
-
-    def _read_in_one_call(self) -> Frame | None:
-        """The next frame, decoded and converted by one OpenCV call, or None at the end.
-
-        What :meth:`_read` does, for the iteration: each OpenCV call gives up the GIL, and in a
-        pipeline the reader thread then waits to get it back from the GPU and writer threads, so
-        one call less per frame is a wait less. (A frame that decodes but fails conversion, which
-        :meth:`_read` skips, counts here as a failed read.)
-        """
-        failures = 0
-        while True:
-            with self._lock:
-                ok, image = self._cap.read() if self._cap is not None else (False, None)
-                msec = self._cap.get(cv2.CAP_PROP_POS_MSEC) if ok and self._cap is not None else float("nan")
-            if ok and image is not None:
-                index = self._next_index
-                self._next_index += 1
-                self._decoded_any = True
-                return Frame(index=index, timestamp=self._timestamp(msec, index), bgr=_as_bgr(image),
-                             read_time=time.perf_counter())
-            failures += 1
-            more_declared = self._declared is not None and self._next_index < self._declared
-            if not more_declared or failures >= _READ_RETRIES or self._cap is None:
-                return None
 
     def _read(self) -> Frame | None:
         """The next decodable frame, or None at the end."""
@@ -475,10 +449,7 @@ class VideoSource(_SourceBase):
     def _frames(self) -> Iterator[Frame]:
         yielded = 0
         while self.max_frames is None or yielded < self.max_frames:
-            if self._pending:
-                frame = self._pending.popleft()
-            else:
-                frame = self._read_in_one_call() if self.read_in_one_call else self._read()
+            frame = self._pending.popleft() if self._pending else self._read()
             if frame is None:
                 self._check_complete()
                 return

@@ -46,7 +46,7 @@ from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
 from emopipe.pipeline import Pipeline, PipelineSettings  # noqa: E402
 from emopipe.records import open_writer  # noqa: E402
 from emopipe.sinks import FaceRecorder, RecordSink  # noqa: E402
-from emopipe.source import VideoSource, open_source  # noqa: E402
+from emopipe.source import open_source  # noqa: E402
 
 
 def synthesise(path: Path, frames: int, width: int, height: int) -> list[list[tuple[float, ...]]]:
@@ -102,13 +102,10 @@ ABLATION = (  # (row, detector, pipeline settings)
     ("S3FD conv+ReLU not fused", "unfused", {}),
     ("GIL switch interval 0.1 ms (default 0.5)", "fused", {"gil_switch_interval_s": 0.0001}),
     ("GIL switch interval 5 ms (Python's own)", "fused", {"gil_switch_interval_s": 0.005}),
-    ("frames read by grab, position, retrieve (3 OpenCV calls, not 2)", "fused", {"read_in_one_call": False}),
 )
 
 
-def run_emopipe(video: Path, detector, engine, out: Path, read_in_one_call: bool = True,
-                **settings: bool | float) -> dict:
-    VideoSource.read_in_one_call = read_in_one_call
+def run_emopipe(video: Path, detector, engine, out: Path, **settings: bool | float) -> dict:
     source = open_source(video)
     writer = open_writer(out, labels=engine.labels)
     sink = RecordSink(FaceRecorder(str(video), engine.labels), writer)
