@@ -79,12 +79,16 @@ def _launch(rows: int, channels: int, device: torch.device) -> tuple[tuple[int],
 
     block_channels = triton.next_power_of_2(channels)
     block_rows = max(1, _ELEMENTS_PER_PROGRAM // block_channels)
-    pdl = _programmatic_launch(device)
-    # Multiply-adds fused, as PyTorch's own kernels compile them: what keeps the outputs bit-identical
-    # to the PyTorch path (scripts/kernels_parity.py). Said here because Triton 3.10 turns it off by default.
     return (triton.cdiv(rows, block_rows),), {"BLOCK_ROWS": block_rows, "BLOCK_CHANNELS": block_channels,
-                                              "num_warps": _NUM_WARPS, "USE_PDL": pdl, "launch_pdl": pdl,
-                                              "enable_fp_fusion": True}
+                                              **_launch_options(device)}
+
+
+def _launch_options(device: torch.device) -> dict[str, int | bool]:
+    """What every kernel is launched with. Multiply-adds fused, as PyTorch's own kernels compile them:
+    that keeps the outputs bit-identical to the PyTorch path (scripts/kernels_parity.py); said here
+    because Triton 3.10 turns it off by default."""
+    pdl = _programmatic_launch(device)
+    return {"num_warps": _NUM_WARPS, "USE_PDL": pdl, "launch_pdl": pdl, "enable_fp_fusion": True}
 
 
 # Programmatic dependent launch (Hopper and later): each kernel is scheduled while the one before it
@@ -223,8 +227,6 @@ def max_pool_mean(x: torch.Tensor) -> torch.Tensor:
     if pixels > 1024:
         raise ValueError(f"max_pool_mean takes maps of at most 1 024 pooled pixels, got {h // 2}×{w // 2}")
     out = torch.empty((n, c), dtype=torch.float32, device=x.device)
-    pdl = _programmatic_launch(x.device)
     max_pool_mean_kernel[(n,)](x, out, c, w // 2, pixels, BLOCK_PIXELS=triton.next_power_of_2(pixels),
-                               BLOCK_CHANNELS=triton.next_power_of_2(c), num_warps=_NUM_WARPS, USE_PDL=pdl,
-                               launch_pdl=pdl)
+                               BLOCK_CHANNELS=triton.next_power_of_2(c), **_launch_options(x.device))
     return out
