@@ -29,6 +29,7 @@ from .crop import FaceCropper
 from .detect import Detections, FaceDetector, PendingDetections
 from .engine import Engine, EngineOutput
 from .metrics import GpuTimer
+from .nvdec import DeviceFrame
 from .source import Frame, Source
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ class RunSummary:
     """What a run did, printed on stderr and written as JSON."""
 
     source: str
+    decoder: str = "opencv"  # "nvdec": decoded on the GPU (emopipe.nvdec)
     frames: int = 0
     faces: int = 0
     seconds: float = 0.0
@@ -156,6 +158,8 @@ class RunSummary:
             f"frame latency: first {ms(self.first_frame_latency_s)}, steady p50 {ms(self.steady_latency_p50_s)}, "
             f"p99 {ms(self.steady_latency_p99_s)}",
         ]
+        if self.decoder != "opencv":
+            lines.append(f"decoder: {self.decoder}")
         if self.stage_seconds:
             lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
         if self.ended_early:
@@ -347,7 +351,7 @@ class Pipeline:
                 continue
             if item is _END:
                 break
-            if batch and item.bgr.shape != batch[0].bgr.shape:
+            if batch and (item.height, item.width) != (batch[0].height, batch[0].width):
                 yield batch
                 batch = []
             batch.append(item)
@@ -360,6 +364,12 @@ class Pipeline:
 
     def _upload(self, batch: list[Frame]) -> torch.Tensor:
         """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
+        if isinstance(batch[0], DeviceFrame):  # decoded on the GPU, copied out on the decoder's stream
+            if self.device.type == "cuda":
+                main = torch.cuda.current_stream(self.device)
+                for frame in batch:  # the decoder's memory: not reused before this stream is done with it
+                    frame.pixels.record_stream(main)
+            return torch.stack([frame.pixels for frame in batch])
         images = [frame.bgr for frame in batch]
         if self.device.type != "cuda":
             return torch.from_numpy(np.stack(images))
@@ -500,6 +510,7 @@ class Pipeline:
         steady = sorted(self._latencies[1:])
         return RunSummary(
             source=self.source.info.uri,
+            decoder=getattr(self.source, "decoder", "opencv"),
             frames=frames,
             faces=self._faces,
             seconds=elapsed,

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--start", type=_non_negative, metavar="SECONDS", help="start at this time")
     src.add_argument("--end", type=_non_negative, metavar="SECONDS", help="stop at this time")
     src.add_argument("--max-frames", type=_positive_int, metavar="N", help="stop after N frames")
+    src.add_argument("--decoder", choices=["auto", "nvdec", "opencv"], default="auto",
+                     help="video decoding: nvdec (on the GPU, needs 'emopipe[nvdec]'), opencv (on the CPU), or auto: "
+                          "nvdec for video files on a CUDA device where it is available (default)")
 
     det = parser.add_argument_group("face detection")
     det.add_argument("--detector", help="sfd (S3FD), blazeface (front camera) or blazeface_back "
@@ -219,9 +222,9 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     from .emonet import build_emonet, read_checkpoint
     from .engine import PRECISIONS, EngineOptions, create_engine
     from .metrics import build_info
+    from .nvdec import open_input
     from .records import ensure_writable, open_writer
     from .sinks import FaceRecorder, RecordSink
-    from .source import open_source
 
     _check_options(args)
     device = resolve_device(args.device)
@@ -234,10 +237,12 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
         ensure_writable(Path(args.annotate), "annotated video")
 
     if live is not None:
+        if args.decoder == "nvdec":
+            raise UsageError("--decoder nvdec decodes video files; cameras and network streams are decoded on the CPU")
         source = live.open(stack, metrics.registry)
     else:
-        source = stack.enter_context(open_source(args.source, start_s=args.start, end_s=args.end,
-                                                 max_frames=args.max_frames))
+        source = stack.enter_context(open_input(args.source, decoder=args.decoder, device=device, start_s=args.start,
+                                                end_s=args.end, max_frames=args.max_frames))
     info = source.info
     stack.enter_context(exporter)  # /metrics is up before the models load, so scrapes see start-up
 

@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import cv2
 import numpy as np
@@ -161,6 +161,7 @@ class _SourceBase:
 
     info: SourceInfo
     ended_early: str | None = None
+    decoder = "opencv"  # what decodes the frames, for the run summary (emopipe.nvdec: "nvdec")
 
     def __init__(self) -> None:
         self._iterated = False
@@ -272,10 +273,9 @@ class VideoSource(_SourceBase):
         _check_file(self.path)
         self.start_s, self.end_s, self.max_frames = start_s, end_s, max_frames
         self._lock = threading.Lock()
-        self._cap: cv2.VideoCapture | None = _open_capture(self.path)
-        fps = self._cap.get(cv2.CAP_PROP_FPS)
+        self._cap: Any = self._open_reader()
+        fps, count = self._rate_and_count()
         self._fps = fps if math.isfinite(fps) and 0 < fps <= _MAX_FPS else None
-        count = self._cap.get(cv2.CAP_PROP_FRAME_COUNT)
         self._declared = round(count) if math.isfinite(count) and count > 0 else None
         self._container = _container(self.path)
         self._pending: deque[Frame] = deque()
@@ -294,6 +294,30 @@ class VideoSource(_SourceBase):
         self._start_index = first.index
         self.info = SourceInfo(uri=str(path), kind="video", fps=self._fps, frame_count=self._declared,
                                width=first.width, height=first.height)
+
+    # -- the decoder: OpenCV here; emopipe.nvdec overrides these to decode on the GPU ----------------
+
+    def _open_reader(self) -> Any:
+        return _open_capture(self.path)
+
+    def _rate_and_count(self) -> tuple[float, float]:
+        """The container's frame rate and frame count (NaN or 0 where it gives none)."""
+        return self._cap.get(cv2.CAP_PROP_FPS), self._cap.get(cv2.CAP_PROP_FRAME_COUNT)
+
+    def _decode(self) -> float | None:
+        """Decode the next frame without converting it; its timestamp in ms (NaN if none), None on failure.
+        Called with the lock held and a reader open."""
+        if not self._cap.grab():
+            return None
+        return self._cap.get(cv2.CAP_PROP_POS_MSEC)
+
+    def _pixels(self) -> np.ndarray | None:
+        """The frame last decoded, as pixels (lock held, reader open)."""
+        ok, image = self._cap.retrieve()
+        return _as_bgr(image) if ok and image is not None else None
+
+    def _new_frame(self, index: int, timestamp: float, pixels: Any) -> Frame:
+        return Frame(index=index, timestamp=timestamp, bgr=pixels, read_time=time.perf_counter())
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -322,9 +346,8 @@ class VideoSource(_SourceBase):
         failures = 0
         while True:
             with self._lock:
-                ok = self._cap is not None and self._cap.grab()
-                msec = self._cap.get(cv2.CAP_PROP_POS_MSEC) if ok and self._cap is not None else float("nan")
-            if ok:
+                msec = self._decode() if self._cap is not None else None
+            if msec is not None:
                 index = self._next_index
                 self._next_index += 1
                 self._decoded_any = True
@@ -336,10 +359,8 @@ class VideoSource(_SourceBase):
 
     def _retrieve(self, index: int, timestamp: float) -> Frame | None:
         with self._lock:
-            ok, image = self._cap.retrieve() if self._cap is not None else (False, None)
-        if not ok or image is None:
-            return None
-        return Frame(index=index, timestamp=timestamp, bgr=_as_bgr(image), read_time=time.perf_counter())
+            pixels = self._pixels() if self._cap is not None else None
+        return None if pixels is None else self._new_frame(index, timestamp, pixels)
 
     def _read(self) -> Frame | None:
         """The next decodable frame, or None at the end."""
@@ -418,7 +439,7 @@ class VideoSource(_SourceBase):
         with self._lock:
             if self._cap is not None:
                 self._cap.release()
-            self._cap = _open_capture(self.path)
+            self._cap = self._open_reader()
         self._next_index = 0
         self._last_timestamp = None
         self._pending.clear()
@@ -668,6 +689,12 @@ def unregister_source(name: str) -> None:
 
 def source_kinds() -> list[str]:
     return [o.name for o in _OPENERS]
+
+
+def source_kind(uri: str | os.PathLike[str]) -> str | None:
+    """Which kind of source would open ``uri`` ("video", "image", "folder", or a registered kind); None if none."""
+    text = os.fspath(uri)
+    return next((opener.name for opener in _OPENERS if opener.matches(text)), None)
 
 
 def open_source(uri: str | os.PathLike[str], *, start_s: float | None = None, end_s: float | None = None,

@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,10 +44,10 @@ from emopipe.crop import FaceCropper  # noqa: E402
 from emopipe.detect import Detections, PendingDetections, S3FDDetector, create_detector  # noqa: E402
 from emopipe.emonet import build_emonet  # noqa: E402
 from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
+from emopipe.nvdec import nvdec_unavailable, open_input  # noqa: E402
 from emopipe.pipeline import Pipeline, PipelineSettings  # noqa: E402
 from emopipe.records import open_writer  # noqa: E402
 from emopipe.sinks import FaceRecorder, RecordSink  # noqa: E402
-from emopipe.source import open_source  # noqa: E402
 
 
 def synthesise(path: Path, frames: int, width: int, height: int) -> list[list[tuple[float, ...]]]:
@@ -102,11 +103,14 @@ ABLATION = (  # (row, detector, pipeline settings)
     ("S3FD conv+ReLU not fused", "unfused", {}),
     ("GIL switch interval 0.1 ms (default 0.5)", "fused", {"gil_switch_interval_s": 0.0001}),
     ("GIL switch interval 5 ms (Python's own)", "fused", {"gil_switch_interval_s": 0.005}),
+    ("NVDEC decoding", "fused", {"decoder": "nvdec"}),
+    ("H.264 input, OpenCV decoding", "fused", {"video": "h264", "decoder": "opencv"}),
+    ("H.264 input, NVDEC decoding", "fused", {"video": "h264", "decoder": "nvdec"}),
 )
 
 
-def run_emopipe(video: Path, detector, engine, out: Path, **settings: bool | float) -> dict:
-    source = open_source(video)
+def run_emopipe(video: Path, detector, engine, out: Path, decoder: str = "opencv", **settings: bool | float) -> dict:
+    source = open_input(video, decoder=decoder, device=engine.device)
     writer = open_writer(out, labels=engine.labels)
     sink = RecordSink(FaceRecorder(str(video), engine.labels), writer)
     cropper = FaceCropper(device=engine.device, dtype=engine.dtype)
@@ -222,6 +226,18 @@ def rss_child(video: str, device: str) -> None:
                       / 1024}))
 
 
+def h264_copy(video: Path, path: Path | None) -> Path | None:
+    """The H.264 copy of the synthesised video (the codec most recordings use; it costs the CPU more to decode)."""
+    if path is None:
+        return None
+    if not path.exists():
+        if shutil.which("ffmpeg") is None:
+            raise SystemExit(f"{path} is missing and there is no ffmpeg to write it")
+        subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-i", str(video), "-c:v", "libx264",
+                        "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p", str(path)], check=True)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -234,6 +250,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the ablation rows")
     parser.add_argument("--rss", action="store_true", help="also peak RSS at 300 vs 3000 frames (subprocesses)")
     parser.add_argument("--rss-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--h264", type=Path, help="an H.264 copy of the synthesised video for the H.264 rows "
+                        "(written with the ffmpeg command where that is installed and the file is missing)")
     args = parser.parse_args()
     if args.rss_child:
         rss_child(*args.rss_child)
@@ -263,12 +281,19 @@ def main() -> int:
                          precision=fast_precision if fast_precision != "bf16" else "fp16")
     unfused.warmup(height, width)
     rows = [row for row in ABLATION if not args.rows or any(row[0].startswith(w) for w in args.rows.split(","))]
+    videos = {"mp4v": video, "h264": h264_copy(video, args.h264)}
+    no_nvdec = nvdec_unavailable(torch.device(device))
     for round_ in range(1, args.rounds + 1):
         for name, chosen, settings in rows:
+            settings = dict(settings)
+            clip = videos[settings.pop("video", "mp4v")]
+            if clip is None or (settings.get("decoder") == "nvdec" and no_nvdec):
+                results[f"emopipe, S3FD, {name}, round {round_}"] = {"skipped": no_nvdec or "no H.264 copy (--h264)"}
+                continue
             runner = unfused if chosen == "unfused" else detector
             runner.next = 0
             results[f"emopipe, S3FD, {name}, round {round_}"] = run_emopipe(
-                video, runner, engine, args.out / "ablation.csv", **settings)
+                clip, runner, engine, args.out / "ablation.csv", **settings)
 
     blaze = create_detector("blazeface_back", device=device, batch_size=8, precision="fp16",
                             models_dir=blazeface_dir())
@@ -307,6 +332,9 @@ def main() -> int:
     ablation = [f"emopipe, S3FD, {name}, round {r}" for r in range(1, args.rounds + 1) for name, _, _ in rows]
     for name in ("emopipe, S3FD", *ablation, "emopipe, BlazeFace back", "reference-style, S3FD"):
         r = results[name]
+        if "skipped" in r:
+            print(f"| {name} | skipped: {r['skipped']} |")
+            continue
         s = r["stage_seconds"]
         print(f"| {name} | {r['frames']} | {r['faces']} | {r['seconds']:.2f} | {r['fps']:.0f} | "
               f"{r['fps'] / ref_fps:.1f}× | " + " | ".join(f"{s.get(k, 0):.2f}" for k in

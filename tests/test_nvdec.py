@@ -1,0 +1,255 @@
+"""GPU decoding (emopipe.nvdec) on the CPU: PyNvVideoCodec replaced at its boundary by a stand-in.
+
+The stand-in decodes with OpenCV and answers as PyNvVideoCodec does (RGB frames through DLPack,
+presentation timestamps in the container's time base, a report string on files it cannot open), so
+everything of ours — timestamps, indexes, start/end, truncation reports, the choice of decoder and
+the pipeline with frames already on the device — is checked against the OpenCV source. NVDEC
+itself was checked on the GPU host (docs/benchmarks.md, "Decoding on the GPU").
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import ClassVar
+
+import cv2
+import numpy as np
+import pytest
+import synth
+import torch
+from fakes import PixelEngine
+from synth import moving_face_video
+
+from emopipe import nvdec
+from emopipe.crop import FaceCropper
+from emopipe.detect import create_detector
+from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
+from emopipe.nvdec import DeviceFrame, NvdecVideoSource, nvdec_unavailable, open_input
+from emopipe.pipeline import Pipeline, PipelineSettings
+from emopipe.source import FolderSource, ImageSource, VideoSource, format_time
+
+FPS = 25.0
+COUNT = 60
+TICKS_PER_SECOND = 12800  # a time base as MP4 muxers write them (1/12800 s)
+
+
+class _Frame:
+    """A decoded frame as PyNvVideoCodec hands it out: DLPack-able RGB, with its PTS."""
+
+    def __init__(self, rgb: torch.Tensor, pts: int) -> None:
+        self._rgb, self._pts = rgb, pts
+
+    def getPTS(self) -> int:
+        return self._pts
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._rgb.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._rgb.__dlpack_device__()
+
+
+def _open_or_raise(path: str) -> cv2.VideoCapture:
+    capture = cv2.VideoCapture(path, cv2.CAP_FFMPEG)
+    if not capture.isOpened():  # PyNvVideoCodec's report, as it reads for a text file
+        raise RuntimeError('CreateFormatContext : \nError code : -1094995529\nError Type : avformat_open_input(&ctx, '
+                           'szFilePath, NULL, NULL) returned error " Invalid data found when processing input"\n')
+    return capture
+
+
+class _Demuxer:
+    def __init__(self, path: str) -> None:
+        _open_or_raise(path).release()
+
+    def GetTimebaseNum(self) -> int:
+        return 1
+
+    def GetTimebaseDen(self) -> int:
+        return TICKS_PER_SECOND
+
+
+class _ThreadedDecoder:
+    instances: ClassVar[list[_ThreadedDecoder]] = []
+
+    def __init__(self, path: str, buffer_size: int, gpu_id: int = 0, use_device_memory: bool = True,
+                 output_color_type: object = None) -> None:
+        assert use_device_memory and output_color_type == "RGB"
+        self.capture = _open_or_raise(path)
+        self.buffer_size, self.gpu_id, self.ended = buffer_size, gpu_id, False
+        _ThreadedDecoder.instances.append(self)
+
+    def get_stream_metadata(self) -> types.SimpleNamespace:
+        return types.SimpleNamespace(average_fps=self.capture.get(cv2.CAP_PROP_FPS),
+                                     num_frames=int(self.capture.get(cv2.CAP_PROP_FRAME_COUNT)))
+
+    def get_batch_frames(self, n: int) -> list[_Frame]:
+        assert n <= self.buffer_size
+        frames = []
+        while len(frames) < n:
+            ok, bgr = self.capture.read()
+            if not ok:
+                break
+            pts = round(self.capture.get(cv2.CAP_PROP_POS_MSEC) / 1000 * TICKS_PER_SECOND) + 1024  # MP4 edit offset
+            frames.append(_Frame(torch.from_numpy(np.ascontiguousarray(bgr[..., ::-1])), pts))
+        return frames
+
+    def end(self) -> None:
+        self.ended = True
+        self.capture.release()
+
+
+@pytest.fixture
+def fake_nvdec(monkeypatch):
+    module = types.ModuleType("PyNvVideoCodec")
+    module.CreateDemuxer = _Demuxer
+    module.ThreadedDecoder = _ThreadedDecoder
+    module.OutputColorType = types.SimpleNamespace(RGB="RGB")
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
+    _ThreadedDecoder.instances.clear()
+    return module
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("nvdec") / "clip.avi"  # MJPG/AVI: the header declares the frame count
+    synth.write_video(path, synth.numbered_frames(COUNT), FPS, fourcc="MJPG")
+    return path
+
+
+def test_frames_timestamps_and_pixels_match_the_opencv_source(fake_nvdec, clip):
+    with VideoSource(clip) as cpu, NvdecVideoSource(clip, device="cuda:1") as gpu:
+        assert gpu.info == cpu.info and gpu.expected_frames == COUNT
+        expected, got = list(cpu), list(gpu)
+    assert _ThreadedDecoder.instances[0].gpu_id == 1 and _ThreadedDecoder.instances[-1].ended
+    assert len(got) == len(expected) == COUNT
+    for a, b in zip(expected, got):
+        assert isinstance(b, DeviceFrame) and b.pixels.dtype == torch.uint8
+        assert (b.index, b.height, b.width) == (a.index, a.height, a.width)
+        assert b.timestamp == pytest.approx(a.timestamp, abs=1e-4)  # PTS counted from the first frame
+        np.testing.assert_array_equal(b.bgr, a.bgr)  # RGB from the decoder, BGR out
+
+
+def test_start_end_and_max_frames_as_for_the_opencv_source(fake_nvdec, clip):
+    ranges = ({"start_s": 1.0}, {"start_s": 0.5, "end_s": 1.5}, {"max_frames": 7}, {"start_s": 2.0, "max_frames": 3})
+    for options in ranges:
+        with VideoSource(clip, **options) as cpu, NvdecVideoSource(clip, **options) as gpu:
+            expected, got = list(cpu), list(gpu)
+        assert [f.index for f in got] == [f.index for f in expected], options
+        assert [f.timestamp for f in got] == pytest.approx([f.timestamp for f in expected], abs=1e-4)
+    with pytest.raises(UsageError, match="start time"):
+        NvdecVideoSource(clip, start_s=COUNT / FPS + 1)
+
+
+def test_truncated_video_is_reported_like_the_opencv_source(fake_nvdec, clip, tmp_path):
+    cut = synth.truncate(clip, tmp_path / "cut.avi", keep=0.5)
+    with NvdecVideoSource(cut) as source:
+        frames = list(source)
+        message = source.ended_early
+    assert 10 < len(frames) < COUNT and [f.index for f in frames] == list(range(len(frames)))
+    assert message is not None and "truncated" in message
+    assert f"decoding stopped at frame {len(frames)} of {COUNT} ({format_time(len(frames) / FPS)})" in message
+
+
+def test_unreadable_and_missing_files(fake_nvdec, tmp_path):
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video " * 100)
+    with pytest.raises(InputUnreadableError, match=r"cannot read .*notes\.mp4 with NVDEC: Invalid data found"):
+        NvdecVideoSource(text)
+    with pytest.raises(InputNotFoundError):
+        NvdecVideoSource(tmp_path / "missing.mp4")
+
+
+def test_device_frames_are_validated():
+    with pytest.raises(ValueError, match="H×W×3 uint8"):
+        DeviceFrame(index=0, timestamp=0.0, pixels=torch.zeros(4, 4, dtype=torch.uint8), read_time=0.0)
+
+
+# -- choosing the decoder ------------------------------------------------------------------------
+
+def test_why_nvdec_is_unavailable(monkeypatch, fake_nvdec):
+    assert "device is cpu" in nvdec_unavailable(torch.device("cpu"))
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)  # not installed
+    assert "pip install 'emopipe[nvdec]'" in nvdec_unavailable(torch.device("cuda"))
+
+
+def test_auto_uses_nvdec_for_videos_where_available_and_opencv_otherwise(monkeypatch, fake_nvdec, clip, tmp_path):
+    image = tmp_path / "face.png"
+    cv2.imwrite(str(image), synth.astronaut_bgr())
+    # On a CPU run (and wherever NVDEC is missing) auto decodes with OpenCV; nvdec is an error.
+    with open_input(clip, decoder="auto", device="cpu") as source:
+        assert type(source) is VideoSource and source.decoder == "opencv"
+    with pytest.raises(UsageError, match="--decoder nvdec: NVDEC decodes on an NVIDIA GPU"):
+        open_input(clip, decoder="nvdec", device="cpu")
+    # Where NVDEC is available, auto takes it for video files only.
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    with open_input(clip, decoder="auto", device="cuda") as source:
+        assert type(source) is NvdecVideoSource and source.decoder == "nvdec"
+    with open_input(clip, decoder="opencv", device="cuda") as source:
+        assert type(source) is VideoSource
+    with open_input(image, decoder="auto", device="cuda") as source:
+        assert type(source) is ImageSource
+    with open_input(tmp_path, decoder="auto", device="cuda") as source:
+        assert type(source) is FolderSource
+    with pytest.raises(UsageError, match="decodes video files"):
+        open_input(image, decoder="nvdec", device="cuda")
+    with pytest.raises(UsageError, match="--decoder must be one of"):
+        open_input(clip, decoder="gpu", device="cuda")
+
+
+def test_auto_falls_back_to_opencv_when_nvdec_cannot_open_a_file(monkeypatch, fake_nvdec, clip):
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+
+    def refuse(path: str) -> None:
+        raise RuntimeError("cuvidCreateDecoder : codec not supported\n at NvDecoder.cpp:1")
+
+    monkeypatch.setattr(fake_nvdec, "CreateDemuxer", refuse)
+    with open_input(clip, decoder="auto", device="cuda") as source:
+        assert type(source) is VideoSource and len(list(source)) == COUNT
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: cuvidCreateDecoder : codec not supported$"):
+        open_input(clip, decoder="nvdec", device="cuda")
+
+
+# -- the pipeline with frames already on the device ---------------------------------------------
+
+def test_pipeline_results_from_device_frames_equal_those_from_host_frames(fake_nvdec, models_home, tmp_path):
+    path = tmp_path / "two.mp4"
+    moving_face_video(path, frames=12, size=(400, 240), two_faces=True)
+
+    def run(source) -> list:
+        results = []
+        sink = types.SimpleNamespace(write=results.append, close=lambda: None)
+        pipeline = Pipeline(source, create_detector("blazeface", device="cpu"), FaceCropper(device=torch.device("cpu")),
+                            PixelEngine(batch_size=3), [sink], settings=PipelineSettings())
+        pipeline.run()
+        return results, pipeline.summary()
+
+    with VideoSource(path) as cpu, NvdecVideoSource(path) as gpu:
+        (expected, cpu_summary), (got, gpu_summary) = run(cpu), run(gpu)
+    assert (cpu_summary.decoder, gpu_summary.decoder) == ("opencv", "nvdec")
+    assert [r.frame.index for r in got] == list(range(12))
+    assert sum(len(r.faces) for r in got) == sum(len(r.faces) for r in expected) == 24
+    for a, b in zip(expected, got):
+        assert isinstance(b.frame, DeviceFrame)
+        np.testing.assert_allclose([f.valence for f in b.faces], [f.valence for f in a.faces], atol=1e-6)
+        np.testing.assert_allclose(b.crop_boxes, a.crop_boxes, atol=1e-4)
+
+
+def test_a_resolution_change_within_a_decoded_batch(monkeypatch, fake_nvdec, clip):
+    read = _ThreadedDecoder.get_batch_frames
+
+    def smaller_from_frame_30(self, n: int) -> list[_Frame]:
+        frames = read(self, n)
+        first = round(self.capture.get(cv2.CAP_PROP_POS_FRAMES)) - len(frames)
+        for i, frame in enumerate(frames):
+            if first + i >= 30:
+                frame._rgb = frame._rgb[:60, :80].contiguous()
+        return frames
+
+    monkeypatch.setattr(_ThreadedDecoder, "get_batch_frames", smaller_from_frame_30)
+    with VideoSource(clip) as cpu, NvdecVideoSource(clip) as gpu:
+        expected, got = list(cpu), list(gpu)
+    assert [(f.height, f.width) for f in got] == [(120, 160)] * 30 + [(60, 80)] * 30
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(b.bgr, a.bgr[: b.height, : b.width])
