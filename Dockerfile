@@ -25,7 +25,10 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY models/manifest.json models/manifest.json
 COPY emopipe emopipe
-RUN pip install --no-cache-dir .
+# [nvdec]: PyNvVideoCodec, so videos are decoded by the GPU's NVDEC (--decoder auto). This
+# checkout's package: its dependencies' versions are bounded in pyproject.toml.
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir ".[nvdec]"
 
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
@@ -41,9 +44,11 @@ RUN useradd --create-home --uid 10001 --user-group emopipe \
     && mkdir -p /models /data \
     && chown emopipe:emopipe /models /data
 COPY --from=build /opt/emopipe /opt/emopipe
+# "video": the container toolkit then mounts the driver's NVDEC library (libnvcuvid) too
 ENV PATH=/opt/emopipe/bin:$PATH \
     EMOPIPE_HOME=/models \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,video
 VOLUME ["/models"]
 USER 10001:10001
 WORKDIR /data
