@@ -152,6 +152,8 @@ def test_images_and_folders_are_sources(tmp_path, checkpoints, models_home, shar
         (["--device", "tpu"], 2, "device 'tpu'"),
         (["--threshold", "1.5"], 2, "--threshold"),
         (["--compile", "fastest"], 2, "unknown compile mode 'fastest'"),
+        (["--decoder", "nvdec", "--device", "cpu"], 2, "--decoder nvdec: NVDEC decodes on an NVIDIA GPU"),
+        (["--decoder", "vaapi"], 2, "--decoder"),
     ],
 )
 def test_invalid_options(args, code, needle, moving, tmp_path, models_home):
