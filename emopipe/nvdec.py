@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import functools
 import logging
+import math
 import os
 import sys
 import time
@@ -33,11 +34,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 
 from .errors import InputUnreadableError, UsageError
-from .source import Source, VideoSource, open_source, source_kind
+from .source import Source, VideoSource, _quiet_ffmpeg_logs, open_source, source_kind
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +109,22 @@ def _reason(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _clockwise_quarter_turns(path: Path) -> int:
+    """The rotation the container asks for (phones record it as metadata), which OpenCV applies and NVDEC does not."""
+    _quiet_ffmpeg_logs()
+    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    try:
+        degrees = capture.get(cv2.CAP_PROP_ORIENTATION_META) if capture.isOpened() else 0.0
+    finally:
+        capture.release()
+    return round(degrees / 90) % 4 if math.isfinite(degrees) else 0
+
+
+def _upright(frames: torch.Tensor, quarter_turns: int) -> torch.Tensor:
+    """N×H×W×3 frames turned clockwise as OpenCV turns them (a copy only when they turn)."""
+    return torch.rot90(frames, -quarter_turns, dims=(1, 2)).contiguous() if quarter_turns else frames
+
+
 class _NvdecReader:
     """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
 
@@ -123,6 +141,7 @@ class _NvdecReader:
             raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
         self.fps = float(metadata.average_fps or 0.0)
         self.frame_count = float(metadata.num_frames or 0)
+        self.quarter_turns = _clockwise_quarter_turns(path)
         # The frames are copied out on a stream of their own: on the pipeline's stream the copies
         # would queue behind detection and EmoNet, and those behind the copies.
         self._stream = torch.cuda.Stream(torch.device("cuda", gpu)) if torch.cuda.is_available() else None
@@ -155,9 +174,9 @@ class _NvdecReader:
         with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
             rgb = [torch.from_dlpack(frame) for frame in decoded]
             if all(t.shape == rgb[0].shape for t in rgb):
-                bgr = list(torch.stack(rgb).flip(-1).unbind(0))  # one copy for the batch
+                bgr = list(_upright(torch.stack(rgb).flip(-1), self.quarter_turns).unbind(0))  # one copy
             else:  # the stream changed resolution within the batch
-                bgr = [t.flip(-1) for t in rgb]
+                bgr = [_upright(t[None].flip(-1), self.quarter_turns)[0] for t in rgb]
             if self._stream is not None:
                 self._stream.synchronize()  # two kernels a batch; the reader thread waits without the GIL
         return bgr

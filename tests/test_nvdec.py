@@ -9,6 +9,8 @@ itself was checked on the GPU host (docs/benchmarks.md, "Decoding on the GPU").
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -77,6 +79,7 @@ class _ThreadedDecoder:
                  output_color_type: object = None) -> None:
         assert use_device_memory and output_color_type == "RGB"
         self.capture = _open_or_raise(path)
+        self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # NVDEC hands frames out as stored
         self.buffer_size, self.gpu_id, self.ended = buffer_size, gpu_id, False
         _ThreadedDecoder.instances.append(self)
 
@@ -253,3 +256,21 @@ def test_a_resolution_change_within_a_decoded_batch(monkeypatch, fake_nvdec, cli
     assert [(f.height, f.width) for f in got] == [(120, 160)] * 30 + [(60, 80)] * 30
     for a, b in zip(expected, got):
         np.testing.assert_array_equal(b.bgr, a.bgr[: b.height, : b.width])
+
+
+@pytest.mark.parametrize("degrees", [90, 270])
+def test_rotation_metadata_is_applied_as_opencv_applies_it(fake_nvdec, clip, tmp_path, degrees):
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("needs the ffmpeg command line tool")
+    plain, rotated = tmp_path / "plain.mp4", tmp_path / f"phone_{degrees}.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-i", str(clip), "-c:v", "mpeg4", "-q:v", "2", str(plain)],
+                   check=True)
+    # a phone's portrait recording: landscape frames and the rotation as metadata
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-i", str(plain), "-c", "copy",
+                    "-metadata:s:v:0", f"rotate={degrees}", str(rotated)], check=True)
+    with VideoSource(rotated) as cpu, NvdecVideoSource(rotated) as gpu:
+        assert (gpu.info.width, gpu.info.height) == (cpu.info.width, cpu.info.height) == (120, 160)
+        expected, got = list(cpu), list(gpu)
+    assert len(got) == len(expected) == COUNT
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(b.bgr, a.bgr)
