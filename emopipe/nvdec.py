@@ -106,7 +106,8 @@ def _reason(exc: BaseException) -> str:
     if 'returned error "' in text:
         return text.split('returned error "', 1)[1].split('"', 1)[0].strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    kind = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Error Type :")), None)
+    return kind or (lines[0] if lines else type(exc).__name__)
 
 
 def _clockwise_quarter_turns(path: Path) -> int:
@@ -134,9 +135,19 @@ class _NvdecReader:
             demuxer = nvc.CreateDemuxer(str(path))  # the container's time base, which the decoder does not give
             self.seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
             del demuxer
+            # The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by
+            # throwing in its own thread, which aborts the process; a simple decoder throws here instead.
+            # So the first frame is decoded by one first, and streams it cannot decode stay with OpenCV.
+            probe = nvc.SimpleDecoder(str(path), gpu_id=gpu, use_device_memory=True,
+                                      output_color_type=nvc.OutputColorType.RGB)
+            if not probe.get_batch_frames(1):
+                raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
+            del probe
             self.decoder = nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=gpu,
                                                use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
             metadata = self.decoder.get_stream_metadata()
+        except InputUnreadableError:
+            raise
         except Exception as exc:
             raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
         self.fps = float(metadata.average_fps or 0.0)

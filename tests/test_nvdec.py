@@ -28,7 +28,7 @@ from emopipe import nvdec
 from emopipe.crop import FaceCropper
 from emopipe.detect import create_detector
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
-from emopipe.nvdec import DeviceFrame, NvdecVideoSource, nvdec_unavailable, open_input
+from emopipe.nvdec import _DECODE_AHEAD, DeviceFrame, NvdecVideoSource, nvdec_unavailable, open_input
 from emopipe.pipeline import Pipeline, PipelineSettings
 from emopipe.source import FolderSource, ImageSource, VideoSource, format_time
 
@@ -103,11 +103,21 @@ class _ThreadedDecoder:
         self.capture.release()
 
 
+class _SimpleDecoder(_ThreadedDecoder):
+    """Decodes in the caller's thread (where its exceptions can be caught)."""
+
+    def __init__(self, path: str, gpu_id: int = 0, use_device_memory: bool = True,
+                 output_color_type: object = None) -> None:
+        super().__init__(path, _DECODE_AHEAD, gpu_id, use_device_memory, output_color_type)
+        _ThreadedDecoder.instances.remove(self)
+
+
 @pytest.fixture
 def fake_nvdec(monkeypatch):
     module = types.ModuleType("PyNvVideoCodec")
     module.CreateDemuxer = _Demuxer
     module.ThreadedDecoder = _ThreadedDecoder
+    module.SimpleDecoder = _SimpleDecoder
     module.OutputColorType = types.SimpleNamespace(RGB="RGB")
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
     _ThreadedDecoder.instances.clear()
@@ -274,3 +284,29 @@ def test_rotation_metadata_is_applied_as_opencv_applies_it(fake_nvdec, clip, tmp
     assert len(got) == len(expected) == COUNT
     for a, b in zip(expected, got):
         np.testing.assert_array_equal(b.bgr, a.bgr)
+
+
+def test_a_stream_nvdec_cannot_decode_is_refused_before_the_threaded_decoder_starts(monkeypatch, fake_nvdec, clip):
+    # PyNvVideoCodec's threaded decoder throws in its own thread on such a stream, which aborts the process.
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+
+    class Unsupported(_SimpleDecoder):
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            raise RuntimeError("HandleVideoSequence : \nError code : 801\nError Type : Codec not supported on this "
+                               "GPU\nat NvDecoder.cpp:274\n")
+
+    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", Unsupported)
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: Codec not supported on this GPU$"):
+        NvdecVideoSource(clip)
+    with open_input(clip, decoder="auto", device="cuda") as source:  # auto: OpenCV instead
+        assert type(source) is VideoSource and len(list(source)) == COUNT
+    assert _ThreadedDecoder.instances == []
+
+    class NoFrames(_SimpleDecoder):  # a stream NVDEC opens but decodes nothing from
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            return []
+
+    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", NoFrames)
+    with pytest.raises(InputUnreadableError, match="with NVDEC: no frame decodes"):
+        NvdecVideoSource(clip)
+    assert _ThreadedDecoder.instances == []
