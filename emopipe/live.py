@@ -321,8 +321,9 @@ class LiveSource(_SourceBase):
         self._newest = NewestFrame()
         self._stopping = threading.Event()
         self._times: deque[float] = deque(maxlen=_FPS_WINDOW)
-        self._first_capture: float | None = None
         self._last_capture: float | None = None
+        self._streaming_s = 0.0  # time between consecutive captures while the stream was up
+        self._intervals = 0
         self._thread = threading.Thread(target=self._capture, name="emopipe-capture", daemon=True)
         self._thread.start()
         o = self.options
@@ -405,14 +406,16 @@ class LiveSource(_SourceBase):
         wall, now = time.time(), time.perf_counter()
         frame = Frame(index=self.captured, timestamp=wall, bgr=_as_bgr(image), read_time=now)
         if reopened:
+            self._times.clear()  # a rate measured across the outage would not be the stream's
             self.reconnects += 1
             logger.warning("%s reconnected after %.1f s", self._name(), self._silence(now))
             if self.on_reconnect is not None:
                 self.on_reconnect()
         self.captured += 1
+        if self._last_capture is not None and not reopened:
+            self._streaming_s += now - self._last_capture
+            self._intervals += 1
         self._times.append(now)
-        if self._first_capture is None:
-            self._first_capture = now
         self._last_capture = now
         if self._newest.put(frame) and self.on_drop is not None:
             self.on_drop(1)
@@ -443,7 +446,7 @@ class LiveSource(_SourceBase):
 
     @property
     def measured_fps(self) -> float | None:
-        """The capture rate over the last frames (None until two frames came)."""
+        """The capture rate over the last frames since the stream last (re)connected (None until two came)."""
         times = list(self._times)
         if len(times) < 2 or times[-1] <= times[0]:
             return None
@@ -451,10 +454,8 @@ class LiveSource(_SourceBase):
 
     @property
     def run_fps(self) -> float | None:
-        """The capture rate over the whole run."""
-        if self._first_capture is None or self._last_capture is None or self._last_capture <= self._first_capture:
-            return None
-        return (self.captured - 1) / (self._last_capture - self._first_capture)
+        """The capture rate over the whole run, while the stream was up (outages are not counted)."""
+        return self._intervals / self._streaming_s if self._intervals and self._streaming_s > 0 else None
 
     @property
     def expected_frames(self) -> int | None:

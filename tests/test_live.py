@@ -158,6 +158,8 @@ def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue()
     assert cameras[0].released and cameras[-1].released
     indexes = [f.index for f in frames]
     assert all(b > a for a, b in itertools.pairwise(indexes)) and indexes[-1] >= 5
+    # the rates are the stream's while it was up: the outage (≥ 0.25 s of backoff) is not counted
+    assert src.run_fps == pytest.approx(100, rel=0.3) and src.measured_fps == pytest.approx(100, rel=0.3)
 
 
 def test_a_stream_that_stays_away_ends_the_run_with_a_clear_error():
