@@ -76,6 +76,9 @@ class DeviceFrame:
 
 
 def _pynvvideocodec() -> Any:
+    # Its native logger prints warnings on *stdout* ("[WARN ] Input codec is MPEG-4 ..."), where rows may
+    # be going (-o -); read once, when the library loads. Its errors reach us as exceptions anyway.
+    os.environ.setdefault("LOGGER_LEVEL", "FATAL")
     import PyNvVideoCodec
 
     return PyNvVideoCodec

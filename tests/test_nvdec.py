@@ -9,6 +9,7 @@ itself was checked on the GPU host (docs/benchmarks.md, "Decoding on the GPU").
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -310,3 +311,13 @@ def test_a_stream_nvdec_cannot_decode_is_refused_before_the_threaded_decoder_sta
     with pytest.raises(InputUnreadableError, match="with NVDEC: no frame decodes"):
         NvdecVideoSource(clip)
     assert _ThreadedDecoder.instances == []
+
+
+def test_the_native_logger_is_kept_off_stdout_unless_the_user_asks(monkeypatch, fake_nvdec):
+    # PyNvVideoCodec's native warnings go to stdout, where `-o -` writes rows (seen on the GPU host).
+    monkeypatch.delenv("LOGGER_LEVEL", raising=False)
+    nvdec_unavailable(torch.device("cuda"))
+    assert os.environ["LOGGER_LEVEL"] == "FATAL"
+    monkeypatch.setenv("LOGGER_LEVEL", "WARN")
+    nvdec_unavailable(torch.device("cuda"))
+    assert os.environ["LOGGER_LEVEL"] == "WARN"
