@@ -20,7 +20,9 @@ Damaged videos are read as far as they decode. A video stops being readable in t
   results and exits with :class:`~emopipe.errors.InputTruncatedError`'s code.
   MP4/MOV and AVI files store their frame count, so any shortfall is reported; other containers
   (Matroska, WebM, MPEG-TS…) only let OpenCV estimate it from the duration, so a shortfall of up
-  to one second is tolerated there, and a truncated MPEG-TS (no duration header) goes unnoticed;
+  to one second is tolerated there, a file decoded to its end whose timestamps jump all over (more
+  than one frame in ten: a variable frame rate, as screen recorders write) is not reported, and a
+  truncated MPEG-TS (no duration header) goes unnoticed;
 * a read fails before the declared end: reading is retried a few times first, because FFmpeg
   can often resume after a damaged stretch.
 
@@ -283,6 +285,7 @@ class VideoSource(_SourceBase):
         self._last_timestamp: float | None = None
         self._decoded_any = False
         self._gap_frames = 0  # frames the timestamps say are missing
+        self._gaps = 0  # places where the timestamps jump
         self._first_gap: float | None = None
         self._start_index = 0
         try:
@@ -333,6 +336,7 @@ class VideoSource(_SourceBase):
         elif self._fps and previous is not None and t - previous > 1.5 / self._fps:
             # a jump in the container's clock: frames lost to damage, or a variable frame rate
             self._gap_frames += round((t - previous) * self._fps) - 1
+            self._gaps += 1
             if self._first_gap is None:
                 self._first_gap = previous
         self._last_timestamp = t
@@ -493,7 +497,14 @@ class VideoSource(_SourceBase):
         last = self._last_timestamp or 0.0
         interval = 1.0 / self._fps if self._fps else 0.0
         expected_end = (self._declared - 1) * interval
-        if self._fps and last >= expected_end - 1.5 * interval:
+        reached_the_end = bool(self._fps) and last >= expected_end - 1.5 * interval
+        if reached_the_end and slack and self._gaps > max(3, self._next_index // 10):
+            # Jumps all over a file whose count is only an estimate (duration × nominal rate): a variable
+            # frame rate (screen recorders' MKV), not damage, which leaves a few jumps where it hit.
+            logger.debug("%s: variable frame rate (%d timestamp jumps); decoded to the end", self.path.name,
+                         self._gaps)
+            return
+        if reached_the_end:
             where = f" around {format_time(self._first_gap)}" if self._first_gap is not None else ""
             self.ended_early = (f"{missing} of {about}{self._declared} frames could not be decoded (corrupt data"
                                 f"{where}); decoding went on to the end ({format_time(last)}), and frame indexes "

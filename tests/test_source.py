@@ -188,6 +188,22 @@ def test_variable_frame_rate_keeps_the_containers_timestamps(vfr_video):
     assert abs(frames[30].timestamp - 30 / fps) > 0.5  # index / (average rate) would be wrong here
 
 
+def test_a_variable_frame_rate_matroska_file_is_not_reported_as_damaged(vfr_video, tmp_path):
+    # Matroska stores no frame count: OpenCV estimates 90 from the duration and the nominal 25 fps,
+    # and the 30 slow frames' timestamps jump as lost frames would (screen recorders write such files).
+    _, truth = vfr_video
+    mkv = tmp_path / "vfr.mkv"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=25",
+                    "-frames:v", "60", "-vf", "setpts='if(lt(N,30),N,30+(N-30)*2)/25/TB'", "-fps_mode", "vfr",
+                    "-c:v", "mpeg4", "-q:v", "5", str(mkv)], check=True)
+    with VideoSource(mkv) as source:
+        assert source.info.frame_count > 80 and source.info.fps == 25
+        frames = list(source)
+        assert source.ended_early is None
+    assert [f.index for f in frames] == list(range(60))
+    assert [f.timestamp for f in frames] == pytest.approx(truth, abs=2e-3)  # Matroska keeps milliseconds
+
+
 @pytest.mark.parametrize("start", [0.5, 1.7, 3.0])
 def test_seeking_a_variable_frame_rate_video_keeps_true_indexes(vfr_video, start):
     path, truth = vfr_video
