@@ -192,7 +192,7 @@ class _NvdecReader:
             else:  # the stream changed resolution within the batch
                 bgr = [_upright(t[None].flip(-1), self.quarter_turns)[0] for t in rgb]
             if self._stream is not None:
-                self._stream.synchronize()  # two kernels a batch; the reader thread waits without the GIL
+                self._stream.synchronize()  # a few kernels a batch; the reader thread waits without the GIL
         return bgr
 
     def pixels(self) -> torch.Tensor:
