@@ -214,6 +214,7 @@ class NvdecVideoSource(VideoSource):
     """
 
     decoder = "nvdec"  # reported in the run summary
+    seeks = False  # decode from the start: VideoSource's fallback, exact for any frame rate
 
     def __init__(self, path: str | os.PathLike[str], *, device: torch.device | str = "cuda",
                  start_s: float | None = None, end_s: float | None = None, max_frames: int | None = None) -> None:
@@ -236,8 +237,6 @@ class NvdecVideoSource(VideoSource):
     def _new_frame(self, index: int, timestamp: float, pixels: Any) -> DeviceFrame:
         return DeviceFrame(index=index, timestamp=timestamp, pixels=pixels, read_time=time.perf_counter())
 
-    def _seek(self, start_s: float) -> bool:
-        return False  # decode from the start: VideoSource's fallback, exact for any frame rate
 
 
 def open_input(uri: str | os.PathLike[str], *, decoder: str = "auto", device: torch.device | str = "cpu",

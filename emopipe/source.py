@@ -300,6 +300,8 @@ class VideoSource(_SourceBase):
 
     # -- the decoder: OpenCV here; emopipe.nvdec overrides these to decode on the GPU ----------------
 
+    seeks = True  # False: a start time is reached by decoding from the beginning
+
     def _open_reader(self) -> Any:
         return _open_capture(self.path)
 
@@ -388,8 +390,10 @@ class VideoSource(_SourceBase):
         if duration is not None and start_s >= duration:
             raise UsageError(f"start time {start_s:g} s is at or after the end of {self.path.name} "
                              f"({format_time(duration)})")
-        if not (self._fps and self._seek(start_s)):
-            self._reopen()
+        seekable = self._fps is not None and self.seeks
+        if not (seekable and self._seek(start_s)):
+            if seekable:
+                self._reopen()  # the seek that did not check out moved the reader: decode from the start
             self._skip_to(start_s)
         if not self._pending:
             if not self._decoded_any:
