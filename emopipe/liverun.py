@@ -288,7 +288,8 @@ class LiveMode:
 
     def settings(self) -> PipelineSettings:
         max_wait = self.args.max_wait_ms / 1000
-        return PipelineSettings(detect_batch=self.args.detect_batch, queue_frames=1, live=True, max_wait_s=max_wait)
+        return PipelineSettings(detect_batch=self.args.detect_batch, queue_frames=1, live=True, max_wait_s=max_wait,
+                                detect_every=self.args.detect_every)
 
     def sink(self, rows: Any) -> Sink:
         from .liveview import TimedVideoWriter

@@ -28,6 +28,7 @@ from .batcher import FaceBatch, FrameAssembler, StaticBatcher
 from .crop import FaceCropper
 from .detect import Detections, FaceDetector, PendingDetections
 from .engine import Engine, EngineOutput
+from .keyframes import KeyframeSchedule, Located
 from .metrics import GpuTimer
 from .nvdec import DeviceFrame
 from .source import Frame, Source
@@ -56,6 +57,7 @@ class FrameResult:
     detections: Detections
     crop_boxes: np.ndarray  # k×4, the integer boxes actually cropped (landmarks map through these)
     faces: list[FaceResult] = field(default_factory=list)
+    detected: bool = True  # False: boxes interpolated or carried from key frames (--detect-every)
 
 
 @dataclass
@@ -64,7 +66,24 @@ class _InFlight:
 
     frames: list[Frame]
     pixels: torch.Tensor  # N×H×W×3 uint8 BGR on the device (the crops are cut from it)
-    detections: PendingDetections
+    keys: list[bool]  # which frames went to the detector (all but with --detect-every)
+    detections: PendingDetections | None  # of the key frames, in order; None when there are none
+
+
+@dataclass(frozen=True)
+class _Located:
+    """A frame whose boxes are known and the batch its pixels are in, waiting to be cropped."""
+
+    frame: Frame
+    pixels: torch.Tensor  # its batch, N×H×W×3
+    row: int  # its row in that batch
+    detections: Detections
+    detected: bool
+
+
+def _boxes_from(done: list[Located[_Located]]) -> list[_Located]:
+    """Frames released by the key-frame schedule, with the boxes it gave them."""
+    return [replace(entry.item, detections=entry.detections, detected=entry.detected) for entry in done]
 
 
 class StageClock:
@@ -128,6 +147,8 @@ class RunSummary:
     source: str
     decoder: str = "opencv"  # "nvdec": decoded on the GPU (emopipe.nvdec)
     frames: int = 0
+    detect_every: int = 1  # the detector ran on every K-th frame (--detect-every)
+    frames_detected: int = 0  # frames the detector ran on
     faces: int = 0
     seconds: float = 0.0
     fps: float = 0.0
@@ -160,6 +181,9 @@ class RunSummary:
         ]
         if self.decoder != "opencv":
             lines.append(f"decoder: {self.decoder}")
+        if self.detect_every > 1:
+            lines.append(f"detector ran on {self.frames_detected} frames (every {self.detect_every}th); "
+                         "boxes in between from the key frames")
         if self.stage_seconds:
             lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
         if self.ended_early:
@@ -202,6 +226,9 @@ class PipelineSettings:
     copy_stream: bool = True  # CUDA: those copies run on a side stream, beside the kernels already queued
     overlap: bool = True  # detect batch k+1 on the device while the host finishes batch k (when frames are waiting)
     gil_switch_interval_s: float = 0.0005  # CUDA: how soon a thread back from C code (decoding, a GPU wait) runs
+    # Detect on every K-th frame only; the frames in between get boxes from the key frames around them
+    # (interpolated; live: carried from the last one). Frame batches hold detect_batch × K frames.
+    detect_every: int = 1
     # Live sources: the GPU thread always gets the newest frame (one waiting is replaced: dropped and
     # counted, never queued), and a partial face batch runs once its oldest face waited max_wait_s.
     live: bool = False
@@ -237,6 +264,10 @@ class Pipeline:
         self._started = 0.0
         self._finished = 0.0
         self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
+        self.frames_detected = 0
+        self._keyframes: KeyframeSchedule[_Located] | None = None
+        if self.settings.detect_every > 1:
+            self._keyframes = KeyframeSchedule(self.settings.detect_every, interpolate=not self.settings.live)
 
     # -- observers ---------------------------------------------------------------------------
 
@@ -355,7 +386,7 @@ class Pipeline:
                 yield batch
                 batch = []
             batch.append(item)
-            if len(batch) == self.detector.batch_size:
+            if len(batch) == self.detector.batch_size * self.settings.detect_every:
                 yield batch
                 batch = []
             self._observe_queues()
@@ -448,6 +479,8 @@ class Pipeline:
             if not self._stop.is_set():
                 if in_flight is not None:
                     self._complete(in_flight, batcher, assembler)
+                if self._keyframes is not None:  # the frames after the last key frame
+                    self._cut(_boxes_from(self._keyframes.flush()), batcher, assembler)
                 self._infer(batcher.flush(), assembler)
                 self._release(assembler)
             self.clock.collect(wait=True)
@@ -479,28 +512,67 @@ class Pipeline:
 
     def _launch(self, batch: list[Frame]) -> _InFlight:
         """Upload a batch of frames and queue its detection on the device; returns without waiting."""
+        if self._keyframes is None:
+            keys = [True] * len(batch)
+        else:
+            keys = [self._keyframes.is_key((frame.height, frame.width)) for frame in batch]
         with self.clock.stage("detect"):
             pixels = self._upload(batch)
-            pending = self.detector.launch(pixels)
-        return _InFlight(batch, pixels, pending)
+            pending = None
+            if all(keys):
+                pending = self.detector.launch(pixels)
+            elif any(keys):
+                pending = self.detector.launch(torch.stack([pixels[i] for i, key in enumerate(keys) if key]))
+        self.frames_detected += sum(keys)
+        return _InFlight(batch, pixels, keys, pending)
 
     def _complete(self, launched: _InFlight, batcher: StaticBatcher[int],
                   assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
         """Finish a launched batch: detections on the host, crops, and into the face batches."""
         t = time.perf_counter()
-        detections = launched.detections.collect()
+        found = iter(launched.detections.collect() if launched.detections is not None else [])
         self._observe_stage("nms", time.perf_counter() - t)
+        located: list[_Located] = []
+        for row, (frame, key) in enumerate(zip(launched.frames, launched.keys)):
+            detections = next(found) if key else None
+            if self._keyframes is None:
+                assert detections is not None
+                located.append(_Located(frame, launched.pixels, row, detections, True))
+                continue
+            item = _Located(frame, launched.pixels, row, Detections.empty(), False)
+            located += _boxes_from(self._keyframes.add(item, (frame.height, frame.width), detections))
+        self._cut(located, batcher, assembler)
+
+    def _cut(self, frames: list[_Located], batcher: StaticBatcher[int],
+             assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        """Crop located frames (in frame order) and add their faces to the face batches."""
+        start = 0
+        while start < len(frames):  # one batched crop per run of frames from the same upload
+            pixels = frames[start].pixels
+            end = start
+            while end < len(frames) and frames[end].pixels is pixels:
+                end += 1
+            self._crop_run(pixels, frames[start:end], batcher, assembler)
+            start = end
+
+    def _crop_run(self, pixels: torch.Tensor, frames: list[_Located], batcher: StaticBatcher[int],
+                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        boxes = [np.zeros((0, 4), np.float32)] * pixels.shape[0]
+        for entry in frames:
+            boxes[entry.row] = entry.detections.boxes
         with self.clock.stage("crop"):
-            crops = self.cropper.crop(launched.pixels, [d.boxes for d in detections])
+            crops = self.cropper.crop(pixels, boxes)
         first = 0
-        for i, (frame, found) in enumerate(zip(launched.frames, detections)):
-            count = int(np.count_nonzero(crops.frame_of_crop == i))  # crops come grouped by frame, in order
+        for entry in frames:  # rows in increasing order, as the crops are grouped
+            count = int(np.count_nonzero(crops.frame_of_crop == entry.row))
             faces = crops.face_of_crop[first:first + count]
+            found = entry.detections
             if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row
                 found = Detections(found.boxes[faces], found.scores[faces])
-            result = FrameResult(frame=frame, detections=found, crop_boxes=crops.boxes_used[first:first + count])
-            assembler.expect(frame.index, result, count)
-            self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
+            result = FrameResult(frame=entry.frame, detections=found,
+                                 crop_boxes=crops.boxes_used[first:first + count], detected=entry.detected)
+            assembler.expect(entry.frame.index, result, count)
+            self._infer(batcher.add(crops.crops[first:first + count], entry.frame.index), assembler)
             first += count
 
     def summary(self, **fields: Any) -> RunSummary:
@@ -512,6 +584,8 @@ class Pipeline:
             source=self.source.info.uri,
             decoder=getattr(self.source, "decoder", "opencv"),
             frames=frames,
+            detect_every=self.settings.detect_every,
+            frames_detected=self.frames_detected,
             faces=self._faces,
             seconds=elapsed,
             fps=frames / elapsed if elapsed else 0.0,

@@ -7,10 +7,11 @@ was written), and never leave half a row behind: a batch is formatted completely
 byte goes out, and a write that fails part-way is cut back to the last complete row.
 
 Columns (CSV; JSON Lines objects carry the same fields): ``source, frame, timestamp_s, track_id,
-x1, y1, x2, y2, score, label, p_<label>…, valence, arousal`` and, when asked for, ``lm0_x, lm0_y …
-lm67_y``. In JSON Lines the probabilities are one object ``{label: p}`` and the landmarks a list of
-``[x, y]`` pairs. Pixel values are rounded to 0.01 px, everything else to 6 decimals (timestamps
-to the microsecond).
+x1, y1, x2, y2, score, label, p_<label>…, valence, arousal``; with ``--detect-every``, ``detected``
+after ``score`` (1: the detector's box; 0: a box interpolated or carried from key frames, whose score
+is interpolated too); when asked for, ``lm0_x, lm0_y … lm67_y``. In JSON Lines the probabilities are
+one object ``{label: p}`` and the landmarks a list of ``[x, y]`` pairs. Pixel values are rounded to
+0.01 px, everything else to 6 decimals (timestamps to the microsecond).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class FaceRecord:
     valence: float
     arousal: float
     landmarks: np.ndarray | None = None  # 68×2 in frame pixels
+    detected: bool = True  # False: the box was interpolated or carried from key frames (--detect-every)
 
     def __post_init__(self) -> None:
         def fix(name: str, value: Any) -> None:
@@ -76,6 +78,7 @@ class FaceRecord:
             raise ValueError(f"FaceRecord.track must be an integer ≥ 1, got {self.track}")
         fix("frame", int(self.frame))
         fix("track", int(self.track))
+        fix("detected", bool(self.detected))
         for name in ("timestamp", "score", "valence", "arousal"):
             value = float(getattr(self, name))
             if not np.isfinite(value):
@@ -134,9 +137,11 @@ def landmarks_to_frame(landmarks: np.ndarray, boxes: np.ndarray, crop_size: int 
     return origin + landmarks * scale
 
 
-def record_columns(labels: Sequence[str], landmarks: bool) -> list[str]:
+def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False) -> list[str]:
     """CSV header for a model with these class ``labels``."""
-    columns = ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label"]
+    columns = ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score"]
+    columns += ["detected"] if detected else []
+    columns += ["label"]
     columns += [f"p_{label}" for label in labels]
     columns += ["valence", "arousal"]
     if landmarks:
@@ -223,12 +228,14 @@ class RecordWriter:
 
     format = ""
 
-    def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False,
+                 detected: bool = False) -> None:
         labels = tuple(labels)
         if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
             raise ValueError(f"labels must be 2 or more distinct class names, got {labels}")
         self.labels = labels
         self.landmarks = landmarks
+        self.detected = detected  # write the `detected` column
         self.rows_written = 0
         self._sink = _StreamSink(sys.stdout) if str(path) == STDOUT else _FileSink(Path(path))
         self.path = self._sink.path
@@ -290,7 +297,7 @@ class CsvRecordWriter(RecordWriter):
     format = "csv"
 
     def _header(self) -> bytes:
-        return self._encode([record_columns(self.labels, self.landmarks)])
+        return self._encode([record_columns(self.labels, self.landmarks, self.detected)])
 
     @staticmethod
     def _encode(rows: list[list[Any]]) -> bytes:
@@ -302,7 +309,8 @@ class CsvRecordWriter(RecordWriter):
         c = _columns_of(records, self.landmarks)
         rows = []
         for i, r in enumerate(records):
-            row = [r.source, r.frame, c["timestamp"][i], r.track, *c["box"][i], c["score"][i], r.label,
+            row = [r.source, r.frame, c["timestamp"][i], r.track, *c["box"][i], c["score"][i],
+                   *([int(r.detected)] if self.detected else []), r.label,
                    *c["probabilities"][i], c["valence"][i], c["arousal"][i]]
             if self.landmarks:
                 points = c["landmarks"][i]
@@ -321,7 +329,8 @@ class JsonlRecordWriter(RecordWriter):
             x1, y1, x2, y2 = c["box"][i]
             row: dict[str, Any] = {
                 "source": r.source, "frame": r.frame, "timestamp_s": c["timestamp"][i], "track_id": r.track,
-                "x1": x1, "y1": y1, "x2": x2, "y2": y2, "score": c["score"][i], "label": r.label,
+                "x1": x1, "y1": y1, "x2": x2, "y2": y2, "score": c["score"][i],
+                **({"detected": r.detected} if self.detected else {}), "label": r.label,
                 "probabilities": dict(zip(self.labels, c["probabilities"][i], strict=True)),
                 "valence": c["valence"][i], "arousal": c["arousal"][i],
             }
@@ -350,9 +359,9 @@ def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
 
 
 def open_writer(path: str | os.PathLike[str], *, fmt: str | None = None, labels: Sequence[str],
-                landmarks: bool = False) -> RecordWriter:
+                landmarks: bool = False, detected: bool = False) -> RecordWriter:
     """Open (create or truncate) ``path`` for records now; ``-`` writes to standard output.
 
     Raises :class:`OutputError` at once when the path cannot be written, so no work is wasted.
     """
-    return WRITERS[output_format(path, fmt)](path, labels, landmarks)
+    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected)

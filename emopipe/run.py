@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--detect-size", type=_positive_int, metavar="PX",
                      help="working resolution, long side (default: the detector's own)")
     det.add_argument("--detect-batch", type=_positive_int, metavar="N",
-                     help="frames per detector call (default: 8 on CUDA, 1 on CPU)")
+                     help="frames per detector call (default: 8 on CUDA, 1 on CPU; with --detect-every K, 8/K)")
+    det.add_argument("--detect-every", type=_positive_int, default=1, metavar="K",
+                     help="run the detector on every K-th frame only; the frames in between get boxes "
+                          "interpolated between the key frames (live: the last key frame's boxes). About K× "
+                          "less detection work; boxes follow fast, unsteady motion less closely (default: 1)")
     det.add_argument("--threshold", type=_fraction, default=0.5, help="minimum detector score")
     det.add_argument("--min-face", type=_non_negative, default=0, metavar="PX", help="minimum face size (shorter side)")
     det.add_argument("--max-faces", type=_positive_int, metavar="N", help="keep the N largest faces per frame")
@@ -129,6 +133,14 @@ def _batch_size(args: argparse.Namespace) -> int:
     return args.batch_size or (64 if resolve_device(args.device).type == "cuda" else 1)
 
 
+def _detect_batch(args: argparse.Namespace, cuda: bool) -> int:
+    """Frames per detector call. With --detect-every K a batch of frames holds detect_batch × K frames,
+    of which detect_batch are detected: the default keeps about 8 frames per batch."""
+    if args.detect_batch:
+        return int(args.detect_batch)
+    return -(-8 // args.detect_every) if cuda else 1
+
+
 def _default_output(source: str) -> Path:
     name = Path(source.rstrip("/")).name or "emopipe"
     stem = name.rsplit(".", 1)[0] if "." in name else name
@@ -160,9 +172,10 @@ def run(args: argparse.Namespace) -> int:
         metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(_batch_size(args),))
         exporter = exporter_from_args(args, registry, source=args.source, live=live is not None)
         parts = _assemble(args, output, summary_path, stack, metrics, exporter, live)
+        frames_per_batch = parts["detector"].batch_size * args.detect_every
         settings = live.settings() if live is not None else \
-            PipelineSettings(detect_batch=parts["detector"].batch_size,
-                             queue_frames=max(4, 2 * parts["detector"].batch_size))
+            PipelineSettings(detect_batch=parts["detector"].batch_size, queue_frames=max(4, 2 * frames_per_batch),
+                             detect_every=args.detect_every)
         pipeline = Pipeline(parts["source"], parts["detector"], parts["cropper"], parts["engine"],
                             sinks=[parts["sink"]], observers=parts["observers"], settings=settings)
         interrupted = False
@@ -264,7 +277,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     precision = getattr(engine, "options", options).precision or ("fp16" if cuda else "fp32")
     detector = create_detector(args.detector or "sfd", device=str(device), models_dir=args.models_dir,
                                score_threshold=args.threshold, min_face=args.min_face, max_faces=args.max_faces,
-                               working_size=args.detect_size, batch_size=args.detect_batch or (8 if cuda else 1),
+                               working_size=args.detect_size, batch_size=_detect_batch(args, cuda),
                                precision="fp16" if cuda and precision != "fp32" else "fp32", cuda_graphs=cuda_graphs)
     cropper = FaceCropper(margin=args.margin, device=device, dtype=PRECISIONS[precision] if cuda else torch.float32)
     load_s = time.perf_counter() - t_load
@@ -278,7 +291,8 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
     model_name = f"emonet_{engine.num_classes}" if not args.weights else Path(args.weights).name
     metrics.set_info(build_info(engine.info(), model=model_name))
 
-    writer = stack.enter_context(open_writer(output, fmt=args.format, labels=engine.labels, landmarks=args.landmarks))
+    writer = stack.enter_context(open_writer(output, fmt=args.format, labels=engine.labels, landmarks=args.landmarks,
+                                             detected=args.detect_every > 1))
     video = None
     if args.annotate:
         video = AnnotatedVideoWriter(args.annotate, info.fps or 1.0, (info.width, info.height))

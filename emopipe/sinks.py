@@ -46,7 +46,7 @@ class FaceRecorder:
                 labels=self.labels, probabilities=probabilities[i], source=self.source, frame=frame.index,
                 timestamp=frame.timestamp, track=int(ids[i]), box=tuple(boxes[i]),
                 score=float(result.detections.scores[i]), valence=float(valence[i]), arousal=float(arousal[i]),
-                landmarks=None if landmarks is None else landmarks[i],
+                landmarks=None if landmarks is None else landmarks[i], detected=result.detected,
             )
             for i in range(len(result.faces))
         ]

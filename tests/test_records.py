@@ -214,6 +214,27 @@ def test_csv_with_landmarks(tmp_path):
     assert all(rows[1][f"lm{i}_x"] == "" for i in range(68))  # a face without landmarks leaves them empty
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_detected_column_marks_boxes_between_key_frames(tmp_path, suffix):
+    from dataclasses import replace
+
+    detected, between = make_record(frame=3), replace(make_record(frame=4), detected=False)
+    path = tmp_path / f"out{suffix}"
+    with open_writer(path, labels=LABELS[8], detected=True) as writer:
+        writer.write([detected, between])
+    if suffix == ".csv":
+        header = path.read_text().splitlines()[0].split(",")
+        assert header == record_columns(LABELS[8], landmarks=False, detected=True)
+        assert header[header.index("score") + 1] == "detected"
+        assert [r["detected"] for r in read_csv(path)] == ["1", "0"]
+    else:
+        assert [json.loads(line)["detected"] for line in path.read_text().splitlines()] == [True, False]
+    plain = tmp_path / f"plain{suffix}"
+    with open_writer(plain, labels=LABELS[8]) as writer:  # without --detect-every: no such column
+        writer.write([detected])
+    assert "detected" not in plain.read_text()
+
+
 def test_csv_quotes_awkward_source_names(tmp_path):
     record = make_record(source='my, "odd"\nvideo.mp4')
     path = tmp_path / "out.csv"

@@ -124,6 +124,24 @@ def test_two_faces_get_two_stable_ids_and_jsonl(tmp_path, checkpoints, models_ho
     assert max(left) < min(right)  # ids never swap between the two faces
 
 
+def test_detect_every_kth_frame_marks_the_rows_it_did_not_detect(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=7, empty=None)
+    done = emopipe(clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                   "--detect-every", "3", "-o", tmp_path / "rows.csv")
+    assert done.returncode == 0, done.stderr
+    header = (tmp_path / "rows.csv").read_text().splitlines()[0].split(",")
+    assert header[header.index("score") + 1] == "detected"
+    table = rows(tmp_path / "rows.csv")
+    assert [(int(r["frame"]), r["detected"]) for r in table] == [(i, "1" if i % 3 == 0 else "0") for i in range(7)]
+    for r in table:  # the boxes between key frames are on the face too
+        true = clip.faces[int(r["frame"])][0]
+        cx, cy = (float(r["x1"]) + float(r["x2"])) / 2, (float(r["y1"]) + float(r["y2"])) / 2
+        assert true[0] < cx < true[2] and true[1] < cy < true[3]
+    summary = json.loads((tmp_path / "rows.summary.json").read_text())
+    assert (summary["detect_every"], summary["frames_detected"], summary["frames"]) == (3, 3, 7)
+    assert "detector ran on 3 frames" in done.stderr
+
+
 def test_no_faces_gives_header_only_and_exit_0(tmp_path, checkpoints, models_home):
     clip = moving_face_video(tmp_path / "empty.mp4", frames=5, empty=(0, 5))
     done = emopipe(clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
@@ -154,6 +172,7 @@ def test_images_and_folders_are_sources(tmp_path, checkpoints, models_home, shar
         (["--compile", "fastest"], 2, "unknown compile mode 'fastest'"),
         (["--decoder", "nvdec", "--device", "cpu"], 2, "--decoder nvdec: NVDEC decodes on an NVIDIA GPU"),
         (["--decoder", "vaapi"], 2, "--decoder"),
+        (["--detect-every", "0"], 2, "--detect-every"),
     ],
 )
 def test_invalid_options(args, code, needle, moving, tmp_path, models_home):
