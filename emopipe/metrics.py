@@ -96,6 +96,8 @@ class PipelineMetrics:
                                        **latency)
         self.frames = Counter("frames", "Frames processed (results written)", **common)
         self.faces = Counter("faces", "Faces whose results were written", **common)
+        self.frames_detected = Counter("frames_detected", "Frames whose boxes the detector found (all frames "
+                                       "unless --detect-every K > 1 gives the others interpolated boxes)", **common)
         self.dropped = Counter("frames_dropped", "Frames dropped because the pipeline could not keep up (live)",
                                **common)
         self.errors = Counter("errors", "Errors by kind (the pipeline stage or source that failed)", ["kind"],
@@ -183,7 +185,7 @@ class PipelineMetrics:
         self.batch_slots.inc(size)
         self.batch_faces.inc(real)
 
-    def observe_frame(self, latency_s: float, faces: int) -> None:
+    def observe_frame(self, latency_s: float, faces: int, detected: bool = True) -> None:
         if faces < 0:
             raise ValueError(f"a frame has ≥ 0 faces, got {faces}")
         _check_seconds(latency_s, "frame latency")
@@ -194,6 +196,8 @@ class PipelineMetrics:
             self.first_frame_latency.set(latency_s)
         self._frame_phase["first" if first else "steady"].observe(latency_s)
         self.frames.inc()
+        if detected:
+            self.frames_detected.inc()
         if faces:
             self.faces.inc(faces)
 

@@ -71,7 +71,7 @@ class _InFlight:
 
 
 @dataclass(frozen=True)
-class _Located:
+class _FrameToCrop:
     """A frame whose boxes are known and the batch its pixels are in, waiting to be cropped."""
 
     frame: Frame
@@ -81,7 +81,7 @@ class _Located:
     detected: bool
 
 
-def _boxes_from(done: list[Located[_Located]]) -> list[_Located]:
+def _boxes_from(done: list[Located[_FrameToCrop]]) -> list[_FrameToCrop]:
     """Frames released by the key-frame schedule, with the boxes it gave them."""
     return [replace(entry.item, detections=entry.detections, detected=entry.detected) for entry in done]
 
@@ -265,7 +265,7 @@ class Pipeline:
         self._finished = 0.0
         self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
         self.frames_detected = 0
-        self._keyframes: KeyframeSchedule[_Located] | None = None
+        self._keyframes: KeyframeSchedule[_FrameToCrop] | None = None
         if self.settings.detect_every > 1:
             self._keyframes = KeyframeSchedule(self.settings.detect_every, interpolate=not self.settings.live)
 
@@ -532,18 +532,18 @@ class Pipeline:
         t = time.perf_counter()
         found = iter(launched.detections.collect() if launched.detections is not None else [])
         self._observe_stage("nms", time.perf_counter() - t)
-        located: list[_Located] = []
+        located: list[_FrameToCrop] = []
         for row, (frame, key) in enumerate(zip(launched.frames, launched.keys)):
             detections = next(found) if key else None
             if self._keyframes is None:
                 assert detections is not None
-                located.append(_Located(frame, launched.pixels, row, detections, True))
+                located.append(_FrameToCrop(frame, launched.pixels, row, detections, True))
                 continue
-            item = _Located(frame, launched.pixels, row, Detections.empty(), False)
+            item = _FrameToCrop(frame, launched.pixels, row, Detections.empty(), False)
             located += _boxes_from(self._keyframes.add(item, (frame.height, frame.width), detections))
         self._cut(located, batcher, assembler)
 
-    def _cut(self, frames: list[_Located], batcher: StaticBatcher[int],
+    def _cut(self, frames: list[_FrameToCrop], batcher: StaticBatcher[int],
              assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
         """Crop located frames (in frame order) and add their faces to the face batches."""
         start = 0
@@ -555,7 +555,7 @@ class Pipeline:
             self._crop_run(pixels, frames[start:end], batcher, assembler)
             start = end
 
-    def _crop_run(self, pixels: torch.Tensor, frames: list[_Located], batcher: StaticBatcher[int],
+    def _crop_run(self, pixels: torch.Tensor, frames: list[_FrameToCrop], batcher: StaticBatcher[int],
                   assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
         boxes = [np.zeros((0, 4), np.float32)] * pixels.shape[0]
         for entry in frames:

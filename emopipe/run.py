@@ -370,7 +370,7 @@ class MetricsObserver:
         self.metrics.observe_batch(size, real, seconds)  # also the "infer" stage
 
     def frame(self, result: Any, latency_s: float) -> None:
-        self.metrics.observe_frame(latency_s, len(result.faces))
+        self.metrics.observe_frame(latency_s, len(result.faces), detected=result.detected)
 
     def queue_depth(self, name: str, depth: int) -> None:
         self.metrics.set_queue_depth(name, depth)

@@ -75,7 +75,8 @@ def test_series_exist_at_zero_before_anything_happens(registry, pm):
         assert value(registry, "emopipe_stage_seconds_count", stage=stage) == 0
     for kind in m.ERROR_KINDS:
         assert value(registry, "emopipe_errors_total", kind=kind) == 0
-    for name in ("emopipe_frames_total", "emopipe_faces_total", "emopipe_frames_dropped_total",
+    for name in ("emopipe_frames_total", "emopipe_faces_total", "emopipe_frames_detected_total",
+                 "emopipe_frames_dropped_total",
                  "emopipe_stream_reconnects_total", "emopipe_batch_slots_total", "emopipe_batch_faces_total",
                  "emopipe_capture_latency_seconds_count"):
         assert value(registry, name) == 0, name
@@ -107,6 +108,13 @@ def test_first_frame_is_phase_first_and_the_rest_steady(registry, pm):
     # the slow first frame stays out of the steady histogram: all steady frames are under 0.75 s
     assert value(registry, "emopipe_frame_latency_seconds_bucket", phase="steady", le="0.75") == 3
     assert value(registry, "emopipe_frame_latency_seconds_bucket", phase="first", le="0.75") == 0
+
+
+def test_frames_between_key_frames_are_not_counted_as_detected(registry, pm):
+    for detected in (True, False, False, True, False):
+        pm.observe_frame(0.01, faces=1, detected=detected)
+    assert value(registry, "emopipe_frames_total") == 5
+    assert value(registry, "emopipe_frames_detected_total") == 2
 
 
 def test_a_frame_without_faces_counts_as_a_frame(registry, pm):
