@@ -91,11 +91,22 @@ def draw(frame_bgr: np.ndarray, records: Sequence[FaceRecord]) -> np.ndarray:
     return out
 
 
+def _corners(image: np.ndarray, box: tuple[int, int, int, int], colour: tuple[int, int, int], line: int) -> None:
+    x1, y1, x2, y2 = box
+    dx, dy = max(1, (x2 - x1) // 4), max(1, (y2 - y1) // 4)
+    for x, y, sx, sy in ((x1, y1, 1, 1), (x2, y1, -1, 1), (x1, y2, 1, -1), (x2, y2, -1, -1)):
+        cv2.line(image, (x, y), (x + sx * dx, y), colour, line)
+        cv2.line(image, (x, y), (x, y + sy * dy), colour, line)
+
+
 def _draw_face(image: np.ndarray, record: FaceRecord, style: _Style) -> None:
     height, width = image.shape[:2]
     colour = track_colour(record.track)
     x1, y1, x2, y2 = (round(v) for v in record.box)
-    cv2.rectangle(image, (x1, y1), (x2, y2), colour, style.line)  # crisp: anti-aliasing fades thin lines
+    if record.detected:
+        cv2.rectangle(image, (x1, y1), (x2, y2), colour, style.line)  # crisp: anti-aliasing fades thin lines
+    else:  # a box interpolated between key frames (--detect-every): its corners only
+        _corners(image, (x1, y1, x2, y2), colour, style.line)
 
     if record.landmarks is not None:
         for x, y in np.round(record.landmarks).astype(int).tolist():

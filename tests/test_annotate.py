@@ -50,6 +50,19 @@ def test_draw_marks_the_face_and_leaves_the_input_untouched():
     assert tuple(out[y1, (x1 + x2) // 2]) == track_colour(1)
 
 
+def test_a_box_between_key_frames_is_drawn_by_its_corners():
+    from dataclasses import replace
+
+    frame = background(320, 240)
+    box = (100.0, 60.0, 200.0, 180.0)
+    detected = changed(draw(frame, [face(box)]), frame)
+    between = changed(draw(frame, [replace(face(box), detected=False)]), frame)
+    x1, y1, y2 = 100, 60, 180  # the left edge (the label sits on the top one, the inset on the right)
+    assert detected[y1:y2, x1].all()  # the detector's box: a full edge
+    assert between[y1:y1 + 25, x1].all() and between[y2 - 25:y2, x1].all()  # corners
+    assert not between[(y1 + y2) // 2, x1 - 1:x1 + 2].any()  # but no middle of the edge
+
+
 def test_draw_without_faces_is_an_identical_copy():
     frame = background(320, 240)
     out = draw(frame, [])
