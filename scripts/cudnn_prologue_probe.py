@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import traceback
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detector_bench import time_cuda
 
 # (input channels, output channels, spatial size): conv1/conv2/conv3 of ConvBlock(256, 256) at the
 # hourglass levels, and of the stem's ConvBlocks (64→128, 128→128, 128→256 at 128 / 64 px).
@@ -33,18 +37,10 @@ SHAPES = [(256, 128, s) for s in (64, 32, 16, 8, 4)] + [(128, 64, 64), (64, 64, 
 
 
 def timed(fn, iters: int = 50) -> float:
-    """Median ms per call over ``iters`` calls, CUDA events."""
+    """Median ms per call over ``iters`` calls (CUDA events), after 5 untimed calls."""
     for _ in range(5):
         fn()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+    return statistics.median(time_cuda(fn, iters))
 
 
 def fused_conv(cudnn, handle, x, w, scale, bias, y):
