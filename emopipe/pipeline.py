@@ -182,8 +182,8 @@ class RunSummary:
         if self.decoder != "opencv":
             lines.append(f"decoder: {self.decoder}")
         if self.detect_every > 1:
-            lines.append(f"detector ran on {self.frames_detected} frames (every {self.detect_every}th); "
-                         "boxes in between from the key frames")
+            lines.append(f"detector ran on {self.frames_detected} of {self.frames} frames (--detect-every "
+                         f"{self.detect_every}); boxes in between from the key frames")
         if self.stage_seconds:
             lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
         if self.ended_early:

@@ -139,7 +139,7 @@ def test_detect_every_kth_frame_marks_the_rows_it_did_not_detect(tmp_path, check
         assert true[0] < cx < true[2] and true[1] < cy < true[3]
     summary = json.loads((tmp_path / "rows.summary.json").read_text())
     assert (summary["detect_every"], summary["frames_detected"], summary["frames"]) == (3, 3, 7)
-    assert "detector ran on 3 frames" in done.stderr
+    assert "detector ran on 3 of 7 frames (--detect-every 3)" in done.stderr
 
 
 def test_no_faces_gives_header_only_and_exit_0(tmp_path, checkpoints, models_home):
