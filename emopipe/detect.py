@@ -88,6 +88,13 @@ class Detections:
     def empty(cls) -> Detections:
         return cls(np.zeros((0, 4), np.float32), np.zeros((0,), np.float32))
 
+    @classmethod
+    def largest_first(cls, boxes: np.ndarray, scores: np.ndarray, limit: int | None = None) -> Detections:
+        """Boxes and scores ordered by area, largest first (the ``limit`` largest, if given), as float32."""
+        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        order = np.argsort(-areas, kind="stable")[:limit]
+        return cls(boxes[order].astype(np.float32), scores[order].astype(np.float32))
+
     @property
     def areas(self) -> np.ndarray:
         return (self.boxes[:, 2] - self.boxes[:, 0]) * (self.boxes[:, 3] - self.boxes[:, 1])
@@ -405,12 +412,7 @@ class FaceDetector:
         inside = (cx >= 0) & (cx <= box.frame_w) & (cy >= 0) & (cy <= box.frame_h)
         sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
         valid = inside & (sides >= self.min_face) & (sides > 0)
-        boxes, scores = boxes[valid], scores[valid]
-        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        order = np.argsort(-areas, kind="stable")
-        if self.max_faces is not None:
-            order = order[: self.max_faces]
-        return Detections(boxes[order].astype(np.float32), scores[order].astype(np.float32))
+        return Detections.largest_first(boxes[valid], scores[valid], limit=self.max_faces)
 
     @torch.inference_mode()
     def detect(self, frames: torch.Tensor) -> list[Detections]:

@@ -44,13 +44,6 @@ class Located(Generic[Item]):
     detected: bool  # True: the detector's own boxes (a key frame); False: interpolated or carried
 
 
-def largest_first(boxes: np.ndarray, scores: np.ndarray) -> Detections:
-    """Boxes ordered as the detector orders them (largest area first)."""
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    order = np.argsort(-areas, kind="stable")
-    return Detections(boxes[order].astype(np.float32), scores[order].astype(np.float32))
-
-
 class Bridge:
     """The boxes between two key frames' detections ``before`` and ``after``: :meth:`at` a fraction t."""
 
@@ -71,7 +64,7 @@ class Bridge:
         alone, index = (self.before, self.only_before) if t < 0.5 else (self.after, self.only_after)
         boxes.append(alone.boxes[index])
         scores.append(alone.scores[index])
-        return largest_first(np.concatenate(boxes).reshape(-1, 4), np.concatenate(scores))
+        return Detections.largest_first(np.concatenate(boxes).reshape(-1, 4), np.concatenate(scores))
 
 
 @dataclass
@@ -122,25 +115,26 @@ class KeyframeSchedule(Generic[Item]):
                 self._waiting.append(_Waiting(item, position))
                 return []
             return [Located(item, self._key[2], detected=False)]
-        out = self._release(position, size, detections)
+        key = (position, size, detections)
+        out = self._release(key)
         out.append(Located(item, detections, detected=True))
-        self._key = (position, size, detections)
+        self._key = key
         return out
 
     def flush(self) -> list[Located[Item]]:
         """The frames after the last key frame: they keep its boxes."""
-        return self._release(None, None, None)
+        return self._release(None)
 
-    def _release(self, position: int | None, size: tuple[int, int] | None,
-                 after: Detections | None) -> list[Located[Item]]:
+    def _release(self, next_key: tuple[int, tuple[int, int], Detections] | None) -> list[Located[Item]]:
+        """The waiting frames, between the last key frame and ``next_key`` (None: there is none)."""
         waiting, self._waiting = self._waiting, []
         if not waiting:
             return []
         assert self._key is not None
-        start, key_size, before = self._key
-        if after is None or size != key_size or position is None:
+        start, size, before = self._key
+        if next_key is None or next_key[1] != size:  # nothing to interpolate towards: carried
             return [Located(w.item, before, detected=False) for w in waiting]
+        end, _, after = next_key
         bridge = Bridge(before, after, self.match_iou)
-        span = position - start
-        return [Located(w.item, bridge.at((w.position - start) / span), detected=False) for w in waiting]
+        return [Located(w.item, bridge.at((w.position - start) / (end - start)), detected=False) for w in waiting]
 

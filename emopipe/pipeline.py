@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
+from itertools import groupby
 from typing import Any
 
 import numpy as np
@@ -71,19 +72,12 @@ class _InFlight:
 
 
 @dataclass(frozen=True)
-class _FrameToCrop:
-    """A frame whose boxes are known and the batch its pixels are in, waiting to be cropped."""
+class _FrameOnDevice:
+    """A frame and where its pixels are: a row of an uploaded batch (the crops are cut from it)."""
 
     frame: Frame
     pixels: torch.Tensor  # its batch, N×H×W×3
-    row: int  # its row in that batch
-    detections: Detections
-    detected: bool
-
-
-def _boxes_from(done: list[Located[_FrameToCrop]]) -> list[_FrameToCrop]:
-    """Frames released by the key-frame schedule, with the boxes it gave them."""
-    return [replace(entry.item, detections=entry.detections, detected=entry.detected) for entry in done]
+    row: int
 
 
 class StageClock:
@@ -265,7 +259,7 @@ class Pipeline:
         self._finished = 0.0
         self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
         self.frames_detected = 0
-        self._keyframes: KeyframeSchedule[_FrameToCrop] | None = None
+        self._keyframes: KeyframeSchedule[_FrameOnDevice] | None = None
         if self.settings.detect_every > 1:
             self._keyframes = KeyframeSchedule(self.settings.detect_every, interpolate=not self.settings.live)
 
@@ -480,7 +474,7 @@ class Pipeline:
                 if in_flight is not None:
                     self._complete(in_flight, batcher, assembler)
                 if self._keyframes is not None:  # the frames after the last key frame
-                    self._cut(_boxes_from(self._keyframes.flush()), batcher, assembler)
+                    self._cut(self._keyframes.flush(), batcher, assembler)
                 self._infer(batcher.flush(), assembler)
                 self._release(assembler)
             self.clock.collect(wait=True)
@@ -532,47 +526,44 @@ class Pipeline:
         t = time.perf_counter()
         found = iter(launched.detections.collect() if launched.detections is not None else [])
         self._observe_stage("nms", time.perf_counter() - t)
-        located: list[_FrameToCrop] = []
+        located: list[Located[_FrameOnDevice]] = []
         for row, (frame, key) in enumerate(zip(launched.frames, launched.keys)):
             detections = next(found) if key else None
+            where = _FrameOnDevice(frame, launched.pixels, row)
             if self._keyframes is None:
                 assert detections is not None
-                located.append(_FrameToCrop(frame, launched.pixels, row, detections, True))
-                continue
-            item = _FrameToCrop(frame, launched.pixels, row, Detections.empty(), False)
-            located += _boxes_from(self._keyframes.add(item, (frame.height, frame.width), detections))
+                located.append(Located(where, detections, detected=True))
+            else:
+                located += self._keyframes.add(where, (frame.height, frame.width), detections)
         self._cut(located, batcher, assembler)
 
-    def _cut(self, frames: list[_FrameToCrop], batcher: StaticBatcher[int],
+    def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
              assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
-        """Crop located frames (in frame order) and add their faces to the face batches."""
-        start = 0
-        while start < len(frames):  # one batched crop per run of frames from the same upload
-            pixels = frames[start].pixels
-            end = start
-            while end < len(frames) and frames[end].pixels is pixels:
-                end += 1
-            self._crop_run(pixels, frames[start:end], batcher, assembler)
-            start = end
+        """Crop located frames (in frame order) and add their faces to the face batches: one batched
+        crop per run of frames from the same upload."""
+        for _, run in groupby(located, key=lambda entry: id(entry.item.pixels)):
+            self._crop_run(list(run), batcher, assembler)
 
-    def _crop_run(self, pixels: torch.Tensor, frames: list[_FrameToCrop], batcher: StaticBatcher[int],
+    def _crop_run(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
                   assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        pixels = located[0].item.pixels
         boxes = [np.zeros((0, 4), np.float32)] * pixels.shape[0]
-        for entry in frames:
-            boxes[entry.row] = entry.detections.boxes
+        for entry in located:
+            boxes[entry.item.row] = entry.detections.boxes
         with self.clock.stage("crop"):
             crops = self.cropper.crop(pixels, boxes)
         first = 0
-        for entry in frames:  # rows in increasing order, as the crops are grouped
-            count = int(np.count_nonzero(crops.frame_of_crop == entry.row))
+        for entry in located:  # rows in increasing order, as the crops are grouped
+            frame = entry.item.frame
+            count = int(np.count_nonzero(crops.frame_of_crop == entry.item.row))
             faces = crops.face_of_crop[first:first + count]
             found = entry.detections
             if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row
                 found = Detections(found.boxes[faces], found.scores[faces])
-            result = FrameResult(frame=entry.frame, detections=found,
+            result = FrameResult(frame=frame, detections=found,
                                  crop_boxes=crops.boxes_used[first:first + count], detected=entry.detected)
-            assembler.expect(entry.frame.index, result, count)
-            self._infer(batcher.add(crops.crops[first:first + count], entry.frame.index), assembler)
+            assembler.expect(frame.index, result, count)
+            self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
             first += count
 
     def summary(self, **fields: Any) -> RunSummary:
