@@ -62,6 +62,14 @@ class FrameResult:
 
 
 @dataclass
+class _FrameBatch:
+    """Frames read, in order, and which of them go to the detector (all but with --detect-every)."""
+
+    frames: list[Frame] = field(default_factory=list)
+    keys: list[bool] = field(default_factory=list)
+
+
+@dataclass
 class _InFlight:
     """A batch of frames on the device whose detection has been launched but not collected."""
 
@@ -361,30 +369,33 @@ class Pipeline:
 
     # -- the GPU thread -----------------------------------------------------------------------
 
-    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[list[Frame]]:
-        """Frames from the reader, in detector batches of one frame size;
-        an empty list when the batcher's partial batch fell due before another frame came (live)."""
-        batch: list[Frame] = []
+    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[_FrameBatch]:
+        """Frames from the reader, in batches of one frame size holding up to the detector's batch of
+        key frames; an empty batch when the batcher's partial batch fell due before another frame came (live)."""
+        batch = _FrameBatch()
         while True:
-            if batch and self._frames.empty():
+            if batch.frames and self._frames.empty():
                 # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
                 yield batch
-                batch = []
+                batch = _FrameBatch()
             item = self._next_frame(batcher.seconds_until_due())
             if item is _DUE:
-                yield []
+                yield _FrameBatch()
                 continue
             if item is _END:
                 break
-            if batch and (item.height, item.width) != (batch[0].height, batch[0].width):
+            if batch.frames and (item.height, item.width) != (batch.frames[0].height, batch.frames[0].width):
                 yield batch
-                batch = []
-            batch.append(item)
-            if len(batch) == self.detector.batch_size * self.settings.detect_every:
+                batch = _FrameBatch()
+            batch.frames.append(item)
+            batch.keys.append(self._keyframes is None or self._keyframes.is_key((item.height, item.width)))
+            # A batch ends on a key frame, so the frames before it have their boxes once it is detected
+            # and are cropped with it, in one call (with --detect-every; otherwise every frame is a key).
+            if sum(batch.keys) == self.detector.batch_size:
                 yield batch
-                batch = []
+                batch = _FrameBatch()
             self._observe_queues()
-        if batch:
+        if batch.frames:
             yield batch
 
     def _upload(self, batch: list[Frame]) -> torch.Tensor:
@@ -452,13 +463,13 @@ class Pipeline:
         writer.start()
         in_flight: _InFlight | None = None  # detection launched, not yet collected
         try:
-            for frames in self._frame_batches(batcher):
+            for batch in self._frame_batches(batcher):
                 if self._stop.is_set():
                     break
-                if frames:
+                if batch.frames:
                     # Software pipelining: the device detects this batch while the host finishes the
                     # previous one (NMS, crops, EmoNet), so the GPU does not wait for Python.
-                    launched = self._launch(frames)
+                    launched = self._launch(batch)
                     if in_flight is not None:
                         self._complete(in_flight, batcher, assembler)
                     in_flight = launched
@@ -504,21 +515,18 @@ class Pipeline:
             except BaseException as exc:
                 self._errors.append(exc)
 
-    def _launch(self, batch: list[Frame]) -> _InFlight:
-        """Upload a batch of frames and queue its detection on the device; returns without waiting."""
-        if self._keyframes is None:
-            keys = [True] * len(batch)
-        else:
-            keys = [self._keyframes.is_key((frame.height, frame.width)) for frame in batch]
+    def _launch(self, batch: _FrameBatch) -> _InFlight:
+        """Upload a batch of frames and queue its key frames' detection on the device; returns without waiting."""
+        keys = batch.keys
         with self.clock.stage("detect"):
-            pixels = self._upload(batch)
+            pixels = self._upload(batch.frames)
             pending = None
             if all(keys):
                 pending = self.detector.launch(pixels)
             elif any(keys):
                 pending = self.detector.launch(torch.stack([pixels[i] for i, key in enumerate(keys) if key]))
         self.frames_detected += sum(keys)
-        return _InFlight(batch, pixels, keys, pending)
+        return _InFlight(batch.frames, pixels, keys, pending)
 
     def _complete(self, launched: _InFlight, batcher: StaticBatcher[int],
                   assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:

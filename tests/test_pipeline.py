@@ -15,6 +15,8 @@ import torch
 from fakes import PixelEngine
 from synth import moving_face_video
 
+from emopipe import pipeline as pipeline_module
+from emopipe.batcher import StaticBatcher
 from emopipe.crop import FaceCropper
 from emopipe.detect import create_detector
 from emopipe.pipeline import FrameResult, Pipeline, PipelineSettings
@@ -196,6 +198,23 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     from emopipe.track import box_iou
 
     return float(box_iou(a[None], b[None])[0, 0])
+
+
+def test_frame_batches_end_on_key_frames(models_home, two_face_clip):
+    """With --detect-every, a frame batch ends on its detector-batch-th key frame: the frames between key
+    frames then get their boxes, and their crops, with the batch that holds them (not with the next one)."""
+    pipeline, _ = _pipeline(two_face_clip, ListSink(), detect_batch=2, detect_every=3, queue_frames=32)
+    with open_source(two_face_clip) as source:
+        for frame in source:  # all decoded ahead, so no batch is cut short by an empty queue
+            pipeline._frames.put(frame)
+    pipeline._frames.put(pipeline_module._END)
+    batches = list(pipeline._frame_batches(StaticBatcher(3)))
+    indexes = [[frame.index for frame in batch.frames] for batch in batches]
+    assert indexes == [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9], [10, 11, 12, 13, 14, 15], [16, 17, 18, 19, 20, 21],
+                       [22, 23]]
+    assert [batch.keys for batch in batches][:2] == [[True, False, False, True],
+                                                     [False, False, True, False, False, True]]
+    assert batches[-1].keys == [False, False]  # the frames after the last key frame keep its boxes
 
 
 @pytest.mark.parametrize("live", [False, True])
