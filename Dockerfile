@@ -25,10 +25,11 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY models/manifest.json models/manifest.json
 COPY emopipe emopipe
-# [nvdec]: PyNvVideoCodec, so videos are decoded by the GPU's NVDEC (--decoder auto). This
-# checkout's package: its dependencies' versions are bounded in pyproject.toml.
+# [nvdec]: PyNvVideoCodec, so videos are decoded by the GPU's NVDEC (--decoder auto); [cudnn]: the
+# cuDNN frontend, for EmoNet's fused convolutions. This checkout's package: its dependencies'
+# versions are bounded in pyproject.toml.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir ".[nvdec]"
+RUN pip install --no-cache-dir ".[nvdec,cudnn]"
 
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
@@ -44,9 +45,12 @@ RUN useradd --create-home --uid 10001 --user-group emopipe \
     && mkdir -p /models /data \
     && chown emopipe:emopipe /models /data
 COPY --from=build /opt/emopipe /opt/emopipe
-# "video": the container toolkit then mounts the driver's NVDEC library (libnvcuvid) too
+# "video": the container toolkit then mounts the driver's NVDEC library (libnvcuvid) too.
+# CUDA_CACHE_PATH: the driver's cache of compiled GPU code (cuDNN's runtime-compiled kernels) in the
+# models volume, so a new container starts in ~10 s instead of ~35 s (docs/benchmarks.md).
 ENV PATH=/opt/emopipe/bin:$PATH \
     EMOPIPE_HOME=/models \
+    CUDA_CACHE_PATH=/models/cache/cuda \
     PYTHONUNBUFFERED=1 \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility,video
 VOLUME ["/models"]

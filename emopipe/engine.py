@@ -20,6 +20,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from .cudnn_epilogue import installed as cudnn_epilogue_installed
 from .devices import resolve_device
 from .emonet import HEATMAP_SIZE, INPUT_SIZE, EmoNet
 from .errors import UsageError
@@ -45,6 +46,9 @@ class EngineOptions:
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
     kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.kernels)
     branch_streams: bool = True  # fused network on CUDA: hourglass branches run concurrently (side streams)
+    # fused network on CUDA in fp16/bf16, where nvidia-cudnn-frontend is installed: each ConvBlock convolution
+    # writes its residual slice and the next activations itself (emopipe.cudnn_epilogue)
+    cudnn_epilogue: bool = True
     compile: str | None = None  # a torch.compile mode ("default", "max-autotune-no-cudagraphs"), or None
 
     def resolved(self, device: torch.device) -> EngineOptions:
@@ -74,6 +78,7 @@ class EngineOptions:
             fp32_head=self.fp32_head,
             kernels=self.kernels and cuda,  # (Triton kernels run on CUDA only: say so in reports)
             branch_streams=self.branch_streams and cuda,  # (streams are a CUDA notion, likewise)
+            cudnn_epilogue=self.cudnn_epilogue and cuda and precision != "fp32" and cudnn_epilogue_installed(),
             compile=self.compile,
         )
 
@@ -193,7 +198,8 @@ class TorchEngine:
             # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)
             from .fusion import fuse
 
-            model = fuse(model, use_kernels=self.options.kernels, branch_streams=self.options.branch_streams)
+            model = fuse(model, use_kernels=self.options.kernels, branch_streams=self.options.branch_streams,
+                         use_cudnn_epilogue=self.options.cudnn_epilogue)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
         if fused and self.options.fp32_head:
@@ -224,6 +230,7 @@ class TorchEngine:
             "fp32_head": str(o.fp32_head).lower(),
             "kernels": str(o.kernels).lower(),
             "branch_streams": str(o.branch_streams).lower(),
+            "cudnn_epilogue": str(o.cudnn_epilogue).lower(),
             "compile": str(o.compile or "off"),
             "classes": str(self.num_classes),
         }

@@ -45,7 +45,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from . import kernels
+from . import cudnn_epilogue, kernels
 from .emonet import ConvBlock, EmoNet, EmotionOutput, HourGlass
 
 logger = logging.getLogger(__name__)
@@ -221,9 +221,11 @@ Prepared = tuple[torch.Tensor, torch.Tensor | None]  # a result, and its consume
 
 
 class FusedConvBlock(nn.Module):
-    def __init__(self, block: ConvBlock, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
+    def __init__(self, block: ConvBlock, use_kernels: bool = True, side_streams: SideStreams | None = None,
+                 use_cudnn_epilogue: bool = True) -> None:
         super().__init__()
         self.kernels = use_kernels
+        self.cudnn_epilogue = use_cudnn_epilogue  # where cuDNN's frontend is installed (emopipe.cudnn_epilogue)
         self.side_streams = side_streams  # CUDA: the downsampled residual beside the three convolutions
         self.act1, self.act2, self.act3 = (AffineReLU(bn, use_kernels) for bn in (block.bn1, block.bn2, block.bn3))
         self.conv1, self.conv2, self.conv3 = block.conv1, block.conv2, block.conv3
@@ -240,6 +242,11 @@ class FusedConvBlock(nn.Module):
         """The block's output, and ``consumer``'s relu(bn1(output)) where the residual-slice kernels wrote
         it in the same pass (``consumer``: the one block that takes the output next)."""
         first = self.act1(x) if prepared is None else prepared
+        if self.cudnn_epilogue and cudnn_epilogue.applicable(first, self.conv1.weight):
+            try:
+                return self._forward_cudnn_epilogue(x, first, consumer)
+            except cudnn_epilogue.Unsupported:  # no cuDNN engine for one of its shapes: the two-pass path
+                pass
         if self.kernels and kernels.applicable(x):
             return self._forward_kernels(x, first, consumer)
         a = self.conv1(first)
@@ -256,6 +263,23 @@ class FusedConvBlock(nn.Module):
     def prepares(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The scale and shift of relu(bn1(x)), for the kernel producing x to write it in the same pass."""
         return self.act1.scale, self.act1.shift
+
+    def _forward_cudnn_epilogue(self, x: torch.Tensor, first: torch.Tensor,
+                                consumer: FusedConvBlock | None) -> Prepared:
+        """The same, each convolution writing its residual slice and the next activations itself."""
+        residual, side = x, None
+        if self.downsample is not None:
+            with _beside(self.side_streams, x, "downsample") as side:
+                residual = self.downsample(x)
+        residual = SideStreams.join(residual, side)  # (the first convolution reads it now)
+        out = torch.empty_like(residual)
+        following = (torch.empty_like(residual), *consumer.prepares()) if consumer is not None else None
+        conv = cudnn_epilogue.conv_add_slice
+        a = conv(first, self.conv1.weight, residual, out, 0, self.act2.scale, self.act2.shift, following)
+        first_b = self.conv1.weight.shape[0]
+        b = conv(a, self.conv2.weight, residual, out, first_b, self.act3.scale, self.act3.shift, following)
+        conv(b, self.conv3.weight, residual, out, first_b + self.conv2.weight.shape[0], next_act=following)
+        return out, following[0] if following is not None else None
 
     def _forward_kernels(self, x: torch.Tensor, first: torch.Tensor, consumer: FusedConvBlock | None) -> Prepared:
         """The same, with each residual slice written by the kernel that also prepares the next input."""
@@ -297,10 +321,12 @@ def _max_pool(x: torch.Tensor, use_kernels: bool, consumer: FusedConvBlock | Non
 
 
 class FusedHourGlass(nn.Module):
-    def __init__(self, hourglass: HourGlass, use_kernels: bool = True, side_streams: SideStreams | None = None) -> None:
+    def __init__(self, hourglass: HourGlass, use_kernels: bool = True, side_streams: SideStreams | None = None,
+                 use_cudnn_epilogue: bool = True) -> None:
         super().__init__()
         self.kernels = use_kernels
-        make_block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
+        make_block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams,
+                                       use_cudnn_epilogue=use_cudnn_epilogue)
         self.depth = hourglass.depth
         self.blocks = nn.ModuleDict({name: make_block(block) for name, block in hourglass.named_children()})
         self.side_streams = side_streams  # CUDA: each level's upper branch beside its lower one
@@ -325,11 +351,13 @@ class FusedHourGlass(nn.Module):
 class FusedEmoNet(nn.Module):
     """EmoNet for inference only, with the rewrites above. Build it with :func:`fuse`."""
 
-    def __init__(self, model: EmoNet, use_kernels: bool = True, branch_streams: bool = True) -> None:
+    def __init__(self, model: EmoNet, use_kernels: bool = True, branch_streams: bool = True,
+                 use_cudnn_epilogue: bool = True) -> None:
         super().__init__()
         model = copy.deepcopy(model).eval()
         side_streams = SideStreams() if branch_streams else None
-        block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams)
+        block = functools.partial(FusedConvBlock, use_kernels=use_kernels, side_streams=side_streams,
+                                  use_cudnn_epilogue=use_cudnn_epilogue)
         self.kernels = use_kernels
         self.side_streams = side_streams
         self.num_classes = model.num_classes
@@ -344,7 +372,8 @@ class FusedEmoNet(nn.Module):
         for i in range(model.num_stacks):
             last = model.get_submodule(f"conv_last{i}")
             _fold_into(last, model.get_submodule(f"bn_end{i}"))
-            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams))
+            self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams,
+                                                   use_cudnn_epilogue))
             self.tops.append(block(model.get_submodule(f"top_m_{i}")))
             self.lasts.append(ConvReLU(last))
             self.heads.append(PointwiseConv(model.get_submodule(f"l{i}")))
@@ -418,8 +447,11 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
         else torch.contiguous_format
 
 
-def fuse(model: EmoNet, use_kernels: bool = True, branch_streams: bool = True) -> FusedEmoNet:
+def fuse(model: EmoNet, use_kernels: bool = True, branch_streams: bool = True,
+         use_cudnn_epilogue: bool = True) -> FusedEmoNet:
     """An inference-only copy of ``model`` computing the same function with fewer memory passes;
     ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`);
-    ``branch_streams``: on CUDA, the hourglasses' independent branches run concurrently (:class:`SideStreams`)."""
-    return FusedEmoNet(model, use_kernels, branch_streams).eval().requires_grad_(False)
+    ``branch_streams``: on CUDA, the hourglasses' independent branches run concurrently (:class:`SideStreams`);
+    ``use_cudnn_epilogue``: on CUDA in fp16/bf16, the ConvBlock convolutions do that glue in cuDNN's
+    epilogue where its frontend is installed (:mod:`emopipe.cudnn_epilogue`)."""
+    return FusedEmoNet(model, use_kernels, branch_streams, use_cudnn_epilogue).eval().requires_grad_(False)

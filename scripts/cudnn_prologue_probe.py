@@ -43,8 +43,10 @@ def timed(fn, iters: int = 50) -> float:
     return statistics.median(time_cuda(fn, iters))
 
 
-def fused_conv(cudnn, handle, x, w, scale, bias, y):
-    """The cuDNN frontend graph ReLU(x·scale + bias) ⊛ w → y, built; returns a callable running it."""
+def fused_conv(cudnn, handle, x, w, scale, bias, y, stats: bool = False):
+    """The cuDNN frontend graph ReLU(x·scale + bias) ⊛ w → y, built; returns a callable running it.
+    ``stats``: also y's per-channel sum and sum of squares (cuDNN's ConvBNfprop pattern, the one its
+    specialised engine is documented for; the engine would ignore them)."""
     graph = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
                           compute_data_type=cudnn.data_type.FLOAT, handle=handle)
     X, W = graph.tensor_like(x), graph.tensor_like(w)
@@ -52,13 +54,18 @@ def fused_conv(cudnn, handle, x, w, scale, bias, y):
     loaded = graph.relu(input=graph.bias(input=graph.scale(input=X, scale=S), bias=B))
     Y = graph.conv_fprop(image=loaded, weight=W, padding=[1, 1], stride=[1, 1], dilation=[1, 1])
     Y.set_output(True).set_data_type(cudnn.data_type.HALF)
+    bindings = {X: x, W: w, S: scale, B: bias, Y: y}
+    if stats:
+        sums = graph.genstats(input=Y, compute_data_type=cudnn.data_type.FLOAT)
+        for tensor in sums:
+            tensor.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+            bindings[tensor] = torch.empty(1, y.shape[1], 1, 1, device=x.device, dtype=torch.float)
     graph.validate()
     graph.build_operation_graph()
-    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
     graph.check_support()
     graph.build_plans()
     workspace = torch.empty(max(1, graph.get_workspace_size()), dtype=torch.uint8, device=x.device)
-    bindings = {X: x, W: w, S: scale, B: bias, Y: y}
 
     def run() -> None:
         graph.execute(bindings, workspace, handle=handle)
@@ -66,7 +73,8 @@ def fused_conv(cudnn, handle, x, w, scale, bias, y):
     return run
 
 
-def probe(cudnn, handle, batch: int, cin: int, cout: int, size: int, scale_dtype: torch.dtype) -> dict:
+def probe(cudnn, handle, batch: int, cin: int, cout: int, size: int, scale_dtype: torch.dtype,
+          stats: bool = False) -> dict:
     torch.manual_seed(0)
     device = torch.device("cuda")
     cl = torch.channels_last
@@ -75,7 +83,7 @@ def probe(cudnn, handle, batch: int, cin: int, cout: int, size: int, scale_dtype
     scale = (torch.rand(1, cin, 1, 1, device=device) + 0.5).to(scale_dtype).contiguous(memory_format=cl)
     bias = (torch.randn(1, cin, 1, 1, device=device) * 0.5).to(scale_dtype).contiguous(memory_format=cl)
     y = torch.empty(batch, cout, size, size, device=device, dtype=torch.half).contiguous(memory_format=cl)
-    row: dict = {"shape": f"{batch}×{cin}×{size}×{size} → {cout}", "scale_dtype": str(scale_dtype)}
+    row: dict = {"shape": f"{batch}×{cin}×{size}×{size} → {cout}", "scale_dtype": str(scale_dtype), "stats": stats}
 
     def today() -> torch.Tensor:  # the engine's path: one elementwise pass, then cuDNN's convolution
         return F.conv2d(torch.relu(x * scale.half() + bias.half()), w, padding=1)
@@ -85,7 +93,7 @@ def probe(cudnn, handle, batch: int, cin: int, cout: int, size: int, scale_dtype
     row["conv_alone_ms"] = timed(lambda: F.conv2d(activated, w, padding=1))
     try:
         cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-        run = fused_conv(cudnn, handle, x, w, scale, bias, y)
+        run = fused_conv(cudnn, handle, x, w, scale, bias, y, stats)
         run()
         torch.cuda.synchronize()
     except Exception as exc:  # the answer we are after when it is "not supported"
@@ -122,6 +130,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--stats", action="store_true", help="add the per-channel statistics outputs (ConvBNfprop)")
+    parser.add_argument("--shapes", type=int, default=len(SHAPES), help="only the first N shapes")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -136,10 +146,10 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()} "
           f"(torch's), frontend {cudnn.__version__}, backend {cudnn.backend_version()}")
     rows = []
-    for cin, cout, size in SHAPES:
+    for cin, cout, size in SHAPES[: args.shapes]:
         for scale_dtype in (torch.half, torch.float):
             try:
-                row = probe(cudnn, handle, args.batch, cin, cout, size, scale_dtype)
+                row = probe(cudnn, handle, args.batch, cin, cout, size, scale_dtype, args.stats)
             except Exception:
                 row = {"shape": f"{cin}→{cout} at {size}", "scale_dtype": str(scale_dtype),
                        "error": traceback.format_exc(limit=3)[-600:]}

@@ -33,6 +33,8 @@ VARIANTS: dict[str, dict] = {
                                          kernels=False),
     "fp16-cl-graph-fuse-nostreams": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                          branch_streams=False),
+    "fp16-cl-graph-fuse-nocudnn": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
+                                       cudnn_epilogue=False),
     "fp16-cl-graph-fuse-nobenchmark": dict(precision="fp16", channels_last=True, cuda_graphs=True, fuse=True,
                                            cudnn_benchmark=False),
     "bf16-cl-graph-fuse": dict(precision="bf16", channels_last=True, cuda_graphs=True, fuse=True),

@@ -7,8 +7,9 @@ EmoNet (random official-format weights) on 64 random crops through the product's
 differences of probabilities, valence and arousal, and how many slices the kernels wrote per batch.
 Then ``branch_streams`` on and off (fp16, CUDA graphs, batches of 1 and 64, 20 different inputs
 each; a race between the streams inside a replay would show as a difference): the outputs must
-be bit-identical. Last, CUDA graph replay against the eager engine (uint8 and float crops, landmarks
-on): bit-identical too.
+be bit-identical. Then, where cuDNN's frontend is installed, ``cudnn_epilogue`` on and off (fp16 and
+bf16, CUDA graphs, batches of 1 and 64): the same function up to rounding (it rounds each sum once).
+Last, CUDA graph replay against the eager engine (uint8 and float crops, landmarks on): bit-identical too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from checkpoints import random_state  # noqa: E402
 
-from emopipe import kernels  # noqa: E402
+from emopipe import cudnn_epilogue, kernels  # noqa: E402
 from emopipe.emonet import build_emonet  # noqa: E402
 from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
 
@@ -42,7 +43,7 @@ def main() -> int:
         for on in (True, False):
             calls.clear()
             engine = TorchEngine(model, EngineOptions(device="cuda", precision=precision, batch_size=64, kernels=on,
-                                                      cuda_graphs=False))
+                                                      cuda_graphs=False, cudnn_epilogue=False))
             outs[on] = engine.infer(crops)
             slices[on] = len(calls)
         d = {name: float((getattr(outs[True], name) - getattr(outs[False], name)).abs().max())
@@ -63,6 +64,25 @@ def main() -> int:
                 for a, b in zip(runs[True], runs[False]) for name in ("probabilities", "valence", "arousal"))
         identical &= d == 0.0
         print(f"fp16 CUDA graphs b{batch}: branch streams on vs off, 20 inputs, max |Δ| {d:g}")
+    if cudnn_epilogue.installed():
+        reference = TorchEngine(model, EngineOptions(device="cuda", precision="fp32", batch_size=64, cuda_graphs=False))
+        want = reference.infer(crops)
+        for precision in ("fp16", "bf16"):
+            for batch in (1, 64):
+                engines = {on: TorchEngine(model, EngineOptions(device="cuda", precision=precision, batch_size=batch,
+                                                                cudnn_epilogue=on)) for on in (True, False)}
+                for engine in engines.values():
+                    engine.warmup()
+                outs = {on: engine.infer(crops[:batch]) for on, engine in engines.items()}
+                d = {name: float((getattr(outs[True], name) - getattr(outs[False], name)).abs().max())
+                     for name in ("probabilities", "valence", "arousal")}
+                err = {on: float((outs[on].valence - want.valence[:batch]).abs().max()) for on in (True, False)}
+                print(f"{precision} b{batch} CUDA graphs: cuDNN epilogue on vs off, max |Δ| {d}; |Δvalence| against "
+                      f"fp32, on / off: {err[True]:.4f} / {err[False]:.4f}; "
+                      f"on: {engines[True].options.cudnn_epilogue}")
+                worst = max(worst, max(d.values()) / {"fp16": 1e-2, "bf16": 5e-2}[precision])
+    else:
+        print("cuDNN frontend not installed: epilogue fusion not compared")
     # CUDA graph replay (input converted by one kernel, outputs packed into one host copy) against the
     # same engine settings without graphs: uint8 and float crops, with landmarks
     engines = {on: TorchEngine(model, EngineOptions(device="cuda", batch_size=8, cuda_graphs=on, landmarks=True))
