@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--batch-size", type=_positive_int, metavar="B",
                        help="static batch of faces (default: 64 on CUDA, 1 on CPU)")
     model.add_argument("--no-cudnn-benchmark", action="store_true", help="turn cuDNN autotuning off (comparison)")
+    model.add_argument("--no-cudnn-epilogue", action="store_true",
+                       help="EmoNet's convolutions without cuDNN's fused epilogue (needs nvidia-cudnn-frontend): "
+                            "a faster first start on a machine whose CUDA cache is empty, 0.2 ms more per batch")
     model.add_argument("--no-warmup", action="store_true", help="skip warmup (comparison: first frame pays tuning)")
     model.add_argument("--no-cuda-graphs", action="store_true",
                        help="plain kernel launches instead of CUDA graphs (EmoNet and the detector)")
@@ -270,7 +273,7 @@ def _assemble(args: argparse.Namespace, output: str, summary_path: str | None, s
         device=str(device), precision=args.precision, batch_size=_batch_size(args),
         cudnn_benchmark=not args.no_cudnn_benchmark, warmup=not args.no_warmup,
         cuda_graphs=cuda_graphs, landmarks=args.landmarks,
-        compile=args.compile,
+        compile=args.compile, cudnn_epilogue=not args.no_cudnn_epilogue,
     )
     engine = create_engine(args.backend, model, options, checkpoint_sha256=weights.sha256_of(checkpoint),
                            models_dir=weights.models_dir(args.models_dir))

@@ -106,3 +106,28 @@ def test_the_cudnn_kernel_keeps_the_contract():
     want = contract(x.float(), w.float(), residual.float(), outs[1], 16, scale, shift)
     torch.testing.assert_close(outs[0].float(), outs[1].float(), atol=4e-3, rtol=4e-3)
     torch.testing.assert_close(got.float(), want, atol=4e-3, rtol=4e-3)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flag, expected", [([], True), (["--no-cudnn-epilogue"], False)])
+def test_the_cli_switch_reaches_the_engine(flag, expected, monkeypatch, tmp_path, checkpoints):
+    from synth import moving_face_video
+
+    from emopipe import run
+
+    seen: list[EngineOptions] = []
+
+    def capture(backend, model, options, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(options)
+        raise _Stop
+
+    monkeypatch.setattr(engine, "create_engine", capture)
+    video = moving_face_video(tmp_path / "v.mp4", frames=2).path
+    args = run.build_parser().parse_args([str(video), "--weights", str(checkpoints[8]), "--device", "cpu",
+                                          "-o", str(tmp_path / "rows.csv"), *flag])
+    with pytest.raises(_Stop):
+        run.run(args)
+    assert seen[0].cudnn_epilogue is expected
