@@ -18,6 +18,7 @@ The companion `cudnn_prologue_probe.py` asks the same of BatchNorm + ReLU applie
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import traceback
@@ -39,8 +40,9 @@ SHAPES = [(cin, cout, first, act, size) for size in (64, 32, 16, 8, 4)
 WIDTH = 256  # channels of the block's output
 
 
-def fused_conv(cudnn, handle, x, w, residual_slice, out_slice, scale, shift, act):
-    """conv(x, w) → out_slice = · + residual_slice, and act = relu(· scale + shift) (when act is given)."""
+def fused_conv(cudnn, handle, x, w, residual_slice, out_slice, scale, shift, act, every_plan: bool = False):
+    """conv(x, w) → out_slice = · + residual_slice, and act = relu(· scale + shift) (when act is given).
+    ``every_plan``: also build every plan the heuristics list, and return (run, graph, bindings)."""
     graph = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
                           compute_data_type=cudnn.data_type.FLOAT, handle=handle)
     X, W, R = graph.tensor_like(x), graph.tensor_like(w), graph.tensor_like(residual_slice)
@@ -57,16 +59,34 @@ def fused_conv(cudnn, handle, x, w, residual_slice, out_slice, scale, shift, act
     graph.build_operation_graph()
     graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
     graph.check_support()
-    graph.build_plans()
+    graph.build_plans(cudnn.build_plan_policy.ALL if every_plan else cudnn.build_plan_policy.HEURISTICS_CHOICE)
     workspace = torch.empty(max(1, graph.get_workspace_size()), dtype=torch.uint8, device=x.device)
 
     def run() -> None:
         graph.execute(bindings, workspace, handle=handle)
 
-    return run
+    return (run, graph, bindings) if every_plan else run
 
 
-def probe(cudnn, handle, batch: int, cin: int, cout: int, first: int, with_act: bool, size: int) -> dict:
+def plan_times(cudnn, handle, graph, bindings, device) -> list[dict]:
+    """Each built plan's name and median ms (the heuristics' order), as cudnn.benchmark would time them."""
+    rows = []
+    for index in range(graph.get_execution_plan_count()):
+        row: dict = {"index": index}
+        try:
+            row["name"] = graph.get_plan_name_at_index(index)
+            size = graph.get_workspace_size_plan_at_index(index)
+            workspace = torch.empty(max(1, size), dtype=torch.uint8, device=device)
+            row["ms"] = timed(functools.partial(graph.execute_plan_at_index, bindings, workspace, index, handle=handle),
+                              iters=20)
+        except Exception as exc:  # a listed plan that did not build
+            row["error"] = f"{type(exc).__name__}: {exc}"[:200]
+        rows.append(row)
+    return rows
+
+
+def probe(cudnn, handle, batch: int, cin: int, cout: int, first: int, with_act: bool, size: int,
+          every_plan: bool = False) -> dict:
     torch.manual_seed(0)
     device, cl = torch.device("cuda"), torch.channels_last
     x = torch.randn(batch, cin, size, size, device=device, dtype=torch.half).relu().contiguous(memory_format=cl)
@@ -107,6 +127,12 @@ def probe(cudnn, handle, batch: int, cin: int, cout: int, first: int, with_act: 
         row["max_abs_err_fused_act"] = float((act.float() - want_act).abs().max())
         row["max_abs_err_today_act"] = float((today_act.float() - want_act).abs().max())
     row["fused_ms"] = timed(run)
+    if every_plan:
+        _, graph, bindings = fused_conv(cudnn, handle, x, w, residual[:, sl], out[:, sl], scale, shift,
+                                        act if with_act else None, every_plan=True)
+        row["plans"] = plan_times(cudnn, handle, graph, bindings, device)
+        times = [p["ms"] for p in row["plans"] if "ms" in p]
+        row["best_plan_ms"] = min(times) if times else None
     try:  # the engine captures each static shape in a CUDA graph
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -132,6 +158,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--every-plan", action="store_true",
+                        help="also build and time every plan cuDNN lists (what autotuning would choose from)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -148,7 +176,7 @@ def main() -> int:
     rows = []
     for shape in SHAPES:
         try:
-            row = probe(cudnn, handle, args.batch, *shape)
+            row = probe(cudnn, handle, args.batch, *shape, every_plan=args.every_plan)
         except Exception:
             row = {"shape": str(shape), "error": traceback.format_exc(limit=3)[-600:]}
         rows.append(row)
@@ -160,6 +188,9 @@ def main() -> int:
         print(f"\nsupported for {len(supported)} of {len(SHAPES)} shapes; sum over them: today (conv + Triton "
               f"kernel) {total('today_ms'):.3f} ms, fused {total('fused_ms'):.3f} ms (graph replay "
               f"{total('graph_replay_ms'):.3f}), convolution alone {total('conv_alone_ms'):.3f} ms")
+        if args.every_plan:
+            print(f"fastest listed plan per shape, summed: {total('best_plan_ms'):.3f} ms (the heuristics' own "
+                  f"choice: {total('fused_ms'):.3f} ms)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
