@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cudnn_prologue_probe import timed
+from cudnn_prologue_probe import capture_check, first_line, load_frontend, timed
 
 from emopipe import kernels
 
@@ -118,7 +118,7 @@ def probe(cudnn, handle, batch: int, cin: int, cout: int, first: int, with_act: 
         torch.cuda.synchronize()
     except Exception as exc:  # the answer we are after when it is "not supported"
         row["supported"] = False
-        row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+        row["error"] = first_line(exc)
         return row
     row["supported"] = True
     row["max_abs_err_fused"] = float((out[:, sl].float() - want_out).abs().max())
@@ -133,24 +133,8 @@ def probe(cudnn, handle, batch: int, cin: int, cout: int, first: int, with_act: 
         row["plans"] = plan_times(cudnn, handle, graph, bindings, device)
         times = [p["ms"] for p in row["plans"] if "ms" in p]
         row["best_plan_ms"] = min(times) if times else None
-    try:  # the engine captures each static shape in a CUDA graph
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            cudnn.set_stream(handle, stream.cuda_stream)
-            run()
-            captured = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(captured, stream=stream):
-                run()
-        torch.cuda.current_stream().wait_stream(stream)
-        cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-        out.zero_()
-        captured.replay()
-        torch.cuda.synchronize()
-        row["graph_replay_max_abs_err"] = float((out[:, sl].float() - want_out).abs().max())
-        row["graph_replay_ms"] = timed(captured.replay)
-    except Exception as exc:
-        row["graph_capture_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    row.update(capture_check(cudnn, handle, run, out.zero_,
+                             lambda: float((out[:, sl].float() - want_out).abs().max())))
     return row
 
 
@@ -161,18 +145,10 @@ def main() -> int:
     parser.add_argument("--every-plan", action="store_true",
                         help="also build and time every plan cuDNN lists (what autotuning would choose from)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
+    loaded = load_frontend()
+    if loaded is None:
         return 2
-    try:
-        import cudnn
-    except ImportError as exc:
-        print(f"needs the cuDNN frontend (pip install nvidia-cudnn-frontend): {exc}", file=sys.stderr)
-        return 2
-    torch.backends.cudnn.benchmark = True
-    handle = cudnn.create_handle()
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"frontend {cudnn.__version__}")
+    cudnn, handle = loaded
     rows = []
     for shape in SHAPES:
         try:

@@ -43,6 +43,50 @@ def timed(fn, iters: int = 50) -> float:
     return statistics.median(time_cuda(fn, iters))
 
 
+def first_line(exc: Exception) -> str:
+    """An exception as one short line (cuDNN's messages run on)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+def load_frontend():
+    """(the cuDNN frontend module, a handle), the versions printed; or None after saying why not."""
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return None
+    try:
+        import cudnn
+    except ImportError as exc:
+        print(f"needs the cuDNN frontend (pip install nvidia-cudnn-frontend): {exc}", file=sys.stderr)
+        return None
+    torch.backends.cudnn.benchmark = True  # the engine's setting, for the convolutions compared against
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()} "
+          f"(torch's), frontend {cudnn.__version__}, backend {cudnn.backend_version()}")
+    return cudnn, cudnn.create_handle()
+
+
+def capture_check(cudnn, handle, run, reset, error) -> dict:
+    """Capture ``run`` in a CUDA graph (as the engine does per static shape), replay it after ``reset``:
+    its ``error()`` then, and its replay time; or why capture failed."""
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            cudnn.set_stream(handle, stream.cuda_stream)
+            run()
+            captured = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(captured, stream=stream):
+                run()
+        torch.cuda.current_stream().wait_stream(stream)
+        cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+        reset()
+        captured.replay()
+        torch.cuda.synchronize()
+        return {"graph_replay_max_abs_err": error(), "graph_replay_ms": timed(captured.replay)}
+    except Exception as exc:
+        return {"graph_capture_error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
 def fused_conv(cudnn, handle, x, w, scale, bias, y, stats: bool = False):
     """The cuDNN frontend graph ReLU(x·scale + bias) ⊛ w → y, built; returns a callable running it.
     ``stats``: also y's per-channel sum and sum of squares (cuDNN's ConvBNfprop pattern, the one its
@@ -98,31 +142,14 @@ def probe(cudnn, handle, batch: int, cin: int, cout: int, size: int, scale_dtype
         torch.cuda.synchronize()
     except Exception as exc:  # the answer we are after when it is "not supported"
         row["supported"] = False
-        row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+        row["error"] = first_line(exc)
         return row
     row["supported"] = True
     reference = F.conv2d(torch.relu(x.float() * scale.float() + bias.float()), w.float(), padding=1)
     row["max_abs_err_fused"] = float((y.float() - reference).abs().max())
     row["max_abs_err_today"] = float((today().float() - reference).abs().max())
     row["fused_ms"] = timed(run)
-    try:  # the engine captures each static shape in a CUDA graph
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            cudnn.set_stream(handle, stream.cuda_stream)
-            run()
-            captured = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(captured, stream=stream):
-                run()
-        torch.cuda.current_stream().wait_stream(stream)
-        cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-        y.zero_()
-        captured.replay()
-        torch.cuda.synchronize()
-        row["graph_replay_max_abs_err"] = float((y.float() - reference).abs().max())
-        row["graph_replay_ms"] = timed(captured.replay)
-    except Exception as exc:
-        row["graph_capture_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    row.update(capture_check(cudnn, handle, run, y.zero_, lambda: float((y.float() - reference).abs().max())))
     return row
 
 
@@ -133,18 +160,10 @@ def main() -> int:
     parser.add_argument("--stats", action="store_true", help="add the per-channel statistics outputs (ConvBNfprop)")
     parser.add_argument("--shapes", type=int, default=len(SHAPES), help="only the first N shapes")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
+    loaded = load_frontend()
+    if loaded is None:
         return 2
-    try:
-        import cudnn
-    except ImportError as exc:
-        print(f"needs the cuDNN frontend (pip install nvidia-cudnn-frontend): {exc}", file=sys.stderr)
-        return 2
-    torch.backends.cudnn.benchmark = True
-    handle = cudnn.create_handle()
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()} "
-          f"(torch's), frontend {cudnn.__version__}, backend {cudnn.backend_version()}")
+    cudnn, handle = loaded
     rows = []
     for cin, cout, size in SHAPES[: args.shapes]:
         for scale_dtype in (torch.half, torch.float):
