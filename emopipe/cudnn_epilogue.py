@@ -33,8 +33,18 @@ class Unsupported(Exception):
     """cuDNN has no engine for this convolution's graph (the caller runs the two-pass path)."""
 
 
+@functools.cache
 def installed() -> bool:
-    return importlib.util.find_spec("cudnn") is not None
+    """Whether the cuDNN frontend imports here; a broken install is reported once and left out."""
+    if importlib.util.find_spec("cudnn") is None:
+        return False
+    try:
+        import cudnn  # noqa: F401
+    except Exception as exc:  # e.g. a frontend that cannot load its cuDNN or CUDA bindings
+        logger.warning("the cuDNN frontend is installed but does not load (%s); EmoNet's convolutions run without "
+                       "its fused epilogue", exc)
+        return False
+    return True
 
 
 def applicable(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -147,10 +157,10 @@ def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
     if plan is None:
         try:
             plan = _Plan(x, weight, residual[:, part], out[:, part], affine, following)
-        except Unsupported as exc:
+        except Exception as exc:  # no engine for it here, or the frontend refused the graph: the two-pass path
+            plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
             logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the Triton "
-                        "kernels there", x.shape[1], channels, x.shape[2], x.shape[3], exc)
-            plan = exc
+                        "kernels there", x.shape[1], channels, x.shape[2], x.shape[3], plan)
         _plans[key] = plan
     if isinstance(plan, Unsupported):
         raise plan

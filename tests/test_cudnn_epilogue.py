@@ -131,3 +131,41 @@ def test_the_cli_switch_reaches_the_engine(flag, expected, monkeypatch, tmp_path
     with pytest.raises(_Stop):
         run.run(args)
     assert seen[0].cudnn_epilogue is expected
+
+
+def test_a_graph_the_frontend_refuses_is_remembered_as_unsupported(monkeypatch):
+    """Any failure to build a shape's plan sends that shape to the two-pass path, once and for all."""
+    import sys
+    import types
+
+    built: list[int] = []
+
+    def refuse(**kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        raise RuntimeError("cudnnGraphNotSupportedError: No valid engine configs")
+
+    fake = types.SimpleNamespace(pygraph=refuse, data_type=types.SimpleNamespace(HALF=1, BFLOAT16=2, FLOAT=3))
+    monkeypatch.setitem(sys.modules, "cudnn", fake)
+    monkeypatch.setattr(cudnn_epilogue, "_handle", lambda device: None)
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    x = torch.zeros(1, 8, 4, 4, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    w = torch.zeros(4, 8, 3, 3, dtype=torch.float16)
+    residual = torch.zeros(1, 8, 4, 4, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    for _ in range(2):
+        with pytest.raises(cudnn_epilogue.Unsupported, match="No valid engine configs"):
+            cudnn_epilogue.conv_add_slice(x, w, residual, torch.empty_like(residual), 4)
+    assert built == [1]  # the second call did not try again
+
+
+def test_a_frontend_that_does_not_load_counts_as_absent(monkeypatch, tmp_path, caplog):
+    package = tmp_path / "cudnn"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise OSError('libcudnn.so.9: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "cudnn", raising=False)
+    cudnn_epilogue.installed.cache_clear()
+    try:
+        assert not cudnn_epilogue.installed()
+        assert "does not load" in caplog.text and "libcudnn.so.9" in caplog.text
+    finally:
+        cudnn_epilogue.installed.cache_clear()
