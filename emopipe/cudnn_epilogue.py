@@ -11,15 +11,21 @@ float32 and rounded once, where the two-pass path rounds y to fp16 first.
 
 It needs the ``nvidia-cudnn-frontend`` package (the ``cudnn`` module, ``pip install emopipe[cudnn]``);
 without it, or for a shape cuDNN has no engine for, the Triton kernels run as before. Plans are built
-once per shape during the engine's warmup, before CUDA graph capture, and replayed inside the graphs.
+once per shape during the engine's warmup, before CUDA graph capture, and replayed inside the graphs;
+with a cache folder set (:func:`use_plan_cache`; the engine uses ``<models>/cache/cudnn``) each built plan
+is stored there and later processes read it back instead of compiling it again.
 ``scripts/cudnn_epilogue_probe.py`` measures each shape alone; ``docs/benchmarks.md`` the whole engine.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import logging
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -73,44 +79,68 @@ def _signature(t: torch.Tensor) -> tuple:
     return tuple(t.shape), tuple(t.stride()), t.dtype
 
 
-class _Plan:
-    """One built cuDNN graph and the order its tensors are bound in."""
+# Tensors are bound by fixed UIDs (and carry names), so a plan read back from disk binds like a built one.
+_X, _WEIGHT, _RESIDUAL, _SCALE, _SHIFT, _NEXT_SCALE, _NEXT_SHIFT = range(1, 8)
+_OUT, _ACT, _NEXT_ACT = 11, 12, 13
 
-    def __init__(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor,
+
+def _uids(affine: bool, following: bool) -> list[int]:
+    """The graph's tensors in binding order: inputs, then outputs."""
+    inputs = [_X, _WEIGHT, _RESIDUAL] + ([_SCALE, _SHIFT] if affine else [])
+    inputs += [_NEXT_SCALE, _NEXT_SHIFT] if following else []
+    return inputs + [_OUT] + ([_ACT] if affine else []) + ([_NEXT_ACT] if following else [])
+
+
+def _build_graph(handle: Any, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor,
                  affine: tuple[torch.Tensor, torch.Tensor] | None,
-                 following: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> None:
-        import cudnn
+                 following: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> Any:
+    """Describe the fused graph and build cuDNN's plan for it (NVRTC compiles its kernel: ~65 ms a shape)."""
+    import cudnn
 
-        io = _cudnn_type(x.dtype)
-        self.handle = _handle(x.device)
-        graph = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
-                              compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
-        inputs = [graph.tensor_like(x), graph.tensor_like(weight), graph.tensor_like(residual)]
-        y = graph.conv_fprop(image=inputs[0], weight=inputs[1], padding=[1, 1], stride=[1, 1], dilation=[1, 1])
-        summed = graph.add(a=y, b=inputs[2])
-        summed.set_output(True).set_data_type(io).set_stride(list(out.stride()))
-        outputs = [summed]
-        if affine is not None:  # the next convolution's input, relu(y · scale + shift), dense channels_last
-            scale, shift = graph.tensor_like(affine[0]), graph.tensor_like(affine[1])
-            inputs += [scale, shift]
-            act = graph.relu(input=graph.bias(input=graph.scale(input=y, scale=scale), bias=shift))
-            act.set_output(True).set_data_type(io).set_stride(_channels_last_strides(_y_shape(x, weight)))
-            outputs.append(act)
-        if following is not None:  # the consuming block's relu(out · scale + shift), into its slice
-            scale, shift = graph.tensor_like(following[1]), graph.tensor_like(following[2])
-            inputs += [scale, shift]
-            nxt = graph.relu(input=graph.bias(input=graph.scale(input=summed, scale=scale), bias=shift))
-            nxt.set_output(True).set_data_type(io).set_stride(list(following[0].stride()))
-            outputs.append(nxt)
-        try:
-            graph.validate()
-            graph.build_operation_graph()
-            graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
-            graph.check_support()
-            graph.build_plans()
-        except Exception as exc:  # cudnnGraphNotSupportedError and kin: no engine for this graph here
-            raise Unsupported(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
-        self.graph, self.inputs, self.outputs = graph, inputs, outputs
+    io = _cudnn_type(x.dtype)
+    graph = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+
+    def operand(t: torch.Tensor, name: str, uid: int) -> Any:
+        tensor = graph.tensor_like(t)
+        tensor.set_name(name)
+        tensor.set_uid(uid)
+        return tensor
+
+    def result(t: Any, name: str, uid: int, strides: list[int]) -> None:
+        t.set_output(True).set_data_type(io).set_stride(strides)
+        t.set_name(name)
+        t.set_uid(uid)
+
+    y = graph.conv_fprop(image=operand(x, "x", _X), weight=operand(weight, "weight", _WEIGHT), padding=[1, 1],
+                         stride=[1, 1], dilation=[1, 1])
+    summed = graph.add(a=y, b=operand(residual, "residual", _RESIDUAL))
+    result(summed, "out", _OUT, list(out.stride()))
+    if affine is not None:  # the next convolution's input, relu(y · scale + shift), dense channels_last
+        scale, shift = operand(affine[0], "scale", _SCALE), operand(affine[1], "shift", _SHIFT)
+        act = graph.relu(input=graph.bias(input=graph.scale(input=y, scale=scale), bias=shift))
+        result(act, "act", _ACT, _channels_last_strides(_y_shape(x, weight)))
+    if following is not None:  # the consuming block's relu(out · scale + shift), into its slice
+        scale = operand(following[1], "next_scale", _NEXT_SCALE)
+        shift = operand(following[2], "next_shift", _NEXT_SHIFT)
+        nxt = graph.relu(input=graph.bias(input=graph.scale(input=summed, scale=scale), bias=shift))
+        result(nxt, "next_act", _NEXT_ACT, list(following[0].stride()))
+    try:
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+    except Exception as exc:  # cudnnGraphNotSupportedError and kin: no engine for this graph here
+        raise Unsupported(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
+    return graph
+
+
+class _Plan:
+    """One built (or read back) cuDNN graph and the UIDs its tensors bind to."""
+
+    def __init__(self, graph: Any, handle: Any, uids: list[int]) -> None:
+        self.graph, self.handle, self.uids = graph, handle, uids
         self.workspace_bytes = max(1, graph.get_workspace_size())
 
     def run(self, tensors: list[torch.Tensor], results: list[torch.Tensor]) -> None:
@@ -119,9 +149,7 @@ class _Plan:
         device = tensors[0].device
         cudnn.set_stream(self.handle, torch.cuda.current_stream(device).cuda_stream)
         workspace = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device)
-        bindings = dict(zip(self.inputs, tensors, strict=True))
-        bindings.update(zip(self.outputs, results, strict=True))
-        self.graph.execute(bindings, workspace, handle=self.handle)
+        self.graph.execute(dict(zip(self.uids, tensors + results, strict=True)), workspace, handle=self.handle)
 
 
 def _y_shape(x: torch.Tensor, weight: torch.Tensor) -> tuple[int, int, int, int]:
@@ -131,6 +159,83 @@ def _y_shape(x: torch.Tensor, weight: torch.Tensor) -> tuple[int, int, int, int]
 def _channels_last_strides(shape: tuple[int, int, int, int]) -> list[int]:
     _, c, h, w = shape
     return [h * w * c, 1, w * c, c]
+
+
+# -- plans on disk -------------------------------------------------------------------------------
+# Building a plan compiles its fused kernel with NVRTC, every process: ~3 s of a warm start for EmoNet's
+# 50 shapes at batch 1 + 256, 13 s on a fresh machine (docs/benchmarks.md). A serialized plan holds the
+# compiled kernel, and reading one back takes milliseconds. Plans are only valid for the GPU model and the
+# cuDNN they were built with, so those are part of each file's name.
+
+_cache_dir: Path | None = None
+
+
+def use_plan_cache(directory: str | Path | None) -> None:
+    """Keep built plans in ``directory`` (created when first written) and read them back from there;
+    ``None`` turns it off. The engine points it at ``<models>/cache/cudnn``."""
+    global _cache_dir
+    _cache_dir = Path(directory) if directory is not None else None
+
+
+def _environment(device: torch.device) -> str:
+    """What a serialized plan depends on besides its shapes: the GPU model and the cuDNN versions."""
+    import cudnn
+
+    props = torch.cuda.get_device_properties(device)
+    return f"{props.name} sm{props.major}{props.minor} cudnn {cudnn.backend_version()} frontend {cudnn.__version__}"
+
+
+def _plan_path(signature: tuple, device: torch.device) -> Path | None:
+    if _cache_dir is None:
+        return None
+    digest = hashlib.sha256(f"{_environment(device)} {signature!r}".encode()).hexdigest()[:32]
+    return _cache_dir / f"{digest}.plan"
+
+
+def _read_plan(handle: Any, path: Path) -> Any | None:
+    """The plan stored at ``path``, or None where there is none or it does not load (it is then rebuilt)."""
+    import cudnn
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.info("cannot read the cuDNN plan %s (%s); building it", path, exc)
+        return None
+    try:
+        graph = cudnn.pygraph(handle=handle)
+        graph.deserialize(handle, list(data))  # (its binding takes a sequence of byte values, not bytes)
+        return graph
+    except Exception as exc:  # truncated, or from another cuDNN build: build it again and overwrite
+        logger.info("the cuDNN plan %s does not load (%s); building it again", path,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        return None
+
+
+def _write_plan(graph: Any, path: Path) -> None:
+    try:
+        data = bytes(graph.serialize())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as tmp:
+            tmp.write(data)
+        os.replace(tmp.name, path)  # whole files only: another process may be reading this plan
+    except Exception as exc:  # a read-only models folder, a full disk: only the next start is slower
+        logger.info("cannot store the cuDNN plan %s (%s)", path, exc)
+
+
+def _plan(signature: tuple, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor,
+          affine: tuple[torch.Tensor, torch.Tensor] | None,
+          following: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> _Plan:
+    handle = _handle(x.device)
+    uids = _uids(affine is not None, following is not None)
+    path = _plan_path(signature, x.device)
+    graph = _read_plan(handle, path) if path is not None else None
+    if graph is None:
+        graph = _build_graph(handle, x, weight, residual, out, affine, following)
+        if path is not None:
+            _write_plan(graph, path)
+    return _Plan(graph, handle, uids)
 
 
 _plans: dict[tuple, _Plan | Unsupported] = {}
@@ -151,12 +256,13 @@ def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
         following = (next_act[0][:, part], next_act[1][:, part], next_act[2][:, part])
     tensors = [x, weight, residual[:, part]]
     tensors += list(affine or ()) + list(following[1:] if following is not None else ())
-    key = (x.device, *(_signature(t) for t in tensors), _signature(out[:, part]),
-           following is not None and _signature(following[0]))
+    signature = (*(_signature(t) for t in tensors), _signature(out[:, part]),
+                 following is not None and _signature(following[0]))
+    key = (x.device, *signature)
     plan = _plans.get(key)
     if plan is None:
         try:
-            plan = _Plan(x, weight, residual[:, part], out[:, part], affine, following)
+            plan = _plan(signature, x, weight, residual[:, part], out[:, part], affine, following)
         except Exception as exc:  # no engine for it here, or the frontend refused the graph: the two-pass path
             plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
             logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the Triton "

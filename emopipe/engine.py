@@ -20,6 +20,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from . import cudnn_epilogue
 from .cudnn_epilogue import installed as cudnn_epilogue_installed
 from .devices import resolve_device
 from .emonet import HEATMAP_SIZE, INPUT_SIZE, EmoNet
@@ -193,6 +194,8 @@ class TorchEngine:
             # compiling (Triton: the glue kernels, ~5 s the first time; Inductor: `--compile`, a minute)
             os.environ.setdefault("TRITON_CACHE_DIR", str(Path(cache_dir) / "triton"))
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
+            if self.options.cudnn_epilogue:  # its plans, each with its NVRTC-compiled kernel (~65 ms a shape)
+                cudnn_epilogue.use_plan_cache(Path(cache_dir) / "cudnn")
         fused = self.options.fuse and not self.options.compile
         if fused:
             # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)

@@ -5,7 +5,7 @@ product builds (emopipe.engine.TorchEngine) and times ``engine.infer`` — crops
 results back on the host — with the host clock, which is what the pipeline sees. It also times the
 network alone with CUDA events (graph replay / forward only) to separate the host-side cost.
 
-    python scripts/engine_levers.py --out levers.json [--variants a,b,...] [--throughput-batch 256]
+    python scripts/engine_levers.py --out levers.json [--variants a,b,...] [--throughput-batch 256] [--models-dir DIR]
 
 Prints a markdown table last; full results go to --out as JSON. Compiling variants start from an
 empty Inductor cache (beside --out); a variant named ``…-warm`` finds what the one before it left there.
@@ -57,6 +57,8 @@ def _worker(name: str, batches: list[int], t0: float, iters: int) -> dict:
     from emopipe.engine import EngineOptions, TorchEngine
 
     torch.manual_seed(0)
+    models = os.environ.get("LEVERS_MODELS_DIR")
+    cache_dir = Path(models) / "cache" if models else None  # as the product: its caches beside the weights
     t_import = time.time() - t0
     model = build_emonet(classes=8)
     result: dict = {"variant": name, "import_s": t_import, "batches": {}}
@@ -64,13 +66,15 @@ def _worker(name: str, batches: list[int], t0: float, iters: int) -> dict:
     engines = {}
     for b in batches:
         engines[b] = TorchEngine(model, EngineOptions(device=os.environ.get("LEVERS_DEVICE", "cuda"), batch_size=b,
-                                                     **VARIANTS[name]))
+                                                     **VARIANTS[name]), cache_dir=cache_dir)
     result["load_s"] = time.time() - t_load
     t_warm = time.time()
     for engine in engines.values():
         engine.warmup()
     result["warmup_s"] = time.time() - t_warm
     result["start_to_ready_s"] = time.time() - t0
+    if cache_dir is not None:
+        result["cudnn_plans_on_disk"] = len(list((cache_dir / "cudnn").glob("*.plan")))
     if torch.cuda.is_available():  # both engines, their graphs and the warmup's transients
         result["peak_gpu_memory_mib"] = torch.cuda.max_memory_allocated() / 2**20
     for b, engine in engines.items():
@@ -127,6 +131,8 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--timeout", type=int, default=400, help="seconds per variant")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--models-dir", type=Path,
+                        help="keep the engine's caches in <dir>/cache as the product does (cuDNN plans, Triton)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     batches = [args.latency_batch, args.throughput_batch]
@@ -140,6 +146,8 @@ def main() -> int:
             shutil.rmtree(cache, ignore_errors=True)  # a cold start compiles everything
         env = {**os.environ, "LEVERS_T0": str(time.time()), "PYTHONUNBUFFERED": "1",
                "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+        if args.models_dir:
+            env["LEVERS_MODELS_DIR"] = str(args.models_dir.resolve())
         cmd = [sys.executable, __file__, "--worker", name, "--out", str(args.out), "--iters", str(args.iters),
                "--latency-batch", str(args.latency_batch), "--throughput-batch", str(args.throughput_batch)]
         print(f"== {name}", file=sys.stderr, flush=True)

@@ -8,6 +8,8 @@ published network would put them.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -169,3 +171,188 @@ def test_a_frontend_that_does_not_load_counts_as_absent(monkeypatch, tmp_path, c
         assert "does not load" in caplog.text and "libcudnn.so.9" in caplog.text
     finally:
         cudnn_epilogue.installed.cache_clear()
+
+
+class _FakeTensor:
+    """Records the name and UID the graph gives each tensor (the real ones are cuDNN's)."""
+
+    def __init__(self, graph: _FakeGraph) -> None:
+        self.graph = graph
+
+    def set_name(self, name: str) -> _FakeTensor:
+        self.name = name
+        return self
+
+    def set_uid(self, uid: int) -> _FakeTensor:
+        self.graph.uids[self.name] = uid
+        return self
+
+    def __getattr__(self, attr: str):  # type: ignore[no-untyped-def]  # set_output, set_stride, ...
+        return lambda *args, **kwargs: self
+
+
+class _FakeGraph:
+    builds: ClassVar[list[int]] = []  # (reset per test by the fixture)
+    loads: ClassVar[list[bytes]] = []
+
+    def __init__(self, **kwargs: object) -> None:
+        self.uids: dict[str, int] = {}
+        self.loaded = False
+
+    def tensor_like(self, t: torch.Tensor) -> _FakeTensor:
+        return _FakeTensor(self)
+
+    def conv_fprop(self, **kwargs: object) -> _FakeTensor:
+        return _FakeTensor(self)
+
+    add = relu = bias = scale = conv_fprop
+
+    def build_plans(self) -> None:
+        _FakeGraph.builds.append(1)
+
+    validate = build_operation_graph = check_support = lambda self, *args: None
+    create_execution_plans = validate
+
+    def get_workspace_size(self) -> int:
+        return 64
+
+    def serialize(self) -> list[int]:  # the real frontend returns a list of byte values too
+        return list(b"PLAN" + repr(sorted(self.uids.items())).encode())
+
+    def deserialize(self, handle: object, values: list[int]) -> None:
+        data = bytes(values)
+        if not data.startswith(b"PLAN"):
+            raise RuntimeError("[json.exception.parse_error.110] unexpected end of input")
+        _FakeGraph.loads.append(data)
+        self.loaded = True
+
+
+@pytest.fixture
+def fake_frontend(monkeypatch):  # type: ignore[no-untyped-def]
+    import sys
+    import types
+
+    fake = types.SimpleNamespace(pygraph=_FakeGraph, data_type=types.SimpleNamespace(HALF=1, BFLOAT16=2, FLOAT=3),
+                                 heur_mode=types.SimpleNamespace(A=0, B=1, FALLBACK=2))
+    monkeypatch.setitem(sys.modules, "cudnn", fake)
+    monkeypatch.setattr(cudnn_epilogue, "_handle", lambda device: None)
+    monkeypatch.setattr(cudnn_epilogue, "_environment", lambda device: "H100 sm90 cudnn 91900 frontend 1.16.0")
+    monkeypatch.setattr(_FakeGraph, "builds", [])
+    monkeypatch.setattr(_FakeGraph, "loads", [])
+    yield
+    cudnn_epilogue.use_plan_cache(None)
+
+
+def _block_operands(batch: int = 1) -> tuple:
+    cl = torch.channels_last
+    x = torch.zeros(batch, 8, 4, 4, dtype=torch.float16).contiguous(memory_format=cl)
+    w = torch.zeros(4, 8, 3, 3, dtype=torch.float16)
+    residual = torch.zeros(batch, 8, 4, 4, dtype=torch.float16).contiguous(memory_format=cl)
+    affine = (torch.ones(1, 4, 1, 1), torch.zeros(1, 4, 1, 1))
+    following = (torch.empty_like(residual)[:, 4:], torch.ones(1, 4, 1, 1), torch.zeros(1, 4, 1, 1))
+    signature = ("shapes", batch)  # conv_add_slice derives it from the operands; any stable tuple works here
+    return signature, x, w, residual[:, 4:], torch.empty_like(residual)[:, 4:], affine, following
+
+
+def test_plans_are_bound_by_the_uids_their_graph_gave_each_tensor(fake_frontend):
+    plan = cudnn_epilogue._plan(*_block_operands())
+    names = ["x", "weight", "residual", "scale", "shift", "next_scale", "next_shift", "out", "act", "next_act"]
+    assert plan.uids == [plan.graph.uids[name] for name in names]  # the order run() binds tensors in
+    assert len(set(plan.uids)) == len(names)
+
+
+def test_built_plans_are_stored_and_read_back_by_the_next_process(fake_frontend, tmp_path):
+    cudnn_epilogue.use_plan_cache(tmp_path / "cudnn")
+    built = cudnn_epilogue._plan(*_block_operands())
+    files = list((tmp_path / "cudnn").glob("*.plan"))
+    assert len(_FakeGraph.builds) == 1 and len(files) == 1
+    assert not list((tmp_path / "cudnn").glob("*.tmp"))  # written whole, then renamed
+    again = cudnn_epilogue._plan(*_block_operands())  # (what a fresh process finds)
+    assert len(_FakeGraph.builds) == 1 and again.graph.loaded
+    assert _FakeGraph.loads == [files[0].read_bytes()] == [bytes(built.graph.serialize())]
+    assert again.uids == built.uids
+    cudnn_epilogue._plan(*_block_operands(batch=2))  # another shape: its own plan
+    assert len(_FakeGraph.builds) == 2 and len(list((tmp_path / "cudnn").glob("*.plan"))) == 2
+
+
+def test_a_plan_from_another_gpu_or_cudnn_is_not_used(fake_frontend, tmp_path, monkeypatch):
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    cudnn_epilogue._plan(*_block_operands())
+    monkeypatch.setattr(cudnn_epilogue, "_environment", lambda device: "H200 sm90 cudnn 92000 frontend 1.16.0")
+    plan = cudnn_epilogue._plan(*_block_operands())
+    assert len(_FakeGraph.builds) == 2 and not plan.graph.loaded
+    assert len(list(tmp_path.glob("*.plan"))) == 2
+
+
+def test_a_damaged_plan_file_is_rebuilt_and_replaced(fake_frontend, tmp_path, caplog):
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    cudnn_epilogue._plan(*_block_operands())
+    (path,) = tmp_path.glob("*.plan")
+    good = path.read_bytes()
+    path.write_bytes(good[:2])  # a write cut short
+    caplog.set_level("INFO", logger="emopipe.cudnn_epilogue")
+    plan = cudnn_epilogue._plan(*_block_operands())
+    assert not plan.graph.loaded and len(_FakeGraph.builds) == 2
+    assert "does not load" in caplog.text and "building it again" in caplog.text
+    assert path.read_bytes() == good
+
+
+def test_an_unwritable_cache_costs_only_the_next_start(fake_frontend, tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    cudnn_epilogue.use_plan_cache(blocker / "cudnn")
+    caplog.set_level("INFO", logger="emopipe.cudnn_epilogue")
+    plan = cudnn_epilogue._plan(*_block_operands())
+    assert plan.workspace_bytes == 64 and "cannot store the cuDNN plan" in caplog.text
+
+
+def test_without_a_cache_folder_nothing_is_written(fake_frontend, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cudnn_epilogue.use_plan_cache(None)
+    cudnn_epilogue._plan(*_block_operands())
+    cudnn_epilogue._plan(*_block_operands())
+    assert len(_FakeGraph.builds) == 2 and not list(tmp_path.rglob("*.plan"))
+
+
+def test_the_engine_keeps_plans_beside_the_models(monkeypatch, tmp_path):
+    monkeypatch.setattr(cudnn_epilogue, "_cache_dir", None)
+    monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
+    engine.TorchEngine(build_emonet(random_state(8, seed=1)), EngineOptions(device="cpu", precision="fp32",
+                                                                            cudnn_epilogue=True),
+                       cache_dir=tmp_path / "cache")
+    assert cudnn_epilogue._cache_dir == tmp_path / "cache" / "cudnn"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused kernels)")
+@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
+def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
+    torch.manual_seed(1)
+    cl = torch.channels_last
+    x = torch.rand(2, 32, 16, 16, device="cuda", dtype=torch.half).contiguous(memory_format=cl)
+    w = (torch.randn(16, 32, 3, 3, device="cuda") / 20).half().contiguous(memory_format=cl)
+    residual = torch.randn(2, 64, 16, 16, device="cuda", dtype=torch.half).contiguous(memory_format=cl)
+    scale, shift = torch.rand(1, 16, 1, 1, device="cuda") + 0.5, torch.randn(1, 16, 1, 1, device="cuda")
+    nxt = (torch.zeros_like(residual), torch.rand(1, 64, 1, 1, device="cuda") + 0.5,
+           torch.randn(1, 64, 1, 1, device="cuda"))
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    try:
+        outs = [torch.zeros_like(residual) for _ in range(3)]
+        built = cudnn_epilogue.conv_add_slice(x, w, residual, outs[0], 16, scale, shift, nxt)
+        built_next = nxt[0].clone()
+        assert list(tmp_path.glob("*.plan"))
+        monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+
+        def no_build(*args: object) -> None:
+            raise AssertionError("the plan was built again instead of read back")
+
+        monkeypatch.setattr(cudnn_epilogue, "_build_graph", no_build)
+        nxt[0].zero_()
+        loaded = cudnn_epilogue.conv_add_slice(x, w, residual, outs[1], 16, scale, shift, nxt)
+        torch.testing.assert_close(loaded, built, atol=0, rtol=0)
+        torch.testing.assert_close(outs[1], outs[0], atol=0, rtol=0)
+        torch.testing.assert_close(nxt[0], built_next, atol=0, rtol=0)
+        want = contract(x.float(), w.float(), residual.float(), outs[2], 16, scale, shift)
+        torch.testing.assert_close(loaded.float(), want, atol=4e-3, rtol=4e-3)
+    finally:
+        cudnn_epilogue.use_plan_cache(None)
