@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated config numbers (1-based, see the table) or 'all'")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the face-count sequence")
+    parser.add_argument("--models-dir", default=None,
+                        help="whose <dir>/cache the engines use, as `emopipe` does (compiled kernels, cuDNN plans)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     return parser
 
@@ -103,10 +105,13 @@ def run(args: argparse.Namespace) -> int:
             configs = [CONFIGS[int(i) - 1] for i in args.configs.split(",")]
         except (ValueError, IndexError):
             raise UsageError(f"--configs takes numbers 1..{len(CONFIGS)} or 'all', got {args.configs!r}") from None
+    from .weights import models_dir
+
+    cache_dir = str(models_dir(args.models_dir) / "cache")  # the product's caches: restarts as users see them
     results = []
     for config in configs:
         job = {"config": asdict(config), "device": args.device, "precision": args.precision, "batch": batch,
-               "frames": frames, "seed": args.seed, "t0": time.time()}
+               "frames": frames, "seed": args.seed, "cache_dir": cache_dir, "t0": time.time()}
         print(f"running: {config.name} …", file=sys.stderr, flush=True)
         done = subprocess.run([sys.executable, "-m", "emopipe", "bench", "--worker", json.dumps(job)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -162,7 +167,7 @@ def _worker(job: dict) -> BenchResult:
     model = build_emonet(classes=8)
     engine = TorchEngine(model, EngineOptions(device=job["device"], precision=job["precision"], batch_size=batch,
                                               cudnn_benchmark=config.cudnn_benchmark, warmup=config.warmup,
-                                              cuda_graphs=config.cuda_graphs))
+                                              cuda_graphs=config.cuda_graphs), cache_dir=job["cache_dir"])
     load_s = time.time() - t_load
     warmup_s = engine.warmup().seconds if config.warmup else 0.0
     ready = time.time() - t0

@@ -62,3 +62,20 @@ def test_bad_options_are_one_line_usage_errors(args):
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert len([line for line in done.stderr.splitlines() if line.startswith("emopipe: error:")]) == 1
+
+
+def test_each_configuration_uses_the_products_caches(monkeypatch, tmp_path, capsys):
+    """Restarts are measured as users see them: with the compiled-kernel and cuDNN-plan caches beside the models."""
+    from emopipe import bench
+
+    jobs: list[dict] = []
+
+    def worker(cmd, **kwargs):  # type: ignore[no-untyped-def]
+        jobs.append(json.loads(cmd[cmd.index("--worker") + 1]))
+        r = BenchResult("x", "cpu", "fp32", 2, 1.0, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 2.0, 1, 1)
+        return subprocess.CompletedProcess(cmd, 0, json.dumps(r.__dict__), "")
+
+    monkeypatch.setattr(bench.subprocess, "run", worker)
+    args = bench.build_parser().parse_args(["--device", "cpu", "--configs", "1", "--models-dir", str(tmp_path)])
+    assert bench.run(args) == 0
+    assert [job["cache_dir"] for job in jobs] == [str(tmp_path / "cache")]
