@@ -47,7 +47,8 @@ RUN useradd --create-home --uid 10001 --user-group emopipe \
 COPY --from=build /opt/emopipe /opt/emopipe
 # "video": the container toolkit then mounts the driver's NVDEC library (libnvcuvid) too.
 # CUDA_CACHE_PATH: the driver's cache of compiled GPU code (cuDNN's runtime-compiled kernels) in the
-# models volume, so a new container starts in ~10 s instead of ~35 s (docs/benchmarks.md).
+# models volume beside emopipe's own (Triton kernels, cuDNN plans), so a new container's EmoNet is
+# ready in ~6-8 s instead of 25-40 s (docs/benchmarks.md).
 ENV PATH=/opt/emopipe/bin:$PATH \
     EMOPIPE_HOME=/models \
     CUDA_CACHE_PATH=/models/cache/cuda \
