@@ -197,6 +197,10 @@ class TorchEngine:
             if self.options.cudnn_epilogue:  # its plans, each with its NVRTC-compiled kernel (~65 ms a shape)
                 cudnn_epilogue.use_plan_cache(Path(cache_dir) / "cudnn")
         fused = self.options.fuse and not self.options.compile
+        if fused and self.options.kernels and self.device.type == "cuda":
+            from .kernels import start_triton_key
+
+            start_triton_key()
         if fused:
             # (Inductor fuses on its own, and Dynamo cannot trace the rewrite's writes into channel slices)
             from .fusion import fuse

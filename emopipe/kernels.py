@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 
 import torch
 
@@ -53,11 +54,37 @@ def applicable(*tensors: torch.Tensor) -> bool:
     return kernels_run_on(tensors[0].device)
 
 
+_triton_key_thread: threading.Thread | None = None
+
+
+def start_triton_key() -> None:
+    """Begin Triton's once-per-process set-up on a thread. Its first kernel call in a process hashes
+    Triton's own installation into its cache key (its ~500 MB library: 0.6 s of warmup on the GPU hosts,
+    docs/benchmarks.md); started when the engine is created, that overlaps building the model and the
+    CUDA context. The hash releases the GIL, and the result is the same whichever thread computes it."""
+    global _triton_key_thread
+    if _triton_key_thread is not None or not triton_installed():
+        return
+
+    def compute() -> None:
+        try:
+            from triton.runtime.cache import triton_key
+
+            triton_key()  # (functools.lru_cache: later callers get the stored value)
+        except Exception:  # another Triton layout: its first kernel call computes the key as before
+            pass
+
+    _triton_key_thread = threading.Thread(target=compute, name="triton-key", daemon=True)
+    _triton_key_thread.start()
+
+
 @functools.cache
 def kernels_run_on(device: torch.device) -> bool:
     """Compile and run every kernel once on ``device`` (the first call, during warmup). Triton builds
     its launchers with the system's C compiler and Python's headers: where that fails, say so once and
     let the PyTorch expressions run instead of failing the run."""
+    if _triton_key_thread is not None:
+        _triton_key_thread.join()  # computed once, not twice side by side
     try:
         x = torch.zeros((1, 16, 2, 2), device=device).contiguous(memory_format=torch.channels_last)
         ones = torch.ones(16, device=device)

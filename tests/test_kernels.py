@@ -89,3 +89,37 @@ def test_a_triton_that_cannot_build_falls_back_with_one_warning(monkeypatch, cap
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == ["Triton kernels do not run on cpu (Failed to find C compiler. Please specify via CC "
                         "environment variable.): the PyTorch path runs instead"]
+
+
+@needs_triton
+def test_tritons_cache_key_is_computed_once_on_a_thread(monkeypatch):
+    """The engine starts it early so the warmup's first kernel call does not hash Triton's library itself."""
+    import threading
+
+    from triton.runtime import cache
+
+    calls: list[str] = []
+    monkeypatch.setattr(cache, "triton_key", lambda: calls.append(threading.current_thread().name))
+    monkeypatch.setattr(kernels, "_triton_key_thread", None)
+    kernels.start_triton_key()
+    kernels.start_triton_key()  # a second engine in the same process starts nothing more
+    kernels._triton_key_thread.join(timeout=30)
+    assert calls == ["triton-key"]
+
+
+@needs_triton
+def test_a_cuda_engine_with_the_kernels_starts_it(monkeypatch):
+    from emopipe import engine
+    from emopipe.emonet import build_emonet
+
+    started: list[int] = []
+    monkeypatch.setattr(kernels, "start_triton_key", lambda: started.append(1))
+    monkeypatch.setattr(engine.TorchEngine, "_apply_backend_flags", lambda self: None)
+    monkeypatch.setattr(engine, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *args, **kwargs: self)  # no GPU here
+    options = engine.EngineOptions(device="cuda", precision="fp32", cuda_graphs=False, cudnn_epilogue=False)
+    engine.TorchEngine(build_emonet(classes=8), options)
+    engine.TorchEngine(build_emonet(classes=8), engine.EngineOptions(device="cuda", precision="fp32", kernels=False,
+                                                                       cuda_graphs=False, cudnn_epilogue=False))
+    assert started == [1]  # only the engine that runs the Triton kernels
