@@ -137,6 +137,8 @@ def main() -> int:
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--precisions", default="fp32,fp16")
     parser.add_argument("--frame", default="1280x720", help="WIDTHxHEIGHT")
+    parser.add_argument("--cudnn-benchmark", choices=("on", "off"), default="on",
+                        help="off: cuDNN's heuristics pick the algorithms (warmup cost against speed)")
     parser.add_argument("--working-size", type=int, default=DEFAULT_WORKING_SIZE, help="S3FD long side")
     parser.add_argument("--channels-last", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--iters", type=int, default=50)
@@ -146,7 +148,7 @@ def main() -> int:
 
     cuda = args.device.startswith("cuda")
     if cuda:
-        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.benchmark = args.cudnn_benchmark == "on"
     width, height = (int(v) for v in args.frame.lower().split("x"))
     frame = torch.from_numpy(test_frame(width, height))
     clock = time_cuda if cuda else time_host
