@@ -94,15 +94,21 @@ def test_not_applicable_to_cpu_tensors():
     assert not cudnn_epilogue.applicable(x, w)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused kernels)")
-@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
-def test_the_cudnn_kernel_keeps_the_contract():
-    torch.manual_seed(0)
+def _gpu_block(seed: int) -> tuple[torch.Tensor, ...]:
+    """A ConvBlock convolution's operands on the GPU: input, weight, residual, next BatchNorm's scale and shift."""
+    torch.manual_seed(seed)
     cl = torch.channels_last
     x = torch.rand(2, 32, 16, 16, device="cuda", dtype=torch.half).contiguous(memory_format=cl)
     w = (torch.randn(16, 32, 3, 3, device="cuda") / 20).half().contiguous(memory_format=cl)
     residual = torch.randn(2, 64, 16, 16, device="cuda", dtype=torch.half).contiguous(memory_format=cl)
     scale, shift = torch.rand(1, 16, 1, 1, device="cuda") + 0.5, torch.randn(1, 16, 1, 1, device="cuda")
+    return x, w, residual, scale, shift
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused kernels)")
+@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
+def test_the_cudnn_kernel_keeps_the_contract():
+    x, w, residual, scale, shift = _gpu_block(seed=0)
     outs = [torch.zeros_like(residual) for _ in range(2)]
     got = cudnn_epilogue.conv_add_slice(x, w, residual, outs[0], 16, scale, shift)
     want = contract(x.float(), w.float(), residual.float(), outs[1], 16, scale, shift)
@@ -326,12 +332,7 @@ def test_the_engine_keeps_plans_beside_the_models(monkeypatch, tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused kernels)")
 @pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
 def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
-    torch.manual_seed(1)
-    cl = torch.channels_last
-    x = torch.rand(2, 32, 16, 16, device="cuda", dtype=torch.half).contiguous(memory_format=cl)
-    w = (torch.randn(16, 32, 3, 3, device="cuda") / 20).half().contiguous(memory_format=cl)
-    residual = torch.randn(2, 64, 16, 16, device="cuda", dtype=torch.half).contiguous(memory_format=cl)
-    scale, shift = torch.rand(1, 16, 1, 1, device="cuda") + 0.5, torch.randn(1, 16, 1, 1, device="cuda")
+    x, w, residual, scale, shift = _gpu_block(seed=1)
     nxt = (torch.zeros_like(residual), torch.rand(1, 64, 1, 1, device="cuda") + 0.5,
            torch.randn(1, 64, 1, 1, device="cuda"))
     monkeypatch.setattr(cudnn_epilogue, "_plans", {})
