@@ -177,6 +177,7 @@ def use_plan_cache(directory: str | Path | None) -> None:
     _cache_dir = Path(directory) if directory is not None else None
 
 
+@functools.cache  # (asked once per plan: 50 at b1 + b256)
 def _environment(device: torch.device) -> str:
     """What a serialized plan depends on besides its shapes: the GPU model and the cuDNN versions."""
     import cudnn

@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 
 from . import cudnn_epilogue
-from .cudnn_epilogue import installed as cudnn_epilogue_installed
 from .devices import resolve_device
 from .emonet import HEATMAP_SIZE, INPUT_SIZE, EmoNet
 from .errors import UsageError
@@ -79,7 +78,7 @@ class EngineOptions:
             fp32_head=self.fp32_head,
             kernels=self.kernels and cuda,  # (Triton kernels run on CUDA only: say so in reports)
             branch_streams=self.branch_streams and cuda,  # (streams are a CUDA notion, likewise)
-            cudnn_epilogue=self.cudnn_epilogue and cuda and precision != "fp32" and cudnn_epilogue_installed(),
+            cudnn_epilogue=self.cudnn_epilogue and cuda and precision != "fp32" and cudnn_epilogue.installed(),
             compile=self.compile,
         )
 

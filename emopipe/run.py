@@ -112,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="static batch of faces (default: 64 on CUDA, 1 on CPU)")
     model.add_argument("--no-cudnn-benchmark", action="store_true", help="turn cuDNN autotuning off (comparison)")
     model.add_argument("--no-cudnn-epilogue", action="store_true",
-                       help="EmoNet's convolutions without cuDNN's fused epilogue (needs nvidia-cudnn-frontend): "
-                            "a faster first start on a machine whose CUDA cache is empty, 0.2 ms more per batch")
+                       help="EmoNet's convolutions without cuDNN's fused epilogue (comparison; the epilogue needs "
+                            "nvidia-cudnn-frontend): ~9 %% fewer faces/s, 0.2 ms more at batch 1")
     model.add_argument("--no-warmup", action="store_true", help="skip warmup (comparison: first frame pays tuning)")
     model.add_argument("--no-cuda-graphs", action="store_true",
                        help="plain kernel launches instead of CUDA graphs (EmoNet and the detector)")

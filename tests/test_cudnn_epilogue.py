@@ -78,13 +78,13 @@ def test_a_shape_cudnn_cannot_run_falls_back_to_the_two_pass_path(monkeypatch):
 
 def test_on_only_for_cuda_half_precision_with_the_frontend_installed(monkeypatch):
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    monkeypatch.setattr(engine, "cudnn_epilogue_installed", lambda: True)
+    monkeypatch.setattr(cudnn_epilogue, "installed", lambda: True)
     assert EngineOptions().resolved(cuda).cudnn_epilogue  # fp16 on CUDA by default
     assert EngineOptions(precision="bf16").resolved(cuda).cudnn_epilogue
     assert not EngineOptions(precision="fp32").resolved(cuda).cudnn_epilogue
     assert not EngineOptions(cudnn_epilogue=False).resolved(cuda).cudnn_epilogue
     assert not EngineOptions().resolved(cpu).cudnn_epilogue
-    monkeypatch.setattr(engine, "cudnn_epilogue_installed", lambda: False)
+    monkeypatch.setattr(cudnn_epilogue, "installed", lambda: False)
     assert not EngineOptions().resolved(cuda).cudnn_epilogue  # the report says what runs
 
 
