@@ -8,9 +8,11 @@ on any device) and returns per-slot results on the CPU.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -172,6 +174,12 @@ def network_outputs(model: torch.nn.Module, x: torch.Tensor, landmarks: bool) ->
     return tuple(results)
 
 
+# cuDNN's runtime-fused epilogue kernels never finish when two engines run them at the same time (two
+# engines' graphs replayed on two streams hung the GPU in every variant tried; docs/benchmarks.md), so
+# engines that use them take turns within a process: each holds this until its results are on the host.
+_EPILOGUE_TURN = threading.RLock()
+
+
 class TorchEngine:
     """EmoNet in PyTorch: cuDNN autotuning, reduced precision, channels_last, CUDA graphs."""
 
@@ -258,16 +266,21 @@ class TorchEngine:
         landmarks = tensors[3] if len(tensors) > 3 else None
         return EngineOutput(probabilities=tensors[0], valence=tensors[1], arousal=tensors[2], landmarks=landmarks)
 
+    def _turn(self) -> contextlib.AbstractContextManager:
+        """Held while this engine's GPU work runs: engines with the cuDNN epilogue take turns."""
+        return _EPILOGUE_TURN if self.options.cudnn_epilogue else contextlib.nullcontext()
+
     @torch.inference_mode()
     def infer(self, crops: torch.Tensor) -> EngineOutput:
         n = int(crops.shape[0])
         if tuple(crops.shape[1:]) != (3, INPUT_SIZE, INPUT_SIZE):
             raise ValueError(f"crops must be N×3×{INPUT_SIZE}×{INPUT_SIZE}, got {tuple(crops.shape)}")
-        graph = self._graphs.get(n)
-        if graph is not None:
-            return self._output(graph.replay(crops))
-        tensors = self._compute(self._prepare(crops))
-        return self._output([t.to("cpu", non_blocking=False) for t in tensors])
+        with self._turn():  # (both paths below wait for the GPU before returning)
+            graph = self._graphs.get(n)
+            if graph is not None:
+                return self._output(graph.replay(crops))
+            tensors = self._compute(self._prepare(crops))
+            return self._output([t.to("cpu", non_blocking=False) for t in tensors])
 
     # -- warmup ------------------------------------------------------------------------------
 
@@ -278,6 +291,14 @@ class TorchEngine:
         report = WarmupReport(settings={k: v for k, v in asdict(self.options).items() if k != "device"})
         start = time.perf_counter()
         generator = torch.Generator(device=self.device).manual_seed(0)
+        with self._turn():
+            self._warm_shapes(sizes, generator, report)
+        report.seconds = time.perf_counter() - start
+        self.warmup_report = report
+        logger.info("%s", report.describe())
+        return report
+
+    def _warm_shapes(self, sizes: list[int], generator: torch.Generator, report: WarmupReport) -> None:
         for n in sizes:
             t0 = time.perf_counter()  # (drawn where it is used: on the CPU, 256 crops took 0.4 s of warmup)
             example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator, device=self.device)
@@ -292,10 +313,6 @@ class TorchEngine:
             self._synchronize()
             report.shapes.append((n, 3, INPUT_SIZE, INPUT_SIZE))
             report.seconds_per_shape.append(time.perf_counter() - t0)
-        report.seconds = time.perf_counter() - start
-        self.warmup_report = report
-        logger.info("%s", report.describe())
-        return report
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":

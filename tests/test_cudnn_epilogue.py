@@ -8,6 +8,7 @@ published network would put them.
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar
 
 import pytest
@@ -17,7 +18,7 @@ from conftest import random_state
 
 from emopipe import cudnn_epilogue, engine
 from emopipe.emonet import build_emonet
-from emopipe.engine import EngineOptions
+from emopipe.engine import EngineOptions, TorchEngine
 from emopipe.fusion import FusedConvBlock, fuse
 
 
@@ -357,3 +358,58 @@ def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
         torch.testing.assert_close(loaded.float(), want, atol=4e-3, rtol=4e-3)
     finally:
         cudnn_epilogue.use_plan_cache(None)
+
+
+def test_engines_with_the_epilogue_take_turns(monkeypatch):
+    """cuDNN's fused kernels hang the GPU when two engines run them at once (docs/benchmarks.md): an
+    engine that uses them holds the process's turn while its work runs; one without them does not."""
+    monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
+    turn_taken: list[bool] = []
+
+    def another_thread_tries() -> None:
+        free = engine._EPILOGUE_TURN.acquire(blocking=False)
+        if free:
+            engine._EPILOGUE_TURN.release()
+        turn_taken.append(not free)
+
+    for epilogue in (True, False):
+        e = TorchEngine(build_emonet(random_state(8, seed=1)),
+                        EngineOptions(device="cpu", precision="fp32", batch_size=1, cudnn_epilogue=epilogue))
+        compute = e._compute
+
+        def watched(x: torch.Tensor, compute=compute) -> tuple[torch.Tensor, ...]:  # type: ignore[no-untyped-def]
+            probe = threading.Thread(target=another_thread_tries)
+            probe.start()
+            probe.join()
+            return compute(x)
+
+        e._compute = watched
+        e.warmup()  # (one forward on the CPU)
+        e.infer(torch.rand(1, 3, 256, 256))
+    assert turn_taken == [True, True, False, False]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused kernels)")
+@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
+def test_two_engines_on_two_streams_finish_with_the_same_results():
+    model = build_emonet(random_state(8, seed=1))
+    engines = [TorchEngine(model, EngineOptions(device="cuda", batch_size=32)) for _ in range(2)]
+    for e in engines:
+        e.warmup()
+    crops = torch.rand(32, 3, 256, 256, device="cuda")
+    alone = [e.infer(crops).probabilities for e in engines]
+    results: dict[int, torch.Tensor] = {}
+
+    def run(i: int) -> None:
+        with torch.cuda.stream(torch.cuda.Stream()):
+            for _ in range(30):
+                results[i] = engines[i].infer(crops).probabilities
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "two engines running at once did not finish"
+    for i in range(2):
+        torch.testing.assert_close(results[i], alone[i], atol=0, rtol=0)
