@@ -291,28 +291,25 @@ class TorchEngine:
         report = WarmupReport(settings={k: v for k, v in asdict(self.options).items() if k != "device"})
         start = time.perf_counter()
         generator = torch.Generator(device=self.device).manual_seed(0)
-        with self._turn():
-            self._warm_shapes(sizes, generator, report)
+        with self._turn():  # (each shape ends waiting for the GPU)
+            for n in sizes:
+                t0 = time.perf_counter()  # (drawn where it is used: on the CPU, 256 crops took 0.4 s of warmup)
+                example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator, device=self.device)
+                if self.options.cuda_graphs:
+                    self._graphs[n] = _CapturedGraph(self, example)
+                # The exact path real batches take, with both input kinds: CUDA kernels are loaded lazily on
+                # first launch (dtype conversions, host copies), which would otherwise land on the first real
+                # batch. On the CPU one pass sets up the oneDNN primitives.
+                examples = (example, (example * 255).to(torch.uint8)) * 2 if self.device.type == "cuda" else (example,)
+                for crops in examples:
+                    self.infer(crops)
+                self._synchronize()
+                report.shapes.append((n, 3, INPUT_SIZE, INPUT_SIZE))
+                report.seconds_per_shape.append(time.perf_counter() - t0)
         report.seconds = time.perf_counter() - start
         self.warmup_report = report
         logger.info("%s", report.describe())
         return report
-
-    def _warm_shapes(self, sizes: list[int], generator: torch.Generator, report: WarmupReport) -> None:
-        for n in sizes:
-            t0 = time.perf_counter()  # (drawn where it is used: on the CPU, 256 crops took 0.4 s of warmup)
-            example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator, device=self.device)
-            if self.options.cuda_graphs:
-                self._graphs[n] = _CapturedGraph(self, example)
-            # The exact path real batches take, with both input kinds: CUDA kernels are loaded lazily on
-            # first launch (dtype conversions, host copies), which would otherwise land on the first real
-            # batch. On the CPU one pass sets up the oneDNN primitives.
-            examples = (example, (example * 255).to(torch.uint8)) * 2 if self.device.type == "cuda" else (example,)
-            for crops in examples:
-                self.infer(crops)
-            self._synchronize()
-            report.shapes.append((n, 3, INPUT_SIZE, INPUT_SIZE))
-            report.seconds_per_shape.append(time.perf_counter() - t0)
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
