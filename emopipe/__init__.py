@@ -1,24 +1,66 @@
 """emopipe: per-face emotion (EmoNet expressions, valence, arousal) from video, fast on NVIDIA GPUs.
 
-Importing the package has no side effects: nothing is downloaded, no backend flag is set.
+The public API (docs/api.md)::
+
+    import emopipe
+
+    for record in emopipe.analyze("interview.mp4", detector="blazeface_back"):
+        print(record.timestamp_s, record.track_id, record.label, record.valence, record.arousal)
+
+    with emopipe.Analyzer(device="cuda") as analyzer:   # engines built and warmed once
+        for path in videos:
+            rows = list(analyzer.analyze(path))
+
+Importing the package has no side effects and loads neither torch nor OpenCV: each name below is
+imported on first use.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("emopipe")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from emopipe._version import __version__
 
-__all__ = ["__version__", "load_emonet"]
+if TYPE_CHECKING:
+    from emopipe.api import Analyzer, analyze
+    from emopipe.config import RunConfig
+    from emopipe.errors import (
+        CheckpointError,
+        EmopipeError,
+        InputNotFoundError,
+        InputTruncatedError,
+        InputUnreadableError,
+        OutputError,
+        SourceUnavailableError,
+        UsageError,
+        WeightsError,
+    )
+    from emopipe.model.emonet import load_emonet
+    from emopipe.types import FaceRecord
+
+_PUBLIC = {
+    "analyze": "emopipe.api",
+    "Analyzer": "emopipe.api",
+    "RunConfig": "emopipe.config",
+    "FaceRecord": "emopipe.types",
+    "load_emonet": "emopipe.model.emonet",
+    "EmopipeError": "emopipe.errors",
+    "UsageError": "emopipe.errors",
+    "InputNotFoundError": "emopipe.errors",
+    "InputUnreadableError": "emopipe.errors",
+    "InputTruncatedError": "emopipe.errors",
+    "OutputError": "emopipe.errors",
+    "WeightsError": "emopipe.errors",
+    "CheckpointError": "emopipe.errors",
+    "SourceUnavailableError": "emopipe.errors",
+}
+
+__all__ = ["__version__", *_PUBLIC]
 
 
-def __getattr__(name: str):
-    # torch is imported on first use, so `emopipe --help` and `import emopipe` stay fast.
-    if name == "load_emonet":
-        from .emonet import load_emonet
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        import importlib
 
-        return load_emonet
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'emopipe' has no attribute {name!r}")

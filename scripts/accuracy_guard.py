@@ -21,8 +21,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from emopipe.accuracy import compare_precisions, face_photos, jittered_crops  # noqa: E402
-from emopipe.emonet import build_emonet, read_checkpoint  # noqa: E402
+from emopipe.engines.accuracy import compare_precisions, face_photos, jittered_crops  # noqa: E402
+from emopipe.model.emonet import build_emonet, read_checkpoint  # noqa: E402
 
 
 def main() -> int:

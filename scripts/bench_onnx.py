@@ -121,7 +121,7 @@ def environment() -> dict[str, object]:
                    providers=onnxruntime.get_available_providers())
     except ImportError as exc:
         env.update(onnxruntime=None, onnxruntime_error=str(exc))
-    from emopipe.onnx_engine import tensorrt_library
+    from emopipe.engines.onnxruntime_engine import tensorrt_library
 
     env["tensorrt_library"] = tensorrt_library()
     env["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -138,7 +138,7 @@ def write_checkpoint(path: Path, classes: int) -> None:
         state = random_state(classes, seed=classes)
     except ImportError as exc:  # pytest missing: default initialisation times the same
         print(f"note: tests/conftest.py not importable ({exc}); using default-initialised weights", file=sys.stderr)
-        from emopipe.emonet import EmoNet
+        from emopipe.model.emonet import EmoNet
 
         state = {f"module.{k}": v for k, v in EmoNet(classes).state_dict().items()}
     torch.save(state, path)
@@ -147,8 +147,8 @@ def write_checkpoint(path: Path, classes: int) -> None:
 def _export_one(job: tuple[str, str, str, int, str]) -> tuple[str, str | None]:
     """(what happened, error or None) for one precision × batch."""
     checkpoint, digest, directory, batch, precision = job
-    from emopipe import export
-    from emopipe.emonet import build_emonet, read_checkpoint
+    from emopipe.engines import export
+    from emopipe.model.emonet import build_emonet, read_checkpoint
 
     model = build_emonet(read_checkpoint(checkpoint))
     spec = export.OnnxSpec(digest, model.num_classes, batch, precision)
@@ -205,7 +205,7 @@ def main() -> int:
         print("no CUDA GPU visible to PyTorch: nothing to measure (--device cpu for a smoke run)", file=sys.stderr)
         return 1
 
-    from emopipe.weights import sha256_of
+    from emopipe.model.weights import sha256_of
 
     home = args.models_dir or Path(tempfile.mkdtemp(prefix="emopipe-bench-onnx-"))
     home.mkdir(parents=True, exist_ok=True)
@@ -316,7 +316,7 @@ def worker(job: dict) -> dict:
 
 
 def _model(job: dict):
-    from emopipe.emonet import build_emonet, read_checkpoint
+    from emopipe.model.emonet import build_emonet, read_checkpoint
 
     return build_emonet(read_checkpoint(job["checkpoint"]))
 
@@ -324,10 +324,11 @@ def _model(job: dict):
 def parity_on_cuda(job: dict) -> list[dict]:
     """ORT (default engine settings) and the PyTorch engine against PyTorch fp32 without TF32."""
     import torch
+    from emopipe.engines.base import EngineOptions
 
-    from emopipe import export
-    from emopipe.engine import EngineOptions, TorchEngine
-    from emopipe.onnx_engine import OrtEngine
+    from emopipe.engines import export
+    from emopipe.engines.onnxruntime_engine import OrtEngine
+    from emopipe.engines.torch_engine import TorchEngine
 
     device = job["device"]
     model = _model(job).to(device)
@@ -369,8 +370,9 @@ def time_variants(job: dict) -> list[Result]:
 
 def _prime_onnxruntime(model, variant: Variant, job: dict) -> None:
     """Load the CUDA, cuDNN and cuBLAS libraries and kernels once, in a session that is thrown away."""
-    from emopipe.engine import EngineOptions
-    from emopipe.onnx_engine import OrtEngine
+    from emopipe.engines.base import EngineOptions
+
+    from emopipe.engines.onnxruntime_engine import OrtEngine
 
     try:
         engine = OrtEngine(model, EngineOptions(device="cuda", precision=variant.precision, batch_size=variant.batch,
@@ -383,8 +385,10 @@ def _prime_onnxruntime(model, variant: Variant, job: dict) -> None:
 
 
 def _engine(model, v: Variant, job: dict):
-    from emopipe.engine import EngineOptions, TorchEngine
-    from emopipe.onnx_engine import OrtEngine
+    from emopipe.engines.base import EngineOptions
+
+    from emopipe.engines.onnxruntime_engine import OrtEngine
+    from emopipe.engines.torch_engine import TorchEngine
 
     options = EngineOptions(device=job["device"], precision=v.precision, batch_size=v.batch,
                             cuda_graphs=v.cuda_graphs)
@@ -400,7 +404,7 @@ def _time_one(model, v: Variant, job: dict) -> Result:
 
     import torch
 
-    from emopipe.export import ONNX_PRECISIONS, random_crops
+    from emopipe.engines.export import ONNX_PRECISIONS, random_crops
 
     cuda = job["device"] == "cuda"
     crops = random_crops(v.batch, seed=1)

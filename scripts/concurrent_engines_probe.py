@@ -26,9 +26,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emopipe import cudnn_epilogue, kernels
-from emopipe.emonet import build_emonet
-from emopipe.engine import EngineOptions, TorchEngine
+from emopipe.engines.base import EngineOptions
+
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model import cudnn_epilogue, kernels
+from emopipe.model.emonet import build_emonet
 
 VARIANTS = ("default", "noepilogue", "nopdl", "nostreams", "nokernels", "sepplans", "sephandle")
 

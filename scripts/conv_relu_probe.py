@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 sys.path.insert(0, ".")
-from emopipe.detect import _float32_norms
-from emopipe.fusion import fuse_conv_relu
+from emopipe.model.fusion import fuse_conv_relu
+from emopipe.vision.detect import _float32_norms
 
 
 def timed(network: nn.Module, x: torch.Tensor, runs: int = 200) -> tuple[float, tuple]:

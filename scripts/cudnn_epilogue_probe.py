@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cudnn_prologue_probe import capture_check, first_line, load_frontend, timed
 
-from emopipe import kernels
+from emopipe.model import kernels
 
 # (input channels, output channels, first channel of the output slice, next activation?, size): a
 # ConvBlock(256, 256)'s conv1, conv2, conv3 at the hourglass's levels (conv3 feeds no convolution).

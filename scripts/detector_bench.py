@@ -33,8 +33,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emopipe import weights
-from emopipe.detect import (
+from emopipe.errors import WeightsError
+from emopipe.model import weights
+from emopipe.vision.detect import (
     DEFAULT_WORKING_SIZE,
     BlazeFaceDetector,
     FaceDetector,
@@ -42,7 +43,6 @@ from emopipe.detect import (
     load_anchors,
     load_network_weights,
 )
-from emopipe.errors import WeightsError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -39,16 +39,18 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from emopipe.engines.base import EngineOptions  # noqa: E402
 from synth import background, paste_head  # noqa: E402
 
-from emopipe.crop import FaceCropper  # noqa: E402
-from emopipe.detect import Detections, PendingDetections, S3FDDetector, create_detector  # noqa: E402
-from emopipe.emonet import build_emonet  # noqa: E402
-from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
-from emopipe.nvdec import nvdec_unavailable, open_input  # noqa: E402
-from emopipe.pipeline import Pipeline, PipelineSettings  # noqa: E402
-from emopipe.records import open_writer  # noqa: E402
-from emopipe.sinks import FaceRecorder, RecordSink  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.io.nvdec import nvdec_unavailable, open_input  # noqa: E402
+from emopipe.io.records import open_writer  # noqa: E402
+from emopipe.model.emonet import build_emonet  # noqa: E402
+from emopipe.pipeline.runner import Pipeline, PipelineSettings  # noqa: E402
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink  # noqa: E402
+from emopipe.types import Detections  # noqa: E402
+from emopipe.vision.crop import FaceCropper  # noqa: E402
+from emopipe.vision.detect import PendingDetections, S3FDDetector, create_detector
 
 
 def synthesise(path: Path, frames: int, width: int, height: int) -> list[list[tuple[float, ...]]]:

@@ -53,8 +53,10 @@ def _worker(name: str, batches: list[int], t0: float, iters: int) -> dict:
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo))
-    from emopipe.emonet import build_emonet
-    from emopipe.engine import EngineOptions, TorchEngine
+    from emopipe.engines.base import EngineOptions
+
+    from emopipe.engines.torch_engine import TorchEngine
+    from emopipe.model.emonet import build_emonet
 
     torch.manual_seed(0)
     models = os.environ.get("LEVERS_MODELS_DIR")

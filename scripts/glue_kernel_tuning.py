@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emopipe import kernels
+from emopipe.model import kernels
 
 ELEMENTS = (2048, 4096, 8192, 16384, 32768)
 WARPS = (2, 4, 8)

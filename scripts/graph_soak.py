@@ -21,8 +21,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emopipe.emonet import build_emonet
-from emopipe.engine import EngineOptions, TorchEngine
+from emopipe.engines.base import EngineOptions
+
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model.emonet import build_emonet
 
 
 @torch.inference_mode()  # (the engine's buffers are inference tensors)

@@ -23,10 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from checkpoints import random_state  # noqa: E402
+from emopipe.engines.base import EngineOptions  # noqa: E402
 
-from emopipe import cudnn_epilogue, kernels  # noqa: E402
-from emopipe.emonet import build_emonet  # noqa: E402
-from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model import cudnn_epilogue, kernels  # noqa: E402
+from emopipe.model.emonet import build_emonet  # noqa: E402
 
 
 def main() -> int:

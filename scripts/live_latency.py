@@ -119,7 +119,7 @@ def random_blazeface() -> str:
     """Register a BlazeFace with random weights and the front model's anchor layout; returns its name."""
     from face_alignment.detection.blazeface.net_blazeface import BlazeFace
 
-    from emopipe.detect import BlazeFaceDetector, DetectorSpec, register_detector
+    from emopipe.vision.detect import BlazeFaceDetector, DetectorSpec, register_detector
 
     anchors = []
     for stride, per_cell in ((8, 2), (16, 6)):  # MediaPipe's front model: 16×16×2 + 8×8×6 = 896
@@ -137,7 +137,7 @@ def random_blazeface() -> str:
 def random_emonet(folder: Path) -> Path:
     import torch
 
-    from emopipe.emonet import EmoNet
+    from emopipe.model.emonet import EmoNet
 
     torch.manual_seed(0)
     path = folder / "random_emonet_8.pth"
@@ -147,8 +147,8 @@ def random_emonet(folder: Path) -> Path:
 
 def run_rate(fps: float, args: argparse.Namespace, image: np.ndarray, checkpoint: Path, models: Path | None,
              detector: str, out: Path) -> dict:
-    from emopipe import cli
-    from emopipe.live import register_capture
+    from emopipe.cli import main as cli
+    from emopipe.io.uris import CAPTURES
 
     cameras: list[PacedCamera] = []
 
@@ -156,7 +156,7 @@ def run_rate(fps: float, args: argparse.Namespace, image: np.ndarray, checkpoint
         cameras.append(PacedCamera(image, fps))
         return cameras[-1]
 
-    register_capture("paced", open_camera)
+    CAPTURES.register("paced", open_camera)
     height, width = image.shape[:2]
     name = f"{width}x{height}@{fps:g}"
     rows, summary = out / f"rows-{name}.csv", out / f"summary-{name}.json"

@@ -33,11 +33,13 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]  # emopipe from this checkout; t
 
 def engine_overhead(device: str, batch_size: int, batches: int) -> None:
     import torch
+    from emopipe.engines.base import EngineOptions
+    from emopipe.pipeline.timing import GpuTimer
     from prometheus_client import CollectorRegistry
 
-    from emopipe.emonet import EmoNet
-    from emopipe.engine import EngineOptions, TorchEngine
-    from emopipe.metrics import GpuTimer, PipelineMetrics
+    from emopipe.engines.torch_engine import TorchEngine
+    from emopipe.model.emonet import EmoNet
+    from emopipe.observe.metrics import PipelineMetrics
 
     engine = TorchEngine(EmoNet(8), EngineOptions(device=device, batch_size=batch_size))
     report = engine.warmup()

@@ -19,8 +19,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emopipe.errors import EmopipeError
-from emopipe.nvdec import NvdecVideoSource, nvdec_unavailable, open_input
-from emopipe.source import VideoSource
+from emopipe.io.nvdec import NvdecVideoSource, nvdec_unavailable, open_input
+from emopipe.io.video import VideoSource
 
 
 def read(kind: type[VideoSource], path: Path) -> tuple[list, str | None, str | None]:
@@ -48,7 +48,7 @@ def main() -> int:
         if cpu and gpu:
             pairs = list(zip(cpu, gpu))
             same_size = all(a.bgr.shape == b.bgr.shape for a, b in pairs)
-            dt = max(abs(a.timestamp - b.timestamp) for a, b in pairs)
+            dt = max(abs(a.timestamp_s - b.timestamp_s) for a, b in pairs)
             diff = [float(np.abs(a.bgr.astype(np.int16) - b.bgr.astype(np.int16)).mean()) for a, b in pairs
                     if a.bgr.shape == b.bgr.shape]
             print(f"  same sizes: {same_size}; indexes equal: {[a.index for a in cpu] == [b.index for b in gpu]}; "

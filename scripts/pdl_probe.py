@@ -17,9 +17,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emopipe import kernels
-from emopipe.emonet import build_emonet
-from emopipe.engine import EngineOptions, TorchEngine
+from emopipe.engines.base import EngineOptions
+
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model import kernels
+from emopipe.model.emonet import build_emonet
 
 
 def replay_ms(engine: TorchEngine, batch: int) -> float:

@@ -18,9 +18,9 @@ from torch import nn
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from emopipe.accuracy import face_photos, jittered_crops  # noqa: E402
-from emopipe.emonet import build_emonet  # noqa: E402
-from emopipe.fusion import fuse  # noqa: E402
+from emopipe.engines.accuracy import face_photos, jittered_crops  # noqa: E402
+from emopipe.model.emonet import build_emonet  # noqa: E402
+from emopipe.model.fusion import fuse  # noqa: E402
 
 
 class Float32Island(nn.Module):

@@ -22,8 +22,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from emopipe.emonet import build_emonet  # noqa: E402
-from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
+from emopipe.engines.base import EngineOptions  # noqa: E402
+
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model.emonet import build_emonet  # noqa: E402
 
 VARIANTS = {"default": {}, "nokernels": {"kernels": False}, "nostreams": {"branch_streams": False}}
 KINDS = (  # first match wins; names are lower-cased kernel names

@@ -32,10 +32,13 @@ import torch  # noqa: E402
 
 mark("import torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from emopipe import engine as engine_module  # noqa: E402
-from emopipe.emonet import INPUT_SIZE, build_emonet  # noqa: E402
-from emopipe.engine import EngineOptions, TorchEngine  # noqa: E402
-from emopipe.fusion import SideStreams  # noqa: E402,F401  (the fused network's imports, Triton's among them)
+from emopipe.engines.base import EngineOptions  # noqa: E402
+
+from emopipe.engines import torch_engine as engine_module  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model.emonet import build_emonet
+from emopipe.model.fusion import SideStreams  # noqa: E402,F401  (the fused network's imports, Triton's among them)
+from emopipe.types import INPUT_SIZE  # noqa: E402
 
 mark("import emopipe")
 

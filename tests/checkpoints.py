@@ -13,7 +13,7 @@ def random_state(classes: int, seed: int = 0) -> dict:
     """
     import torch
 
-    from emopipe.emonet import EmoNet
+    from emopipe.model.emonet import EmoNet
 
     torch.manual_seed(seed)
     model = EmoNet(classes)
@@ -39,7 +39,7 @@ def calibrated_state(classes: int, crops: torch.Tensor, seed: int = 0) -> dict:
     deviation of 1.5 across faces and valence/arousal with 0.3 around 0 — predictions then vary from
     face to face, as a trained model's do. Evaluate on crops other than the calibration ones.
     """
-    from emopipe.emonet import build_emonet
+    from emopipe.model.emonet import build_emonet
 
     state = random_state(classes, seed)
     model = build_emonet(state)

@@ -68,10 +68,11 @@ def ort_fp32(checkpoints, onnx_home):
 
     Its start exported the ONNX file into ``onnx_home`` and checked it against PyTorch.
     """
-    from emopipe.emonet import build_emonet, read_checkpoint
-    from emopipe.engine import EngineOptions
-    from emopipe.onnx_engine import OrtEngine
-    from emopipe.weights import sha256_of
+    from emopipe.engines.base import EngineOptions
+
+    from emopipe.engines.onnxruntime_engine import OrtEngine
+    from emopipe.model.emonet import build_emonet, read_checkpoint
+    from emopipe.model.weights import sha256_of
 
     model = build_emonet(read_checkpoint(checkpoints[8]))
     return OrtEngine(model, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=sha256_of(checkpoints[8]),

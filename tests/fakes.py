@@ -10,8 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from emopipe.emonet import LABELS
-from emopipe.engine import EngineOutput, WarmupReport
+from emopipe.types import LABELS, EngineOutput, WarmupReport
 
 
 class PixelEngine:

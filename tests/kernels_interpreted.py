@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from checkpoints import random_state
 
-from emopipe import kernels
-from emopipe.emonet import build_emonet
-from emopipe.fusion import fuse
+from emopipe.model import kernels
+from emopipe.model.emonet import build_emonet
+from emopipe.model.fusion import fuse
 
 
 def channels_last(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -13,8 +13,8 @@ import pytest
 import torch
 from checkpoints import calibrated_state
 
-from emopipe.accuracy import AGREEMENT, MAX_DELTA_P99, compare_precisions, face_photos, jittered_crops
-from emopipe.emonet import build_emonet
+from emopipe.engines.accuracy import AGREEMENT, MAX_DELTA_P99, compare_precisions, face_photos, jittered_crops
+from emopipe.model.emonet import build_emonet
 
 
 def _photos(shared_dir):
@@ -43,7 +43,7 @@ def test_fp16_agrees_with_fp32_on_real_faces(shared_dir):
 
 def test_the_guard_can_fail():
     """A model that differs from the reference beyond the tolerances is reported as failing."""
-    from emopipe.accuracy import PrecisionReport
+    from emopipe.engines.accuracy import PrecisionReport
 
     bad = PrecisionReport("fp16", 100, agreement=0.99, valence_p99=0.001, arousal_p99=0.001, probability_max=0.1,
                           classes_predicted=5)

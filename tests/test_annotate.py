@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from synth import background, moving_face_video, paste_head
 
-from emopipe.annotate import AnnotatedVideoWriter, _style, draw, letterbox, track_colour
-from emopipe.emonet import LABELS
 from emopipe.errors import OutputError, UsageError
-from emopipe.records import FaceRecord
+from emopipe.types import LABELS, FaceRecord
+from emopipe.vision.annotate import AnnotatedVideoWriter, _style, draw, letterbox, track_colour
 
 
 def face(box, track: int = 1, valence: float = 0.3, arousal: float = -0.2, classes: int = 8,
@@ -20,7 +19,7 @@ def face(box, track: int = 1, valence: float = 0.3, arousal: float = -0.2, class
     probabilities = np.full(classes, 0.1 / (classes - 1))
     probabilities[1] = 0.9
     return FaceRecord.create(labels=LABELS[classes], probabilities=probabilities, source="clip.mp4", frame=0,
-                             timestamp=0.0, track=track, box=tuple(box), score=0.95, valence=valence,
+                             timestamp_s=0.0, track_id=track, box=tuple(box), score=0.95, valence=valence,
                              arousal=arousal, landmarks=landmarks)
 
 
@@ -72,7 +71,7 @@ def test_draw_without_faces_is_an_identical_copy():
 
 def test_each_track_gets_its_own_colour():
     frame = np.zeros((240, 320, 3), np.uint8)
-    out = draw(frame, [face((20, 60, 80, 120), track=1), face((180, 60, 240, 120), track=2)])
+    out = draw(frame, [face((20, 60, 80, 120), track_id=1), face((180, 60, 240, 120), track_id=2)])
     assert tuple(out[120, 50]) == track_colour(1)
     assert tuple(out[120, 210]) == track_colour(2)
     assert track_colour(1) != track_colour(2)
@@ -153,7 +152,7 @@ def test_sizes_scale_with_the_frame():
 
 def test_draw_is_fast_enough_for_live_view():
     frame = background(1280, 720)
-    records = [face((100 + 220 * i, 200, 260 + 220 * i, 400), track=i + 1) for i in range(5)]
+    records = [face((100 + 220 * i, 200, 260 + 220 * i, 400), track_id=i + 1) for i in range(5)]
     draw(frame, records)
     start = time.perf_counter()
     for _ in range(20):
@@ -208,7 +207,7 @@ def test_annotated_video_round_trip(tmp_path, suffix, fps):
     rendered = []
     with AnnotatedVideoWriter(out_path, fps=source_fps, size=video.size) as writer:
         for i, frame in enumerate(frames):
-            records = [face(box, track=1) for box in video.faces[i]]
+            records = [face(box, track_id=1) for box in video.faces[i]]
             rendered.append(writer.render(frame, records))
             writer.write(frame, records)
         assert writer.frames_written == 16

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emopipe.batcher import FaceBatch, FrameAssembler, Slot, StaticBatcher
 from emopipe.errors import UsageError
+from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, Slot, StaticBatcher
 
 
 def _crops(frame: int, k: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from emopipe.bench import CONFIGS, BenchResult, _percentile, face_counts, format_table
+from emopipe.cli.bench import CONFIGS, BenchResult, _percentile, face_counts, format_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def test_bad_options_are_one_line_usage_errors(args):
 
 def test_each_configuration_uses_the_products_caches(monkeypatch, tmp_path, capsys):
     """Restarts are measured as users see them: with the compiled-kernel and cuDNN-plan caches beside the models."""
-    from emopipe import bench
+    from emopipe.cli import bench
 
     jobs: list[dict] = []
 

@@ -8,7 +8,7 @@ import pytest
 import synth
 import torch
 
-from emopipe.crop import CropBatch, FaceCropper, integer_boxes, opencv_crop, torch_crops
+from emopipe.vision.crop import CropBatch, FaceCropper, integer_boxes, opencv_crop, torch_crops
 
 TOLERANCE = 1 / 255 + 1e-6  # OpenCV rounds its uint8 result (and its fixed-point weights); torch does not
 

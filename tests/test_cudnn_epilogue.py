@@ -15,11 +15,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import random_state
+from emopipe.engines.base import EngineOptions
 
-from emopipe import cudnn_epilogue, engine
-from emopipe.emonet import build_emonet
-from emopipe.engine import EngineOptions, TorchEngine
-from emopipe.fusion import FusedConvBlock, fuse
+from emopipe.engines import torch_engine as engine
+from emopipe.engines.torch_engine import TorchEngine
+from emopipe.model import cudnn_epilogue
+from emopipe.model.emonet import build_emonet
+from emopipe.model.fusion import FusedConvBlock, fuse
 
 
 def contract(x, weight, residual, out, first, scale=None, shift=None, next_act=None):  # type: ignore[no-untyped-def]
@@ -125,7 +127,7 @@ class _Stop(Exception):
 def test_the_cli_switch_reaches_the_engine(flag, expected, monkeypatch, tmp_path, checkpoints):
     from synth import moving_face_video
 
-    from emopipe import run
+    from emopipe.cli import run
 
     seen: list[EngineOptions] = []
 

@@ -13,10 +13,12 @@ import synth
 import torch
 from torch import nn
 
-from emopipe.detect import (
+from emopipe.errors import CheckpointError, UsageError, WeightsError
+from emopipe.model.fusion import ConvReLU
+from emopipe.types import Detections
+from emopipe.vision.detect import (
     DETECTORS,
     BlazeFaceDetector,
-    Detections,
     Float32L2Norm,
     Letterbox,
     S3FDDetector,
@@ -26,8 +28,6 @@ from emopipe.detect import (
     nms,
     weighted_nms,
 )
-from emopipe.errors import CheckpointError, UsageError, WeightsError
-from emopipe.fusion import ConvReLU
 
 
 def tensor(*frames: np.ndarray) -> torch.Tensor:

@@ -8,8 +8,9 @@ import torch
 from conftest import random_state
 
 import emopipe
-from emopipe.emonet import LABELS, EmoNet, build_emonet, load_state, read_checkpoint
 from emopipe.errors import CheckpointError, WeightsError
+from emopipe.model.emonet import EmoNet, build_emonet, load_state, read_checkpoint
+from emopipe.types import LABELS
 
 
 def test_key_set_parameter_count_and_layers_match_the_documentation():

@@ -6,12 +6,14 @@ import os
 
 import pytest
 import torch
+from emopipe.engines.base import EngineOptions, landmarks_from_heatmaps
+from emopipe.engines.registry import create_engine
 
 import emopipe
-from emopipe.batcher import StaticBatcher
-from emopipe.devices import resolve_device
-from emopipe.engine import EngineOptions, TorchEngine, create_engine, landmarks_from_heatmaps
+from emopipe.engines.torch_engine import TorchEngine
 from emopipe.errors import UsageError
+from emopipe.model.devices import resolve_device
+from emopipe.pipeline.batcher import StaticBatcher
 
 
 @pytest.fixture(scope="module")

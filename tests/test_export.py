@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import emopipe
-from emopipe import cli, export
-from emopipe.emonet import LABELS
-from emopipe.engine import EngineOutput
+from emopipe.cli import main as cli
+from emopipe.engines import export
 from emopipe.errors import OnnxModelError, UsageError
-from emopipe.weights import sha256_of
+from emopipe.model.weights import sha256_of
+from emopipe.types import LABELS, EngineOutput
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from conftest import random_state
 
-from emopipe import fusion
-from emopipe.emonet import build_emonet
-from emopipe.fusion import ConvReLU, FusedEmoNet, PointwiseConv, fuse, fuse_conv_relu
+from emopipe.model import fusion
+from emopipe.model.emonet import build_emonet
+from emopipe.model.fusion import ConvReLU, FusedEmoNet, PointwiseConv, fuse, fuse_conv_relu
 
 
 @pytest.mark.parametrize("classes", [8, 5])

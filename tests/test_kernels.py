@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from emopipe import kernels
+from emopipe.model import kernels
 
 HERE = Path(__file__).resolve().parent
 
@@ -42,7 +42,7 @@ def test_kernels_compile_for_the_gpu(capability):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from emopipe import _triton_kernels
+    from emopipe.model import _triton_kernels
 
     compiled = []
     for name, kernel in vars(_triton_kernels).items():
@@ -109,8 +109,8 @@ def test_tritons_cache_key_is_computed_once_on_a_thread(monkeypatch):
 
 @needs_triton
 def test_a_cuda_engine_with_the_kernels_starts_it(monkeypatch):
-    from emopipe import engine
-    from emopipe.emonet import build_emonet
+    from emopipe.engines import torch_engine as engine
+    from emopipe.model.emonet import build_emonet
 
     started: list[int] = []
     monkeypatch.setattr(kernels, "start_triton_key", lambda: started.append(1))

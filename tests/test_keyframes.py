@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emopipe.detect import Detections
 from emopipe.errors import UsageError
-from emopipe.keyframes import Bridge, KeyframeSchedule
+from emopipe.types import Detections
+from emopipe.vision.keyframes import Bridge, KeyframeSchedule
 
 SIZE = (240, 320)
 

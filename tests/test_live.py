@@ -30,13 +30,16 @@ from processes import interruptible
 from prometheus_client import CollectorRegistry
 from streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
-from emopipe import cli
-from emopipe.annotate import PALETTE
+from emopipe.cli import main as cli
 from emopipe.errors import SourceUnavailableError, UsageError
-from emopipe.live import LiveOptions, LiveSource, NewestFrame, display_uri, is_live, webcam_index
-from emopipe.liveview import FrameHub, LiveServer, TimedVideoWriter, parse_address
-from emopipe.metrics import PipelineMetrics
-from emopipe.source import Frame, open_source
+from emopipe.io.live import LiveOptions, LiveSource, NewestFrame
+from emopipe.io.sources import open_source
+from emopipe.types import HostFrame
+from emopipe.io.uris import is_live, redact_uri, webcam_index
+from emopipe.observe.liveview import FrameHub, LiveServer, TimedVideoWriter, parse_address
+from emopipe.observe.metrics import PipelineMetrics
+from emopipe.types import Frame
+from emopipe.vision.annotate import PALETTE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,13 +89,13 @@ def test_newest_frame_hands_over_only_the_newest_and_counts_every_other_one():
     slot = NewestFrame()
     image = np.zeros((2, 2, 3), np.uint8)
     for i in range(5):  # before the consumer starts: skipped, not dropped
-        slot.put(Frame(index=i, timestamp=0.0, bgr=image, read_time=0.0))
+        slot.put(HostFrame(index=i, timestamp_s=0.0, bgr=image, read_time=0.0))
     slot.start_counting()
     produced = 20_000
 
     def produce() -> None:
         for i in range(5, 5 + produced):
-            slot.put(Frame(index=i, timestamp=0.0, bgr=image, read_time=0.0))
+            slot.put(HostFrame(index=i, timestamp_s=0.0, bgr=image, read_time=0.0))
         slot.close()
 
     producer = threading.Thread(target=produce)
@@ -122,12 +125,12 @@ def test_a_live_source_yields_the_newest_frames_and_stops_at_max_frames_or_durat
         assert all(b > a for a, b in itertools.pairwise(indexes))
         assert source.dropped >= 10  # the gaps between the indexes
         assert source.measured_fps == pytest.approx(200, rel=0.3)
-        assert frames[-1].timestamp == pytest.approx(time.time(), abs=1.0)  # wall-clock capture times
+        assert frames[-1].timestamp_s == pytest.approx(time.time(), abs=1.0)  # wall-clock capture times
         assert all(0 <= time.perf_counter() - f.read_time < 5 for f in frames)
     with LiveSource("paced://test", opener=lambda uri, o: PacedCamera(fps=100),
                     options=LiveOptions(duration_s=0.3)) as source:
         frames = list(source)
-        assert frames[-1].timestamp - frames[0].timestamp < 0.3 <= frames[-1].timestamp - frames[0].timestamp + 0.05
+        assert frames[-1].timestamp_s - frames[0].timestamp_s < 0.3 <= frames[-1].timestamp_s - frames[0].timestamp_s + 0.05
 
 
 def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue():
@@ -206,8 +209,8 @@ def test_uris():
         assert is_live(uri), uri
     for uri in ("video.mp4", "/data/frames", "gopher://h/x", "webcam"):
         assert not is_live(uri), uri
-    assert display_uri("rtsp://admin:pw@cam:554/s?ch=1") == "rtsp://admin:***@cam:554/s?ch=1"
-    assert display_uri("http://cam/x.mjpg") == "http://cam/x.mjpg"
+    assert redact_uri("rtsp://admin:pw@cam:554/s?ch=1") == "rtsp://admin:***@cam:554/s?ch=1"
+    assert redact_uri("http://cam/x.mjpg") == "http://cam/x.mjpg"
     assert parse_address("0.0.0.0:8080") == ("0.0.0.0", 8080)
     assert parse_address(":9000") == ("127.0.0.1", 9000)
     assert parse_address("[::1]:81") == ("::1", 81)
@@ -223,10 +226,10 @@ def test_a_live_hls_stream_is_followed_past_its_first_segments(tmp_path):
         frames = []
         for frame in source:
             frames.append(frame)
-            if frame.timestamp - start > 3.0:
+            if frame.timestamp_s - start > 3.0:
                 break
     # the playlist held ~3 s of video when we came; reading on for 3 s more means it was refreshed live
-    assert frames[-1].timestamp - frames[0].timestamp > 3.0
+    assert frames[-1].timestamp_s - frames[0].timestamp_s > 3.0
     assert len(frames) >= 15 and all(b.index > a.index for a, b in itertools.pairwise(frames))
 
 
@@ -376,10 +379,11 @@ def test_the_command_refuses_with_one_line_and_its_exit_code(argv, code, message
 # -- end to end, in process: newest frame only, latency bounded, a stall survived --------------------
 
 def _models(models_home: Path, checkpoint: Path, batch_size: int):
-    from emopipe.crop import FaceCropper
-    from emopipe.detect import create_detector
-    from emopipe.emonet import build_emonet, read_checkpoint
-    from emopipe.engine import EngineOptions, create_engine
+    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.registry import create_engine
+    from emopipe.model.emonet import build_emonet, read_checkpoint
+    from emopipe.vision.crop import FaceCropper
+    from emopipe.vision.detect import create_detector
 
     detector = create_detector("blazeface", device="cpu", models_dir=models_home)
     engine = create_engine("torch", build_emonet(read_checkpoint(checkpoint)),
@@ -411,11 +415,11 @@ class Results:
 @pytest.mark.slow
 def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_a_stall(
         tmp_path, models_home, checkpoints):
-    from emopipe.liverun import CaptureLatencyMetrics
-    from emopipe.pipeline import Pipeline, PipelineSettings
-    from emopipe.records import open_writer
-    from emopipe.run import MetricsObserver
-    from emopipe.sinks import FaceRecorder, RecordSink
+    from emopipe.cli.run import MetricsObserver
+    from emopipe.io.records import open_writer
+    from emopipe.pipeline.live import CaptureLatencyMetrics
+    from emopipe.pipeline.runner import Pipeline, PipelineSettings
+    from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 
     fps = 10.0
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=fps, empty=None)
@@ -483,7 +487,7 @@ def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_
 @pytest.mark.slow
 def test_a_partial_face_batch_runs_after_the_max_wait_when_no_frame_follows(tmp_path, models_home, checkpoints):
     """A camera slower than processing: the GPU thread must not wait for faces that will not come."""
-    from emopipe.pipeline import Pipeline, PipelineSettings
+    from emopipe.pipeline.runner import Pipeline, PipelineSettings
 
     detector, cropper, engine = _models(models_home, checkpoints[8], batch_size=2)
     frame = synth.background(160, 120)
@@ -505,7 +509,7 @@ def test_a_partial_face_batch_runs_after_the_max_wait_when_no_frame_follows(tmp_
             return True, frame.copy()
 
     source = LiveSource("paced://lockstep", opener=lambda uri, o: LockstepCamera(), options=LiveOptions(max_frames=3))
-    from emopipe.run import MetricsObserver
+    from emopipe.cli.run import MetricsObserver
 
     pipeline = Pipeline(source, detector, cropper, engine, sinks=[], observers=[results, MetricsObserver(metrics)],
                         settings=PipelineSettings(live=True, max_wait_s=0.005, queue_frames=1))

@@ -20,10 +20,12 @@ import torch
 from prometheus_client import CollectorRegistry
 
 import emopipe
-from emopipe import metrics as m
-from emopipe.batcher import StaticBatcher
 from emopipe.errors import OutputError, UsageError
-from emopipe.metrics import LATENCY_BUCKETS, GpuTimer, MetricsExporter, PipelineMetrics
+from emopipe.io.uris import redact_uri
+from emopipe.observe import metrics as m
+from emopipe.observe.metrics import LATENCY_BUCKETS, MetricsExporter, PipelineMetrics
+from emopipe.pipeline.batcher import StaticBatcher
+from emopipe.pipeline.timing import GpuTimer
 
 
 @pytest.fixture
@@ -285,8 +287,9 @@ def build_labels(registry: CollectorRegistry) -> dict[str, str]:
 
 
 def test_build_info_merges_versions_and_the_engine_info(registry):
-    from emopipe.emonet import EmoNet
-    from emopipe.engine import EngineOptions, TorchEngine
+    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.torch_engine import TorchEngine
+    from emopipe.model.emonet import EmoNet
 
     engine = TorchEngine(EmoNet(8), EngineOptions(device="cpu", batch_size=4, warmup=False))
     pm = PipelineMetrics(registry, info=m.build_info(engine.info(), model="emonet_8"))
@@ -443,13 +446,14 @@ def test_push_to_nothing_is_an_output_error(registry, pm):
 
 
 @pytest.mark.parametrize(("source", "label"), [
-    ("rtsp://admin:secret@cam.local:554/live?token=abc", "rtsp://cam.local:554/live"),
+    ("rtsp://admin:secret@cam.local:554/live?token=abc", "rtsp://admin:***@cam.local:554/live?token=***"),
+    ("http://[::1]:8080/x", "http://[::1]:8080/x"),  # IPv6 literals keep their brackets
     ("http://cam/stream.mjpg", "http://cam/stream.mjpg"),
     ("/data/videos/clip.mp4", "/data/videos/clip.mp4"),
     ("0", "0"),
 ])
 def test_sources_lose_their_credentials_in_labels(source, label):
-    assert m.redact_source(source) == label
+    assert redact_uri(source) == label
     key = m.grouping_key(source)
     assert key["source"] == label and key["instance"]
 

@@ -43,8 +43,8 @@ from prometheus_helpers import (
     wait_until_ready,
 )
 
-from emopipe import metrics as m
-from emopipe.metrics import PipelineMetrics
+from emopipe.observe import metrics as m
+from emopipe.observe.metrics import PipelineMetrics
 
 needs_prometheus = pytest.mark.skipif(
     not (shutil.which("prometheus") and shutil.which("promtool")),

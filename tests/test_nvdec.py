@@ -25,13 +25,16 @@ import torch
 from fakes import PixelEngine
 from synth import moving_face_video
 
-from emopipe import nvdec
-from emopipe.crop import FaceCropper
-from emopipe.detect import create_detector
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
-from emopipe.nvdec import _DECODE_AHEAD, DeviceFrame, NvdecVideoSource, nvdec_unavailable, open_input
-from emopipe.pipeline import Pipeline, PipelineSettings
-from emopipe.source import FolderSource, ImageSource, VideoSource, format_time
+from emopipe.io import nvdec
+from emopipe.io.images import FolderSource, ImageSource
+from emopipe.io.nvdec import _DECODE_AHEAD, NvdecVideoSource, nvdec_unavailable, open_input
+from emopipe.io.sources import format_time
+from emopipe.io.video import VideoSource
+from emopipe.pipeline.runner import Pipeline, PipelineSettings
+from emopipe.types import DeviceFrame
+from emopipe.vision.crop import FaceCropper
+from emopipe.vision.detect import create_detector
 
 FPS = 25.0
 COUNT = 60
@@ -141,7 +144,7 @@ def test_frames_timestamps_and_pixels_match_the_opencv_source(fake_nvdec, clip):
     for a, b in zip(expected, got):
         assert isinstance(b, DeviceFrame) and b.pixels.dtype == torch.uint8
         assert (b.index, b.height, b.width) == (a.index, a.height, a.width)
-        assert b.timestamp == pytest.approx(a.timestamp, abs=1e-4)  # PTS counted from the first frame
+        assert b.timestamp_s == pytest.approx(a.timestamp_s, abs=1e-4)  # PTS counted from the first frame
         np.testing.assert_array_equal(b.bgr, a.bgr)  # RGB from the decoder, BGR out
 
 
@@ -151,7 +154,7 @@ def test_start_end_and_max_frames_as_for_the_opencv_source(fake_nvdec, clip):
         with VideoSource(clip, **options) as cpu, NvdecVideoSource(clip, **options) as gpu:
             expected, got = list(cpu), list(gpu)
         assert [f.index for f in got] == [f.index for f in expected], options
-        assert [f.timestamp for f in got] == pytest.approx([f.timestamp for f in expected], abs=1e-4)
+        assert [f.timestamp_s for f in got] == pytest.approx([f.timestamp_s for f in expected], abs=1e-4)
     with pytest.raises(UsageError, match="start time"):
         NvdecVideoSource(clip, start_s=COUNT / FPS + 1)
 
@@ -177,7 +180,7 @@ def test_unreadable_and_missing_files(fake_nvdec, tmp_path):
 
 def test_device_frames_are_validated():
     with pytest.raises(ValueError, match="H×W×3 uint8"):
-        DeviceFrame(index=0, timestamp=0.0, pixels=torch.zeros(4, 4, dtype=torch.uint8), read_time=0.0)
+        DeviceFrame(index=0, timestamp_s=0.0, pixels=torch.zeros(4, 4, dtype=torch.uint8), read_time=0.0)
 
 
 # -- choosing the decoder ------------------------------------------------------------------------

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from emopipe.engines.base import EngineOptions
+from emopipe.engines.registry import create_engine
 
-from emopipe import export
-from emopipe.emonet import LABELS, build_emonet, read_checkpoint
-from emopipe.engine import EngineOptions, TorchEngine, create_engine
+from emopipe.engines import export
+from emopipe.engines.onnxruntime_engine import CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER, OrtEngine, plan_providers
+from emopipe.engines.torch_engine import TorchEngine
 from emopipe.errors import OnnxModelError, UsageError
-from emopipe.onnx_engine import CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER, OrtEngine, plan_providers
-from emopipe.weights import sha256_of
+from emopipe.model.emonet import build_emonet, read_checkpoint
+from emopipe.model.weights import sha256_of
+from emopipe.types import LABELS
 
 # ONNX Runtime's CPU kernels against PyTorch's on the same machine: measured ~1e-7.
 CPU_TOLERANCE = 1e-4
@@ -303,6 +306,6 @@ class _ReportedOptions:
     ({TENSORRT_PROVIDER: {"trt_cuda_graph_enable": "True"}, CUDA_PROVIDER: {"enable_cuda_graph": "0"}}, True, True),
 ])
 def test_cuda_graphs_are_read_back_from_the_session(reported, tensorrt, enabled):
-    from emopipe.onnx_engine import _graphs_enabled
+    from emopipe.engines.onnxruntime_engine import _graphs_enabled
 
     assert _graphs_enabled(_ReportedOptions(reported), tensorrt) is enabled

@@ -15,12 +15,13 @@ import torch
 from fakes import PixelEngine
 from synth import moving_face_video
 
-from emopipe import pipeline as pipeline_module
-from emopipe.batcher import StaticBatcher
-from emopipe.crop import FaceCropper
-from emopipe.detect import create_detector
-from emopipe.pipeline import FrameResult, Pipeline, PipelineSettings
-from emopipe.source import open_source
+from emopipe.io.sources import open_source
+from emopipe.pipeline import runner as pipeline_module
+from emopipe.pipeline.batcher import StaticBatcher
+from emopipe.pipeline.runner import Pipeline, PipelineSettings
+from emopipe.types import FrameResult
+from emopipe.vision.crop import FaceCropper
+from emopipe.vision.detect import create_detector
 
 
 class ListSink:
@@ -195,7 +196,7 @@ def test_memory_does_not_grow_with_video_length(models_home, tmp_path):
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    from emopipe.track import box_iou
+    from emopipe.vision.track import box_iou
 
     return float(box_iou(a[None], b[None])[0, 0])
 

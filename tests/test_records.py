@@ -11,17 +11,16 @@ import sys
 import numpy as np
 import pytest
 
-from emopipe.emonet import LABELS
 from emopipe.errors import OutputError, UsageError
-from emopipe.records import (
+from emopipe.io.records import (
     CsvRecordWriter,
-    FaceRecord,
     JsonlRecordWriter,
     landmarks_to_frame,
     open_writer,
     output_format,
     record_columns,
 )
+from emopipe.types import LABELS, FaceRecord
 
 
 def make_record(classes: int = 8, frame: int = 3, track: int = 1, seed: int = 0, landmarks: bool = False,
@@ -32,7 +31,7 @@ def make_record(classes: int = 8, frame: int = 3, track: int = 1, seed: int = 0,
     x1, y1 = rng.uniform(0, 200, size=2)
     return FaceRecord.create(
         labels=LABELS[classes], probabilities=probabilities.astype(np.float32), source=source, frame=frame,
-        timestamp=frame / 29.97, track=track, box=(x1, y1, x1 + 80.123456, y1 + 90.987654),
+        timestamp_s=frame / 29.97, track_id=track, box=(x1, y1, x1 + 80.123456, y1 + 90.987654),
         score=float(rng.uniform(0.5, 1)), valence=float(rng.uniform(-1, 1)), arousal=float(rng.uniform(-1, 1)),
         landmarks=rng.uniform(0, 300, size=(68, 2)) if landmarks else None,
     )
@@ -52,7 +51,7 @@ def test_create_labels_the_most_probable_class_for_each_model():
 
 
 def _fields(**overrides):
-    fields = dict(source="a.mp4", frame=0, timestamp=0.0, track=1, box=(0, 0, 10, 10), score=0.9,
+    fields = dict(source="a.mp4", frame=0, timestamp_s=0.0, track_id=1, box=(0, 0, 10, 10), score=0.9,
                   valence=0.1, arousal=-0.2)
     fields.update(overrides)
     return fields
@@ -166,7 +165,7 @@ def read_csv(path):
 
 @pytest.mark.parametrize("classes", [8, 5])
 def test_csv_round_trip(tmp_path, classes):
-    records = [make_record(classes, frame=f, track=t, seed=10 * f + t) for f in range(3) for t in (1, 2)]
+    records = [make_record(classes, frame=f, track_id=t, seed=10 * f + t) for f in range(3) for t in (1, 2)]
     path = tmp_path / "out.csv"
     with open_writer(path, labels=LABELS[classes]) as writer:
         assert isinstance(writer, CsvRecordWriter)
@@ -178,8 +177,8 @@ def test_csv_round_trip(tmp_path, classes):
     assert not any(k.startswith("lm") for k in rows[0])
     for row, record in zip(rows, records, strict=True):
         assert row["source"] == "clip.mp4"
-        assert int(row["frame"]) == record.frame and int(row["track_id"]) == record.track
-        assert float(row["timestamp_s"]) == pytest.approx(record.timestamp, abs=5e-7)
+        assert int(row["frame"]) == record.frame and int(row["track_id"]) == record.track_id
+        assert float(row["timestamp_s"]) == pytest.approx(record.timestamp_s, abs=5e-7)
         assert [float(row[k]) for k in ("x1", "y1", "x2", "y2")] == pytest.approx(record.box, abs=0.005)
         assert float(row["score"]) == pytest.approx(record.score, abs=5e-7)
         assert row["label"] == record.label == LABELS[classes][int(np.argmax(record.probabilities))]
@@ -191,7 +190,7 @@ def test_csv_round_trip(tmp_path, classes):
 
 def test_csv_numbers_are_rounded(tmp_path):
     record = FaceRecord(label="b", probabilities=np.array([1 / 3, 2 / 3]),
-                        **_fields(timestamp=1 / 3, box=(1 / 3, 2 / 3, 10 + 1 / 3, 20 + 2 / 3), score=0.123456789))
+                        **_fields(timestamp_s=1 / 3, box=(1 / 3, 2 / 3, 10 + 1 / 3, 20 + 2 / 3), score=0.123456789))
     path = tmp_path / "out.csv"
     with open_writer(path, labels=("a", "b")) as writer:
         writer.write([record])
@@ -325,8 +324,8 @@ def test_jsonl_round_trip(tmp_path, suffix, classes):
         row = json.loads(line)
         assert list(row) == ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label",
                              "probabilities", "valence", "arousal", "landmarks"]
-        assert row["frame"] == record.frame and row["track_id"] == record.track and row["source"] == "clip.mp4"
-        assert row["timestamp_s"] == pytest.approx(record.timestamp, abs=5e-7)
+        assert row["frame"] == record.frame and row["track_id"] == record.track_id and row["source"] == "clip.mp4"
+        assert row["timestamp_s"] == pytest.approx(record.timestamp_s, abs=5e-7)
         assert [row[k] for k in ("x1", "y1", "x2", "y2")] == pytest.approx(record.box, abs=0.005)
         assert list(row["probabilities"]) == list(LABELS[classes])
         np.testing.assert_allclose(list(row["probabilities"].values()), record.probabilities, atol=5e-7)

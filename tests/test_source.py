@@ -17,21 +17,10 @@ import pytest
 import synth
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
-from emopipe.source import (
-    FolderSource,
-    Frame,
-    ImageSource,
-    Source,
-    SourceInfo,
-    SourceOpener,
-    VideoSource,
-    format_time,
-    natural_key,
-    open_source,
-    register_source,
-    source_kinds,
-    unregister_source,
-)
+from emopipe.io.images import FolderSource, ImageSource, natural_key
+from emopipe.io.sources import SOURCES, Source, format_time, open_source, source_kind
+from emopipe.io.video import VideoSource
+from emopipe.types import Frame, SourceInfo
 
 REPO = Path(__file__).resolve().parents[1]
 FPS = 25.0
@@ -78,7 +67,7 @@ def test_video_yields_every_frame_with_index_timestamp_and_pixels(videos, kind):
     assert (info.kind, info.fps, info.frame_count, info.width, info.height) == ("video", FPS, COUNT, 160, 120)
     assert info.duration_s == pytest.approx(COUNT / FPS)
     assert [f.index for f in frames] == list(range(COUNT))
-    assert [f.timestamp for f in frames] == pytest.approx([i / FPS for i in range(COUNT)])
+    assert [f.timestamp_s for f in frames] == pytest.approx([i / FPS for i in range(COUNT)])
     assert all(b.read_time >= a.read_time for a, b in itertools.pairwise(frames))
     for frame, truth in zip(frames, original, strict=True):
         assert frame.bgr.shape == (120, 160, 3) and frame.bgr.dtype == np.uint8
@@ -106,7 +95,7 @@ def test_start_seeks_to_the_true_frame_index(videos, kind, start, first_index):
         frames = list(source)
         assert source.ended_early is None
     assert frames[0].index == first_index
-    assert frames[0].timestamp == pytest.approx(first_index / FPS)
+    assert frames[0].timestamp_s == pytest.approx(first_index / FPS)
     assert [f.index for f in frames] == list(range(first_index, COUNT))
     for frame in frames[:3]:  # decoded from the keyframe before: the same pixels as reading from the start
         assert np.array_equal(frame.bgr, sequential[frame.index].bgr)
@@ -183,9 +172,9 @@ def test_variable_frame_rate_keeps_the_containers_timestamps(vfr_video):
     path, truth = vfr_video
     frames = read_all(VideoSource(path))
     assert [f.index for f in frames] == list(range(60))
-    assert [f.timestamp for f in frames] == pytest.approx(truth, abs=1e-6)
+    assert [f.timestamp_s for f in frames] == pytest.approx(truth, abs=1e-6)
     fps = VideoSource(path).info.fps
-    assert abs(frames[30].timestamp - 30 / fps) > 0.5  # index / (average rate) would be wrong here
+    assert abs(frames[30].timestamp_s - 30 / fps) > 0.5  # index / (average rate) would be wrong here
 
 
 def test_a_variable_frame_rate_matroska_file_is_not_reported_as_damaged(vfr_video, tmp_path):
@@ -201,7 +190,7 @@ def test_a_variable_frame_rate_matroska_file_is_not_reported_as_damaged(vfr_vide
         frames = list(source)
         assert source.ended_early is None
     assert [f.index for f in frames] == list(range(60))
-    assert [f.timestamp for f in frames] == pytest.approx(truth, abs=2e-3)  # Matroska keeps milliseconds
+    assert [f.timestamp_s for f in frames] == pytest.approx(truth, abs=2e-3)  # Matroska keeps milliseconds
 
 
 @pytest.mark.parametrize("start", [0.5, 1.7, 3.0])
@@ -210,7 +199,7 @@ def test_seeking_a_variable_frame_rate_video_keeps_true_indexes(vfr_video, start
     expected = next(i for i, t in enumerate(truth) if t >= start - 1e-9)
     frames = read_all(VideoSource(path, start_s=start))
     assert frames[0].index == expected
-    assert frames[0].timestamp == pytest.approx(truth[expected], abs=1e-6)
+    assert frames[0].timestamp_s == pytest.approx(truth[expected], abs=1e-6)
     assert [f.index for f in frames] == list(range(expected, 60))
 
 
@@ -317,7 +306,7 @@ def fake_video(tmp_path, monkeypatch):
     path.write_bytes(b"RIFF\0\0\0\0AVI LIST")
 
     def make(capture: FakeCapture) -> VideoSource:
-        monkeypatch.setattr("emopipe.source._open_capture", lambda p: capture)
+        monkeypatch.setattr("emopipe.io.video._open_capture", lambda p: capture)
         return VideoSource(path)
 
     return make
@@ -332,14 +321,14 @@ def fake_video(tmp_path, monkeypatch):
 ])
 def test_timestamps_fall_back_to_index_over_fps(fake_video, msecs, expected):
     frames = read_all(fake_video(FakeCapture(msecs)))
-    assert [f.timestamp for f in frames] == pytest.approx(expected)
-    assert all(b.timestamp > a.timestamp for a, b in itertools.pairwise(frames))
+    assert [f.timestamp_s for f in frames] == pytest.approx(expected)
+    assert all(b.timestamp_s > a.timestamp_s for a, b in itertools.pairwise(frames))
 
 
 def test_failed_reads_before_the_declared_end_are_retried(fake_video):
     source = fake_video(FakeCapture([i * 100.0 for i in range(6)], fails_at={3}))
     frames = read_all(source)
-    assert [f.timestamp for f in frames] == pytest.approx([0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    assert [f.timestamp_s for f in frames] == pytest.approx([0, 0.1, 0.2, 0.3, 0.4, 0.5])
     assert source.ended_early is None
 
 
@@ -390,7 +379,7 @@ def test_image_is_one_frame(tmp_path):
         assert (source.info.kind, source.info.fps, source.info.frame_count) == ("image", None, 1)
         assert (source.info.width, source.info.height) == (512, 512)
         frames = list(source)
-    assert len(frames) == 1 and frames[0].index == 0 and frames[0].timestamp == 0.0
+    assert len(frames) == 1 and frames[0].index == 0 and frames[0].timestamp_s == 0.0
     assert np.array_equal(frames[0].bgr, image)
 
 
@@ -426,7 +415,7 @@ def test_folder_is_read_in_natural_order_skipping_what_is_not_an_image(tmp_path,
         frames = list(source)
         assert [p.name for p in source.skipped] == ["img5.png"]
     assert [f.index for f in frames] == [0, 1, 2, 4]  # an index names a file in `paths`
-    assert [f.timestamp for f in frames] == [0.0, 1.0, 2.0, 4.0]
+    assert [f.timestamp_s for f in frames] == [0.0, 1.0, 2.0, 4.0]
     assert [f.bgr.shape[:2] for f in frames] == [(30, 40), (48, 64), (10, 20), (50, 50)]
     assert "img5.png" in caplog.text
 
@@ -470,23 +459,21 @@ def test_urls_no_source_kind_reads_are_refused_with_the_kinds_there_are():
         open_source("gopher://camera.local/stream")
 
 
-def test_new_kinds_of_source_register_ahead_of_files(tmp_path):
+def test_sources_are_chosen_by_kind_from_one_lazy_registry(tmp_path, monkeypatch):
     cv2.imwrite(str(tmp_path / "still.png"), synth.background(16, 16))
+    assert source_kind(tmp_path / "still.png") == "image" and source_kind(tmp_path) == "images"
+    assert source_kind("clip.mp4") == "video" and source_kind("rtsp://cam/s") == "live"
+    assert source_kind("webcam:0") == "live" and source_kind("fake://anything") is None
     opened = []
 
-    def open_fake(uri: str, **kwargs: object) -> Source:
+    def open_image(uri: str, **kwargs: object) -> Source:
         opened.append((uri, kwargs))
-        return ImageSource(tmp_path / "still.png")
+        return ImageSource(uri)
 
-    register_source(SourceOpener("fake", lambda uri: uri.startswith("fake://"), open_fake))
-    try:
-        assert source_kinds()[0] == "fake"
-        source = open_source("fake://anything", max_frames=3)
-        assert isinstance(source, Source)
-        assert opened == [("fake://anything", {"start_s": None, "end_s": None, "max_frames": 3})]
-    finally:
-        unregister_source("fake")
-    assert "fake" not in source_kinds()
+    monkeypatch.setattr(SOURCES, "_entries", {**SOURCES._entries, "image": open_image})
+    source = open_source(tmp_path / "still.png", max_frames=3)
+    assert isinstance(source, Source)
+    assert opened == [(str(tmp_path / "still.png"), {"start_s": None, "end_s": None, "max_frames": 3})]
     with pytest.raises(UsageError):
         open_source("fake://anything")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from emopipe.errors import UsageError
-from emopipe.track import IouTracker, TrackSmoother, box_iou
+from emopipe.vision.track import IouTracker, TrackSmoother, box_iou
 
 
 def square(cx: float, cy: float, side: float = 60.0) -> list[float]:

@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import pytest
 
-from emopipe import weights
 from emopipe.errors import WeightsError
+from emopipe.model import weights
 
 PAYLOAD = os.urandom(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()

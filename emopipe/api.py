@@ -1,0 +1,221 @@
+"""The Python API: :func:`analyze` a source into :class:`~emopipe.types.FaceRecord`\\ s, or keep an
+:class:`Analyzer` whose engines are built and warmed once for many sources.
+
+Options are the command line's long options with underscores (``detector=``, ``weights=``,
+``models_dir=``, ``device=``, ``max_frames=``, ``landmarks=``…) or ``config=RunConfig(...)``.
+Errors are :class:`~emopipe.errors.EmopipeError` subclasses, each with the exit code the command
+line uses for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import replace
+from typing import Any
+
+from emopipe.config import RunConfig
+from emopipe.errors import UsageError
+from emopipe.model.devices import resolve_device
+from emopipe.observe.metrics import build_info
+from emopipe.pipeline.analysis import Outcome, SourceRun, write_summary
+from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options
+from emopipe.pipeline.runner import Pipeline, Sink
+from emopipe.pipeline.sinks import FaceRecorder
+from emopipe.pipeline.summary import RunSummary
+from emopipe.types import FaceRecord, FrameResult
+
+logger = logging.getLogger(__name__)
+
+_END = object()
+
+
+class Analyzer:
+    """EmoNet and the face detector, built, tuned and warmed once; then any number of sources.
+
+    >>> with emopipe.Analyzer(detector="blazeface_back", device="cuda") as analyzer:
+    ...     for path in videos:
+    ...         for record in analyzer.analyze(path):
+    ...             print(record.track_id, record.label, record.valence)
+
+    Per-source options (``max_frames``, ``start``, ``end``, ``smooth``, ``detect_every``…) may be given
+    to :meth:`analyze` and :meth:`run`; options that shape the engines (``batch_size``, ``precision``,
+    ``weights``, ``detector``…) are fixed when the analyzer opens. Not thread-safe: one source at a time.
+    """
+
+    def __init__(self, config: RunConfig | None = None, **options: Any) -> None:
+        self.config = RunConfig.from_options(config, **options)
+        self._device_type = resolve_device(self.config.device).type
+        # the engine-shaping options, resolved for this device (files' defaults: a live source gets
+        # live settings only where the analyzer was made for one)
+        probe = self.config if (self.config.source or self.config.webcam is not None) else \
+            replace(self.config, source="analyzer")
+        self._base = probe.resolved(self._device_type)
+        self.models: Models | None = None
+        self.summaries: list[RunSummary] = []
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def open(self) -> Analyzer:
+        """Build the engines and warm every static shape now (otherwise the first source does)."""
+        if self.models is None:
+            self.models = load_models(self._base)
+            if not self._base.no_warmup:
+                self.models.warm_engine()
+        return self
+
+    def close(self) -> None:
+        """Free the engines and their GPU memory; the analyzer can be opened again."""
+        if self.models is not None:
+            self.models.close()
+            self.models = None
+
+    def __enter__(self) -> Analyzer:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.open().models.labels  # type: ignore[union-attr]
+
+    # -- sources ------------------------------------------------------------------------------
+
+    def source_config(self, source: str | None = None, **options: Any) -> RunConfig:
+        """The resolved configuration of one source's run (engine options as the analyzer's)."""
+        changed = sorted(name for name in set(options) & MODEL_OPTIONS
+                         if options[name] != getattr(self._base, name) and options[name] is not None)
+        if changed:
+            raise UsageError(f"{', '.join(changed)}: these options shape the engines and are fixed when the "
+                             "Analyzer is made; make another Analyzer to change them")
+        config = RunConfig.from_options(self.config, **options)
+        if source is not None:
+            config = replace(config, source=str(source), webcam=None)
+        resolved = config.resolved(self._device_type)
+        return replace(resolved, **model_options(self._base))
+
+    def analyze(self, source: str | Any, **options: Any) -> Iterator[FaceRecord]:
+        """The faces of ``source``, frame by frame, as they are computed (a generator).
+
+        The pipeline runs on a background thread; stopping early (``break``, closing the generator) stops
+        it. :attr:`summaries` gets the run's summary when the generator ends.
+        """
+        config = self.source_config(str(source), **options)
+        models = self.open().models
+        assert models is not None
+        records: queue.Queue[Any] = queue.Queue(maxsize=256)
+        pipelines: list[Pipeline] = []
+        stop = threading.Event()
+        outcome: list[Outcome] = []
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                with ExitStack() as stack:
+                    run = SourceRun(config, models.engine.device, stack)
+                    source_ = run.open()
+                    run.warm(models)
+                    run.sinks.append(_QueueSink(FaceRecorder(source_.info.uri, models.labels,
+                                                             smoothing=config.smooth), records, stop))
+                    outcome.append(run.run(on_pipeline=pipelines.append))
+            except BaseException as exc:  # handed to the caller's thread
+                failure.append(exc)
+            finally:
+                records.put(_END)
+
+        thread = threading.Thread(target=work, name="emopipe-analyze", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = records.get()
+                if item is _END:
+                    break
+                yield from item
+        finally:
+            stop.set()
+            for pipeline in pipelines:
+                pipeline.stop()
+            while thread.is_alive():  # let the writer finish; drain so it never blocks on a full queue
+                with contextlib.suppress(queue.Empty):
+                    records.get(timeout=0.05)
+            thread.join()
+        if failure:
+            raise failure[0]
+        if outcome:
+            self.summaries.append(outcome[0].summary)
+            if outcome[0].lost is not None:
+                raise outcome[0].lost
+
+    def run(self, source: str | None = None, *, metrics: Any = None, exporter: Any = None,
+            progress: bool = False, **options: Any) -> Outcome:
+        """The command line's run: rows, annotated video and summary written to the configured files.
+
+        Outputs are checked first, then the source opens (a bad input fails before any weights load), then
+        ``exporter`` starts serving metrics (so scrapes see start-up), then the engines are built and warmed.
+        Ctrl-C (and, on the main thread, SIGTERM) ends it with every computed row written
+        (``Outcome.interrupted``). ``metrics`` is a :class:`~emopipe.observe.metrics.PipelineMetrics`.
+        """
+        config = self.source_config(source, **options)
+        config.check_outputs()
+        with ExitStack() as stack:
+            if threading.current_thread() is threading.main_thread():  # `docker stop`, systemd, kill: as Ctrl-C
+                stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+            run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
+            run.open()
+            if exporter is not None:
+                stack.enter_context(exporter)
+            models = self.open().models
+            assert models is not None
+            run.warm(models)
+            if metrics is not None:
+                metrics.observe_startup(models.load_s, models.warmup_s)
+                metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+            run.write_files()
+            run.observe(progress)
+            outcome = run.run()
+            write_summary(outcome.summary, config.summary)
+            if exporter is not None:
+                exporter.finish()  # push, then linger (Ctrl-C / SIGTERM end it)
+        self.summaries.append(outcome.summary)
+        return outcome
+
+
+class _QueueSink(Sink):
+    """Hands each frame's tracked records to the caller's thread (bounded: the pipeline waits for it)."""
+
+    def __init__(self, recorder: FaceRecorder, records: queue.Queue[Any], stop: threading.Event) -> None:
+        self.recorder = recorder
+        self.records = records
+        self.stop = stop
+
+    def write(self, result: FrameResult) -> None:
+        found = self.recorder.records(result)
+        while found and not self.stop.is_set():
+            try:
+                self.records.put(found, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def close(self) -> None:
+        pass
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: results written, files closed, exit 130
+
+
+def analyze(source: str | Any, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:
+    """The faces of one source as :class:`~emopipe.types.FaceRecord`\\ s: an :class:`Analyzer` opened for it
+    and closed when the iteration ends."""
+    analyzer = Analyzer(config, **options)
+    try:
+        yield from analyzer.analyze(source)
+    finally:
+        analyzer.close()

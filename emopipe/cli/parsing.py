@@ -1,0 +1,36 @@
+"""argparse for every emopipe command: one-line usage errors (exit 2) and defaults shown where they say something."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors use our one-line format and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # one line, as for every other error: the usage block would bury it (``--help`` shows it)
+        print(f"emopipe: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(2)
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where it says something: not for flags, unset options, or help that names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return _DefaultsFormatter(prog, max_help_position=34)
+
+
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=description, formatter_class=_formatter)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug messages")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
+    return parser

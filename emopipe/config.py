@@ -1,0 +1,290 @@
+"""One run configuration: every option of ``emopipe SOURCE``, validated once, defaults resolved in one place.
+
+:class:`RunConfig` is what the command line parses into and what :func:`emopipe.analyze` and
+:class:`emopipe.Analyzer` take. Field names are the command line's long options with underscores
+(``--max-frames`` → ``max_frames``, ``--no-warmup`` → ``no_warmup``); ``None`` means "the default
+for this run", which :meth:`RunConfig.resolved` decides: it depends on the device (batch size,
+precision, decoder) and on the source (files or a live camera/stream: detector, batching, output name).
+Nothing here imports torch until a run is resolved on an ``auto`` device.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from emopipe.errors import UsageError
+from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format
+from emopipe.io.uris import is_live, redact_uri, webcam_index
+
+DETECTOR_NAMES = ("sfd", "blazeface", "blazeface_back")  # emopipe.vision.detectors.DETECTORS, without importing it
+BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, likewise
+PRECISION_NAMES = ("fp32", "fp16", "bf16")
+DECODERS = ("auto", "nvdec", "opencv")
+VIDEO_SUFFIXES = (".mp4", ".avi")  # annotated video and live recording containers
+
+FILE_DETECTOR = "sfd"
+LIVE_DETECTOR = "blazeface"
+CUDA_BATCH_SIZE = 64  # faces per EmoNet batch on CUDA: full batches at 700–900 frames/s of one face
+CUDA_FRAMES_PER_DETECT_BATCH = 8
+DEFAULT_METRICS_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
+DEFAULT_METRICS_HOST = "127.0.0.1"
+DEFAULT_MAX_WAIT_MS = 5.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source."""
+
+    source: str | None = None  # a video, image, folder of images, webcam:N or a stream URL
+    # outputs
+    output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv
+    format: str | None = None  # csv | jsonl; default from the output's extension
+    annotate: str | None = None  # annotated video (.mp4/.avi); live: the recording
+    summary: str | None = None  # run summary JSON ("-" for stdout); default OUTPUT.summary.json
+    landmarks: bool = False
+    smooth: float | None = None  # per-track exponential smoothing weight of the newest value
+    no_progress: bool = False
+    # input range
+    start: float | None = None  # seconds
+    end: float | None = None  # seconds (live: how long to run)
+    max_frames: int | None = None
+    decoder: str = "auto"
+    # face detection
+    detector: str | None = None  # default: sfd for files, blazeface live
+    detect_size: int | None = None
+    detect_batch: int | None = None  # frames per detector call
+    detect_every: int = 1
+    threshold: float = 0.5
+    min_face: float = 0.0
+    max_faces: int | None = None
+    margin: float = 0.0
+    # model and engine
+    classes: int | None = None  # 8 or 5; with --weights, read from the file
+    weights: str | None = None
+    models_dir: str | None = None
+    backend: str = "torch"
+    device: str = "auto"
+    precision: str | None = None  # default fp16 on CUDA, fp32 on the CPU
+    batch_size: int | None = None  # default 64 on CUDA, 1 on the CPU and live
+    no_cudnn_benchmark: bool = False
+    no_cudnn_epilogue: bool = False
+    no_warmup: bool = False
+    no_cuda_graphs: bool = False
+    compile: str | None = None
+    # metrics
+    metrics_port: int | None = None  # live: DEFAULT_METRICS_PORT unless given
+    metrics_host: str = DEFAULT_METRICS_HOST
+    metrics_linger: float = 0.0
+    pushgateway: str | None = None
+    # live mode
+    webcam: int | None = None
+    show: bool = False
+    serve: str | None = None  # HOST:PORT
+    record: str | None = None
+    max_wait_ms: float = DEFAULT_MAX_WAIT_MS
+    open_timeout: float = 10.0
+    read_timeout: float = 5.0
+    reconnect_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        _positive("max_frames", self.max_frames)
+        _positive("detect_size", self.detect_size)
+        _positive("detect_batch", self.detect_batch)
+        _positive("detect_every", self.detect_every)
+        _positive("max_faces", self.max_faces)
+        _positive("batch_size", self.batch_size)
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"--{name} must be a finite number of seconds ≥ 0, got {value}")
+        for name in ("min_face", "margin", "metrics_linger", "max_wait_ms"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"--{_flag(name)} must be a finite number ≥ 0, got {value}")
+        for name in ("open_timeout", "read_timeout", "reconnect_timeout"):
+            if not getattr(self, name) > 0:  # (inf is allowed: keep trying)
+                raise UsageError(f"--{_flag(name)} must be > 0 seconds, got {getattr(self, name)}")
+        for name in ("threshold", "smooth"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise UsageError(f"--{name} must be between 0 and 1, got {value}")
+        if self.end is not None and self.start is not None and self.end <= self.start:
+            raise UsageError(f"--end ({self.end}) must be after --start ({self.start})")
+        _choice("decoder", self.decoder, DECODERS)
+        _choice("detector", self.detector, DETECTOR_NAMES)
+        _choice("backend", self.backend, BACKEND_NAMES)
+        _choice("precision", self.precision, PRECISION_NAMES)
+        _choice("format", self.format, ("csv", "jsonl"))
+        _choice("classes", self.classes, (8, 5))
+        if self.webcam is not None and self.webcam < 0:
+            raise UsageError(f"--webcam takes a camera index ≥ 0, got {self.webcam}")
+        if self.webcam is not None and self.source:
+            raise UsageError(f"give either SOURCE ({self.source}) or --webcam {self.webcam}, not both")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise UsageError(f"--metrics-port must be between 0 and 65535, got {self.metrics_port}")
+
+    # -- options by name ------------------------------------------------------------------------
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_options(cls, config: RunConfig | None = None, **options: Any) -> RunConfig:
+        """``config`` (or the defaults) with ``options`` replaced; unknown names are a UsageError listing them."""
+        unknown = sorted(set(options) - set(cls.option_names()))
+        if unknown:
+            raise UsageError(f"unknown option(s) {', '.join(unknown)}; options are the command line's long options "
+                             f"with underscores: {', '.join(cls.option_names())}")
+        return replace(config, **options) if config is not None else cls(**options)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    # -- what kind of run ----------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """The source as given (``--webcam N`` becomes ``webcam:N``)."""
+        if self.webcam is not None:
+            return f"webcam:{self.webcam}"
+        if not self.source:
+            raise UsageError("give a SOURCE (a video, an image, a folder of images or a stream URL) or --webcam N")
+        return self.source
+
+    @property
+    def live(self) -> bool:
+        return is_live(self.uri)
+
+    # -- defaults ------------------------------------------------------------------------------
+
+    def resolved(self, device_type: str | None = None) -> RunConfig:
+        """Every default decided: for the device (``cuda`` or ``cpu``; found from ``device`` when not given)
+        and for the kind of source. Raises UsageError for options that do not fit together."""
+        live = self.live
+        if device_type is None:
+            from emopipe.model.devices import resolve_device  # (imports torch)
+
+            device_type = resolve_device(self.device).type
+        cuda = device_type == "cuda"
+        values: dict[str, Any] = {"source": self.uri, "webcam": None}
+        if live:
+            values.update(self._live_defaults())
+        else:
+            used = [flag for flag, value in (("--show", self.show), ("--serve", self.serve), ("--record", self.record))
+                    if value]
+            if used:
+                raise UsageError(f"{', '.join(used)}: for a camera or a network stream; for a file, --annotate "
+                                 "writes the annotated video")
+            detect_batch = self.detect_batch or (-(-CUDA_FRAMES_PER_DETECT_BATCH // self.detect_every) if cuda else 1)
+            values.update(detector=self.detector or FILE_DETECTOR, batch_size=self.batch_size or
+                          (CUDA_BATCH_SIZE if cuda else 1), detect_batch=detect_batch,
+                          output=self.output or default_output(self.uri))
+        values["precision"] = self.precision or ("fp16" if cuda else "fp32")
+        output = values["output"]
+        values["format"] = self.format or (output_format(output) if output != STDOUT else "csv")
+        values["summary"] = self.summary if self.summary is not None else (
+            None if output == STDOUT else _beside(output, ".summary.json"))
+        if live and self.metrics_port is None:
+            values["metrics_port"] = DEFAULT_METRICS_PORT
+        if self.metrics_linger and values.get("metrics_port", self.metrics_port) is None:
+            raise UsageError("--metrics-linger needs --metrics-port (there is nothing to scrape otherwise)")
+        return replace(self, **values)
+
+    def _live_defaults(self) -> dict[str, Any]:
+        if self.start is not None:
+            raise UsageError("--start applies to files; a camera or stream starts now (--end SECONDS: how long to run)")
+        if self.decoder == "nvdec":
+            raise UsageError("--decoder nvdec decodes video files; cameras and network streams are decoded on the CPU")
+        record = self.record
+        if self.annotate:
+            if self.record:
+                raise UsageError("--annotate and --record both record the annotated stream; give one")
+            record = self.annotate
+        return {"detector": self.detector or LIVE_DETECTOR, "batch_size": self.batch_size or 1,
+                "detect_batch": self.detect_batch or 1, "output": self.output or default_output(self.uri),
+                "record": record, "annotate": None}
+
+    # -- outputs -------------------------------------------------------------------------------
+
+    def outputs(self) -> dict[str, str]:
+        """The files this run writes, by role (on a resolved config)."""
+        found = {"rows": self.output, "summary": self.summary, "annotated_video": self.annotate,
+                 "recording": self.record}
+        return {role: path for role, path in found.items() if path and path != STDOUT}
+
+    def check_outputs(self) -> None:
+        """Every output checked before anything is loaded: its format, that it is not an input or another
+        output (also through links), and that its folder exists and is writable."""
+        if self.output:
+            output_format(self.output, self.format)
+        for role in ("annotate", "record"):
+            path = getattr(self, role)
+            if path and Path(path).suffix.lower() not in VIDEO_SUFFIXES:
+                raise UsageError(f"--{role} {path}: the video must be {' or '.join(VIDEO_SUFFIXES)}")
+        if self.summary and self.summary != STDOUT and Path(self.summary).suffix.lower() != ".json":
+            raise UsageError(f"--summary {self.summary}: the summary is JSON; name it .json")
+        inputs = [p for p in (self.source, self.weights) if p and not is_live(p)]
+        seen: dict[str, str] = {}
+        for role, path in self.outputs().items():
+            for other in inputs:
+                if _same_file(path, other):
+                    raise UsageError(f"the {role.replace('_', ' ')} output {path} is an input of this run: "
+                                     "choose another name (outputs never overwrite inputs)")
+            for other_role, other in seen.items():
+                if _same_file(path, other):
+                    raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
+                                     f"are the same file ({path}): give each its own name")
+            seen[role] = path
+            ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and (int(value) != value or value < 1):
+        raise UsageError(f"--{_flag(name)} must be a whole number ≥ 1, got {value}")
+
+
+def _choice(name: str, value: object, choices: tuple[object, ...]) -> None:
+    if value is not None and value not in choices:
+        raise UsageError(f"unknown {name} {value!r}; choose from {', '.join(str(c) for c in choices)}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Do ``a`` and ``b`` name the same file (resolved paths, links, hard links)?"""
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.exists() and pb.exists():
+            return os.path.samefile(pa, pb)
+    except OSError:
+        pass
+    return pa.resolve() == pb.resolve()
+
+
+def _beside(output: str, suffix: str) -> str:
+    return str(Path(output).with_suffix("")) + suffix
+
+
+def default_output(uri: str) -> str:
+    """``NAME.emotions.csv`` in the current folder, the name from the source, cut to fit a file name's limit."""
+    index = webcam_index(uri)
+    if index is not None:
+        stem = f"webcam{index}"
+    elif is_live(uri):
+        rest = redact_uri(uri).split("://", 1)[1].split("?", 1)[0].rsplit("@", 1)[-1]
+        stem = re.sub(r"[^A-Za-z0-9.-]+", "_", rest).strip("_.") or "stream"
+    else:
+        name = Path(uri.rstrip("/")).name or "emopipe"
+        stem = name.rsplit(".", 1)[0] if "." in name else name
+    # room for the longest name derived from it: NAME.emotions.summary.json
+    room = MAX_NAME_BYTES - len(".emotions.summary.json")
+    stem = stem.encode()[:room].decode(errors="ignore")
+    return f"{stem}.emotions.csv"

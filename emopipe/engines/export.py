@@ -1,0 +1,462 @@
+"""EmoNet → ONNX: ``emopipe export-onnx``, the exported files' metadata and cache, and the parity check.
+
+**Exporter.** ``torch.onnx.export(..., dynamo=True)``, the torch.export-based exporter with onnxscript.
+It is the default and the maintained path since PyTorch 2.9. The TorchScript exporter still runs
+with torch 2.13 but warns that it will be removed, and its EmoNet graph carries ~420 Identity nodes
+and an unfolded BatchNorm1d that the new exporter's optimiser removes. EmoNet has no data-dependent
+control flow, so torch.export traces it whole at one static shape. It is slower (~20 s on a laptop
+CPU against ~6 s), which the cache makes a one-off.
+
+**The graph** (one file per static batch shape N and precision):
+
+=================  =======================================================================
+``crops``          input, N×3×256×256 RGB in [0, 1]; float32 in fp32 files, float16 in fp16
+``probabilities``  N×C float32: softmax of the expression logits, computed in float32
+``valence``        N float32
+``arousal``        N float32
+``landmarks``      N×68×2 float32, (x, y) in crop pixels — only in files exported with landmarks
+=================  =======================================================================
+
+The outputs are exactly :class:`~emopipe.engine.EngineOutput`'s, computed the way TorchEngine
+computes them, so the ONNX Runtime engine only copies them out. The 68 heatmaps (1.1 MB per face
+in float32) are reduced to positions inside the graph instead of being copied to the host.
+
+The input is float in the model's precision, not uint8: the crop stage produces float crops
+(bilinear resizing makes values between integers, which uint8 would round away), float16 crops
+halve the host→device bytes of fp16 files, and no Cast runs in front of the first convolution.
+Callers holding uint8 crops get them converted on the device by the engine (``x.to(dtype) / 255``,
+as TorchEngine does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import io
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from emopipe.engines.base import landmarks_from_heatmaps
+from emopipe.errors import OnnxModelError, OutputError, UsageError
+from emopipe.model.emonet import EmoNet
+from emopipe.types import INPUT_SIZE, LABELS, NUM_LANDMARKS, EngineOutput
+
+logger = logging.getLogger(__name__)
+
+INPUT_NAME = "crops"
+OUTPUT_NAMES = ("probabilities", "valence", "arousal")
+LANDMARKS_OUTPUT = "landmarks"
+ONNX_PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16}  # ORT's CUDA EP lacks bf16 kernels for EmoNet
+FORMAT_VERSION = "1"
+_META = "emopipe."
+ASTRONAUT_FACE = (174, 77, 274, 177)  # x1, y1, x2, y2 of the face in skimage.data.astronaut()
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The largest |ONNX − PyTorch fp32| accepted, per output.
+
+    fp32: 1e-3 — results are reported to 3 decimals; on the CPU the difference is ~1e-7, on CUDA
+    it is what TF32 convolutions and other kernel choices leave (2.4e-4 on the logits, measured on
+    an H100). fp16: 1e-2 — half precision keeps ~3 significant digits through 115 convolutions.
+    Landmarks: mean distance in crop pixels; a heatmap cell is 4 px and where two cells are nearly
+    equal, rounding moves the argmax by one — fp32 0.5 px, fp16 2 px (random-weight heatmaps are
+    flat, so this is where fp16 showed 1.05 px on CPU).
+    """
+
+    probabilities: float
+    valence_arousal: float
+    landmarks_px: float
+
+    def __post_init__(self) -> None:
+        if min(self.probabilities, self.valence_arousal, self.landmarks_px) < 0:
+            raise UsageError(f"tolerances must be ≥ 0, got {self}")
+
+
+TOLERANCES = {"fp32": Tolerance(1e-3, 1e-3, 0.5), "fp16": Tolerance(1e-2, 1e-2, 2.0)}
+
+
+@dataclass(frozen=True)
+class OnnxSpec:
+    """What one exported file is: whose weights, which classes, static batch, precision, outputs.
+
+    ``checkpoint_sha256`` is the checkpoint file's sha256, or ``state-dict:<sha256>`` of the
+    model's tensors when no file is known (see :func:`state_digest`).
+    """
+
+    checkpoint_sha256: str
+    classes: int
+    batch_size: int
+    precision: str
+    landmarks: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.checkpoint_sha256:
+            raise ValueError("OnnxSpec needs the checkpoint's sha256")
+        if self.classes not in LABELS:
+            raise UsageError(f"EmoNet has 8 or 5 expression classes, got {self.classes}")
+        if self.batch_size < 1:
+            raise UsageError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.precision not in ONNX_PRECISIONS:
+            raise UsageError(f"ONNX files are exported in {' or '.join(ONNX_PRECISIONS)}, not {self.precision!r}")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return LABELS[self.classes]
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return ONNX_PRECISIONS[self.precision]
+
+    @property
+    def input_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch_size, 3, INPUT_SIZE, INPUT_SIZE)
+
+    @property
+    def outputs(self) -> dict[str, tuple[int, ...]]:
+        """Output names and shapes, in graph order (all float32)."""
+        n = self.batch_size
+        shapes = {"probabilities": (n, self.classes), "valence": (n,), "arousal": (n,)}
+        if self.landmarks:
+            shapes[LANDMARKS_OUTPUT] = (n, NUM_LANDMARKS, 2)
+        return shapes
+
+    @property
+    def file_name(self) -> str:
+        tag = self.checkpoint_sha256.split(":")[-1][:16]
+        source = "sd-" if self.checkpoint_sha256.startswith("state-dict:") else ""
+        suffix = "-landmarks" if self.landmarks else ""
+        return f"emonet{self.classes}-{source}{tag}-b{self.batch_size}-{self.precision}{suffix}.onnx"
+
+    def metadata(self) -> dict[str, str]:
+        from emopipe._version import __version__
+
+        dtype = "float32" if self.precision == "fp32" else "float16"
+        return {
+            f"{_META}format": FORMAT_VERSION,
+            f"{_META}checkpoint_sha256": self.checkpoint_sha256,
+            f"{_META}classes": str(self.classes),
+            f"{_META}labels": ",".join(self.labels),
+            f"{_META}precision": self.precision,
+            f"{_META}batch_size": str(self.batch_size),
+            f"{_META}landmarks": str(self.landmarks).lower(),
+            f"{_META}version": __version__,
+            f"{_META}input": f"{INPUT_NAME}: {self.batch_size}×3×{INPUT_SIZE}×{INPUT_SIZE} RGB in [0, 1], {dtype}",
+            f"{_META}outputs": ",".join(self.outputs),
+        }
+
+    @classmethod
+    def from_metadata(cls, props: Mapping[str, str], source: Path | str) -> OnnxSpec:
+        """The spec an emopipe-exported file declares; OnnxModelError when it declares none or nonsense."""
+        if f"{_META}checkpoint_sha256" not in props:
+            raise OnnxModelError(f"{source} was not exported by emopipe (it has no emopipe metadata)")
+        try:
+            spec = cls(
+                checkpoint_sha256=props[f"{_META}checkpoint_sha256"],
+                classes=int(props[f"{_META}classes"]),
+                batch_size=int(props[f"{_META}batch_size"]),
+                precision=props[f"{_META}precision"],
+                landmarks=props.get(f"{_META}landmarks", "false") == "true",
+            )
+        except (KeyError, ValueError) as exc:  # UsageError is a ValueError too
+            raise OnnxModelError(f"{source} has unusable emopipe metadata ({exc})") from None
+        labels = props.get(f"{_META}labels")
+        if labels is not None and tuple(labels.split(",")) != spec.labels:
+            raise OnnxModelError(f"{source} declares labels {labels!r}, expected {','.join(spec.labels)!r} "
+                                 f"for {spec.classes} classes")
+        return spec
+
+    def differences(self, other: OnnxSpec) -> list[str]:
+        """How a file's spec (``other``) differs from this one, in words."""
+        found = []
+        if other.checkpoint_sha256 != self.checkpoint_sha256:
+            found.append(f"checkpoint sha256 {other.checkpoint_sha256} (expected {self.checkpoint_sha256})")
+        if other.classes != self.classes:
+            found.append(f"{other.classes} expression classes (the checkpoint has {self.classes})")
+        if other.batch_size != self.batch_size:
+            found.append(f"static batch {other.batch_size} (this run uses {self.batch_size})")
+        if other.precision != self.precision:
+            found.append(f"precision {other.precision} (this run uses {self.precision})")
+        if other.landmarks != self.landmarks:
+            found.append("landmarks output" + (" present (not asked for)" if other.landmarks else " missing"))
+        return found
+
+
+def cache_dir(models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where exported files are kept: ``<models_dir>/cache/onnx``."""
+    from emopipe.model.weights import models_dir as resolve
+
+    return resolve(models_dir) / "cache" / "onnx"
+
+
+def state_digest(model: nn.Module) -> str:
+    """``state-dict:<sha256>`` over the model's tensors: its identity when no checkpoint file is known."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return f"state-dict:{digest.hexdigest()}"
+
+
+class _ExportGraph(nn.Module):
+    """EmoNet plus the engine's post-processing, so the graph's outputs are EngineOutput's tensors."""
+
+    def __init__(self, model: EmoNet, landmarks: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.landmarks = landmarks
+
+    def forward(self, crops: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(crops)
+        results = (F.softmax(out.expression.float(), dim=1), out.valence.float(), out.arousal.float())
+        if self.landmarks:
+            results += (landmarks_from_heatmaps(out.heatmap),)
+        return results
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[io.StringIO]:
+    """torch.onnx prints progress to stdout and warns about optional torchvision ops: keep stdout for data."""
+    captured = io.StringIO()
+    noisy = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "onnxscript")]
+    levels = [lg.level for lg in noisy]
+    try:
+        for lg in noisy:
+            lg.setLevel(logging.ERROR)
+        with contextlib.redirect_stdout(captured), warnings.catch_warnings():
+            warnings.simplefilter("ignore", (FutureWarning, DeprecationWarning, UserWarning))
+            yield captured
+    finally:
+        for lg, level in zip(noisy, levels, strict=True):
+            lg.setLevel(level)
+        logger.debug("torch.onnx said: %s", captured.getvalue().strip())
+
+
+def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
+    """Export ``model`` as ``spec`` says, run the ONNX checker, write ``path`` atomically.
+
+    The caller's model is left as it is (a CPU copy in the target precision is traced).
+    """
+    import onnx
+
+    if model.num_classes != spec.classes:
+        raise UsageError(f"the model has {model.num_classes} classes but the export asks for {spec.classes}")
+    graph = _ExportGraph(copy.deepcopy(model).to("cpu", dtype=spec.torch_dtype).eval(), spec.landmarks)
+    example = torch.zeros(spec.input_shape, dtype=spec.torch_dtype)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+    t0 = time.perf_counter()
+    with _quiet_exporter(), torch.no_grad():
+        program = torch.onnx.export(graph, (example,), dynamo=True, input_names=[INPUT_NAME],
+                                    output_names=list(spec.outputs), external_data=False, optimize=True)
+    proto = program.model_proto
+    proto.doc_string = "EmoNet (Toisoul et al. 2021), exported by emopipe"
+    metadata = {**spec.metadata(), f"{_META}exporter": f"torch.onnx dynamo (torch {torch.__version__}), "
+                                                       f"opset {_opset(proto)}"}
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise OnnxModelError(f"the exported graph fails the ONNX checker: {str(exc).splitlines()[0]}") from None
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        onnx.save(proto, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    logger.info("exported %s in %.1f s (ONNX checker passed)", path, time.perf_counter() - t0)
+    return path
+
+
+def _opset(proto) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def ensure_onnx(model: EmoNet, spec: OnnxSpec, directory: Path) -> tuple[Path, bool]:
+    """(path, exported now): the cached file for ``spec`` in ``directory``, exported on first use.
+
+    A cached file is trusted by name here; the engine checks its metadata and graph when it opens it.
+    """
+    path = directory / spec.file_name
+    if path.is_file():
+        return path, False
+    logger.info("exporting EmoNet to ONNX (%s, batch %d, once per checkpoint/shape/precision) …",
+                spec.precision, spec.batch_size)
+    return export_emonet(model, spec, path), True
+
+
+# -- parity with PyTorch -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Parity:
+    """max |ONNX − PyTorch fp32| over one set of crops, and whether it is within tolerance."""
+
+    crops: str
+    count: int
+    probabilities: float
+    valence: float
+    arousal: float
+    tolerance: Tolerance
+    landmarks_px: float | None = None  # mean distance, crop pixels
+
+    def failures(self) -> list[str]:
+        t = self.tolerance
+        out = [f"{name} {value:.2e} > {limit:.0e}" for name, value, limit in (
+            ("probabilities", self.probabilities, t.probabilities),
+            ("valence", self.valence, t.valence_arousal),
+            ("arousal", self.arousal, t.valence_arousal),
+        ) if not value <= limit]  # NaN fails too
+        if self.landmarks_px is not None and not self.landmarks_px <= t.landmarks_px:
+            out.append(f"landmarks {self.landmarks_px:.2f} px > {t.landmarks_px:g} px")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures()
+
+    def describe(self) -> str:
+        t = self.tolerance
+        landmarks = "" if self.landmarks_px is None else \
+            f", landmarks {self.landmarks_px:.2f} px (≤ {t.landmarks_px:g})"
+        verdict = "ok" if self.ok else "EXCEEDED: " + "; ".join(self.failures())
+        return (f"{self.crops} ({self.count}): max |Δ| probabilities {self.probabilities:.2e} "
+                f"(≤ {t.probabilities:.0e}), valence {self.valence:.2e}, arousal {self.arousal:.2e} "
+                f"(≤ {t.valence_arousal:.0e}){landmarks} — {verdict}")
+
+
+@contextlib.contextmanager
+def _exact_fp32() -> Iterator[None]:
+    """No TF32 in the reference: it must be the fp32 function, not a faster approximation of it."""
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+
+
+@torch.inference_mode()
+def reference_outputs(model: EmoNet, crops: torch.Tensor, landmarks: bool, chunk: int = 8) -> EngineOutput:
+    """PyTorch fp32 on the model's own device: the ground truth an export is compared with."""
+    parameter = next(model.parameters())
+    reference = _ExportGraph(model if parameter.dtype == torch.float32 else copy.deepcopy(model).float(), landmarks)
+    parts: list[tuple[torch.Tensor, ...]] = []
+    with _exact_fp32():
+        for start in range(0, crops.shape[0], chunk):
+            x = crops[start:start + chunk].to(parameter.device)
+            x = x.float() / 255 if not x.is_floating_point() else x.float()
+            parts.append(tuple(t.cpu() for t in reference.eval()(x)))
+    joined = [torch.cat(column) for column in zip(*parts, strict=True)]
+    return EngineOutput(probabilities=joined[0], valence=joined[1], arousal=joined[2],
+                        landmarks=joined[3] if landmarks else None)
+
+
+def run_in_batches(infer: Callable[[torch.Tensor], EngineOutput], crops: torch.Tensor, batch: int) -> EngineOutput:
+    """Run a static-shape engine over any number of crops: pad the last batch by repeating crops."""
+    count = int(crops.shape[0])
+    padded = crops
+    if count % batch:
+        extra = batch - count % batch
+        padded = torch.cat([crops, crops[torch.arange(extra) % count]])
+    outs = [infer(padded[i:i + batch]) for i in range(0, padded.shape[0], batch)]
+    landmarks = [o.landmarks for o in outs]
+    return EngineOutput(
+        probabilities=torch.cat([o.probabilities for o in outs])[:count],
+        valence=torch.cat([o.valence for o in outs])[:count],
+        arousal=torch.cat([o.arousal for o in outs])[:count],
+        landmarks=torch.cat(landmarks)[:count] if all(lm is not None for lm in landmarks) else None,  # type: ignore[arg-type]
+    )
+
+
+def compare(found: EngineOutput, reference: EngineOutput, crops: str, tolerance: Tolerance) -> Parity:
+    def gap(a: torch.Tensor, b: torch.Tensor) -> float:
+        return float((a.float() - b.float()).abs().max())
+
+    landmarks = None
+    if found.landmarks is not None and reference.landmarks is not None:
+        landmarks = float((found.landmarks - reference.landmarks).norm(dim=-1).mean())
+    return Parity(crops=crops, count=len(reference), probabilities=gap(found.probabilities, reference.probabilities),
+                  valence=gap(found.valence, reference.valence), arousal=gap(found.arousal, reference.arousal),
+                  tolerance=tolerance, landmarks_px=landmarks)
+
+
+def check_parity(infer: Callable[[torch.Tensor], EngineOutput], model: EmoNet, spec: OnnxSpec,
+                 crop_sets: Mapping[str, torch.Tensor], tolerance: Tolerance | None = None) -> list[Parity]:
+    """Compare a static-batch engine with PyTorch fp32 on each named set of crops."""
+    tolerance = tolerance or TOLERANCES[spec.precision]
+    reports = []
+    for name, crops in crop_sets.items():
+        found = run_in_batches(infer, crops, spec.batch_size)
+        reports.append(compare(found, reference_outputs(model, crops, spec.landmarks), name, tolerance))
+    return reports
+
+
+def random_crops(count: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.rand((count, 3, INPUT_SIZE, INPUT_SIZE), generator=generator)
+
+
+def _to_crop(rgb) -> torch.Tensor:
+    import cv2
+
+    resized = cv2.resize(rgb, (INPUT_SIZE, INPUT_SIZE), interpolation=cv2.INTER_LINEAR)
+    return torch.from_numpy(resized).permute(2, 0, 1).float() / 255
+
+
+def real_face_crops(faces_dir: Path | None = None) -> tuple[list[str], torch.Tensor | None]:
+    """Real faces as EmoNet crops: the astronaut portrait's face box, and each photo in ``faces_dir`` whole.
+
+    The crops follow the EmoNet contract (box cut out, bilinear resize to 256×256, RGB / 255).
+    """
+    names, crops = [], []
+    try:
+        from skimage import data
+
+        x1, y1, x2, y2 = ASTRONAUT_FACE
+        crops.append(_to_crop(data.astronaut()[y1:y2, x1:x2]))
+        names.append("astronaut")
+    except ImportError:
+        logger.warning("scikit-image is not installed: no astronaut face in the parity check")
+    if faces_dir is not None and faces_dir.is_dir():
+        import cv2
+
+        for photo in sorted(faces_dir.glob("*.png")) + sorted(faces_dir.glob("*.jpg")):
+            bgr = cv2.imread(str(photo), cv2.IMREAD_COLOR)
+            if bgr is not None:
+                crops.append(_to_crop(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)))
+                names.append(photo.name)
+    return names, (torch.stack(crops) if crops else None)
+
+
+def verification_crops(random_count: int, faces_dir: Path | None = None) -> dict[str, torch.Tensor]:
+    """The crop sets an export is checked on: seeded random crops, and real faces when available."""
+    sets = {"random crops": random_crops(random_count)} if random_count > 0 else {}
+    names, faces = real_face_crops(faces_dir)
+    if faces is not None:
+        sets[f"real faces [{', '.join(names)}]"] = faces
+    if not sets:
+        raise UsageError("nothing to check the export on: ask for at least one random crop")
+    return sets
+
+
+# -- emopipe export-onnx -------------------------------------------------------------------------
+
+

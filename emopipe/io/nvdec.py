@@ -1,0 +1,241 @@
+"""Decoding on the GPU: NVDEC, the GPU's video decoder, through NVIDIA's PyNvVideoCodec.
+
+OpenCV decodes on the CPU and converts every frame to BGR there (most of its ~0.6 ms for a 720p
+frame), and the pipeline then uploads the frame. NVDEC writes each decoded frame into GPU memory
+and converts it to RGB there, in a decoding thread of its own outside Python; the reader thread
+only hands the frames on, and nothing is uploaded.
+
+:class:`NvdecVideoSource` is a :class:`~emopipe.source.VideoSource` with another decoder: frame
+indexes, start and end times, timestamps (the frames' own presentation times, here PTS × the
+stream's time base, counted from the first frame as OpenCV counts them) and the reports of
+truncated or damaged files are VideoSource's. Its frames are :class:`DeviceFrame`\\ s, whose pixels
+stay on the GPU; ``bgr`` copies them to the host for the few consumers that draw on the CPU
+(the annotated video). NVDEC's YUV→RGB conversion differs from FFmpeg's by about 1.5 levels of 255
+on average, so results differ from OpenCV-decoded runs by that much input noise.
+
+Optional: ``pip install 'emopipe[nvdec]'`` (PyNvVideoCodec) and an NVIDIA driver with its video
+decoding library (``libnvcuvid``; in a container, ``video`` among ``NVIDIA_DRIVER_CAPABILITIES``).
+``--decoder auto`` (the default) uses it for video files on a CUDA device where it is installed and
+the codec is one NVDEC decodes, and OpenCV otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import torch
+
+from emopipe.errors import InputUnreadableError, UsageError
+from emopipe.io.sources import Source, _quiet_ffmpeg_logs, open_source, source_kind
+from emopipe.io.video import VideoSource
+from emopipe.types import DeviceFrame
+
+logger = logging.getLogger(__name__)
+
+DECODERS = ("auto", "opencv", "nvdec")
+_DECODE_AHEAD = 16  # frames NVDEC's thread decodes ahead of the reader
+
+
+def _pynvvideocodec() -> Any:
+    # Its native logger prints warnings on *stdout* ("[WARN ] Input codec is MPEG-4 ..."), where rows may
+    # be going (-o -); read once, when the library loads. Its errors reach us as exceptions anyway.
+    os.environ.setdefault("LOGGER_LEVEL", "FATAL")
+    import PyNvVideoCodec
+
+    return PyNvVideoCodec
+
+
+def nvdec_unavailable(device: torch.device) -> str | None:
+    """Why NVDEC cannot decode for a run on ``device``; None when it can."""
+    if device.type != "cuda":
+        return f"NVDEC decodes on an NVIDIA GPU, and this run's device is {device}"
+    try:
+        _pynvvideocodec()
+    except ImportError:
+        return "PyNvVideoCodec is not installed (pip install 'emopipe[nvdec]')"
+    except Exception as exc:  # a broken install raises anything from its native module
+        return f"PyNvVideoCodec does not load: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libnvcuvid.so.1")
+        except OSError:
+            return ("the NVIDIA driver's video decoding library (libnvcuvid.so.1) is missing; in a container, "
+                    "add 'video' to NVIDIA_DRIVER_CAPABILITIES")
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """PyNvVideoCodec's exceptions carry a multi-line report; the FFmpeg or NVDEC message is what helps."""
+    text = str(exc)
+    if 'returned error "' in text:
+        return text.split('returned error "', 1)[1].split('"', 1)[0].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    kind = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Error Type :")), None)
+    return kind or (lines[0] if lines else type(exc).__name__)
+
+
+def _clockwise_quarter_turns(path: Path) -> int:
+    """The rotation the container asks for (phones record it as metadata), which OpenCV applies and NVDEC does not."""
+    _quiet_ffmpeg_logs()
+    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    try:
+        degrees = capture.get(cv2.CAP_PROP_ORIENTATION_META) if capture.isOpened() else 0.0
+    finally:
+        capture.release()
+    return round(degrees / 90) % 4 if math.isfinite(degrees) else 0
+
+
+def _upright(frames: torch.Tensor, quarter_turns: int) -> torch.Tensor:
+    """N×H×W×3 frames turned clockwise as OpenCV turns them (a copy only when they turn)."""
+    return torch.rot90(frames, -quarter_turns, dims=(1, 2)).contiguous() if quarter_turns else frames
+
+
+class _NvdecReader:
+    """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
+
+    def __init__(self, path: Path, gpu: int) -> None:
+        nvc = _pynvvideocodec()
+        try:
+            demuxer = nvc.CreateDemuxer(str(path))  # the container's time base, which the decoder does not give
+            self.seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
+            del demuxer
+            # The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by
+            # throwing in its own thread, which aborts the process; a simple decoder throws here instead.
+            # So the first frame is decoded by one first, and streams it cannot decode stay with OpenCV.
+            probe = nvc.SimpleDecoder(str(path), gpu_id=gpu, use_device_memory=True,
+                                      output_color_type=nvc.OutputColorType.RGB)
+            if not probe.get_batch_frames(1):
+                raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
+            del probe
+            self.decoder = nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=gpu,
+                                               use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
+            metadata = self.decoder.get_stream_metadata()
+        except InputUnreadableError:
+            raise
+        except Exception as exc:
+            raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
+        self.fps = float(metadata.average_fps or 0.0)
+        self.frame_count = float(metadata.num_frames or 0)
+        self.quarter_turns = _clockwise_quarter_turns(path)
+        # The frames are copied out on a stream of their own: on the pipeline's stream the copies
+        # would queue behind detection and EmoNet, and those behind the copies.
+        self._stream = torch.cuda.Stream(torch.device("cuda", gpu)) if torch.cuda.is_available() else None
+        self._bgr: list[torch.Tensor] = []  # the last batch of decoded frames, each H×W×3 BGR
+        self._pts: list[int] = []
+        self._next = 0
+        self._first_pts: int | None = None
+
+    def decode(self) -> float | None:
+        """The next frame's time in ms from the first frame; None at the end or on a decoding error."""
+        if self._next >= len(self._pts):
+            try:
+                decoded = self.decoder.get_batch_frames(_DECODE_AHEAD)
+            except Exception as exc:
+                logger.debug("NVDEC: %s", _reason(exc))
+                return None
+            if not decoded:
+                return None
+            self._pts = [int(frame.getPTS()) for frame in decoded]
+            self._bgr = self._copy_out(decoded)
+            self._next = 0
+        pts = self._pts[self._next]
+        self._next += 1
+        if self._first_pts is None:
+            self._first_pts = pts
+        return (pts - self._first_pts) * self.seconds_per_tick * 1000.0
+
+    def _copy_out(self, decoded: list[Any]) -> list[torch.Tensor]:
+        """The batch in BGR tensors of ours (the decoder reuses its buffers), ready on every stream."""
+        with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
+            rgb = [torch.from_dlpack(frame) for frame in decoded]
+            if all(t.shape == rgb[0].shape for t in rgb):
+                bgr = list(_upright(torch.stack(rgb).flip(-1), self.quarter_turns).unbind(0))  # one copy
+            else:  # the stream changed resolution within the batch
+                bgr = [_upright(t[None].flip(-1), self.quarter_turns)[0] for t in rgb]
+            if self._stream is not None:
+                self._stream.synchronize()  # a few kernels a batch; the reader thread waits without the GIL
+        return bgr
+
+    def pixels(self) -> torch.Tensor:
+        return self._bgr[self._next - 1]
+
+    def release(self) -> None:
+        self._bgr, self._pts = [], []
+        try:
+            self.decoder.end()
+        except Exception as exc:  # ending a decoder that failed mid-stream: nothing left to save
+            logger.debug("NVDEC end: %s", _reason(exc))
+
+
+class NvdecVideoSource(VideoSource):
+    """A video file decoded by NVDEC into GPU memory; frames are :class:`DeviceFrame`\\ s.
+
+    ``start_s`` decodes from the beginning up to the start (NVDEC decodes 720p at over 1 000 frames/s
+    on an H100, so an hour in costs about a minute).
+    """
+
+    decoder = "nvdec"  # reported in the run summary
+    seeks = False  # decode from the start: VideoSource's fallback, exact for any frame rate
+
+    def __init__(self, path: str | os.PathLike[str], *, device: torch.device | str = "cuda",
+                 start_s: float | None = None, end_s: float | None = None, max_frames: int | None = None) -> None:
+        device = torch.device(device)
+        self._gpu = device.index if device.index is not None else 0
+        super().__init__(path, start_s=start_s, end_s=end_s, max_frames=max_frames)
+
+    def _open_reader(self) -> _NvdecReader:
+        return _NvdecReader(self.path, self._gpu)
+
+    def _rate_and_count(self) -> tuple[float, float]:
+        return self._cap.fps, self._cap.frame_count
+
+    def _decode(self) -> float | None:
+        return self._cap.decode()
+
+    def _pixels(self) -> torch.Tensor:
+        return self._cap.pixels()
+
+    def _new_frame(self, index: int, timestamp: float, pixels: Any) -> DeviceFrame:
+        return DeviceFrame(index=index, timestamp_s=timestamp, pixels=pixels, read_time=time.perf_counter())
+
+
+def open_input(uri: str | os.PathLike[str], *, decoder: str = "auto", device: torch.device | str = "cpu",
+               start_s: float | None = None, end_s: float | None = None, max_frames: int | None = None) -> Source:
+    """:func:`~emopipe.source.open_source`, with video files decoded by NVDEC where ``decoder`` asks for it.
+
+    ``auto``: NVDEC for a video file on a CUDA device when it is available and opens the file, else OpenCV;
+    ``nvdec``: NVDEC or a one-line error; ``opencv``: OpenCV.
+    """
+    if decoder not in DECODERS:
+        raise UsageError(f"--decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
+    on_cpu = functools.partial(open_source, uri, start_s=start_s, end_s=end_s, max_frames=max_frames)
+    if decoder == "opencv":
+        return on_cpu()
+    if source_kind(uri) != "video":
+        if decoder == "nvdec":
+            raise UsageError("--decoder nvdec decodes video files; give a video file or leave --decoder at auto")
+        return on_cpu()
+    device = torch.device(device)
+    why_not = nvdec_unavailable(device)
+    if why_not is not None:
+        if decoder == "nvdec":
+            raise UsageError(f"--decoder nvdec: {why_not}")
+        logger.debug("decoding on the CPU: %s", why_not)
+        return on_cpu()
+    try:
+        return NvdecVideoSource(uri, device=device, start_s=start_s, end_s=end_s, max_frames=max_frames)
+    except InputUnreadableError as exc:
+        if decoder == "nvdec":
+            raise
+        logger.info("%s; decoding on the CPU instead", exc)  # a codec NVDEC lacks, or a damaged file
+        return on_cpu()

@@ -1,0 +1,308 @@
+"""Per-face, per-frame results and the CSV / JSON Lines writers that stream them to disk.
+
+One :class:`FaceRecord` per detected face per frame. Writers are context managers that are opened
+before any work starts (so an unwritable path fails fast, with exit code 5), write every batch of
+rows as soon as it arrives and hand it to the operating system at once (a crash loses nothing that
+was written), and never leave half a row behind: a batch is formatted completely before the first
+byte goes out, and a write that fails part-way is cut back to the last complete row.
+
+Columns (CSV; JSON Lines objects carry the same fields): ``source, frame, timestamp_s, track_id,
+x1, y1, x2, y2, score, label, p_<label>…, valence, arousal``; with ``--detect-every``, ``detected``
+after ``score`` (1: the detector's box; 0: a box interpolated or carried from key frames, whose score
+is interpolated too); when asked for, ``lm0_x, lm0_y … lm67_y``. In JSON Lines the probabilities are
+one object ``{label: p}`` and the landmarks a list of ``[x, y]`` pairs. Pixel values are rounded to
+0.01 px, everything else to 6 decimals (timestamps to the microsecond).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import io
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from emopipe.errors import OutputError, UsageError
+from emopipe.types import INPUT_SIZE, NUM_LANDMARKS, FaceRecord
+
+STDOUT = "-"
+FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+PIXEL_DECIMALS = 2  # box corners and landmarks: sub-pixel detail beyond 0.01 px is noise
+VALUE_DECIMALS = 6  # scores, probabilities, valence, arousal; timestamps (µs)
+
+
+def landmarks_to_frame(landmarks: np.ndarray, boxes: np.ndarray, crop_size: int = INPUT_SIZE) -> np.ndarray:
+    """Landmarks from crop pixels to frame pixels, for the boxes the crops were cut from.
+
+    The crop is the box resized to ``crop_size``² without keeping its aspect ratio (the EmoNet input
+    contract), so each axis scales on its own: ``x = x1 + x_crop * (x2 - x1) / crop_size``.
+    ``landmarks`` is …×68×2 and ``boxes`` the matching …×4 (one face or k faces).
+    """
+    landmarks = np.asarray(landmarks, dtype=np.float64)
+    boxes = np.asarray(boxes, dtype=np.float64)
+    if landmarks.shape[-1] != 2 or boxes.shape[-1] != 4 or landmarks.shape[:-2] != boxes.shape[:-1]:
+        raise ValueError(f"expected landmarks …×L×2 and boxes …×4 for the same faces, got {landmarks.shape} and "
+                         f"{boxes.shape}")
+    origin = boxes[..., None, 0:2]
+    scale = (boxes[..., None, 2:4] - boxes[..., None, 0:2]) / crop_size
+    return origin + landmarks * scale
+
+
+def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False) -> list[str]:
+    """CSV header for a model with these class ``labels``."""
+    columns = ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score"]
+    columns += ["detected"] if detected else []
+    columns += ["label"]
+    columns += [f"p_{label}" for label in labels]
+    columns += ["valence", "arousal"]
+    if landmarks:
+        columns += [f"lm{i}_{axis}" for i in range(NUM_LANDMARKS) for axis in ("x", "y")]
+    return columns
+
+
+# -- where the bytes go ----------------------------------------------------------------------
+
+
+MAX_NAME_BYTES = 255  # a file name's limit on every common file system
+
+
+def ensure_writable(path: Path, what: str = "output") -> None:
+    """Raise :class:`OutputError` now if ``path`` cannot be created, rather than after the work.
+
+    The folder is probed by creating (and removing) a temporary file in it, so read-only file systems,
+    pseudo file systems (``/proc``) and permissions are all found, each with its own reason.
+    """
+    if path.is_dir():
+        raise OutputError(f"cannot write {what} {path}: it is a directory; give a file name")
+    if len(path.name.encode()) > MAX_NAME_BYTES:
+        raise OutputError(f"cannot write {what} {path}: the file name is longer than {MAX_NAME_BYTES} bytes")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        raise OutputError(f"cannot write {what} {path}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {what} {path}: {parent} is not a directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {what} {path}: permission denied")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".emopipe-probe-"):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} {path}: {describe_os_error(exc)}") from None
+
+
+def describe_os_error(exc: OSError) -> str:
+    """The reason as a user would put it (a read-only file system is not a permission problem)."""
+    reasons = {errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on the device",
+               errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+               errno.ENAMETOOLONG: "the name is too long", errno.ENOENT: "the folder does not exist"}
+    return reasons.get(exc.errno or 0, exc.strerror or str(exc))
+
+
+class _FileSink:
+    """Unbuffered file: every write reaches the OS at once; a failed write is cut back to the last one."""
+
+    def __init__(self, path: Path) -> None:
+        ensure_writable(path)
+        try:
+            self._file = open(path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
+        except OSError as error:
+            raise OutputError(f"cannot write output {path}: {error.strerror or error}") from error
+        self.path = path
+        self._committed = 0  # bytes that form complete rows
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                written = self._file.write(view)
+                view = view[written or 0:]
+        except BaseException as error:  # includes KeyboardInterrupt: leave no partial row behind
+            with contextlib.suppress(OSError):  # best effort: devices and pipes cannot be truncated
+                self._file.truncate(self._committed)
+                self._file.seek(self._committed)
+            if isinstance(error, OSError):
+                raise OutputError(f"cannot write output {self.path}: {error.strerror or error}") from error
+            raise
+        self._committed += len(data)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _StreamSink:
+    """Standard output (``-``): written and flushed per batch, never closed."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self.path = STDOUT
+
+    def write(self, data: bytes) -> None:
+        try:
+            buffer = getattr(self._stream, "buffer", None)
+            if buffer is not None:
+                self._stream.flush()
+                buffer.write(data)
+                buffer.flush()
+            else:
+                self._stream.write(data.decode("utf-8"))
+                self._stream.flush()
+        except OSError as error:  # e.g. a closed pipe
+            raise OutputError(f"cannot write results to standard output: {error.strerror or error}") from error
+
+    def close(self) -> None:
+        pass
+
+
+# -- writers ---------------------------------------------------------------------------------
+
+
+class RecordWriter:
+    """Streams :class:`FaceRecord` rows to one output; use as a context manager."""
+
+    format = ""
+
+    def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False,
+                 detected: bool = False) -> None:
+        labels = tuple(labels)
+        if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
+            raise ValueError(f"labels must be 2 or more distinct class names, got {labels}")
+        self.labels = labels
+        self.landmarks = landmarks
+        self.detected = detected  # write the `detected` column
+        self.rows_written = 0
+        self._sink = _StreamSink(sys.stdout) if str(path) == STDOUT else _FileSink(Path(path))
+        self.path = self._sink.path
+        self._closed = False
+        try:
+            self._sink.write(self._header())
+        except BaseException:
+            self._sink.close()
+            raise
+
+    def _header(self) -> bytes:
+        return b""
+
+    def _rows(self, records: Sequence[FaceRecord]) -> bytes:
+        raise NotImplementedError
+
+    def write(self, records: Sequence[FaceRecord]) -> None:
+        """Write one batch of rows and hand it to the OS before returning."""
+        if self._closed:
+            raise ValueError(f"writer for {self.path} is closed")
+        if not records:
+            return
+        for record in records:
+            if record.probabilities.shape[0] != len(self.labels) or record.label not in self.labels:
+                raise ValueError(f"record has {record.probabilities.shape[0]} probabilities and label "
+                                 f"{record.label!r}; this writer expects {len(self.labels)}: {', '.join(self.labels)}")
+        self._sink.write(self._rows(records))
+        self.rows_written += len(records)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._sink.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _columns_of(records: Sequence[FaceRecord], landmarks: bool) -> dict[str, Any]:
+    """The batch's numbers, rounded once for all its rows (vectorised: rounding per value is slow)."""
+    columns: dict[str, Any] = {
+        "timestamp": np.round([r.timestamp_s for r in records], VALUE_DECIMALS).tolist(),
+        "box": np.round([r.box for r in records], PIXEL_DECIMALS).tolist(),
+        "score": np.round([r.score for r in records], VALUE_DECIMALS).tolist(),
+        "probabilities": np.round([r.probabilities for r in records], VALUE_DECIMALS).tolist(),
+        "valence": np.round([r.valence for r in records], VALUE_DECIMALS).tolist(),
+        "arousal": np.round([r.arousal for r in records], VALUE_DECIMALS).tolist(),
+    }
+    if landmarks:
+        columns["landmarks"] = [None if r.landmarks is None else np.round(r.landmarks, PIXEL_DECIMALS).tolist()
+                                for r in records]
+    return columns
+
+
+class CsvRecordWriter(RecordWriter):
+    format = "csv"
+
+    def _header(self) -> bytes:
+        return self._encode([record_columns(self.labels, self.landmarks, self.detected)])
+
+    @staticmethod
+    def _encode(rows: list[list[Any]]) -> bytes:
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(rows)
+        return text.getvalue().encode("utf-8")
+
+    def _rows(self, records: Sequence[FaceRecord]) -> bytes:
+        c = _columns_of(records, self.landmarks)
+        rows = []
+        for i, r in enumerate(records):
+            row = [r.source, r.frame, c["timestamp"][i], r.track_id, *c["box"][i], c["score"][i],
+                   *([int(r.detected)] if self.detected else []), r.label,
+                   *c["probabilities"][i], c["valence"][i], c["arousal"][i]]
+            if self.landmarks:
+                points = c["landmarks"][i]
+                row += [v for point in points for v in point] if points is not None else [""] * (2 * NUM_LANDMARKS)
+            rows.append(row)
+        return self._encode(rows)
+
+
+class JsonlRecordWriter(RecordWriter):
+    format = "jsonl"
+
+    def _rows(self, records: Sequence[FaceRecord]) -> bytes:
+        c = _columns_of(records, self.landmarks)
+        lines = []
+        for i, r in enumerate(records):
+            x1, y1, x2, y2 = c["box"][i]
+            row: dict[str, Any] = {
+                "source": r.source, "frame": r.frame, "timestamp_s": c["timestamp"][i], "track_id": r.track_id,
+                "x1": x1, "y1": y1, "x2": x2, "y2": y2, "score": c["score"][i],
+                **({"detected": r.detected} if self.detected else {}), "label": r.label,
+                "probabilities": dict(zip(self.labels, c["probabilities"][i], strict=True)),
+                "valence": c["valence"][i], "arousal": c["arousal"][i],
+            }
+            if self.landmarks:
+                row["landmarks"] = c["landmarks"][i]
+            lines.append(json.dumps(row, ensure_ascii=False))
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+WRITERS: dict[str, type[RecordWriter]] = {"csv": CsvRecordWriter, "jsonl": JsonlRecordWriter}
+
+
+def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """``csv`` or ``jsonl``: ``fmt`` if given, else from the extension (``-`` and no extension: csv)."""
+    if fmt is not None:
+        if fmt not in WRITERS:
+            raise UsageError(f"unknown output format {fmt!r}; choose from {', '.join(WRITERS)}")
+        return fmt
+    suffix = Path(str(path)).suffix.lower() if str(path) != STDOUT else ""
+    if not suffix:
+        return "csv"
+    if suffix not in FORMATS:
+        raise UsageError(f"cannot tell the output format from {str(path)!r}; use a name ending in "
+                         f"{', '.join(FORMATS)} or give the format explicitly")
+    return FORMATS[suffix]
+
+
+def open_writer(path: str | os.PathLike[str], *, fmt: str | None = None, labels: Sequence[str],
+                landmarks: bool = False, detected: bool = False) -> RecordWriter:
+    """Open (create or truncate) ``path`` for records now; ``-`` writes to standard output.
+
+    Raises :class:`OutputError` at once when the path cannot be written, so no work is wasted.
+    """
+    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected)

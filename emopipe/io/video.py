@@ -1,0 +1,351 @@
+"""Video files decoded frame by frame on the CPU with OpenCV's FFmpeg backend (see emopipe.io.sources for
+how damaged files are read and reported; emopipe.io.nvdec decodes on the GPU instead)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from emopipe.errors import InputUnreadableError, UsageError
+from emopipe.io.sources import (
+    Source,
+    _as_bgr,
+    _check_arguments,
+    _check_file,
+    _quiet_ffmpeg_logs,
+    _SourceBase,
+    format_time,
+)
+from emopipe.types import Frame, HostFrame, SourceInfo
+
+logger = logging.getLogger(__name__)
+
+
+_MAX_FPS = 1000.0  # above this a container's rate is a time base, not a frame rate
+
+
+_READ_RETRIES = 8  # consecutive failed reads before the declared end that end the stream
+
+
+_ESTIMATED_COUNT_SLACK_S = 1.0  # tolerated shortfall where the frame count is estimated from the duration
+
+
+def _container(path: Path) -> str:
+    """The container family from the file's first bytes: "mp4", "avi", "matroska" or "other"."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if head[4:8] in (b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip"):
+        return "mp4"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return "avi"
+    if head[:4] == b"\x1a\x45\xdf\xa3":
+        return "matroska"
+    return "other"
+
+
+def _open_capture(path: Path) -> cv2.VideoCapture:
+    _quiet_ffmpeg_logs()
+    quiet_opencv = "OPENCV_LOG_LEVEL" not in os.environ
+    if quiet_opencv:  # OpenCV warns "can't be used to capture by name" on failure; we raise our own error
+        previous = cv2.utils.logging.getLogLevel()
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+    try:
+        cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    finally:
+        if quiet_opencv:
+            cv2.utils.logging.setLogLevel(previous)
+    if cap.isOpened():
+        return cap
+    cap.release()
+    if _container(path) == "mp4":
+        raise InputUnreadableError(
+            f"cannot read {path}: it looks like an MP4/MOV file but its index (the 'moov' atom) is missing — "
+            "the file is probably truncated (an incomplete download or an interrupted recording)"
+        )
+    raise InputUnreadableError(f"cannot read {path}: not a video or image file OpenCV/FFmpeg can decode")
+
+
+class VideoSource(_SourceBase):
+    """A video file decoded frame by frame.
+
+    ``start_s`` seeks (by timestamp, then verified: the frame landed on must not be past the start
+    and the frames there must be spaced as the declared frame rate says; otherwise the video is
+    decoded from its beginning up to the start). Indexes are positions in the whole video either
+    way. ``end_s`` is exclusive. The first frame is decoded when the source opens, so an
+    undecodable file fails here rather than in the middle of a pipeline.
+    Iterate in one thread; :meth:`close` may be called from another.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, start_s: float | None = None, end_s: float | None = None,
+                 max_frames: int | None = None) -> None:
+        super().__init__()
+        _check_arguments(start_s, end_s, max_frames)
+        self.path = Path(path)
+        _check_file(self.path)
+        self.start_s, self.end_s, self.max_frames = start_s, end_s, max_frames
+        self._lock = threading.Lock()
+        self._cap: Any = self._open_reader()
+        fps, count = self._rate_and_count()
+        self._fps = fps if math.isfinite(fps) and 0 < fps <= _MAX_FPS else None
+        self._declared = round(count) if math.isfinite(count) and count > 0 else None
+        self._container = _container(self.path)
+        self._pending: deque[Frame] = deque()
+        self._next_index = 0  # position of the next frame to decode
+        self._last_timestamp: float | None = None
+        self._decoded_any = False
+        self._gap_frames = 0  # frames the timestamps say are missing
+        self._gaps = 0  # places where the timestamps jump
+        self._first_gap: float | None = None
+        self._start_index = 0
+        try:
+            self._position(start_s)
+        except BaseException:
+            self.close()
+            raise
+        first = self._pending[0]
+        self._start_index = first.index
+        self.info = SourceInfo(uri=str(path), kind="video", fps=self._fps, frame_count=self._declared,
+                               width=first.width, height=first.height)
+
+    # -- the decoder: OpenCV here; emopipe.nvdec overrides these to decode on the GPU ----------------
+
+    seeks = True  # False: a start time is reached by decoding from the beginning
+
+    def _open_reader(self) -> Any:
+        return _open_capture(self.path)
+
+    def _rate_and_count(self) -> tuple[float, float]:
+        """The container's frame rate and frame count (NaN or 0 where it gives none)."""
+        return self._cap.get(cv2.CAP_PROP_FPS), self._cap.get(cv2.CAP_PROP_FRAME_COUNT)
+
+    def _decode(self) -> float | None:
+        """Decode the next frame without converting it; its timestamp in ms (NaN if none), None on failure.
+        Called with the lock held and a reader open."""
+        if not self._cap.grab():
+            return None
+        return self._cap.get(cv2.CAP_PROP_POS_MSEC)
+
+    def _pixels(self) -> np.ndarray | None:
+        """The frame last decoded, as pixels (lock held, reader open)."""
+        ok, image = self._cap.retrieve()
+        return _as_bgr(image) if ok and image is not None else None
+
+    def _new_frame(self, index: int, timestamp: float, pixels: Any) -> Frame:
+        return HostFrame(index=index, timestamp_s=timestamp, bgr=pixels, read_time=time.perf_counter())
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _timestamp(self, msec: float, index: int) -> float:
+        t = msec / 1000.0 if math.isfinite(msec) and msec >= 0 else None
+        previous = self._last_timestamp
+        if t is None or (previous is not None and t <= previous):
+            # the container gave no usable time (OpenCV reports 0 then): derive it from the frame rate
+            step = 1.0 / self._fps if self._fps else 1.0
+            t = index * step
+            if previous is not None and t <= previous:
+                t = previous + step
+        elif self._fps and previous is not None and t - previous > 1.5 / self._fps:
+            # a jump in the container's clock: frames lost to damage, or a variable frame rate
+            self._gap_frames += round((t - previous) * self._fps) - 1
+            self._gaps += 1
+            if self._first_gap is None:
+                self._first_gap = previous
+        self._last_timestamp = t
+        return t
+
+    def _grab_next(self) -> tuple[int, float] | None:
+        """Decode the next frame (no colour conversion yet): its (index, timestamp), or None at the end.
+
+        Before the declared end a failed read is retried: FFmpeg often resumes after a damaged stretch.
+        """
+        failures = 0
+        while True:
+            with self._lock:
+                msec = self._decode() if self._cap is not None else None
+            if msec is not None:
+                index = self._next_index
+                self._next_index += 1
+                self._decoded_any = True
+                return index, self._timestamp(msec, index)
+            failures += 1
+            more_declared = self._declared is not None and self._next_index < self._declared
+            if not more_declared or failures >= _READ_RETRIES or self._cap is None:
+                return None
+
+    def _retrieve(self, index: int, timestamp: float) -> Frame | None:
+        with self._lock:
+            pixels = self._pixels() if self._cap is not None else None
+        return None if pixels is None else self._new_frame(index, timestamp, pixels)
+
+    def _read(self) -> Frame | None:
+        """The next decodable frame, or None at the end."""
+        while (grabbed := self._grab_next()) is not None:
+            frame = self._retrieve(*grabbed)
+            if frame is not None:
+                return frame
+        return None
+
+    # -- positioning -----------------------------------------------------------------------------
+
+    def _position(self, start_s: float | None) -> None:
+        """Leave the first frame to yield (at or after ``start_s``) in ``_pending``."""
+        if not start_s:
+            frame = self._read()
+            if frame is None:
+                raise InputUnreadableError(f"cannot read {self.path}: the video has no decodable frame")
+            self._pending.append(frame)
+            return
+        duration = self._declared / self._fps if self._declared and self._fps else None
+        if duration is not None and start_s >= duration:
+            raise UsageError(f"start time {start_s:g} s is at or after the end of {self.path.name} "
+                             f"({format_time(duration)})")
+        seekable = self._fps is not None and self.seeks
+        if not (seekable and self._seek(start_s)):
+            if seekable:
+                self._reopen()  # the seek that did not check out moved the reader: decode from the start
+            self._skip_to(start_s)
+        if not self._pending:
+            if not self._decoded_any:
+                raise InputUnreadableError(f"cannot read {self.path}: the video has no decodable frame")
+            raise UsageError(f"start time {start_s:g} s is after the last frame of {self.path.name} "
+                             f"({format_time(self._last_timestamp or 0.0)})")
+
+    def _seek(self, start_s: float) -> bool:
+        """Seek by timestamp; True (frames queued) when the landing point checks out."""
+        assert self._fps is not None
+        interval = 1.0 / self._fps
+        with self._lock:
+            assert self._cap is not None
+            self._cap.set(cv2.CAP_PROP_POS_MSEC, start_s * 1000.0)
+            position = self._cap.get(cv2.CAP_PROP_POS_FRAMES)
+        if not math.isfinite(position) or position < 0 or position > 1e12:
+            return False
+        first_index = round(position)
+        # the timestamps of the frames landed on must not be past the start, and spaced by the
+        # declared frame rate: that is what makes their frame numbers (derived by OpenCV from
+        # timestamp × rate) true indexes; variable-frame-rate files fail it and are decoded instead
+        a = self._read_at(first_index)
+        b = self._read_at(first_index + 1) if a is not None else None
+        if a is None or b is None:
+            return False
+        if a.timestamp_s > start_s + interval / 2 or abs((b.timestamp_s - a.timestamp_s) - interval) > interval / 4:
+            logger.debug("seek to %.3f s landed at %.3f s / %.3f s: decoding from the start instead",
+                         start_s, a.timestamp_s, b.timestamp_s)
+            return False
+        self._pending.extend((a, b))
+        self._drop_before(start_s)
+        return True
+
+    def _read_at(self, index: int) -> Frame | None:
+        self._next_index = index
+        return self._read()
+
+    def _drop_before(self, start_s: float) -> None:
+        eps = 1e-6
+        while True:
+            while self._pending and self._pending[0].timestamp_s < start_s - eps:
+                self._pending.popleft()
+            if self._pending:
+                return
+            frame = self._read()
+            if frame is None:
+                return
+            self._pending.append(frame)
+
+    def _reopen(self) -> None:
+        with self._lock:
+            if self._cap is not None:
+                self._cap.release()
+            self._cap = self._open_reader()
+        self._next_index = 0
+        self._last_timestamp = None
+        self._pending.clear()
+
+    def _skip_to(self, start_s: float) -> None:
+        """Decode from the start, converting no colours, up to the first frame at or after ``start_s``."""
+        while (grabbed := self._grab_next()) is not None:
+            index, timestamp = grabbed
+            if timestamp >= start_s - 1e-6:
+                frame = self._retrieve(index, timestamp)
+                if frame is not None:
+                    self._pending.append(frame)
+                    return
+
+    # -- iteration -------------------------------------------------------------------------------
+
+    @property
+    def expected_frames(self) -> int | None:
+        """How many frames iteration should yield, when the container says enough to tell."""
+        if self._declared is None:
+            return self.max_frames
+        stop = self._declared
+        if self.end_s is not None and self._fps:
+            stop = min(stop, math.ceil(self.end_s * self._fps - 1e-9))
+        n = max(0, stop - self._start_index)
+        return min(n, self.max_frames) if self.max_frames is not None else n
+
+    def _frames(self) -> Iterator[Frame]:
+        yielded = 0
+        while self.max_frames is None or yielded < self.max_frames:
+            frame = self._pending.popleft() if self._pending else self._read()
+            if frame is None:
+                self._check_complete()
+                return
+            if self.end_s is not None and frame.timestamp_s >= self.end_s:
+                return
+            yielded += 1
+            yield frame
+
+    def _check_complete(self) -> None:
+        """After the last decodable frame: did the video end where its container said it would?"""
+        if self._declared is None or self._cap is None:
+            return
+        missing = self._declared - self._next_index
+        slack = 0
+        if self._container not in ("mp4", "avi") and self._fps:
+            slack = round(_ESTIMATED_COUNT_SLACK_S * self._fps)  # the count is an estimate from the duration
+        if missing <= 0 or (missing <= slack and self._gap_frames == 0):
+            return
+        about = "" if slack == 0 else "about "
+        last = self._last_timestamp or 0.0
+        interval = 1.0 / self._fps if self._fps else 0.0
+        expected_end = (self._declared - 1) * interval
+        reached_the_end = bool(self._fps) and last >= expected_end - 1.5 * interval
+        if reached_the_end and slack and self._gaps > max(3, self._next_index // 10):
+            # Jumps all over a file whose count is only an estimate (duration × nominal rate): a variable
+            # frame rate (screen recorders' MKV), not damage, which leaves a few jumps where it hit.
+            logger.debug("%s: variable frame rate (%d timestamp jumps); decoded to the end", self.path.name,
+                         self._gaps)
+            return
+        if reached_the_end:
+            where = f" around {format_time(self._first_gap)}" if self._first_gap is not None else ""
+            self.ended_early = (f"{missing} of {about}{self._declared} frames could not be decoded (corrupt data"
+                                f"{where}); decoding went on to the end ({format_time(last)}), and frame indexes "
+                                "after the damage count only the frames decoded")
+        else:
+            self.ended_early = (f"decoding stopped at frame {self._next_index} of {about}{self._declared} "
+                                f"({format_time(last + interval)}): the file is truncated or corrupt")
+        logger.debug("%s: %s", self.path.name, self.ended_early)
+
+    def close(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            if self._cap is not None:
+                self._cap.release()
+                self._cap = None
+
+
+def open_video(uri: str, *, start_s: float | None, end_s: float | None, max_frames: int | None) -> Source:
+    return VideoSource(uri, start_s=start_s, end_s=end_s, max_frames=max_frames)

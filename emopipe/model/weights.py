@@ -1,0 +1,251 @@
+"""Model weights: a manifest of published files, one models directory, verified downloads.
+
+Files are kept under their upstream names in one directory, so an offline machine can be seeded by
+copying them in. The directory is, in order: the ``--models-dir`` flag, ``$EMOPIPE_HOME``, the
+checkout's ``models/`` when running from a source checkout, else ``$XDG_CACHE_HOME/emopipe``
+(``~/.cache/emopipe``). Every file is checked against its sha256 before first use; a verified
+file records its size, mtime and hash in a small sidecar so later starts need not hash it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import logging
+import os
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from emopipe.errors import WeightsError
+
+logger = logging.getLogger(__name__)
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # emopipe/
+_CHECKOUT_MODELS = _PACKAGE.parent / "models"
+_PACKAGED_MANIFEST = _PACKAGE / "manifest.json"  # placed there in wheels
+_CHUNK = 1 << 20
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """One published file: where it comes from and how to recognise it."""
+
+    name: str
+    file: str
+    url: str
+    licence: str
+    description: str = ""
+    sha256: str | None = None
+    sha256_prefix: str | None = None  # when upstream publishes only a prefix (torch.hub file names)
+    size: int | None = None
+    classes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.sha256 or self.sha256_prefix):
+            raise ValueError(f"manifest entry {self.name!r} needs sha256 or sha256_prefix")
+
+    @property
+    def expected_hash(self) -> str:
+        return self.sha256 or f"{self.sha256_prefix}…"
+
+    def hash_matches(self, digest: str) -> bool:
+        return digest == self.sha256 if self.sha256 else digest.startswith(self.sha256_prefix or "\0")
+
+
+def manifest_path() -> Path:
+    """``$EMOPIPE_MANIFEST`` (a mirror's own manifest), else the checkout's, else the packaged copy."""
+    if env := os.environ.get("EMOPIPE_MANIFEST"):
+        return Path(env)
+    checkout = _CHECKOUT_MODELS / "manifest.json"
+    return checkout if checkout.is_file() else _PACKAGED_MANIFEST
+
+
+def load_manifest(path: Path | None = None) -> dict[str, WeightSpec]:
+    path = path or manifest_path()
+    try:
+        entries = json.loads(path.read_text())
+        return {name: WeightSpec(name=name, **fields) for name, fields in entries.items()}
+    except (OSError, ValueError, TypeError) as exc:
+        raise WeightsError(f"cannot read the weights manifest {path}: {exc}") from None
+
+
+def spec(name: str) -> WeightSpec:
+    entries = load_manifest()
+    if name not in entries:
+        raise WeightsError(f"unknown model {name!r}; known: {', '.join(entries)}")
+    return entries[name]
+
+
+def models_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    if override:
+        return Path(override).expanduser()
+    if env := os.environ.get("EMOPIPE_HOME"):
+        return Path(env).expanduser()
+    if (_CHECKOUT_MODELS / "manifest.json").is_file() and (_CHECKOUT_MODELS.parent / "pyproject.toml").is_file():
+        return _CHECKOUT_MODELS
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "emopipe"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(f".{path.name}.verified")
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size} {st.st_mtime_ns}"
+
+
+def check_file(spec: WeightSpec, path: Path) -> tuple[bool, str]:
+    """(matches, digest); a sidecar written after the last successful check spares re-hashing."""
+    sidecar = _sidecar(path)
+    try:
+        stamp, digest = sidecar.read_text().split("\n")[:2]
+        if stamp == _stamp(path) and spec.hash_matches(digest):
+            return True, digest
+    except (OSError, ValueError):
+        pass
+    digest = sha256_of(path)
+    ok = spec.hash_matches(digest) and (spec.size is None or path.stat().st_size == spec.size)
+    if ok:
+        with contextlib.suppress(OSError):  # a read-only models dir still works: it just hashes again next time
+            sidecar.write_text(f"{_stamp(path)}\n{digest}\n")
+    return ok, digest
+
+
+@dataclass(frozen=True)
+class WeightStatus:
+    spec: WeightSpec
+    path: Path
+    state: str  # "verified", "missing" or "mismatch"
+    digest: str | None = None
+
+
+def status(spec: WeightSpec, directory: Path) -> WeightStatus:
+    path = directory / spec.file
+    if not path.is_file():
+        return WeightStatus(spec, path, "missing")
+    ok, digest = check_file(spec, path)
+    return WeightStatus(spec, path, "verified" if ok else "mismatch", digest)
+
+
+def _manual_hint(spec: WeightSpec, target: Path) -> str:
+    return f"download {spec.url} yourself and put it at {target} (sha256 {spec.expected_hash})"
+
+
+def download(spec: WeightSpec, directory: Path, *, progress: bool = True) -> Path:
+    """Fetch ``spec`` into ``directory``: temp file, sha256 checked, then an atomic rename."""
+    target = directory / spec.file
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.file}.", suffix=".part", dir=directory)
+    except OSError as exc:
+        raise WeightsError(f"cannot write to the models directory {directory}: {exc.strerror or exc}") from None
+    tmp = Path(tmp_name)
+    logger.warning("downloading %s (%s) — licence: %s", spec.name, spec.url, spec.licence)
+    try:
+        digest, received, expected = _stream(spec, fd, progress, target)
+        if expected is not None and received != expected:
+            raise WeightsError(
+                f"download of {spec.file} stopped after {received} of {expected} bytes; {_manual_hint(spec, target)}"
+            )
+        if spec.size is not None and received != spec.size:
+            raise WeightsError(
+                f"downloaded {spec.file} has {received} bytes, expected {spec.size}; {_manual_hint(spec, target)}"
+            )
+        if not spec.hash_matches(digest):
+            raise WeightsError(
+                f"sha256 mismatch for {spec.file} from {spec.url}: expected {spec.expected_hash}, found {digest}; "
+                "the download was discarded"
+            )
+        os.replace(tmp, target)
+        _sidecar(target).write_text(f"{_stamp(target)}\n{digest}\n")
+    finally:
+        tmp.unlink(missing_ok=True)
+    logger.info("saved %s (sha256 %s verified)", target, digest)
+    return target
+
+
+def _stream(spec: WeightSpec, fd: int, progress: bool, target: Path) -> tuple[str, int, int | None]:
+    digest = hashlib.sha256()
+    received = 0
+    request = urllib.request.Request(spec.url, headers={"User-Agent": "emopipe"})
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+            length = response.headers.get("Content-Length")
+            expected = int(length) if length and length.isdigit() else spec.size
+            for chunk in _progress(_chunks(response), expected, spec.file, progress):
+                out.write(chunk)
+                digest.update(chunk)
+                received += len(chunk)
+    except WeightsError:
+        raise
+    except urllib.error.HTTPError as exc:
+        hint = _manual_hint(spec, target)
+        raise WeightsError(f"cannot download {spec.name}: HTTP {exc.code} from {spec.url}; {hint}") from None
+    except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        hint = _manual_hint(spec, target)
+        raise WeightsError(f"cannot download {spec.name} from {spec.url} ({reason}); {hint}") from None
+    return digest.hexdigest(), received, expected
+
+
+def _chunks(response) -> Iterator[bytes]:
+    while chunk := response.read(_CHUNK):
+        yield chunk
+
+
+def _progress(chunks: Iterator[bytes], total: int | None, label: str, enabled: bool) -> Iterator[bytes]:
+    if not enabled:
+        yield from chunks
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, file=sys.stderr,
+              leave=False) as bar:
+        for chunk in chunks:
+            bar.update(len(chunk))
+            yield chunk
+
+
+def ensure(name: str, directory: str | os.PathLike[str] | None = None, *, allow_download: bool = True,
+           progress: bool = True) -> Path:
+    """Path to a verified copy of ``name``, downloading it on first use."""
+    entry = spec(name)
+    where = models_dir(directory)
+    found = status(entry, where)
+    if found.state == "verified":
+        return found.path
+    if found.state == "mismatch":
+        raise WeightsError(
+            f"{found.path} does not match the manifest (expected sha256 {entry.expected_hash}, found {found.digest}): "
+            f"delete it to download it again, or replace it with {entry.url}"
+        )
+    if not allow_download:
+        raise WeightsError(f"{entry.name} is not in {where}; {_manual_hint(entry, found.path)}")
+    return download(entry, where, progress=progress)
+
+
+def user_file(path: str | os.PathLike[str]) -> Path:
+    """A user's own weights file (``--weights``): used as given, its hash reported but not required."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise WeightsError(f"weights file not found: {p}")
+    logger.warning("using your weights file %s (sha256 %s) — not checked against the manifest", p, sha256_of(p))
+    return p

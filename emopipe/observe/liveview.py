@@ -1,0 +1,517 @@
+"""Watching and recording a live run: a window (``--show``), a web page (``--serve``), a file (``--record``).
+
+All three read annotated frames the writer thread publishes to a :class:`FrameHub`, which keeps
+only the newest one. JPEG encoding for the page runs on its own thread, and only while someone is
+watching; the window has its own thread too, so neither ever slows the GPU thread.
+
+The page (``/``) shows the annotated stream (``/stream.mjpg``, multipart MJPEG, which every browser
+shows in an ``<img>``) and the current numbers (``/stats.json``: frames per second, capture → result
+latency, faces, drops, reconnections); ``/frame.jpg`` is the newest frame and ``/metrics`` the
+Prometheus metrics, so a headless GPU box needs nothing but a browser.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from emopipe.errors import UsageError
+from emopipe.vision.annotate import FONT, AnnotatedVideoWriter
+
+logger = logging.getLogger(__name__)
+
+BOUNDARY = "emopipe-frame"
+JPEG_QUALITY = 80
+
+
+class FrameHub:
+    """The newest annotated frame, numbered; readers wait for one newer than what they have."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._image: np.ndarray | None = None
+        self._closed = False
+
+    def publish(self, image: np.ndarray) -> None:
+        """Hand over ``image`` (the publisher must not modify it afterwards)."""
+        with self._cond:
+            self._seq += 1
+            self._image = image
+            self._cond.notify_all()
+
+    def newer(self, seq: int, timeout: float) -> tuple[int, np.ndarray] | None:
+        """The newest frame if it is newer than ``seq``, waiting up to ``timeout``; else None."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._seq > seq or self._closed, timeout)
+            if self._seq > seq and self._image is not None:
+                return self._seq, self._image
+            return None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def seq(self) -> int:
+        """The number of the newest frame (0: none yet)."""
+        return self._seq
+
+
+def draw_numbers(image: np.ndarray, numbers: Mapping[str, Any]) -> np.ndarray:
+    """The current numbers on a dark band across the top of ``image`` (drawn in place)."""
+    height, width = image.shape[:2]
+    text = summary_line(numbers)
+    scale = min(max(min(width, height) / 700, 0.35), 1.2)
+    thickness = max(1, round(scale * 1.5))
+    (text_w, _), _ = cv2.getTextSize(text, FONT, scale, thickness)
+    if text_w > 0.96 * width:  # small frames: a smaller font rather than a cut line
+        scale *= 0.96 * width / text_w
+        thickness = 1
+    (_, text_h), baseline = cv2.getTextSize("Ag", FONT, scale, thickness)
+    band = text_h + baseline + 2 * max(2, round(text_h / 3))
+    image[:band] = image[:band] // 3
+    cv2.putText(image, text, (max(2, round(0.02 * width)), band - baseline - max(1, band // 8)), FONT, scale,
+                (255, 255, 255), thickness, cv2.LINE_AA)
+    return image
+
+
+def summary_line(numbers: Mapping[str, Any]) -> str:
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1000:.0f} ms"
+
+    fps = numbers.get("fps")
+    parts = [f"{fps:.1f} fps" if fps is not None else "- fps", f"latency {ms(numbers.get('latency_p50_s'))}",
+             f"faces {numbers.get('faces', 0)}", f"dropped {numbers.get('frames_dropped', 0)}"]
+    if numbers.get("state") == "reconnecting":
+        parts.append("RECONNECTING")
+    return "  ".join(parts)
+
+
+# -- the web page ------------------------------------------------------------------------------
+
+class JpegEncoder:
+    """Encodes the hub's newest frame as JPEG on its own thread, while at least one client watches."""
+
+    def __init__(self, hub: FrameHub, quality: int = JPEG_QUALITY, placeholder: tuple[int, int] = (640, 360)) -> None:
+        self.hub = hub
+        self.quality = quality
+        self._cond = threading.Condition()
+        self._clients = 0
+        self._jpeg = (0, self._encode(_placeholder(*placeholder)))  # until the first frame
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="emopipe-jpeg", daemon=True)
+        self._thread.start()
+
+    def _encode(self, image: np.ndarray) -> bytes:
+        ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+        if not ok:
+            raise RuntimeError("OpenCV could not encode a JPEG")
+        return data.tobytes()
+
+    def _run(self) -> None:
+        seq = 0
+        while not self._closed:
+            with self._cond:
+                if not self._clients:
+                    self._cond.wait(0.5)
+                    continue
+            got = self.hub.newer(seq, timeout=0.5)
+            if got is None:
+                continue
+            seq, image = got
+            jpeg = self._encode(image)
+            with self._cond:
+                self._jpeg = (seq, jpeg)
+                self._cond.notify_all()
+
+    def watch(self) -> None:
+        with self._cond:
+            self._clients += 1
+            self._cond.notify_all()
+
+    def unwatch(self) -> None:
+        with self._cond:
+            self._clients -= 1
+
+    def newer(self, seq: int, timeout: float) -> tuple[int, bytes]:
+        """The newest JPEG once it is newer than ``seq`` (or the current one after ``timeout``)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._jpeg[0] > seq or self._closed, timeout)
+            return self._jpeg
+
+    def latest(self, timeout: float) -> tuple[int, bytes]:
+        """The JPEG of the hub's newest frame, encoding it first if need be (call between watch/unwatch):
+        a new viewer starts with the current frame, not whatever was encoded last."""
+        target = self.hub.seq
+        with self._cond:
+            self._cond.wait_for(lambda: self._jpeg[0] >= target or self._closed, timeout)
+            return self._jpeg
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=2.0)
+
+
+def _placeholder(width: int, height: int) -> np.ndarray:
+    image = np.full((height, width, 3), 40, dtype=np.uint8)
+    cv2.putText(image, "emopipe: waiting for the first frame", (20, height // 2), FONT, 0.7, (200, 200, 200), 1,
+                cv2.LINE_AA)
+    return image
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>emopipe live: {source}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body {{ margin: 0; background: #111; color: #eee; font: 15px system-ui, sans-serif; }}
+header {{ padding: 8px 14px; display: flex; flex-wrap: wrap; gap: 18px; align-items: baseline; }}
+header b {{ font-size: 20px; color: #fff; }} .k {{ color: #999; }}
+#view {{ display: block; max-width: 100vw; max-height: calc(100vh - 48px); margin: 0 auto; }}
+a {{ color: #8cf; }} .bad {{ color: #f66; }}
+</style></head>
+<body>
+<header>
+ <span><span class="k">source</span> {source}</span>
+ <span><b id="fps">{fps}</b> <span class="k">fps</span></span>
+ <span><span class="k">latency p50</span> <b id="latency">{latency}</b></span>
+ <span><span class="k">p99</span> <span id="latency99">{latency99}</span></span>
+ <span><span class="k">faces</span> <b id="faces">{faces}</b></span>
+ <span><span class="k">frames</span> <span id="frames">{frames}</span></span>
+ <span><span class="k">dropped</span> <span id="dropped">{dropped}</span></span>
+ <span><span class="k">reconnects</span> <span id="reconnects">{reconnects}</span></span>
+ <span id="state" class="{state_class}">{state}</span>
+ <a href="metrics">metrics</a>
+</header>
+<img id="view" src="stream.mjpg" alt="annotated live stream">
+<script>
+function ms(s) {{ return s === null ? "-" : (s * 1000).toFixed(0) + " ms"; }}
+async function refresh() {{
+  try {{
+    const n = await (await fetch("stats.json", {{cache: "no-store"}})).json();
+    document.getElementById("fps").textContent = n.fps === null ? "-" : n.fps.toFixed(1);
+    document.getElementById("latency").textContent = ms(n.latency_p50_s);
+    document.getElementById("latency99").textContent = ms(n.latency_p99_s);
+    document.getElementById("faces").textContent = n.faces;
+    document.getElementById("frames").textContent = n.frames;
+    document.getElementById("dropped").textContent = n.frames_dropped;
+    document.getElementById("reconnects").textContent = n.reconnects;
+    const state = document.getElementById("state");
+    state.textContent = n.state; state.className = n.state === "live" ? "" : "bad";
+  }} catch (e) {{
+    document.getElementById("state").textContent = "emopipe is not answering";
+  }}
+}}
+setInterval(refresh, 500);
+</script>
+</body></html>
+"""
+
+
+def render_page(numbers: Mapping[str, Any]) -> str:
+    """The page with the numbers of the moment filled in (the script then refreshes them)."""
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1000:.0f} ms"
+
+    fps = numbers.get("fps")
+    state = str(numbers.get("state", "starting"))
+    return _PAGE.format(
+        source=html.escape(str(numbers.get("source", ""))),
+        fps="-" if fps is None else f"{fps:.1f}",
+        latency=ms(numbers.get("latency_p50_s")), latency99=ms(numbers.get("latency_p99_s")),
+        faces=int(numbers.get("faces", 0)), frames=int(numbers.get("frames", 0)),
+        dropped=int(numbers.get("frames_dropped", 0)), reconnects=int(numbers.get("reconnects", 0)),
+        state=html.escape(state), state_class="" if state == "live" else "bad",
+    )
+
+
+def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT``, ``PORT`` or ``[IPv6]:PORT`` → (host, port)."""
+    host, _, port_text = text.rpartition(":")
+    host = host.strip("[]") or default_host
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise UsageError(f"--serve takes HOST:PORT (e.g. 0.0.0.0:8080 or :8080), got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--serve port must be 0..65535, got {port}")
+    return host, port
+
+
+class LiveServer:
+    """The live page, its MJPEG stream, the numbers and /metrics, on a threaded standard-library server."""
+
+    def __init__(self, host: str, port: int, hub: FrameHub, numbers: Callable[[], dict[str, Any]],
+                 metrics: Callable[[], tuple[bytes, str]] | None = None) -> None:
+        self.hub = hub
+        self.numbers = numbers
+        self.metrics = metrics
+        self.encoder = JpegEncoder(hub)
+        self.closing = threading.Event()
+        handler = type("LiveHandler", (_Handler,), {"live": self})
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            self.encoder.close()
+            raise UsageError(f"cannot serve the live page on {host}:{port}: {exc.strerror or exc}; "
+                             "choose another --serve address") from None
+        self.httpd.daemon_threads = True
+        self.host = host
+        self.port = int(self.httpd.server_address[1])
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="emopipe-serve", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host = "localhost" if self.host in ("", "0.0.0.0", "::") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}/"
+
+    def close(self) -> None:
+        self.closing.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.encoder.close()
+        self._thread.join(timeout=5)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    live: LiveServer
+    protocol_version = "HTTP/1.1"
+    server_version = "emopipe"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("serve: " + format, *args)
+
+    def _send(self, body: bytes, content_type: str, status: HTTPStatus = HTTPStatus.OK) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        live = self.live
+        if path in ("/", "/index.html"):
+            self._send(render_page(live.numbers()).encode(), "text/html; charset=utf-8")
+        elif path == "/stats.json":
+            self._send(json.dumps(live.numbers()).encode(), "application/json")
+        elif path == "/frame.jpg":
+            live.encoder.watch()
+            try:
+                _, jpeg = live.encoder.latest(timeout=2.0)
+            finally:
+                live.encoder.unwatch()
+            self._send(jpeg, "image/jpeg")
+        elif path == "/stream.mjpg":
+            self._stream()
+        elif path == "/metrics" and live.metrics is not None:
+            body, content_type = live.metrics()
+            self._send(body, content_type)
+        else:
+            self._send(b"not found: try / (the live page), /stream.mjpg, /frame.jpg, /stats.json or /metrics\n",
+                       "text/plain; charset=utf-8", HTTPStatus.NOT_FOUND)
+
+    def _stream(self) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={BOUNDARY}")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if self.command == "HEAD":
+            return
+        live = self.live
+        live.encoder.watch()
+        seq = -1
+        try:
+            while not live.closing.is_set():
+                current, jpeg = live.encoder.latest(2.0) if seq < 0 else live.encoder.newer(seq, timeout=1.0)
+                if current == seq:
+                    continue
+                seq = current
+                self.wfile.write(f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n"
+                                 .encode() + jpeg + b"\r\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            pass  # the viewer went away
+        finally:
+            live.encoder.unwatch()
+
+
+# -- the window --------------------------------------------------------------------------------
+
+def check_display() -> None:
+    """Fail fast, with a way out, where ``--show`` cannot open a window (probed in a child process:
+    a GUI toolkit without a display may abort the process instead of raising)."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise UsageError("--show needs a display, and there is none here (DISPLAY is not set); "
+                         "use --serve HOST:PORT to watch the annotated stream in a browser")
+    probe = ("import cv2\ncv2.namedWindow('emopipe display check', cv2.WINDOW_NORMAL)\ncv2.waitKey(1)\n"
+             "cv2.destroyAllWindows()\ncv2.waitKey(1)\n")
+    try:
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        raise UsageError("--show: opening a window did not finish within 30 s; use --serve HOST:PORT") from None
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        reason = lines[-1] if lines else f"exit code {result.returncode}"
+        if "not implemented" in reason.lower() or "rebuild the library" in reason.lower():
+            reason = "this OpenCV has no GUI support (opencv-python-headless?); install opencv-python"
+        raise UsageError(f"--show cannot open a window: {reason}; use --serve HOST:PORT to watch in a browser")
+
+
+class WindowView:
+    """An OpenCV window showing the hub's newest frame; q or Esc (or closing it) calls ``on_quit``.
+
+    Every HighGUI call happens on the window's own thread, as GUI toolkits require.
+    """
+
+    def __init__(self, hub: FrameHub, title: str, on_quit: Callable[[], None]) -> None:
+        self.hub = hub
+        self.title = title
+        self.on_quit = on_quit
+        self._ready = threading.Event()
+        self._error: str | None = None
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="emopipe-window", daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise UsageError(f"--show cannot open a window: {self._error}; use --serve HOST:PORT")
+
+    def _run(self) -> None:
+        try:
+            cv2.namedWindow(self.title, cv2.WINDOW_NORMAL | cv2.WINDOW_KEEPRATIO)
+            cv2.imshow(self.title, _placeholder(640, 360))
+            cv2.waitKey(1)
+        except cv2.error as exc:
+            self._error = str(exc).strip().splitlines()[-1]
+            self._ready.set()
+            return
+        self._ready.set()
+        seq = 0
+        quit_sent = False
+        try:
+            while not self._closing.is_set():
+                got = self.hub.newer(seq, timeout=0.03)
+                if got is not None:
+                    seq, image = got
+                    cv2.imshow(self.title, image)
+                key = cv2.waitKey(1) & 0xFF
+                closed = cv2.getWindowProperty(self.title, cv2.WND_PROP_VISIBLE) < 1
+                if (key in (ord("q"), ord("Q"), 27) or closed) and not quit_sent:
+                    quit_sent = True
+                    logger.info("window closed: stopping after the current frame")
+                    self.on_quit()
+                    if closed:
+                        return
+        finally:
+            try:
+                cv2.destroyAllWindows()
+                cv2.waitKey(1)
+            except cv2.error:
+                pass  # the user closed it already
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(timeout=5)
+
+
+# -- the recording -------------------------------------------------------------------------------
+
+class TimedVideoWriter:
+    """``--record``: the annotated stream at the measured capture rate, playing in real time.
+
+    Each processed frame goes to the position its capture time gives (``(t - t0) × fps``); the
+    positions in between — frames that were dropped, or a reconnection — repeat the frame before,
+    so the file's clock matches the wall clock. The rate is measured from the capture times (read
+    at the first frame, by which time the capture has run through start-up); the codec follows
+    the extension as for ``--annotate``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fps: Callable[[], float | None]) -> None:
+        self.path = Path(path)
+        self._fps = fps
+        self._video: AnnotatedVideoWriter | None = None
+        self._start: float | None = None
+        self._last: tuple[int, np.ndarray] | None = None  # position and image of the last frame written
+        self._waiting: tuple[np.ndarray, float] | None = None  # the first frame, until the rate is known
+        self.frames_written = 0  # positions filled, repeats included
+        self.frames_recorded = 0  # processed frames
+
+    @property
+    def fps(self) -> float | None:
+        return self._video.fps if self._video is not None else None
+
+    def write(self, image: np.ndarray, timestamp: float) -> None:
+        if self._video is None:
+            fps = self._fps()
+            if fps is None or not math.isfinite(fps) or fps <= 0:  # a single frame captured so far
+                if self._waiting is None:
+                    self._waiting = (image, timestamp)
+                    return
+                fps = 1.0 / max(timestamp - self._waiting[1], 1e-3)
+            self._open(fps, *(self._waiting or (image, timestamp)))
+            if self._waiting is not None:
+                waiting, self._waiting = self._waiting, None
+                self.write(*waiting)
+        self._place(image, timestamp)
+
+    def _open(self, fps: float, image: np.ndarray, timestamp: float) -> None:
+        height, width = image.shape[:2]
+        self._video = AnnotatedVideoWriter(self.path, round(fps, 3), (width, height))
+        self._start = timestamp
+        logger.info("recording %s at the measured %.2f frames/s", self.path, self._video.fps)
+
+    def _place(self, image: np.ndarray, timestamp: float) -> None:
+        assert self._video is not None and self._start is not None
+        position = round((timestamp - self._start) * self._video.fps)
+        if self._last is not None:
+            last_position, last_image = self._last
+            position = max(position, last_position + 1)  # jitter: never two frames in one position
+            for _ in range(position - last_position - 1):
+                self._video.write(last_image, ())
+                self.frames_written += 1
+        self._video.write(image, ())
+        self.frames_written += 1
+        self.frames_recorded += 1
+        self._last = (position, image)
+
+    def close(self) -> None:
+        if self._video is None and self._waiting is not None:  # the run ended after one frame
+            self._open(1.0, *self._waiting)
+            self._place(*self._waiting)
+        self._waiting = None
+        if self._video is not None:
+            self._video.close()
+        self._last = None

@@ -1,0 +1,400 @@
+"""Prometheus metrics of a run: first frame against steady state, time per stage, throughput, drops.
+
+Every metric is created against a registry passed in (the command line makes its own, tests make
+a fresh one per test), in the ``emopipe_`` namespace, in base units. Histogram buckets cover
+0.5 ms – 10 s: a warm GPU stage takes a few milliseconds, a cold first frame seconds.
+
+The pipeline's threads call the ``observe_*`` methods concurrently; each prometheus_client metric
+is thread-safe on its own, and the few decisions that span calls (which frame was the first,
+the running fill ratio) are made under one lock.
+
+Exposure follows Prometheus' advice: a long-lived (live) run serves ``/metrics`` for scraping
+(:func:`serve_metrics`); a file run can keep serving for a while after its last frame
+(:func:`linger`) and/or push its final values to a Pushgateway (:func:`push_metrics`).
+:class:`MetricsExporter` does all three in the order a run needs them. docs/metrics.md lists
+every metric and dashboard panel.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, push_to_gateway, start_http_server
+
+from emopipe.errors import OutputError, UsageError
+from emopipe.io.uris import redact_uri
+
+logger = logging.getLogger(__name__)
+
+NAMESPACE = "emopipe"
+STAGES = ("decode", "detect", "nms", "crop", "infer", "write")
+PHASES = ("first", "steady")
+# Error kinds exposed at 0 from the start, so increase() and alerts see the first error.
+ERROR_KINDS = ("source", "decode", "detect", "crop", "infer", "write")
+# 0.5 ms … 10 s; denser between 5 and 100 ms, where steady frames and batches fall.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+                   0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
+DEFAULT_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
+# Live mode serves metrics without being asked, so by default only to this machine.
+DEFAULT_HOST = "127.0.0.1"
+PUSH_JOB = "emopipe-batch"  # job label of pushed runs, apart from the scraped `emopipe` job
+# Build-info labels always present (value "unknown"/"none" when a fact is missing), so the
+# dashboard's table keeps its columns whatever engine produced the facts.
+BUILD_INFO_LABELS = ("version", "torch_version", "cuda_version", "cudnn_version", "gpu", "model",
+                     "precision", "backend", "cudnn_benchmark")
+
+
+class PipelineMetrics:
+    """The metrics a pipeline run reports; observe_* methods may be called from any thread.
+
+    Units are seconds. What each call means:
+
+    - :meth:`observe_startup` once, after the engine is loaded and warmed up;
+    - :meth:`observe_stage` per call of a stage: ``decode`` and ``write`` per frame, ``detect``
+      (the device part: upload, network, decoding), ``nms`` (the host part: thresholds, NMS, boxes
+      back to frame pixels) and ``crop`` per detector call. ``infer`` is recorded by
+      :meth:`observe_batch` (passing it here would count each batch twice, so it is refused);
+    - :meth:`observe_batch` per inference batch: its static size, how many slots were real faces,
+      and how long it took; the first batch of each size is phase ``first``;
+    - :meth:`observe_frame` per frame, once its results are written: latency from the frame being
+      read to its results written, and its number of faces; the first frame is phase ``first``;
+    - live mode: :meth:`frames_dropped`, :meth:`reconnect`, :meth:`observe_capture_latency`
+      (capture timestamp → result written).
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, info: Mapping[str, str] | None = None,
+                 queues: Sequence[str] = (), batch_sizes: Sequence[int] = ()) -> None:
+        """``info`` are the build-info labels (default: :func:`build_info` without an engine);
+        ``queues`` are queue names to expose at depth 0 before their first :meth:`set_queue_depth`;
+        ``batch_sizes`` the engine's static batch sizes, exposed at zero count before their first batch."""
+        self.registry = registry
+        common: dict[str, Any] = {"namespace": NAMESPACE, "registry": registry}
+        latency: dict[str, Any] = {**common, "buckets": LATENCY_BUCKETS}
+        self.frame_latency = Histogram(
+            "frame_latency_seconds", "End-to-end latency of a frame: read → its results written; "
+            "phase=first for the first frame of the run", ["phase"], **latency)
+        self.first_frame_latency = Gauge(
+            "first_frame_latency_seconds", "End-to-end latency of the run's first frame (NaN until it is written)",
+            **common)
+        self.batch_latency = Histogram(
+            "inference_batch_seconds", "Latency of one inference batch (results on the host); "
+            "phase=first for the first batch of each static size", ["batch_size", "phase"], **latency)
+        self.startup = Gauge("startup_seconds", "Start-up time by step: load (model build and weights) "
+                             "and warmup (autotuning every static shape)", ["step"], **common)
+        self.stage_latency = Histogram("stage_seconds", "Latency of one call of a pipeline stage", ["stage"],
+                                       **latency)
+        self.frames = Counter("frames", "Frames processed (results written)", **common)
+        self.faces = Counter("faces", "Faces whose results were written", **common)
+        self.frames_detected = Counter("frames_detected", "Frames whose boxes the detector found (all frames "
+                                       "unless --detect-every K > 1 gives the others interpolated boxes)", **common)
+        self.dropped = Counter("frames_dropped", "Frames dropped because the pipeline could not keep up (live)",
+                               **common)
+        self.errors = Counter("errors", "Errors by kind (the pipeline stage or source that failed)", ["kind"],
+                              **common)
+        self.queue_depth = Gauge("queue_depth", "Items waiting in a queue between pipeline threads", ["queue"],
+                                 **common)
+        self.batch_slots = Counter("batch_slots", "Inference batch slots run, padding included", **common)
+        self.batch_faces = Counter("batch_faces", "Inference batch slots holding a real face", **common)
+        self.batch_fill = Gauge("batch_fill_ratio", "Real faces / batch slots over the run so far "
+                                "(NaN before the first batch)", **common)
+        self.reconnects = Counter("stream_reconnects", "Times a live stream was reopened", **common)
+        self.capture_latency = Histogram("capture_latency_seconds",
+                                         "Live mode: capture timestamp of a frame → its results written", **latency)
+        self.build = Info("build", "emopipe build and engine: versions, GPU, model, precision, backend", **common)
+
+        # Children made once: label lookups stay off the hot path, and every series exists
+        # (at zero) from the first scrape, so rate() and increase() see the first event.
+        self._frame_phase = {phase: self.frame_latency.labels(phase=phase) for phase in PHASES}
+        self._stages = {stage: self.stage_latency.labels(stage=stage) for stage in STAGES}
+        for kind in ERROR_KINDS:
+            self.errors.labels(kind=kind)
+        for queue in queues:
+            self.queue_depth.labels(queue=queue).set(0)
+        for size in batch_sizes:
+            for phase in PHASES:
+                self.batch_latency.labels(batch_size=str(size), phase=phase)
+        self.first_frame_latency.set(math.nan)
+        self.batch_fill.set(math.nan)
+
+        self._lock = threading.Lock()
+        self._frames_seen = 0
+        self._steady_batches: dict[int, Any] = {}  # batch size → its steady-phase histogram child
+        self._slots = 0
+        self._real = 0
+        self.set_info(build_info() if info is None else info)
+
+    def set_info(self, info: Mapping[str, str]) -> None:
+        """Replace the build-info labels (e.g. once the engine exists: ``build_info(engine.info())``)."""
+        labels = {label: "unknown" for label in BUILD_INFO_LABELS}
+        labels.update({_label_name(k): str(v) for k, v in info.items()})
+        self.build.info(labels)
+
+    def observe_startup(self, load_s: float, warmup_s: float) -> None:
+        _check_seconds(load_s, "load time")
+        _check_seconds(warmup_s, "warmup time")
+        self.startup.labels(step="load").set(load_s)
+        self.startup.labels(step="warmup").set(warmup_s)
+
+    def observe_stage(self, stage: str, seconds: float) -> None:
+        child = self._stages.get(stage)
+        if child is None or stage == "infer":
+            raise ValueError(f"stage must be one of {', '.join(s for s in STAGES if s != 'infer')} "
+                             f"(infer is recorded by observe_batch), got {stage!r}")
+        _check_seconds(seconds, f"{stage} time")
+        child.observe(seconds)
+
+    @contextmanager
+    def time_stage(self, stage: str, synchronize: Callable[[], None] | None = None) -> Iterator[None]:
+        """Time a block as one call of ``stage`` on the host clock (only if it succeeds).
+
+        For asynchronous GPU work pass ``synchronize`` (e.g. ``torch.cuda.synchronize``) so the
+        time covers the work, not its launch — or use :class:`GpuTimer`, which never stalls.
+        """
+        start = time.perf_counter()
+        yield
+        if synchronize is not None:
+            synchronize()
+        self.observe_stage(stage, time.perf_counter() - start)
+
+    def observe_batch(self, size: int, real: int, seconds: float) -> None:
+        if size < 1 or not 0 <= real <= size:
+            raise ValueError(f"a batch has size ≥ 1 and 0..size real faces, got size={size}, real={real}")
+        _check_seconds(seconds, "batch time")
+        with self._lock:
+            steady = self._steady_batches.get(size)
+            if steady is None:
+                # the steady series of this size exists from now on, at zero, so rate() sees its first batch
+                self._steady_batches[size] = self.batch_latency.labels(batch_size=str(size), phase="steady")
+            self._slots += size
+            self._real += real
+            self.batch_fill.set(self._real / self._slots)  # under the lock: matches the counters' totals
+        child = steady if steady is not None else self.batch_latency.labels(batch_size=str(size), phase="first")
+        child.observe(seconds)
+        self._stages["infer"].observe(seconds)
+        self.batch_slots.inc(size)
+        self.batch_faces.inc(real)
+
+    def observe_frame(self, latency_s: float, faces: int, detected: bool = True) -> None:
+        if faces < 0:
+            raise ValueError(f"a frame has ≥ 0 faces, got {faces}")
+        _check_seconds(latency_s, "frame latency")
+        with self._lock:
+            first = self._frames_seen == 0
+            self._frames_seen += 1
+        if first:
+            self.first_frame_latency.set(latency_s)
+        self._frame_phase["first" if first else "steady"].observe(latency_s)
+        self.frames.inc()
+        if detected:
+            self.frames_detected.inc()
+        if faces:
+            self.faces.inc(faces)
+
+    def frames_dropped(self, n: int = 1) -> None:
+        if n < 0:
+            raise ValueError(f"dropped frames must be ≥ 0, got {n}")
+        self.dropped.inc(n)
+
+    def error(self, kind: str) -> None:
+        """Count one error; ``kind`` should come from a small fixed set (ERROR_KINDS or similar)."""
+        if not kind:
+            raise ValueError("an error kind must be a non-empty string")
+        self.errors.labels(kind=kind).inc()
+
+    def set_queue_depth(self, queue: str, depth: int) -> None:
+        self.queue_depth.labels(queue=queue).set(depth)
+
+    def reconnect(self) -> None:
+        self.reconnects.inc()
+
+    def observe_capture_latency(self, seconds: float) -> None:
+        _check_seconds(seconds, "capture latency")
+        self.capture_latency.observe(seconds)
+
+
+def _check_seconds(value: float, what: str) -> None:
+    # NaN fails both comparisons, so it is refused too: it would poison the histogram's sum.
+    if not value >= 0:
+        raise ValueError(f"{what} must be ≥ 0 s, got {value}")
+
+
+def _label_name(key: str) -> str:
+    """A valid Prometheus label name for ``key`` (engines' info keys may be free-form)."""
+    name = re.sub(r"[^a-zA-Z0-9_]", "_", key).lstrip("_")  # names starting "__" are reserved
+    return name if name and not name[0].isdigit() else f"key_{name}"
+
+
+def build_info(engine_info: Mapping[str, object] | None = None, *, model: str | None = None) -> dict[str, str]:
+    """The ``emopipe_build`` labels: versions of emopipe, torch, CUDA and cuDNN, the GPU's name, the model,
+    merged with an engine's :meth:`info` (backend, device, precision, batch_size, cudnn_benchmark, …)."""
+    import torch  # the pipeline has it loaded already; metrics alone do not need it
+
+    from emopipe._version import __version__
+
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    facts = {
+        "version": __version__,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "none",
+        "cudnn_version": str(cudnn) if cudnn else "none",
+        "gpu": "none",
+        "model": model or "unknown",
+    }
+    engine = {_label_name(k): str(v) for k, v in (engine_info or {}).items()}
+    device = engine.get("device", "")
+    if device.startswith("cuda") and torch.cuda.is_available():
+        facts["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return {**facts, **engine}
+
+
+# -- timing GPU work without stalling it ----------------------------------------------------------
+
+
+# -- exposure: scrape, linger, push ----------------------------------------------------------------
+
+class MetricsServer:
+    """The /metrics endpoint of a run (prometheus_client's threaded WSGI server); :meth:`close` stops it."""
+
+    def __init__(self, httpd: Any, thread: threading.Thread, host: str) -> None:
+        self._httpd = httpd
+        self._thread = thread
+        self.host = host
+        self.port = int(httpd.server_port)
+
+    @property
+    def url(self) -> str:
+        host = "localhost" if self.host in ("", "0.0.0.0", "::") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_metrics(registry: CollectorRegistry, port: int, host: str = DEFAULT_HOST) -> MetricsServer:
+    """Serve ``registry`` on http://host:port/metrics from a daemon thread (port 0: a free one)."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"metrics port must be 0..65535, got {port}")
+    try:
+        httpd, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise UsageError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
+                         "choose another --metrics-port or --metrics-host") from None
+    return MetricsServer(httpd, thread, host)
+
+
+def linger(seconds: float, stop: threading.Event | None = None) -> float:
+    """Keep the process — and so its metrics server — alive up to ``seconds`` after a file run ends,
+    so Prometheus scrapes the final values. SIGTERM (docker stop), Ctrl-C or ``stop`` end it early,
+    as a normal return. Returns the seconds lingered."""
+    stop = stop or threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    start = time.monotonic()
+    try:
+        stop.wait(seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return time.monotonic() - start
+
+
+def check_pushgateway_url(url: str) -> str:
+    """``url`` as an http(s) URL (``host:port`` gets ``http://``); a UsageError if it is not one."""
+    full = url if "://" in url else f"http://{url}"
+    parts = urlsplit(full)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--pushgateway must be an http(s) URL such as http://pushgateway:9091, got {url!r}")
+    return full
+
+
+def push_metrics(registry: CollectorRegistry, url: str, *, job: str = PUSH_JOB,
+                 grouping_key: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> None:
+    """PUT the registry's values to a Pushgateway, replacing the group ``job`` + ``grouping_key``.
+
+    Prometheus' advice for batch jobs: push once, at the end; one group per (host, source), so a
+    rerun replaces its previous values. A failure is an OutputError (the metrics output was asked for).
+    """
+    full = check_pushgateway_url(url)
+    try:
+        push_to_gateway(full, job=job, registry=registry, grouping_key=dict(grouping_key or {}), timeout=timeout_s)
+    except OSError as exc:  # URLError and prometheus_client's "error talking to pushgateway" are OSErrors
+        reason = getattr(exc, "reason", None) or exc
+        raise OutputError(f"cannot push metrics to the Pushgateway at {full}: {reason}") from None
+
+
+def grouping_key(source: str) -> dict[str, str]:
+    """The Pushgateway group of a run: this host and the (redacted) source it read."""
+    return {"instance": socket.gethostname(), "source": redact_uri(str(source))}
+
+
+class MetricsExporter:
+    """Exposes a run's metrics as the ``--metrics-*`` and ``--pushgateway`` flags ask.
+
+    ``start()`` before loading models (so scrapes see start-up), ``finish()`` after the last result
+    (push, then linger), ``close()`` in ``finally`` (or use it as a context manager: start/close).
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = DEFAULT_HOST,
+                 linger_s: float = 0.0, pushgateway: str | None = None, job: str = PUSH_JOB,
+                 grouping_key: Mapping[str, str] | None = None) -> None:
+        if not linger_s >= 0:
+            raise UsageError(f"--metrics-linger must be ≥ 0 seconds, got {linger_s}")
+        if linger_s and port is None:
+            raise UsageError("--metrics-linger needs --metrics-port (there is nothing to scrape otherwise)")
+        self.registry = registry
+        self.port = port
+        self.host = host
+        self.linger_s = linger_s
+        self.pushgateway = check_pushgateway_url(pushgateway) if pushgateway else None
+        self.job = job
+        self.grouping_key = dict(grouping_key or {})
+        self.server: MetricsServer | None = None
+
+    def start(self) -> None:
+        if self.port is not None and self.server is None:
+            self.server = serve_metrics(self.registry, self.port, self.host)
+            logger.info("metrics on %s", self.server.url)
+
+    def finish(self) -> None:
+        """After the last result: push the final values, then keep serving them ``linger_s`` seconds."""
+        if self.pushgateway:
+            push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
+            logger.info("metrics pushed to %s", self.pushgateway)
+        if self.server is not None and self.linger_s > 0:
+            logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
+                        self.server.url, self.linger_s)
+            linger(self.linger_s)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def __enter__(self) -> MetricsExporter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

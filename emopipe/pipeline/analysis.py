@@ -1,0 +1,197 @@
+"""One source through built models: open it, warm what its frame size needs, run the pipeline, summarise.
+
+The steps every way of running emopipe shares: the command line (rows, annotated video and summary
+written to files) and :meth:`emopipe.Analyzer.analyze` (records handed to the caller) differ only
+in the sinks they pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emopipe.config import RunConfig
+from emopipe.errors import OutputError, SourceUnavailableError
+from emopipe.io.nvdec import open_input
+from emopipe.io.records import open_writer
+from emopipe.io.sources import Source
+from emopipe.pipeline.live import LiveMode
+from emopipe.pipeline.models import Models
+from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.pipeline.summary import RunSummary
+from emopipe.types import FrameResult
+from emopipe.vision.annotate import AnnotatedVideoWriter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """How a source's run ended: its summary, and whether it was interrupted or its stream lost for good."""
+
+    summary: RunSummary
+    interrupted: bool = False
+    lost: SourceUnavailableError | None = None
+
+
+@dataclass
+class SourceRun:
+    """The parts of one source's run, opened in order inside ``stack`` (closed with it)."""
+
+    config: RunConfig
+    device: Any  # torch.device the models run on (NVDEC decodes there)
+    stack: ExitStack
+    models: Models | None = None  # built after the source opens, so a bad input fails before weights load
+    metrics: Any = None  # PipelineMetrics, or None for no metrics
+    live: LiveMode | None = None
+    source: Source | None = None
+    sinks: list[Sink] = field(default_factory=list)
+    observers: list[Observer] = field(default_factory=list)
+    finishers: list[Callable[[RunSummary], None]] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    warmup_s: float = 0.0
+
+    def open(self) -> Source:
+        """Open the source (live: serve the page and open the window first)."""
+        config = self.config
+        if config.live:
+            self.live = LiveMode(config)
+            self.source = self.live.open(self.stack, None if self.metrics is None else self.metrics.registry)
+        else:
+            self.source = self.stack.enter_context(open_input(config.uri, decoder=config.decoder, device=self.device,
+                                                              start_s=config.start, end_s=config.end,
+                                                              max_frames=config.max_frames))
+        return self.source
+
+    def warm(self, models: Models) -> None:
+        """Use ``models``, warming the detector for this source's frame size (once per size)."""
+        assert self.source is not None
+        self.models = models
+        if not self.config.no_warmup:
+            self.warmup_s = models.warm_detector(self.source.info.height, self.source.info.width)
+
+    def write_files(self) -> None:
+        """The command line's sinks: the rows file, the annotated video (or the live recording and views)."""
+        config, source = self.config, self.source
+        assert source is not None and config.output is not None and self.models is not None
+        info = source.info
+        writer = self.stack.enter_context(open_writer(config.output, fmt=config.format, labels=self.models.labels,
+                                                      landmarks=config.landmarks, detected=config.detect_every > 1))
+        video = None
+        if config.annotate:
+            video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height))
+        sink: Sink = RecordSink(FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth), writer, video)
+        if self.live is not None:
+            sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve
+        self.sinks.append(sink)
+        self.outputs.update(config.outputs())
+
+    def observe(self, progress: bool) -> None:
+        if progress:
+            bar = ProgressBar(self.source.expected_frames if self.source is not None else None)
+            self.observers.append(bar)
+            self.finishers.append(lambda summary: bar.close())
+        if self.metrics is not None:
+            self.observers.append(MetricsObserver(self.metrics))
+            if self.live is not None:
+                self.observers += self.live.observers(self.metrics)
+
+    def settings(self) -> PipelineSettings:
+        if self.live is not None:
+            return self.live.settings()
+        assert self.models is not None
+        detector = self.models.detector
+        frames_per_batch = detector.batch_size * self.config.detect_every
+        return PipelineSettings(detect_batch=detector.batch_size, queue_frames=max(4, 2 * frames_per_batch),
+                                detect_every=self.config.detect_every)
+
+    def run(self, on_pipeline: Callable[[Pipeline], None] | None = None) -> Outcome:
+        """Run the pipeline to the end (or Ctrl-C / a lost stream) and summarise. ``on_pipeline`` sees the
+        pipeline before it starts (to stop it from another thread)."""
+        assert self.source is not None and self.models is not None
+        models = self.models
+        pipeline = Pipeline(self.source, models.detector, models.cropper, models.engine, sinks=self.sinks,
+                            observers=self.observers, settings=self.settings())
+        if on_pipeline is not None:
+            on_pipeline(pipeline)
+        interrupted = False
+        lost: SourceUnavailableError | None = None
+        try:
+            pipeline.run()
+        except KeyboardInterrupt:
+            interrupted = True
+        except SourceUnavailableError as exc:  # a stream lost for good: its rows are written; so is the summary
+            lost = exc
+        summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+                                   outputs=dict(self.outputs),
+                                   live=self.live.summary(pipeline) if self.live is not None else None,
+                                   startup={"load_s": round(models.load_s, 4), "warmup_s": round(models.warmup_s, 4),
+                                            "engine_warmups": models.engine_warmups,
+                                            "detector_warmups": models.detector_warmups})
+        for finish in self.finishers:
+            finish(summary)
+        return Outcome(summary, interrupted, lost)
+
+
+class ProgressBar(Observer):
+    """tqdm on stderr: frames, frames/s and faces so far."""
+
+    def __init__(self, total: int | None) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="frame", file=sys.stderr, dynamic_ncols=True, leave=False)
+        self.faces = 0
+
+    def frame(self, result: FrameResult, latency_s: float) -> None:
+        self.faces += len(result.faces)
+        self.bar.update(1)
+        if self.bar.n % 10 == 0:
+            self.bar.set_postfix(faces=self.faces, refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class MetricsObserver(Observer):
+    """Feeds the pipeline's observations into the Prometheus metrics."""
+
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+
+    def stage(self, stage: str, seconds: float) -> None:
+        self.metrics.observe_stage(stage, seconds)
+
+    def batch(self, size: int, real: int, seconds: float) -> None:
+        self.metrics.observe_batch(size, real, seconds)  # also the "infer" stage
+
+    def frame(self, result: FrameResult, latency_s: float) -> None:
+        self.metrics.observe_frame(latency_s, len(result.faces), detected=result.detected)
+
+    def queue_depth(self, name: str, depth: int) -> None:
+        self.metrics.set_queue_depth(name, depth)
+
+    def dropped(self, n: int) -> None:
+        self.metrics.frames_dropped(n)
+
+
+def write_summary(summary: RunSummary, path: str | None) -> None:
+    """The summary on stderr (log lines) and as JSON at ``path`` (``-``: stdout; None: nowhere)."""
+    for line in summary.describe().splitlines():
+        logger.info("%s", line)
+    if path is None:
+        return
+    text = json.dumps(summary.as_dict(), indent=2) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise OutputError(f"cannot write the summary {path}: {exc.strerror or exc}") from None

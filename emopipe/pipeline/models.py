@@ -1,0 +1,131 @@
+"""The models a run needs, built and warmed once: EmoNet's engine, the face detector and the cropper.
+
+An :class:`~emopipe.Analyzer` keeps one :class:`Models` for its whole life, so every source after the
+first starts with tuned, warmed engines; the detector is warmed again only for a frame size it has
+not seen (its letterbox shapes depend on the frame size).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emopipe.config import RunConfig
+from emopipe.engines.base import PRECISIONS, Engine, EngineOptions
+from emopipe.engines.registry import create_engine
+from emopipe.errors import CheckpointError
+from emopipe.model import weights
+from emopipe.model.devices import resolve_device
+from emopipe.model.emonet import build_emonet, classes_in_checkpoint, read_checkpoint
+from emopipe.vision.crop import FaceCropper
+from emopipe.vision.detect import FaceDetector, create_detector
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Models:
+    """Engines of one configuration, on one device, with what building and warming them cost."""
+
+    engine: Engine
+    detector: FaceDetector
+    cropper: FaceCropper
+    model_name: str
+    load_s: float
+    warmup_s: float = 0.0
+    engine_warmups: int = 0  # how many times EmoNet's static shapes were warmed (once per Analyzer)
+    detector_warmups: int = 0
+    warmed_frame_sizes: set[tuple[int, int]] = field(default_factory=set)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.engine.labels)
+
+    def warm_engine(self) -> float:
+        t = time.perf_counter()
+        self.engine.warmup()
+        self.engine_warmups += 1
+        seconds = time.perf_counter() - t
+        self.warmup_s += seconds
+        return seconds
+
+    def warm_detector(self, height: int, width: int) -> float:
+        """Warm the detector for frames of this size, once per size; the seconds it took (0 when known)."""
+        if (height, width) in self.warmed_frame_sizes:
+            return 0.0
+        t = time.perf_counter()
+        self.detector.warmup(height, width)
+        self.warmed_frame_sizes.add((height, width))
+        self.detector_warmups += 1
+        seconds = time.perf_counter() - t
+        self.warmup_s += seconds
+        return seconds
+
+    def close(self) -> None:
+        """Let go of the engines; their GPU memory returns to the device."""
+        for name in ("engine", "detector", "cropper"):
+            setattr(self, name, None)
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover - torch is a dependency
+            pass
+
+
+def load_models(config: RunConfig) -> Models:
+    """Weights (downloaded and verified when needed), EmoNet's engine, the detector and the cropper.
+
+    ``config`` is resolved (:meth:`RunConfig.resolved`). Nothing is warmed here.
+    """
+    import torch
+
+    device = resolve_device(config.device)
+    cuda = device.type == "cuda"
+    t_load = time.perf_counter()
+    if config.weights:
+        checkpoint = weights.user_file(config.weights)
+    else:
+        checkpoint = weights.ensure(f"emonet_{config.classes or 8}", config.models_dir)
+    state = read_checkpoint(checkpoint)
+    if config.weights and config.classes is not None:
+        found = classes_in_checkpoint(state)
+        if found != config.classes:
+            raise CheckpointError(f"--classes {config.classes} does not match the weights {config.weights}, which "
+                                  f"have {found} expression classes (leave --classes out: it is read from the file)")
+    model = build_emonet(state)
+    cuda_graphs = False if (config.no_cuda_graphs or config.no_warmup) else None  # graphs are captured at warmup
+    options = EngineOptions(
+        device=str(device), precision=config.precision, batch_size=int(config.batch_size or 1),
+        cudnn_benchmark=not config.no_cudnn_benchmark, warmup=not config.no_warmup,
+        cuda_graphs=cuda_graphs, landmarks=config.landmarks,
+        compile=config.compile, cudnn_epilogue=not config.no_cudnn_epilogue,
+    )
+    engine = create_engine(config.backend, model, options, checkpoint_sha256=weights.sha256_of(checkpoint),
+                           models_dir=weights.models_dir(config.models_dir))
+    precision = engine.options.precision or ("fp16" if cuda else "fp32")
+    detector = create_detector(config.detector or "sfd", device=str(device), models_dir=config.models_dir,
+                               score_threshold=config.threshold, min_face=config.min_face,
+                               max_faces=config.max_faces, working_size=config.detect_size,
+                               batch_size=int(config.detect_batch or 1),
+                               precision="fp16" if cuda and precision != "fp32" else "fp32", cuda_graphs=cuda_graphs)
+    cropper = FaceCropper(margin=config.margin, device=device, dtype=PRECISIONS[precision] if cuda else torch.float32)
+    name = f"emonet_{engine.num_classes}" if not config.weights else Path(config.weights).name
+    return Models(engine=engine, detector=detector, cropper=cropper, model_name=name,
+                  load_s=time.perf_counter() - t_load)
+
+
+# What a per-source run may change once the models are built, and what it may not (engine and detector settings).
+MODEL_OPTIONS = frozenset({
+    "detector", "detect_size", "detect_batch", "threshold", "min_face", "max_faces", "margin", "classes", "weights",
+    "models_dir", "backend", "device", "precision", "batch_size", "no_cudnn_benchmark", "no_cudnn_epilogue",
+    "no_warmup", "no_cuda_graphs", "compile", "landmarks",
+})
+
+
+def model_options(config: RunConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in sorted(MODEL_OPTIONS)}

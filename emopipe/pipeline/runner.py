@@ -1,0 +1,504 @@
+"""The streaming pipeline: reader thread → detection, crops, batches, EmoNet → writer thread.
+
+Queues between the threads are bounded and the frames waiting for an incomplete batch are capped,
+so memory does not grow with the video's length. The GPU work runs on the calling thread; frames
+are decoded ahead of it on a reader thread and results are tracked, written and drawn behind it on
+a writer thread. Frames leave in the order they came. Ctrl-C (or a fault in any stage) stops
+the reader, lets the writer finish everything already computed, and closes the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import groupby
+from typing import Any
+
+import numpy as np
+import torch
+
+from emopipe.engines.base import Engine
+from emopipe.io.sources import Source
+from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
+from emopipe.pipeline.summary import RunSummary
+from emopipe.pipeline.timing import StageClock
+from emopipe.types import Detections, EngineOutput, FaceResult, Frame, FrameResult
+from emopipe.vision.crop import FaceCropper
+from emopipe.vision.detect import FaceDetector, PendingDetections
+from emopipe.vision.keyframes import KeyframeSchedule, Located
+
+logger = logging.getLogger(__name__)
+
+_END = object()  # sentinel closing a queue
+_DUE = object()  # live: no frame came before a partial face batch was due
+
+
+@dataclass
+class _FrameBatch:
+    """Frames read, in order, and which of them go to the detector (all but with --detect-every)."""
+
+    frames: list[Frame] = field(default_factory=list)
+    keys: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class _InFlight:
+    """A batch of frames on the device whose detection has been launched but not collected."""
+
+    frames: list[Frame]
+    pixels: torch.Tensor  # N×H×W×3 uint8 BGR on the device (the crops are cut from it)
+    keys: list[bool]  # which frames went to the detector (all but with --detect-every)
+    detections: PendingDetections | None  # of the key frames, in order; None when there are none
+
+
+@dataclass(frozen=True)
+class _FrameOnDevice:
+    """A frame and where its pixels are: a row of an uploaded batch (the crops are cut from it)."""
+
+    frame: Frame
+    pixels: torch.Tensor  # its batch, N×H×W×3
+    row: int
+
+
+class PinnedBatches:
+    """Page-locked host buffers, one batch of frames each, reused in turn by the GPU thread.
+
+    A batch is gathered into one with a single host copy per frame and sent to the device as one
+    asynchronous copy (the CPU does not wait for it); a buffer is refilled only once the copy that
+    last read it has run.
+    """
+
+    def __init__(self, buffers: int = 3) -> None:
+        self._ring: list[tuple[torch.Tensor | None, Any]] = [(None, None)] * buffers
+        self._next = 0
+
+    def upload(self, images: Sequence[np.ndarray], device: torch.device) -> tuple[torch.Tensor, Any]:
+        """The images as one N×H×W×3 device tensor, and the event marking its copy (on the current stream)."""
+        slot = self._next
+        self._next = (self._next + 1) % len(self._ring)
+        buffer, copied = self._ring[slot]
+        if copied is not None:
+            copied.synchronize()
+        shape = (len(images), *images[0].shape)
+        if buffer is None or buffer.shape[0] < shape[0] or tuple(buffer.shape[1:]) != shape[1:]:
+            buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+        staged = buffer[: shape[0]]
+        np.stack(images, out=staged.numpy())
+        pixels = staged.to(device, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+        self._ring[slot] = (buffer, copied)
+        return pixels, copied
+
+
+class Observer:
+    """Hooks the pipeline calls; the metrics and the progress bar implement the ones they need."""
+
+    def stage(self, stage: str, seconds: float) -> None: ...
+
+    def batch(self, size: int, real: int, seconds: float) -> None: ...
+
+    def frame(self, result: FrameResult, latency_s: float) -> None: ...
+
+    def queue_depth(self, name: str, depth: int) -> None: ...
+
+    def dropped(self, n: int) -> None: ...
+
+
+class Sink:
+    """The writer thread's work for one frame (records, annotated video, live view…)."""
+
+    def write(self, result: FrameResult) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class PipelineSettings:
+    detect_batch: int = 1  # frames per detector call (its static batch)
+    max_pending_frames: int = 0  # frames waiting for an unfilled batch before it is flushed (0: 2 × batch)
+    queue_frames: int = 16  # decoded frames buffered ahead of the GPU thread
+    pin_memory: bool = True  # CUDA: frames reach the GPU through page-locked buffers (asynchronous copies)
+    copy_stream: bool = True  # CUDA: those copies run on a side stream, beside the kernels already queued
+    overlap: bool = True  # detect batch k+1 on the device while the host finishes batch k (when frames are waiting)
+    gil_switch_interval_s: float = 0.0005  # CUDA: how soon a thread back from C code (decoding, a GPU wait) runs
+    # Detect on every K-th frame only; the frames in between get boxes from the key frames around them
+    # (interpolated; live: carried from the last one). Frame batches hold detect_batch × K frames.
+    detect_every: int = 1
+    # Live sources: the GPU thread always gets the newest frame (one waiting is replaced: dropped and
+    # counted, never queued), and a partial face batch runs once its oldest face waited max_wait_s.
+    live: bool = False
+    max_wait_s: float | None = None
+
+
+class Pipeline:
+    """Runs one source through detector, cropper, batcher and engine into the sinks."""
+
+    def __init__(self, source: Source, detector: FaceDetector, cropper: FaceCropper, engine: Engine,
+                 sinks: Sequence[Sink], observers: Sequence[Observer] = (),
+                 settings: PipelineSettings | None = None) -> None:
+        self.source = source
+        self.detector = detector
+        self.cropper = cropper
+        self.engine = engine
+        self.sinks = list(sinks)
+        self.observers = list(observers)
+        self.settings = settings or PipelineSettings()
+        self.device = engine.device
+        self._stop = threading.Event()
+        self._frames: queue.Queue[Any] = queue.Queue(maxsize=1 if self.settings.live else
+                                                     max(2, self.settings.queue_frames))
+        self._results: queue.Queue[Any] = queue.Queue(maxsize=max(2, 2 * engine.batch_size))
+        self._latencies: list[float] = []
+        self._faces = 0
+        self._errors: list[BaseException] = []
+        self.clock = StageClock(self.device, self._observe_stage)
+        self._stage_totals: dict[str, float] = {}
+        self._pinned = PinnedBatches() if self.device.type == "cuda" and self.settings.pin_memory else None
+        self._copy_stream = (torch.cuda.Stream(self.device) if self._pinned is not None and self.settings.copy_stream
+                             else None)
+        self._started = 0.0
+        self._finished = 0.0
+        self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
+        self.frames_detected = 0
+        self._keyframes: KeyframeSchedule[_FrameOnDevice] | None = None
+        if self.settings.detect_every > 1:
+            self._keyframes = KeyframeSchedule(self.settings.detect_every, interpolate=not self.settings.live)
+
+    # -- observers ---------------------------------------------------------------------------
+
+    def _observe_stage(self, stage: str, seconds: float) -> None:
+        self._stage_totals[stage] = self._stage_totals.get(stage, 0.0) + seconds
+        for o in self.observers:
+            o.stage(stage, seconds)
+
+    def _observe_queues(self) -> None:
+        for o in self.observers:
+            o.queue_depth("frames", self._frames.qsize())
+            o.queue_depth("results", self._results.qsize())
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def _read(self) -> None:
+        """Reader thread: decode ahead into the bounded frame queue."""
+        try:
+            frames = iter(self.source)
+            while not self._stop.is_set():
+                t = time.perf_counter()
+                frame = next(frames, None)
+                if frame is None:
+                    break
+                if self.settings.live:  # next() waited for the camera; its capture thread decodes
+                    self._put_newest(frame)
+                    continue
+                if frame.read_time < self._started:  # decoded before the run (a source checks its first
+                    frame = replace(frame, read_time=self._started)  # frame on opening): count from now
+                self._observe_stage("decode", time.perf_counter() - t)
+                self._put(self._frames, frame)
+        except BaseException as exc:  # handed to the GPU thread, which raises it
+            self._errors.append(exc)
+        finally:
+            self._put(self._frames, _END)
+
+    def _write(self) -> None:
+        """Writer thread: sinks in frame order; latency is measured when a frame's results are out."""
+        try:
+            while True:
+                item = self._results.get()
+                if item is _END:
+                    return
+                t = time.perf_counter()
+                for sink in self.sinks:
+                    sink.write(item)
+                done = time.perf_counter()
+                self._observe_stage("write", done - t)
+                latency = done - item.frame.read_time
+                self._latencies.append(latency)
+                self._faces += len(item.faces)
+                for o in self.observers:
+                    o.frame(item, latency)
+        except BaseException as exc:
+            self._errors.append(exc)
+            self._stop.set()
+            while self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
+                pass
+
+    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
+        """Blocking put that gives up (False) only once the pipeline is stopping; nothing is discarded."""
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _put_newest(self, frame: Frame) -> None:
+        """Live: hand the GPU thread only the newest frame; one still waiting is dropped and counted."""
+        while True:
+            try:
+                self._frames.put_nowait(frame)
+                return
+            except queue.Full:
+                try:
+                    self._frames.get_nowait()
+                except queue.Empty:
+                    continue  # the GPU thread took it meanwhile
+                self.frames_dropped += 1
+                for o in self.observers:
+                    o.dropped(1)
+
+    def _next_frame(self, due_in: float | None = None) -> Any:
+        """The next frame; _DUE once ``due_in`` seconds passed without one (a partial batch is due)."""
+        deadline = None if due_in is None else time.monotonic() + due_in
+        while True:
+            wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
+            try:
+                return self._frames.get(timeout=wait)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return _END
+                if deadline is not None and time.monotonic() >= deadline:
+                    return _DUE
+
+    # -- the GPU thread -----------------------------------------------------------------------
+
+    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[_FrameBatch]:
+        """Frames from the reader, in batches of one frame size holding up to the detector's batch of
+        key frames; an empty batch when the batcher's partial batch fell due before another frame came (live)."""
+        batch = _FrameBatch()
+        while True:
+            if batch.frames and self._frames.empty():
+                # Don't hold frames back waiting for a full batch when decoding is the bottleneck.
+                yield batch
+                batch = _FrameBatch()
+            item = self._next_frame(batcher.seconds_until_due())
+            if item is _DUE:
+                yield _FrameBatch()
+                continue
+            if item is _END:
+                break
+            if batch.frames and (item.height, item.width) != (batch.frames[0].height, batch.frames[0].width):
+                yield batch
+                batch = _FrameBatch()
+            batch.frames.append(item)
+            batch.keys.append(self._keyframes is None or self._keyframes.is_key((item.height, item.width)))
+            # A batch ends on a key frame, so the frames before it have their boxes once it is detected
+            # and are cropped with it, in one call (with --detect-every; otherwise every frame is a key).
+            if sum(batch.keys) == self.detector.batch_size:
+                yield batch
+                batch = _FrameBatch()
+            self._observe_queues()
+        if batch.frames:
+            yield batch
+
+    def _upload(self, batch: list[Frame]) -> torch.Tensor:
+        """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
+        on_device = [frame.device_pixels for frame in batch]
+        if on_device[0] is not None:  # decoded on the GPU, copied out on the decoder's stream
+            if self.device.type == "cuda":
+                main = torch.cuda.current_stream(self.device)
+                for pixels in on_device:  # the decoder's memory: not reused before this stream is done with it
+                    pixels.record_stream(main)
+            return torch.stack(on_device)
+        images = [frame.bgr for frame in batch]
+        if self.device.type != "cuda":
+            return torch.from_numpy(np.stack(images))
+        if self._pinned is None:
+            return torch.from_numpy(np.stack(images)).to(self.device)  # waits for the queued work, then copies
+        if self._copy_stream is None:
+            return self._pinned.upload(images, self.device)[0]
+        # Copied on a side stream, so the upload overlaps the kernels still queued on the main stream
+        # (the previous batch's detection, crops, EmoNet) instead of waiting behind them.
+        main = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self._copy_stream):
+            pixels, copied = self._pinned.upload(images, self.device)
+        main.wait_event(copied)
+        pixels.record_stream(main)  # side-stream memory: not reused before the main stream is done with it
+        return pixels
+
+    def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        for batch in batches:
+            t = time.perf_counter()
+            out: EngineOutput = self.engine.infer(batch.crops)  # returns with results on the host
+            seconds = time.perf_counter() - t
+            self._stage_totals["infer"] = self._stage_totals.get("infer", 0.0) + seconds
+            for o in self.observers:
+                o.batch(batch.size, batch.real, seconds)
+            probabilities = out.probabilities.numpy()
+            valence, arousal = out.valence.numpy(), out.arousal.numpy()
+            landmarks = out.landmarks.numpy() if out.landmarks is not None else None
+            for i, slot in enumerate(batch.slots):  # padding slots have no entry here: dropped
+                assembler.deliver(slot, FaceResult(probabilities[i], float(valence[i]), float(arousal[i]),
+                                                   None if landmarks is None else landmarks[i]))
+            self.clock.collect()
+
+    def _release(self, assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        for result, faces in assembler.ready():
+            result.faces = faces
+            self._put(self._results, result)
+
+    def run(self) -> None:
+        """Process the whole source. Raises what a stage raised, after the files are closed."""
+        batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size, max_wait_s=self.settings.max_wait_s)
+        assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
+        max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
+        self._started = time.perf_counter()
+        threads, switch = torch.get_num_threads(), sys.getswitchinterval()
+        if self.device.type == "cuda":
+            # The host's cores belong to the video decoder: PyTorch's few CPU ops here (box decoding,
+            # NMS) gain nothing from a thread pool whose spinning workers starve FFmpeg's threads.
+            torch.set_num_threads(min(threads, 2))
+            # The GPU thread releases the GIL at every wait on the GPU; with the default 5 ms switch
+            # interval it can then wait that long to get it back from the reader or writer thread.
+            sys.setswitchinterval(self.settings.gil_switch_interval_s)
+        reader = threading.Thread(target=self._read, name="emopipe-reader", daemon=True)
+        writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
+        reader.start()
+        writer.start()
+        in_flight: _InFlight | None = None  # detection launched, not yet collected
+        try:
+            for batch in self._frame_batches(batcher):
+                if self._stop.is_set():
+                    break
+                if batch.frames:
+                    # Software pipelining: the device detects this batch while the host finishes the
+                    # previous one (NMS, crops, EmoNet), so the GPU does not wait for Python.
+                    launched = self._launch(batch)
+                    if in_flight is not None:
+                        self._complete(in_flight, batcher, assembler)
+                    in_flight = launched
+                    if self.settings.live or not self.settings.overlap or self._frames.empty():
+                        # No next batch is ready to overlap with: finish now rather than add latency.
+                        self._complete(in_flight, batcher, assembler)
+                        in_flight = None
+                self._infer(batcher.due(), assembler)  # nothing unless max_wait_s is set (live)
+                if len(assembler) > max_pending:  # many faceless frames behind an unfilled batch
+                    self._infer(batcher.flush(), assembler)
+                self._release(assembler)
+            if not self._stop.is_set():
+                if in_flight is not None:
+                    self._complete(in_flight, batcher, assembler)
+                if self._keyframes is not None:  # the frames after the last key frame
+                    self._cut(self._keyframes.flush(), batcher, assembler)
+                self._infer(batcher.flush(), assembler)
+                self._release(assembler)
+            self.clock.collect(wait=True)
+        finally:
+            self._stop.set()  # the reader stops; the writer still drains what was computed
+            self._finish(writer, reader)
+            self._finished = time.perf_counter()
+            torch.set_num_threads(threads)
+            sys.setswitchinterval(switch)
+        if self._errors:
+            raise self._errors[0]
+
+    def _finish(self, writer: threading.Thread, reader: threading.Thread) -> None:
+        # The writer gets its sentinel even if the queue is full of results (they are written first).
+        while writer.is_alive():
+            try:
+                self._results.put(_END, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        writer.join()
+        # it sees the stop flag after its current frame; a live source that stalled is closed after us
+        reader.join(timeout=0.5 if self.settings.live else 5.0)
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except BaseException as exc:
+                self._errors.append(exc)
+
+    def _launch(self, batch: _FrameBatch) -> _InFlight:
+        """Upload a batch of frames and queue its key frames' detection on the device; returns without waiting."""
+        keys = batch.keys
+        with self.clock.stage("detect"):
+            pixels = self._upload(batch.frames)
+            pending = None
+            if all(keys):
+                pending = self.detector.launch(pixels)
+            elif any(keys):
+                pending = self.detector.launch(torch.stack([pixels[i] for i, key in enumerate(keys) if key]))
+        self.frames_detected += sum(keys)
+        return _InFlight(batch.frames, pixels, keys, pending)
+
+    def _complete(self, launched: _InFlight, batcher: StaticBatcher[int],
+                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        """Finish a launched batch: detections on the host, crops, and into the face batches."""
+        t = time.perf_counter()
+        found = iter(launched.detections.collect() if launched.detections is not None else [])
+        self._observe_stage("nms", time.perf_counter() - t)
+        located: list[Located[_FrameOnDevice]] = []
+        for row, (frame, key) in enumerate(zip(launched.frames, launched.keys)):
+            detections = next(found) if key else None
+            where = _FrameOnDevice(frame, launched.pixels, row)
+            if self._keyframes is None:
+                assert detections is not None
+                located.append(Located(where, detections, detected=True))
+            else:
+                located += self._keyframes.add(where, (frame.height, frame.width), detections)
+        self._cut(located, batcher, assembler)
+
+    def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
+             assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        """Crop located frames (in frame order) and add their faces to the face batches: one batched
+        crop per run of frames from the same upload."""
+        for _, run in groupby(located, key=lambda entry: id(entry.item.pixels)):
+            self._crop_run(list(run), batcher, assembler)
+
+    def _crop_run(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
+                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+        pixels = located[0].item.pixels
+        boxes = [np.zeros((0, 4), np.float32)] * pixels.shape[0]
+        for entry in located:
+            boxes[entry.item.row] = entry.detections.boxes
+        with self.clock.stage("crop"):
+            crops = self.cropper.crop(pixels, boxes)
+        first = 0
+        for entry in located:  # rows in increasing order, as the crops are grouped
+            frame = entry.item.frame
+            count = int(np.count_nonzero(crops.frame_of_crop == entry.item.row))
+            faces = crops.face_of_crop[first:first + count]
+            found = entry.detections
+            if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row
+                found = Detections(found.boxes[faces], found.scores[faces])
+            result = FrameResult(frame=frame, detections=found,
+                                 crop_boxes=crops.boxes_used[first:first + count], detected=entry.detected)
+            assembler.expect(frame.index, result, count)
+            self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
+            first += count
+
+    def stop(self) -> None:
+        """Stop reading (from any thread); what was already computed is still written, then :meth:`run` returns."""
+        self._stop.set()
+
+    def summary(self, **fields: Any) -> RunSummary:
+        """The run's figures; ``seconds`` and the rates cover processing, start-up is reported apart."""
+        elapsed = (self._finished or time.perf_counter()) - self._started
+        frames = len(self._latencies)
+        steady = sorted(self._latencies[1:])
+        return RunSummary(
+            source=self.source.info.uri,
+            decoder=getattr(self.source, "decoder", "opencv"),
+            frames=frames,
+            detect_every=self.settings.detect_every,
+            frames_detected=self.frames_detected,
+            faces=self._faces,
+            seconds=elapsed,
+            fps=frames / elapsed if elapsed else 0.0,
+            faces_per_s=self._faces / elapsed if elapsed else 0.0,
+            first_frame_latency_s=self._latencies[0] if self._latencies else None,
+            steady_latency_p50_s=statistics.median(steady) if steady else None,
+            steady_latency_p99_s=steady[min(len(steady) - 1, round(0.99 * (len(steady) - 1)))] if steady else None,
+            stage_seconds={k: round(v, 4) for k, v in self._stage_totals.items()},
+            ended_early=getattr(self.source, "ended_early", None),
+            engine=self.engine.info(),
+            **fields,
+        )

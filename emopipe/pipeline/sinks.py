@@ -1,0 +1,78 @@
+"""What happens to each finished frame on the writer thread: faces tracked, rows written, frames drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from emopipe.io.records import RecordWriter, landmarks_to_frame
+from emopipe.types import FaceRecord, FrameResult
+from emopipe.vision.annotate import AnnotatedVideoWriter
+from emopipe.vision.track import IouTracker, TrackSmoother
+
+
+class FaceRecorder:
+    """Turns frame results into tracked :class:`FaceRecord` rows, in frame order.
+
+    Tracking and smoothing keep per-track state, so one recorder serves one source, and every frame
+    (also faceless ones, so tracks age) must pass through :meth:`records` in order.
+    """
+
+    def __init__(self, source: str, labels: Sequence[str], *, tracker: IouTracker | None = None,
+                 smoothing: float | None = None) -> None:
+        self.source = source
+        self.labels = tuple(labels)
+        self.tracker = tracker or IouTracker()
+        self.smoother = TrackSmoother(smoothing)
+
+    def records(self, result: FrameResult) -> list[FaceRecord]:
+        boxes = result.detections.boxes
+        ids = self.tracker.update(boxes)
+        if not result.faces:
+            self.smoother.forget(self.tracker.expired)
+            return []
+        probabilities = np.stack([f.probabilities for f in result.faces])
+        valence = np.array([f.valence for f in result.faces])
+        arousal = np.array([f.arousal for f in result.faces])
+        probabilities, valence, arousal = self.smoother.smooth(ids, probabilities, valence, arousal)
+        self.smoother.forget(self.tracker.expired)
+        landmarks = None
+        if result.faces[0].landmarks is not None:
+            landmarks = landmarks_to_frame(np.stack([f.landmarks for f in result.faces]), result.crop_boxes)
+        frame = result.frame
+        return [
+            FaceRecord.create(
+                labels=self.labels, probabilities=probabilities[i], source=self.source, frame=frame.index,
+                timestamp_s=frame.timestamp_s, track_id=int(ids[i]), box=tuple(boxes[i]),
+                score=float(result.detections.scores[i]), valence=float(valence[i]), arousal=float(arousal[i]),
+                landmarks=None if landmarks is None else landmarks[i], detected=result.detected,
+            )
+            for i in range(len(result.faces))
+        ]
+
+
+class RecordSink:
+    """Writes every frame's rows (and, if asked, the annotated frame) as soon as it is done."""
+
+    def __init__(self, recorder: FaceRecorder, writer: RecordWriter,
+                 video: AnnotatedVideoWriter | None = None) -> None:
+        self.recorder = recorder
+        self.writer = writer
+        self.video = video
+        self.last_records: list[FaceRecord] = []
+
+    def write(self, result: FrameResult) -> None:
+        records = self.recorder.records(result)
+        if records:
+            self.writer.write(records)
+        if self.video is not None:
+            self.video.write(result.frame.bgr, records)
+        self.last_records = records
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        finally:
+            if self.video is not None:
+                self.video.close()

@@ -1,0 +1,188 @@
+"""Face crops for EmoNet: each detected box → one 256×256 RGB crop in [0, 1].
+
+The EmoNet contract (``shared/emonet-architecture.md``): crop the box out of the RGB frame,
+resize it to 256×256 with bilinear interpolation (aspect ratio not kept), divide by 255.
+Made precise here:
+
+1. ``margin`` (a fraction of the box's width and height) is added on each side;
+2. the box is rounded to integer pixels (``floor(v + 0.5)``) and clipped to the frame, so it
+   covers columns ``x1 … x2 - 1`` and rows ``y1 … y2 - 1``;
+3. a box that is empty after clipping (entirely outside the frame, or degenerate) is dropped and
+   reported in :attr:`CropBatch.dropped`;
+4. the crop is resized like OpenCV's ``INTER_LINEAR``: half-pixel centres, sample positions
+   clamped to the crop so its border pixels repeat (nothing outside the box leaks in).
+
+On the CPU this is literally the reference preparation (``cv2.resize`` of the uint8 crop, then
+÷255). On a CUDA device every face of every frame is cropped in one batched gather from the
+frames already uploaded for detection — no host round trip per face — and computed in float, so
+it matches the reference within OpenCV's own uint8 rounding (under 1/255).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+
+from emopipe.model.devices import resolve_device
+
+CROP_SIZE = 256
+METHODS = ("auto", "torch", "opencv")
+
+
+@dataclass(frozen=True)
+class CropBatch:
+    """The crops of one batch of frames, with where each came from."""
+
+    crops: torch.Tensor  # K×3×S×S RGB in [0, 1]
+    frame_of_crop: np.ndarray  # K int64: the frame (position in the batch) each crop comes from
+    face_of_crop: np.ndarray  # K int64: the box's position in that frame's box list
+    boxes_used: np.ndarray  # K×4 float32: the integer, clipped boxes actually cropped
+    dropped: tuple[tuple[int, int], ...] = ()  # (frame, face) of boxes empty after clipping
+
+    def __post_init__(self) -> None:
+        c = self.crops
+        if not isinstance(c, torch.Tensor) or c.ndim != 4 or c.shape[1] != 3 or c.shape[2] != c.shape[3]:
+            raise ValueError(f"CropBatch.crops must be K×3×S×S, got {tuple(getattr(c, 'shape', ()))}")
+        k = c.shape[0]
+        for name, array, shape in (("frame_of_crop", self.frame_of_crop, (k,)),
+                                   ("face_of_crop", self.face_of_crop, (k,)),
+                                   ("boxes_used", self.boxes_used, (k, 4))):
+            if not isinstance(array, np.ndarray) or array.shape != shape:
+                raise ValueError(f"CropBatch.{name} must have shape {shape}, got "
+                                 f"{getattr(array, 'shape', type(array).__name__)}")
+        if self.boxes_used.dtype != np.float32:
+            raise ValueError(f"CropBatch.boxes_used must be float32, got {self.boxes_used.dtype}")
+
+    def __len__(self) -> int:
+        return int(self.crops.shape[0])
+
+
+def integer_boxes(boxes: np.ndarray, frame_w: int, frame_h: int, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(k×4 int64 boxes after margin, rounding and clipping; k bools: non-empty)."""
+    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    if margin:
+        dw = (b[:, 2] - b[:, 0]) * margin
+        dh = (b[:, 3] - b[:, 1]) * margin
+        b = b + np.stack((-dw, -dh, dw, dh), axis=1)
+    finite = np.isfinite(b).all(axis=1)
+    b = np.where(finite[:, None], b, 0.0)
+    limits = np.array([frame_w, frame_h, frame_w, frame_h], dtype=np.float64)
+    r = np.clip(np.floor(b + 0.5), 0, limits).astype(np.int64)
+    valid = finite & (r[:, 2] > r[:, 0]) & (r[:, 3] > r[:, 1])
+    return r, valid
+
+
+def opencv_crop(frame_bgr: np.ndarray, box: np.ndarray, size: int = CROP_SIZE) -> np.ndarray:
+    """The reference preparation for one integer box: 3×S×S float32 RGB in [0, 1]."""
+    x1, y1, x2, y2 = (int(v) for v in box)
+    resized = cv2.resize(frame_bgr[y1:y2, x1:x2], (size, size), interpolation=cv2.INTER_LINEAR)
+    return (resized[:, :, ::-1].transpose(2, 0, 1) / np.float32(255)).astype(np.float32)
+
+
+def _sample_axis(start: torch.Tensor, length: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
+    """OpenCV INTER_LINEAR positions along one axis: (first index, second index, weight of the second)."""
+    centres = torch.arange(size, device=start.device, dtype=torch.float64) + 0.5
+    extent = length.to(torch.float64)[:, None]
+    position = centres[None, :] * (extent / size) - 0.5
+    position = torch.minimum(position.clamp(min=0), extent - 1)  # border pixels of the crop repeat
+    low = position.floor()
+    weight = (position - low).to(torch.float32)
+    low = low.long()
+    high = torch.minimum(low + 1, length[:, None] - 1)
+    return start[:, None] + low, start[:, None] + high, weight
+
+
+def torch_crops(frames: torch.Tensor, frame_of_crop: torch.Tensor, boxes: torch.Tensor, size: int = CROP_SIZE,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """All crops in one batched gather: frames N×H×W×3 uint8 BGR, boxes K×4 integer → K×3×S×S RGB."""
+    n, height, width, _ = frames.shape
+    k = boxes.shape[0]
+    if k == 0:
+        return torch.zeros((0, 3, size, size), dtype=dtype, device=frames.device)
+    x1, y1, x2, y2 = boxes.unbind(dim=1)
+    x_low, x_high, wx = _sample_axis(x1, x2 - x1, size)  # K×S
+    y_low, y_high, wy = _sample_axis(y1, y2 - y1, size)
+    flat = frames.reshape(n * height * width, 3)
+    base = (frame_of_crop * height)[:, None, None]
+
+    def pixels(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        index = ((base + rows[:, :, None]) * width + cols[:, None, :]).reshape(-1)
+        return flat.index_select(0, index).reshape(k, size, size, 3).float()
+
+    wx, wy = wx[:, None, :, None], wy[:, :, None, None]
+    top = pixels(y_low, x_low) * (1 - wx) + pixels(y_low, x_high) * wx
+    bottom = pixels(y_high, x_low) * (1 - wx) + pixels(y_high, x_high) * wx
+    rgb = (top * (1 - wy) + bottom * wy).flip(-1) / 255.0
+    return rgb.permute(0, 3, 1, 2).contiguous().to(dtype)
+
+
+class FaceCropper:
+    """Cuts each box of each frame into a ``size``×``size`` RGB crop in [0, 1] (see the module doc).
+
+    ``method``: ``opencv`` (the reference, per face on the host), ``torch`` (one batched gather on
+    the frames' device) or ``auto`` (torch on CUDA, OpenCV on the CPU).
+    """
+
+    def __init__(self, size: int = CROP_SIZE, margin: float = 0.0, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32, method: str = "auto") -> None:
+        if size < 1:
+            raise ValueError(f"crop size must be at least 1, got {size}")
+        if not margin > -0.5:
+            raise ValueError(f"crop margin must be greater than -0.5 (a fraction of the box per side), got {margin}")
+        if method not in METHODS:
+            raise ValueError(f"crop method must be one of {', '.join(METHODS)}, got {method!r}")
+        if not dtype.is_floating_point:
+            raise ValueError(f"crop dtype must be a floating-point type, got {dtype}")
+        self.size = size
+        self.margin = float(margin)
+        self.device = resolve_device(str(device))
+        self.dtype = dtype
+        self.method = ("torch" if self.device.type == "cuda" else "opencv") if method == "auto" else method
+
+    def crop(self, frames: torch.Tensor, boxes: list[np.ndarray]) -> CropBatch:
+        """Crops for ``boxes[i]`` (k_i×4, frame pixels) of frame ``i`` of ``frames`` (N×H×W×3 uint8 BGR)."""
+        if not isinstance(frames, torch.Tensor) or frames.dtype != torch.uint8 or frames.ndim != 4 \
+                or frames.shape[3] != 3:
+            shape = tuple(getattr(frames, "shape", ()))
+            raise ValueError(f"crop() takes N×H×W×3 uint8 BGR frames, got {shape} {getattr(frames, 'dtype', '')}")
+        if frames.device != self.device:
+            raise ValueError(f"frames are on {frames.device}, the cropper on {self.device}")
+        if len(boxes) != frames.shape[0]:
+            raise ValueError(f"got {len(boxes)} box lists for {frames.shape[0]} frames")
+        height, width = int(frames.shape[1]), int(frames.shape[2])
+        frame_of, face_of, used, dropped = [], [], [], []
+        for i, frame_boxes in enumerate(boxes):
+            b = np.asarray(frame_boxes)
+            if b.size and (b.ndim != 2 or b.shape[1] != 4):
+                raise ValueError(f"boxes of frame {i} must be k×4, got shape {b.shape}")
+            rounded, valid = integer_boxes(b, width, height, self.margin)
+            for j in range(rounded.shape[0]):
+                if valid[j]:
+                    frame_of.append(i)
+                    face_of.append(j)
+                    used.append(rounded[j])
+                else:
+                    dropped.append((i, j))
+        boxes_used = np.array(used, dtype=np.int64).reshape(-1, 4)
+        frame_of_crop = np.array(frame_of, dtype=np.int64)
+        if self.method == "torch":
+            where = torch.from_numpy(np.concatenate((frame_of_crop[:, None], boxes_used), axis=1))
+            if frames.device.type == "cuda":
+                # From page-locked memory without waiting: a plain copy would first wait for all work
+                # already queued on the GPU (the pipeline's next detection batch).
+                where = where.pin_memory().to(frames.device, non_blocking=True)
+            crops = torch_crops(frames, where[:, 0], where[:, 1:], self.size, self.dtype)
+        else:
+            crops = self._opencv(frames, frame_of_crop, boxes_used)
+        return CropBatch(crops=crops, frame_of_crop=frame_of_crop, face_of_crop=np.array(face_of, dtype=np.int64),
+                         boxes_used=boxes_used.astype(np.float32), dropped=tuple(dropped))
+
+    def _opencv(self, frames: torch.Tensor, frame_of_crop: np.ndarray, boxes: np.ndarray) -> torch.Tensor:
+        host = frames.cpu().numpy()
+        out = np.empty((len(boxes), 3, self.size, self.size), dtype=np.float32)
+        for k, (f, box) in enumerate(zip(frame_of_crop, boxes, strict=True)):
+            out[k] = opencv_crop(host[f], box, self.size)
+        return torch.from_numpy(out).to(self.device, dtype=self.dtype)

@@ -1,0 +1,186 @@
+"""Stable face ids across frames, and optional per-track smoothing of EmoNet's outputs.
+
+EmoNet looks at one crop at a time, so the same face gets a fresh, somewhat noisy answer every
+frame. Tracking gives each face an id that survives across frames (what a CSV reader groups by);
+smoothing averages a face's answers over its own recent frames — never over other faces, which is
+what the reference demo's batch-sized smoothing state did.
+
+The tracker matches boxes by IoU with an optimal (Hungarian) assignment, against where each track is
+predicted to be (its last box moved by its recent per-frame motion), so two faces that cross keep
+their ids. It needs boxes only, not EmoNet's results, and costs about 0.1–0.3 ms per frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from emopipe.errors import UsageError
+
+
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of boxes ``a`` (n×4) and ``b`` (m×4), ``x1, y1, x2, y2``; returns n×m."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
+    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.maximum(x2 - x1, 0) * np.maximum(y2 - y1, 0)
+    area_a = np.maximum(a[:, 2] - a[:, 0], 0) * np.maximum(a[:, 3] - a[:, 1], 0)
+    area_b = np.maximum(b[:, 2] - b[:, 0], 0) * np.maximum(b[:, 3] - b[:, 1], 0)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+class IouTracker:
+    """Assigns each detected box a track id that stays with the face from frame to frame.
+
+    Call :meth:`update` once per frame, in frame order, also for frames with no face (so unseen
+    tracks age). Ids are ints counting from 1 in order of first appearance and are never reused.
+    A track survives up to ``max_age`` consecutive frames without a matching box and is dropped at
+    the next unseen frame; a face that comes back after that gets a new id. The ids dropped by the
+    last update are in :attr:`expired` (hand them to :meth:`TrackSmoother.forget`).
+    """
+
+    def __init__(self, iou_threshold: float = 0.3, max_age: int = 30) -> None:
+        if not 0.0 < iou_threshold <= 1.0:
+            raise UsageError(f"track IoU threshold must be in (0, 1], got {iou_threshold}")
+        if max_age < 0:
+            raise UsageError(f"track max age must be 0 or more frames, got {max_age}")
+        self.iou_threshold = float(iou_threshold)
+        self.max_age = int(max_age)
+        self._next_id = 1
+        # One row per live track, kept as parallel arrays so matching stays vectorised.
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._boxes = np.zeros((0, 4), dtype=np.float64)  # last matched box
+        self._velocity = np.zeros((0, 4), dtype=np.float64)  # box change per frame
+        self._unseen = np.zeros(0, dtype=np.int64)  # frames since the last match
+        self.expired: tuple[int, ...] = ()
+
+    @property
+    def active_ids(self) -> tuple[int, ...]:
+        return tuple(int(i) for i in self._ids)
+
+    def __len__(self) -> int:
+        return int(self._ids.shape[0])
+
+    def predicted_boxes(self) -> np.ndarray:
+        """Where each live track is expected in the next frame: last box moved by its velocity."""
+        return self._boxes + self._velocity * (self._unseen + 1)[:, None]
+
+    def update(self, boxes: np.ndarray) -> np.ndarray:
+        """Track ids (k int64) for this frame's boxes (k×4 ``x1, y1, x2, y2``), in the boxes' order."""
+        boxes = np.asarray(boxes, dtype=np.float64)
+        if boxes.size == 0:
+            boxes = boxes.reshape(0, 4)
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
+            raise ValueError(f"boxes must be k×4 (x1, y1, x2, y2), got shape {boxes.shape}")
+        if not np.isfinite(boxes).all():
+            raise ValueError("boxes must be finite numbers")
+
+        k, n = boxes.shape[0], len(self)
+        track_of_box = np.full(k, -1, dtype=np.int64)  # row in the track arrays, -1 = unmatched
+        if k and n:
+            iou = box_iou(self.predicted_boxes(), boxes)
+            # Pairs under the threshold are worth nothing, so the assignment maximises the summed IoU
+            # of acceptable pairs only; any zero-worth pair it still makes is discarded below.
+            worth = np.where(iou >= self.iou_threshold, iou, 0.0)
+            rows, cols = linear_sum_assignment(worth, maximize=True)
+            keep = worth[rows, cols] > 0
+            track_of_box[cols[keep]] = rows[keep]
+
+        matched = track_of_box >= 0
+        rows = track_of_box[matched]
+        seen = np.zeros(n, dtype=bool)
+        seen[rows] = True
+        # Velocity: half the newest per-frame displacement, half the previous estimate (damps jitter).
+        steps = (self._unseen[rows] + 1)[:, None]
+        displacement = (boxes[matched] - self._boxes[rows]) / steps
+        self._velocity[rows] = 0.5 * displacement + 0.5 * self._velocity[rows]
+        self._boxes[rows] = boxes[matched]
+        self._unseen[rows] = 0
+        self._unseen[~seen] += 1
+
+        alive = self._unseen <= self.max_age
+        self.expired = tuple(int(i) for i in self._ids[~alive])
+
+        new = np.flatnonzero(~matched)
+        ids = np.empty(k, dtype=np.int64)
+        ids[matched] = self._ids[rows]
+        if new.size == 0 and not self.expired:
+            return ids  # the steady case: same faces as before, nothing to add or drop
+        new_ids = np.arange(self._next_id, self._next_id + new.size, dtype=np.int64)
+        self._next_id += new.size
+        ids[new] = new_ids
+
+        self._ids = np.concatenate([self._ids[alive], new_ids])
+        self._boxes = np.concatenate([self._boxes[alive], boxes[new]])
+        self._velocity = np.concatenate([self._velocity[alive], np.zeros((new.size, 4))])
+        self._unseen = np.concatenate([self._unseen[alive], np.zeros(new.size, dtype=np.int64)])
+        return ids
+
+
+class TrackSmoother:
+    """Exponential smoothing of probabilities, valence and arousal, separately for every track.
+
+    ``alpha`` is the weight of the newest value: ``smoothed = alpha * new + (1 - alpha) * previous``,
+    so 1 keeps the raw values and small values smooth more (about ``1 / alpha`` frames of memory).
+    ``alpha`` of 0 or ``None`` turns smoothing off. A track's first value is taken as is. Smoothed
+    probabilities are convex combinations of distributions, so they still sum to 1.
+
+    Call :meth:`smooth` with each frame's results in frame order, and :meth:`forget` with the
+    tracker's :attr:`IouTracker.expired` ids after every tracker update, in the same order, so the
+    state of a face that left is dropped (ids are never reused, so nothing else can pick it up).
+    """
+
+    def __init__(self, alpha: float | None) -> None:
+        if alpha is not None and not 0.0 <= alpha <= 1.0:
+            raise UsageError(f"smoothing alpha must be in [0, 1] (weight of the newest value), got {alpha}")
+        self.alpha = float(alpha) if alpha else None
+        self._state: dict[int, tuple[np.ndarray, float, float]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.alpha is not None
+
+    def __len__(self) -> int:
+        """Number of tracks holding smoothing state."""
+        return len(self._state)
+
+    def smooth(self, track_ids: Iterable[int], probabilities: np.ndarray, valence: np.ndarray,
+               arousal: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Smoothed copies of one frame's k×C probabilities and k valence/arousal values."""
+        ids = [int(i) for i in track_ids]
+        probabilities = np.array(probabilities, dtype=np.float64, ndmin=2)
+        valence = np.array(valence, dtype=np.float64).reshape(-1)
+        arousal = np.array(arousal, dtype=np.float64).reshape(-1)
+        k = len(ids)
+        if len(set(ids)) != k:
+            raise ValueError(f"track ids in one frame must be distinct, got {ids}")
+        if k == 0:
+            return probabilities.reshape(0, probabilities.shape[-1]), valence, arousal
+        if probabilities.shape[0] != k or valence.shape[0] != k or arousal.shape[0] != k:
+            raise ValueError(f"expected {k} rows for {k} track ids, got probabilities {probabilities.shape}, "
+                             f"valence {valence.shape}, arousal {arousal.shape}")
+        if self.alpha is None:
+            return probabilities, valence, arousal
+        a = self.alpha
+        for row, track in enumerate(ids):
+            previous = self._state.get(track)
+            if previous is not None:
+                p0, v0, a0 = previous
+                if p0.shape != probabilities[row].shape:
+                    raise ValueError(f"track {track} had {p0.shape[0]} classes, now {probabilities.shape[1]}")
+                probabilities[row] = a * probabilities[row] + (1 - a) * p0
+                valence[row] = a * valence[row] + (1 - a) * v0
+                arousal[row] = a * arousal[row] + (1 - a) * a0
+            self._state[track] = (probabilities[row].copy(), float(valence[row]), float(arousal[row]))
+        return probabilities, valence, arousal
+
+    def forget(self, track_ids: Iterable[int]) -> None:
+        """Drop the state of tracks the tracker has dropped."""
+        for track in track_ids:
+            self._state.pop(int(track), None)
