@@ -55,7 +55,11 @@ _PUBLIC = {
     "SourceUnavailableError": "emopipe.errors",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [  # noqa: RUF022 (grouped: the API, then the errors)
+    "__version__", "analyze", "Analyzer", "RunConfig", "FaceRecord", "load_emonet",
+    "EmopipeError", "UsageError", "InputNotFoundError", "InputUnreadableError", "InputTruncatedError", "OutputError",
+    "WeightsError", "CheckpointError", "SourceUnavailableError",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from emopipe.config import RunConfig
+from emopipe.engines.base import check_compile_mode
 from emopipe.errors import UsageError
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
@@ -51,6 +52,8 @@ class Analyzer:
     def __init__(self, config: RunConfig | None = None, **options: Any) -> None:
         self.config = RunConfig.from_options(config, **options)
         self._device_type = resolve_device(self.config.device).type
+        if self.config.compile:
+            check_compile_mode(self.config.compile)
         # the engine-shaping options, resolved for this device (files' defaults: a live source gets
         # live settings only where the analyzer was made for one)
         probe = self.config if (self.config.source or self.config.webcam is not None) else \
@@ -107,7 +110,14 @@ class Analyzer:
         it. :attr:`summaries` gets the run's summary when the generator ends.
         """
         config = self.source_config(str(source), **options)
-        models = self.open().models
+        stack = ExitStack()
+        run = SourceRun(config, resolve_device(config.device), stack)
+        try:
+            opened = run.open()  # a missing or unreadable source fails here, before any weights load
+            models = self.open().models
+        except BaseException:
+            stack.close()
+            raise
         assert models is not None
         records: queue.Queue[Any] = queue.Queue(maxsize=256)
         pipelines: list[Pipeline] = []
@@ -117,12 +127,10 @@ class Analyzer:
 
         def work() -> None:
             try:
-                with ExitStack() as stack:
-                    run = SourceRun(config, models.engine.device, stack)
-                    source_ = run.open()
+                with stack:
                     run.warm(models)
-                    run.sinks.append(_QueueSink(FaceRecorder(source_.info.uri, models.labels,
-                                                             smoothing=config.smooth), records, stop))
+                    run.sinks.append(_QueueSink(FaceRecorder(opened.info.uri, models.labels, smoothing=config.smooth),
+                                                records, stop))
                     outcome.append(run.run(on_pipeline=pipelines.append))
             except BaseException as exc:  # handed to the caller's thread
                 failure.append(exc)

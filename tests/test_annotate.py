@@ -14,12 +14,12 @@ from emopipe.types import LABELS, FaceRecord
 from emopipe.vision.annotate import AnnotatedVideoWriter, _style, draw, letterbox, track_colour
 
 
-def face(box, track: int = 1, valence: float = 0.3, arousal: float = -0.2, classes: int = 8,
+def face(box, track_id: int = 1, valence: float = 0.3, arousal: float = -0.2, classes: int = 8,
          landmarks: np.ndarray | None = None) -> FaceRecord:
     probabilities = np.full(classes, 0.1 / (classes - 1))
     probabilities[1] = 0.9
     return FaceRecord.create(labels=LABELS[classes], probabilities=probabilities, source="clip.mp4", frame=0,
-                             timestamp_s=0.0, track_id=track, box=tuple(box), score=0.95, valence=valence,
+                             timestamp_s=0.0, track_id=track_id, box=tuple(box), score=0.95, valence=valence,
                              arousal=arousal, landmarks=landmarks)
 
 

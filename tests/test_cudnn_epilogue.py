@@ -15,9 +15,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import random_state
-from emopipe.engines.base import EngineOptions
 
 from emopipe.engines import torch_engine as engine
+from emopipe.engines.base import EngineOptions
 from emopipe.engines.torch_engine import TorchEngine
 from emopipe.model import cudnn_epilogue
 from emopipe.model.emonet import build_emonet
@@ -135,7 +135,7 @@ def test_the_cli_switch_reaches_the_engine(flag, expected, monkeypatch, tmp_path
         seen.append(options)
         raise _Stop
 
-    monkeypatch.setattr(engine, "create_engine", capture)
+    monkeypatch.setattr("emopipe.pipeline.models.create_engine", capture)
     video = moving_face_video(tmp_path / "v.mp4", frames=2).path
     args = run.build_parser().parse_args([str(video), "--weights", str(checkpoints[8]), "--device", "cpu",
                                           "-o", str(tmp_path / "rows.csv"), *flag])

@@ -34,11 +34,10 @@ from emopipe.cli import main as cli
 from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io.live import LiveOptions, LiveSource, NewestFrame
 from emopipe.io.sources import open_source
-from emopipe.types import HostFrame
 from emopipe.io.uris import is_live, redact_uri, webcam_index
 from emopipe.observe.liveview import FrameHub, LiveServer, TimedVideoWriter, parse_address
 from emopipe.observe.metrics import PipelineMetrics
-from emopipe.types import Frame
+from emopipe.types import Frame, HostFrame
 from emopipe.vision.annotate import PALETTE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -415,8 +414,8 @@ class Results:
 @pytest.mark.slow
 def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_a_stall(
         tmp_path, models_home, checkpoints):
-    from emopipe.cli.run import MetricsObserver
     from emopipe.io.records import open_writer
+    from emopipe.pipeline.analysis import MetricsObserver
     from emopipe.pipeline.live import CaptureLatencyMetrics
     from emopipe.pipeline.runner import Pipeline, PipelineSettings
     from emopipe.pipeline.sinks import FaceRecorder, RecordSink
@@ -509,7 +508,7 @@ def test_a_partial_face_batch_runs_after_the_max_wait_when_no_frame_follows(tmp_
             return True, frame.copy()
 
     source = LiveSource("paced://lockstep", opener=lambda uri, o: LockstepCamera(), options=LiveOptions(max_frames=3))
-    from emopipe.cli.run import MetricsObserver
+    from emopipe.pipeline.analysis import MetricsObserver
 
     pipeline = Pipeline(source, detector, cropper, engine, sinks=[], observers=[results, MetricsObserver(metrics)],
                         settings=PipelineSettings(live=True, max_wait_s=0.005, queue_frames=1))

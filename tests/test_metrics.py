@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import signal
@@ -480,15 +479,18 @@ def test_exporter_serves_during_the_run_and_lingers_after(registry, pm):
         fetch(url)
 
 
-def test_flags_and_live_default_port(registry):
-    parser = argparse.ArgumentParser()
-    m.add_arguments(parser)
-    args = parser.parse_args([])
-    file_run = m.exporter_from_args(args, registry, source="clip.mp4")
-    assert file_run.port is None and file_run.host == "127.0.0.1"  # metrics stay on this machine unless asked
-    assert m.exporter_from_args(args, registry, source="rtsp://cam/x", live=True).port == m.DEFAULT_PORT
-    args = parser.parse_args(["--metrics-port", "0", "--metrics-host", "127.0.0.1", "--metrics-linger", "5",
-                              "--pushgateway", "pg:9091"])
-    exporter = m.exporter_from_args(args, registry, source="rtsp://u:p@cam/x", live=True)
-    assert (exporter.port, exporter.host, exporter.linger_s) == (0, "127.0.0.1", 5.0)
-    assert exporter.pushgateway == "http://pg:9091" and exporter.grouping_key["source"] == "rtsp://cam/x"
+def test_metrics_flags_resolve_with_a_live_default_port():
+    from emopipe.cli.run import build_parser, config_from_args
+
+    def resolved(*argv: str):
+        return config_from_args(build_parser().parse_args(list(argv))).resolved("cpu")
+
+    file_run = resolved("clip.mp4")
+    assert file_run.metrics_port is None and file_run.metrics_host == "127.0.0.1"  # on this machine unless asked
+    assert resolved("rtsp://cam/x").metrics_port == 9478
+    live = resolved("rtsp://u:p@cam/x", "--metrics-port", "0", "--metrics-linger", "5", "--pushgateway", "pg:9091")
+    assert (live.metrics_port, live.metrics_host, live.metrics_linger, live.pushgateway) == (0, "127.0.0.1", 5.0,
+                                                                                             "pg:9091")
+    assert m.grouping_key(live.uri)["source"] == "rtsp://u:***@cam/x"
+    with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
+        resolved("clip.mp4", "--metrics-linger", "5")

@@ -23,7 +23,7 @@ from emopipe.io.records import (
 from emopipe.types import LABELS, FaceRecord
 
 
-def make_record(classes: int = 8, frame: int = 3, track: int = 1, seed: int = 0, landmarks: bool = False,
+def make_record(classes: int = 8, frame: int = 3, track_id: int = 1, seed: int = 0, landmarks: bool = False,
                 source: str = "clip.mp4") -> FaceRecord:
     rng = np.random.default_rng(seed)
     logits = rng.normal(size=classes)
@@ -31,7 +31,7 @@ def make_record(classes: int = 8, frame: int = 3, track: int = 1, seed: int = 0,
     x1, y1 = rng.uniform(0, 200, size=2)
     return FaceRecord.create(
         labels=LABELS[classes], probabilities=probabilities.astype(np.float32), source=source, frame=frame,
-        timestamp_s=frame / 29.97, track_id=track, box=(x1, y1, x1 + 80.123456, y1 + 90.987654),
+        timestamp_s=frame / 29.97, track_id=track_id, box=(x1, y1, x1 + 80.123456, y1 + 90.987654),
         score=float(rng.uniform(0.5, 1)), valence=float(rng.uniform(-1, 1)), arousal=float(rng.uniform(-1, 1)),
         landmarks=rng.uniform(0, 300, size=(68, 2)) if landmarks else None,
     )
@@ -78,8 +78,8 @@ def test_record_copies_its_inputs():
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"frame": -1}, "frame"),
     ({"frame": 1.5}, "frame"),
-    ({"track": 0}, "track"),
-    ({"timestamp": float("nan")}, "timestamp"),
+    ({"track_id": 0}, "track_id"),
+    ({"timestamp_s": float("nan")}, "timestamp_s"),
     ({"valence": float("inf")}, "valence"),
     ({"box": (0, 0, 10)}, "box"),
     ({"box": (10, 0, 0, 10)}, "x2 ≥ x1"),

@@ -1,0 +1,42 @@
+"""``emopipe models``: list, verify and download the model weights."""
+
+from __future__ import annotations
+
+import argparse
+
+from emopipe.cli.parsing import new_parser
+from emopipe.errors import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = new_parser("emopipe models", "List, verify and download the model weights.")
+    parser.add_argument("--models-dir", help="models directory (default: $EMOPIPE_HOME, the checkout's models/, "
+                                             "or ~/.cache/emopipe)")
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("list", help="show each model file: present and verified, missing, or mismatching")
+    fetch = sub.add_parser("fetch", help="download (and verify) one model, or all of them")
+    fetch.add_argument("names", nargs="*", help="manifest names (default: all)")
+    fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from emopipe.model import weights
+
+    directory = weights.models_dir(args.models_dir)
+    entries = weights.load_manifest()
+    if args.action == "list":
+        print(f"models directory: {directory}")
+        print(f"{'name':<24} {'state':<9} {'file':<22} licence")
+        for entry in entries.values():
+            state = weights.status(entry, directory).state
+            print(f"{entry.name:<24} {state:<9} {entry.file:<22} {entry.licence.split(':')[0]}")
+        return 0
+    names = args.names or list(entries)
+    unknown = [n for n in names if n not in entries]
+    if unknown:
+        raise UsageError(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(entries)}")
+    for name in names:
+        path = weights.ensure(name, directory, progress=not args.no_progress)
+        print(f"{name}: {path} (verified)")
+    return 0

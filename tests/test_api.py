@@ -1,0 +1,143 @@
+"""The Python API: emopipe.analyze and emopipe.Analyzer give the command line's rows, and RunConfig resolves
+every default in one place."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from synth import moving_face_video
+
+import emopipe
+from emopipe.config import RunConfig
+from emopipe.errors import CheckpointError, OutputError, UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- RunConfig ----------------------------------------------------------------------------------------------
+
+def test_defaults_are_resolved_for_the_device_and_the_kind_of_source():
+    files_gpu = RunConfig(source="v.mp4").resolved("cuda")
+    assert (files_gpu.detector, files_gpu.batch_size, files_gpu.precision, files_gpu.detect_batch) == \
+        ("sfd", 64, "fp16", 8)
+    assert files_gpu.output == "v.emotions.csv" and files_gpu.summary == "v.emotions.summary.json"
+    files_cpu = RunConfig(source="v.mp4", detect_every=3).resolved("cpu")
+    assert (files_cpu.batch_size, files_cpu.precision, files_cpu.detect_batch) == (1, "fp32", 1)
+    assert RunConfig(source="v.mp4", detect_every=3).resolved("cuda").detect_batch == 3
+    live = RunConfig(source="rtsp://admin:pw@cam/s", annotate="rec.mp4").resolved("cuda")
+    assert (live.detector, live.batch_size, live.detect_batch, live.metrics_port) == ("blazeface", 1, 1, 9478)
+    assert (live.record, live.annotate) == ("rec.mp4", None)  # live: --annotate records the annotated stream
+    assert "pw" not in live.output
+    assert RunConfig(webcam=2).resolved("cpu").output == "webcam2.emotions.csv"
+    assert RunConfig(source="v.mp4", output="-").resolved("cpu").summary is None
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"max_frames": 0}, "--max-frames"),
+    ({"start": math.inf}, "finite"),
+    ({"start": 5.0, "end": 2.0}, "--end"),
+    ({"threshold": 1.5}, "--threshold"),
+    ({"detector": "yolo"}, "sfd"),
+    ({"backend": "tensorflow"}, "torch"),
+    ({"classes": 7}, "8"),
+    ({"webcam": -1}, "--webcam"),
+    ({"open_timeout": 0.0}, "--open-timeout"),
+])
+def test_bad_options_are_usage_errors_naming_the_option(options, message):
+    with pytest.raises(UsageError, match=message):
+        RunConfig(source="v.mp4", **options)
+
+
+def test_options_that_do_not_fit_together_are_refused_when_resolved():
+    with pytest.raises(UsageError, match="--show"):
+        RunConfig(source="v.mp4", show=True).resolved("cpu")
+    with pytest.raises(UsageError, match="--start"):
+        RunConfig(source="rtsp://cam/s", start=3.0).resolved("cpu")
+    with pytest.raises(UsageError, match="unknown option"):
+        RunConfig.from_options(detectr="sfd")
+
+
+def test_outputs_that_are_inputs_or_each_other_are_refused_before_any_work(tmp_path):
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"not read")
+    (tmp_path / "link.mp4").hardlink_to(video)
+    cases = [
+        {"annotate": str(video)},
+        {"output": str(tmp_path / "link.mp4"), "format": "csv"},
+        {"output": str(tmp_path / "s.csv"), "summary": str(tmp_path / "s.csv")},
+    ]
+    for options in cases:
+        config = RunConfig(source=str(video), **options).resolved("cpu")
+        with pytest.raises((UsageError, OutputError)):
+            config.check_outputs()
+    for bad in ({"annotate": str(tmp_path / "x.gif")}, {"output": str(tmp_path / "x.txt")},
+                {"output": "/proc/emopipe-test.csv"}, {"annotate": str(tmp_path / "noext")}):
+        with pytest.raises((UsageError, OutputError)):
+            RunConfig(source=str(video), **bad).resolved("cpu").check_outputs()
+
+
+def test_a_very_long_input_name_still_gets_a_valid_default_output_name():
+    config = RunConfig(source="/data/" + "x" * 246 + ".mp4").resolved("cpu")
+    assert len(Path(config.output).name.encode()) <= 255 and len(Path(config.summary).name.encode()) <= 255
+
+
+# -- the API ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return moving_face_video(tmp_path_factory.mktemp("api") / "clip.mp4", frames=4, empty=None)
+
+
+@pytest.mark.slow
+def test_analyze_yields_the_same_records_as_the_command_lines_csv(clip, checkpoints, models_home, tmp_path):
+    options = {"detector": "blazeface", "weights": str(checkpoints[8]), "device": "cpu", "batch_size": 2}
+    records = list(emopipe.analyze(clip.path, **options))
+    assert records and all(isinstance(r, emopipe.FaceRecord) for r in records)
+    out = tmp_path / "rows.csv"
+    done = subprocess.run([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface", "--weights",
+                           str(checkpoints[8]), "--device", "cpu", "--batch-size", "2", "-o", str(out)],
+                          capture_output=True, text=True, cwd=REPO, env=os.environ.copy(), timeout=600)
+    assert done.returncode == 0, done.stderr
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(records)
+    for row, record in zip(rows, records):
+        assert (int(row["frame"]), int(row["track_id"]), row["label"]) == (record.frame, record.track_id, record.label)
+        assert float(row["timestamp_s"]) == pytest.approx(record.timestamp_s, abs=1e-6)
+        assert float(row["valence"]) == pytest.approx(record.valence, abs=1e-5)
+        assert float(row["arousal"]) == pytest.approx(record.arousal, abs=1e-5)
+        assert [float(row[k]) for k in ("x1", "y1", "x2", "y2")] == pytest.approx(record.box, abs=0.01)
+        for label, p in record.probabilities_by_label.items():
+            assert float(row[f"p_{label}"]) == pytest.approx(p, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_an_analyzer_warms_up_once_for_several_sources(clip, checkpoints, models_home, tmp_path):
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        first = list(analyzer.analyze(clip.path, max_frames=2))
+        second = list(analyzer.analyze(clip.path, max_frames=3))
+        with pytest.raises(UsageError, match="batch_size"):
+            list(analyzer.analyze(clip.path, batch_size=8))
+    assert {r.frame for r in first} == {0, 1} and {r.frame for r in second} == {0, 1, 2}
+    assert [r.valence for r in second[:len(first)]] == pytest.approx([r.valence for r in first])
+    startups = [s.startup for s in analyzer.summaries]
+    assert [s["engine_warmups"] for s in startups] == [1, 1]  # the second source reused the warm engines
+    assert [s["detector_warmups"] for s in startups] == [1, 1]  # same frame size: the detector too
+    assert analyzer.models is None  # closed: the engines (and their GPU memory) are released
+
+
+def test_a_checkpoint_whose_classes_disagree_with_classes_is_refused(checkpoints, clip, models_home):
+    with pytest.raises(CheckpointError, match="--classes 5"):
+        list(emopipe.analyze(clip.path, weights=str(checkpoints[8]), classes=5, device="cpu", detector="blazeface"))
+
+
+def test_errors_are_the_typed_exceptions_the_cli_maps_to_exit_codes(tmp_path):
+    with pytest.raises(emopipe.InputNotFoundError) as found:
+        list(emopipe.analyze(tmp_path / "missing.mp4", device="cpu"))
+    assert found.value.exit_code == 3
