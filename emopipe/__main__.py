@@ -1,3 +1,3 @@
-from emopipe.cli.main import main
+from emopipe.cli.app import main
 
 raise SystemExit(main())

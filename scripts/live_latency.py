@@ -4,7 +4,7 @@ with a camera paced at 30 and 60 frames per second.
     PYTHONPATH=. python3 scripts/live_latency.py                      # 30 and 60 fps, 20 s each
     PYTHONPATH=. python3 scripts/live_latency.py --rates 30 60 120 --seconds 30 --out /tmp/live-latency
 
-Each rate is one run of the real command (``emopipe.cli.main``, in this process) on an in-process
+Each rate is one run of the real command (``emopipe.cli.app``, in this process) on an in-process
 camera ``paced://1280x720@FPS``: a capture thread that delivers a fresh 1280×720 frame (one real face,
 the scikit-image astronaut, about 300 px tall; a background gradient) at every tick of the rate, as a
 camera driver does, whether or not anyone keeps up. Everything after the camera is the live code

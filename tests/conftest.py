@@ -69,7 +69,6 @@ def ort_fp32(checkpoints, onnx_home):
     Its start exported the ONNX file into ``onnx_home`` and checked it against PyTorch.
     """
     from emopipe.engines.base import EngineOptions
-
     from emopipe.engines.onnxruntime_engine import OrtEngine
     from emopipe.model.emonet import build_emonet, read_checkpoint
     from emopipe.model.weights import sha256_of

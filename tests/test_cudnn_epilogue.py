@@ -299,7 +299,7 @@ def test_a_damaged_plan_file_is_rebuilt_and_replaced(fake_frontend, tmp_path, ca
     (path,) = tmp_path.glob("*.plan")
     good = path.read_bytes()
     path.write_bytes(good[:2])  # a write cut short
-    caplog.set_level("INFO", logger="emopipe.cudnn_epilogue")
+    caplog.set_level("INFO", logger="emopipe.model.cudnn_epilogue")
     plan = cudnn_epilogue._plan(*_block_operands())
     assert not plan.graph.loaded and len(_FakeGraph.builds) == 2
     assert "does not load" in caplog.text and "building it again" in caplog.text
@@ -310,7 +310,7 @@ def test_an_unwritable_cache_costs_only_the_next_start(fake_frontend, tmp_path, 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     cudnn_epilogue.use_plan_cache(blocker / "cudnn")
-    caplog.set_level("INFO", logger="emopipe.cudnn_epilogue")
+    caplog.set_level("INFO", logger="emopipe.model.cudnn_epilogue")
     plan = cudnn_epilogue._plan(*_block_operands())
     assert plan.workspace_bytes == 64 and "cannot store the cuDNN plan" in caplog.text
 

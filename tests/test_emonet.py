@@ -112,7 +112,8 @@ def test_importing_has_no_side_effects():
     import subprocess
     import sys
 
-    code = ("import sys, torch.nn as nn; before = nn.InstanceNorm2d; import emopipe, emopipe.model.emonet, emopipe.engines.torch_engine;"
+    code = ("import sys, torch.nn as nn; before = nn.InstanceNorm2d; "
+            "import emopipe, emopipe.model.emonet, emopipe.engines.torch_engine;"
             "import torch; assert nn.InstanceNorm2d is before; assert torch.backends.cudnn.benchmark is False;"
             "print('clean')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -6,10 +6,10 @@ import os
 
 import pytest
 import torch
-from emopipe.engines.base import EngineOptions, landmarks_from_heatmaps
-from emopipe.engines.registry import create_engine
 
 import emopipe
+from emopipe.engines.base import EngineOptions, landmarks_from_heatmaps
+from emopipe.engines.registry import create_engine
 from emopipe.engines.torch_engine import TorchEngine
 from emopipe.errors import UsageError
 from emopipe.model.devices import resolve_device

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import emopipe
-from emopipe.cli import main as cli
+from emopipe.cli import app as cli
 from emopipe.engines import export
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.model.weights import sha256_of

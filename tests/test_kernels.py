@@ -81,7 +81,7 @@ def test_a_triton_that_cannot_build_falls_back_with_one_warning(monkeypatch, cap
     monkeypatch.setattr(kernels, "affine_relu", broken)
     kernels.kernels_run_on.cache_clear()
     try:
-        with caplog.at_level("WARNING", logger="emopipe.kernels"):
+        with caplog.at_level("WARNING", logger="emopipe.model.kernels"):
             assert not kernels.kernels_run_on(torch.device("cpu"))
             assert not kernels.kernels_run_on(torch.device("cpu"))  # decided once
     finally:

@@ -30,7 +30,7 @@ from processes import interruptible
 from prometheus_client import CollectorRegistry
 from streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
-from emopipe.cli import main as cli
+from emopipe.cli import app as cli
 from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io.live import LiveOptions, LiveSource, NewestFrame
 from emopipe.io.sources import open_source

@@ -409,7 +409,7 @@ def test_linger_returns_when_stopped():
 
 
 def test_linger_ends_cleanly_on_sigterm(tmp_path):
-    code = ("import sys; from emopipe.metrics import linger; print('lingering', flush=True); "
+    code = ("import sys; from emopipe.observe.metrics import linger; print('lingering', flush=True); "
             "took = linger(60); print(f'done {took:.1f}', flush=True)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[1])

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from emopipe.engines.base import EngineOptions
-from emopipe.engines.registry import create_engine
 
 from emopipe.engines import export
+from emopipe.engines.base import EngineOptions
 from emopipe.engines.onnxruntime_engine import CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER, OrtEngine, plan_providers
+from emopipe.engines.registry import create_engine
 from emopipe.engines.torch_engine import TorchEngine
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.model.emonet import build_emonet, read_checkpoint

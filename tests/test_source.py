@@ -20,7 +20,7 @@ from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.images import FolderSource, ImageSource, natural_key
 from emopipe.io.sources import SOURCES, Source, format_time, open_source, source_kind
 from emopipe.io.video import VideoSource
-from emopipe.types import Frame, SourceInfo
+from emopipe.types import Frame, HostFrame, SourceInfo
 
 REPO = Path(__file__).resolve().parents[1]
 FPS = 25.0
@@ -250,7 +250,7 @@ def test_corruption_in_the_middle_is_reported_and_reading_goes_on(tmp_path, cont
 
 def test_decoder_noise_stays_off_stderr(videos, tmp_path):
     damaged = synth.corrupt(videos["avi"], tmp_path / "damaged.avi", at=0.5, length=4000)
-    script = ("import sys; from emopipe.source import VideoSource\n"
+    script = ("import sys; from emopipe.io.video import VideoSource\n"
               "s = VideoSource(sys.argv[1]); n = sum(1 for _ in s); print(n, s.ended_early is not None)")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENCV_FFMPEG_LOGLEVEL", "OPENCV_LOG_LEVEL")}
     env["PYTHONPATH"] = str(REPO)
@@ -486,13 +486,15 @@ def test_sources_are_chosen_by_kind_from_one_lazy_registry(tmp_path, monkeypatch
     ({"bgr": np.zeros((0, 4, 3), np.uint8)}, "empty"),
     ({"bgr": [[0]]}, "H×W×3 uint8"),
     ({"index": -1}, "index"),
-    ({"timestamp": math.nan}, "timestamp"),
-    ({"timestamp": -0.5}, "timestamp"),
+    ({"timestamp_s": math.nan}, "timestamp_s"),
+    ({"timestamp_s": -0.5}, "timestamp_s"),
 ])
 def test_frame_validation(kwargs, message):
-    fields = {"index": 0, "timestamp": 0.0, "bgr": np.zeros((4, 4, 3), np.uint8), "read_time": 0.0, **kwargs}
+    fields = {"index": 0, "timestamp_s": 0.0, "bgr": np.zeros((4, 4, 3), np.uint8), "read_time": 0.0, **kwargs}
     with pytest.raises(ValueError, match=message):
-        Frame(**fields)
+        HostFrame(**fields)
+    good = HostFrame(index=0, timestamp_s=0.0, bgr=np.zeros((4, 4, 3), np.uint8), read_time=0.0)
+    assert isinstance(good, Frame) and good.device_pixels is None  # a host frame is a Frame
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -153,7 +153,7 @@ def test_sha256_prefix_entries(server, tmp_path):
 
 def test_models_dir_precedence(tmp_path, monkeypatch):
     monkeypatch.delenv("EMOPIPE_HOME", raising=False)
-    checkout = Path(weights.__file__).resolve().parents[1] / "models"
+    checkout = Path(weights.__file__).resolve().parents[2] / "models"
     assert weights.models_dir() == checkout  # running from this checkout
     monkeypatch.setenv("EMOPIPE_HOME", str(tmp_path / "env"))
     assert weights.models_dir() == tmp_path / "env"
