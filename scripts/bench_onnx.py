@@ -323,7 +323,7 @@ def _model(job: dict):
 
 def parity_on_cuda(job: dict) -> list[dict]:
     """ORT (default engine settings) and the PyTorch engine against PyTorch fp32 without TF32."""
-    import torch
+    import torch  # noqa: I001
     from emopipe.engines.base import EngineOptions
 
     from emopipe.engines import export
@@ -370,7 +370,7 @@ def time_variants(job: dict) -> list[Result]:
 
 def _prime_onnxruntime(model, variant: Variant, job: dict) -> None:
     """Load the CUDA, cuDNN and cuBLAS libraries and kernels once, in a session that is thrown away."""
-    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.base import EngineOptions  # noqa: I001
 
     from emopipe.engines.onnxruntime_engine import OrtEngine
 
@@ -385,7 +385,7 @@ def _prime_onnxruntime(model, variant: Variant, job: dict) -> None:
 
 
 def _engine(model, v: Variant, job: dict):
-    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.base import EngineOptions  # noqa: I001
 
     from emopipe.engines.onnxruntime_engine import OrtEngine
     from emopipe.engines.torch_engine import TorchEngine

@@ -27,14 +27,14 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from emopipe.engines.base import EngineOptions  # noqa: E402
 from synth import background, paste_head, write_video  # noqa: E402
 
 from emopipe.engines.accuracy import face_photos, jittered_crops  # noqa: E402
-from emopipe.engines.torch_engine import TorchEngine
+from emopipe.engines.base import EngineOptions  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine  # noqa: E402
 from emopipe.io.sources import open_source  # noqa: E402
 from emopipe.model.emonet import build_emonet, read_checkpoint  # noqa: E402
-from emopipe.pipeline.runner import Pipeline, PipelineSettings
+from emopipe.pipeline.runner import Pipeline, PipelineSettings  # noqa: E402
 from emopipe.types import FrameResult  # noqa: E402
 from emopipe.vision.crop import FaceCropper  # noqa: E402
 from emopipe.vision.detect import create_detector  # noqa: E402

@@ -39,10 +39,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from emopipe.engines.base import EngineOptions  # noqa: E402
 from synth import background, paste_head  # noqa: E402
 
-from emopipe.engines.torch_engine import TorchEngine
+from emopipe.engines.base import EngineOptions  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine  # noqa: E402
 from emopipe.io.nvdec import nvdec_unavailable, open_input  # noqa: E402
 from emopipe.io.records import open_writer  # noqa: E402
 from emopipe.model.emonet import build_emonet  # noqa: E402
@@ -50,7 +50,7 @@ from emopipe.pipeline.runner import Pipeline, PipelineSettings  # noqa: E402
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink  # noqa: E402
 from emopipe.types import Detections  # noqa: E402
 from emopipe.vision.crop import FaceCropper  # noqa: E402
-from emopipe.vision.detect import PendingDetections, S3FDDetector, create_detector
+from emopipe.vision.detect import PendingDetections, S3FDDetector, create_detector  # noqa: E402
 
 
 def synthesise(path: Path, frames: int, width: int, height: int) -> list[list[tuple[float, ...]]]:

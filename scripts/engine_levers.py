@@ -53,7 +53,7 @@ def _worker(name: str, batches: list[int], t0: float, iters: int) -> dict:
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo))
-    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.base import EngineOptions  # noqa: I001
 
     from emopipe.engines.torch_engine import TorchEngine
     from emopipe.model.emonet import build_emonet

@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emopipe.engines.base import EngineOptions
+from emopipe.engines.base import EngineOptions  # noqa: I001
 
 from emopipe.engines.torch_engine import TorchEngine
 from emopipe.model.emonet import build_emonet

@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from checkpoints import random_state  # noqa: E402
-from emopipe.engines.base import EngineOptions  # noqa: E402
 
-from emopipe.engines.torch_engine import TorchEngine
+from emopipe.engines.base import EngineOptions  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine  # noqa: E402
 from emopipe.model import cudnn_epilogue, kernels  # noqa: E402
 from emopipe.model.emonet import build_emonet  # noqa: E402
 

@@ -32,7 +32,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]  # emopipe from this checkout; t
 
 
 def engine_overhead(device: str, batch_size: int, batches: int) -> None:
-    import torch
+    import torch  # noqa: I001
     from emopipe.engines.base import EngineOptions
     from emopipe.pipeline.timing import GpuTimer
     from prometheus_client import CollectorRegistry

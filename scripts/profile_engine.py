@@ -23,8 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from emopipe.engines.base import EngineOptions  # noqa: E402
-
-from emopipe.engines.torch_engine import TorchEngine
+from emopipe.engines.torch_engine import TorchEngine  # noqa: E402
 from emopipe.model.emonet import build_emonet  # noqa: E402
 
 VARIANTS = {"default": {}, "nokernels": {"kernels": False}, "nostreams": {"branch_streams": False}}

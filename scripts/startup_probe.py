@@ -32,11 +32,10 @@ import torch  # noqa: E402
 
 mark("import torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from emopipe.engines.base import EngineOptions  # noqa: E402
-
 from emopipe.engines import torch_engine as engine_module  # noqa: E402
-from emopipe.engines.torch_engine import TorchEngine
-from emopipe.model.emonet import build_emonet
+from emopipe.engines.base import EngineOptions  # noqa: E402
+from emopipe.engines.torch_engine import TorchEngine  # noqa: E402
+from emopipe.model.emonet import build_emonet  # noqa: E402
 from emopipe.model.fusion import SideStreams  # noqa: E402,F401  (the fused network's imports, Triton's among them)
 from emopipe.types import INPUT_SIZE  # noqa: E402
 
