@@ -154,10 +154,10 @@ RSS_SCRIPT = textwrap.dedent("""
     import json, resource, sys
     sys.path[:0] = [{tests!r}, {repo!r}]
     import torch
-    from emopipe.crop import FaceCropper
-    from emopipe.detect import create_detector
-    from emopipe.pipeline import Pipeline
-    from emopipe.source import open_source
+    from emopipe.vision.crop import FaceCropper
+    from emopipe.vision.detect import create_detector
+    from emopipe.pipeline.runner import Pipeline
+    from emopipe.io.sources import open_source
     from fakes import PixelEngine
     from test_pipeline import ListSink
 
