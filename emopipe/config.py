@@ -187,7 +187,7 @@ class RunConfig:
                           output=self.output or default_output(self.uri))
         values["precision"] = self.precision or ("fp16" if cuda else "fp32")
         output = values["output"]
-        values["format"] = self.format or (output_format(output) if output != STDOUT else "csv")
+        values["format"] = output_format(output, self.format)  # ("-" and no extension: csv)
         values["summary"] = self.summary if self.summary is not None else (
             None if output == STDOUT else _beside(output, ".summary.json"))
         if live and self.metrics_port is None:

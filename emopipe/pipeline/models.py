@@ -68,13 +68,10 @@ class Models:
         """Let go of the engines; their GPU memory returns to the device."""
         for name in ("engine", "detector", "cropper"):
             setattr(self, name, None)
-        try:
-            import torch
+        import torch
 
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:  # pragma: no cover - torch is a dependency
-            pass
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def load_models(config: RunConfig) -> Models:
