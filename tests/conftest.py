@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/synth.py and friends
+from tests.support.checkpoints import random_state
 
 REPO = Path(__file__).resolve().parents[1]
-
-from checkpoints import calibrated_state, random_state  # noqa: E402  (re-exported for the tests)
-
-__all__ = ["calibrated_state", "random_state"]
 
 
 def shared_assets() -> Path | None:

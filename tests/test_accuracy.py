@@ -11,10 +11,10 @@ from __future__ import annotations
 import cv2
 import pytest
 import torch
-from checkpoints import calibrated_state
 
 from emopipe.engines.accuracy import AGREEMENT, MAX_DELTA_P99, compare_precisions, face_photos, jittered_crops
 from emopipe.model.emonet import build_emonet
+from tests.support.checkpoints import calibrated_state
 
 
 def _photos(shared_dir):

@@ -7,11 +7,11 @@ import time
 import cv2
 import numpy as np
 import pytest
-from synth import background, moving_face_video, paste_head
 
 from emopipe.errors import OutputError, UsageError
 from emopipe.types import LABELS, FaceRecord
 from emopipe.vision.annotate import AnnotatedVideoWriter, _style, draw, letterbox, track_colour
+from tests.support.synth import background, moving_face_video, paste_head
 
 
 def face(box, track_id: int = 1, valence: float = 0.3, arousal: float = -0.2, classes: int = 8,

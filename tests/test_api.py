@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from synth import moving_face_video
 
 import emopipe
 from emopipe.config import RunConfig
 from emopipe.errors import CheckpointError, OutputError, UsageError
+from tests.support.synth import moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
 

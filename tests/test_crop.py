@@ -5,10 +5,10 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-import synth
 import torch
 
 from emopipe.vision.crop import CropBatch, FaceCropper, integer_boxes, opencv_crop, torch_crops
+from tests.support import synth
 
 TOLERANCE = 1 / 255 + 1e-6  # OpenCV rounds its uint8 result (and its fixed-point weights); torch does not
 

@@ -14,7 +14,6 @@ from typing import ClassVar
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import random_state
 
 from emopipe.engines import torch_engine as engine
 from emopipe.engines.base import EngineOptions
@@ -22,6 +21,7 @@ from emopipe.engines.torch_engine import TorchEngine
 from emopipe.model import cudnn_epilogue
 from emopipe.model.emonet import build_emonet
 from emopipe.model.fusion import FusedConvBlock, fuse
+from tests.support.checkpoints import random_state
 
 
 def contract(x, weight, residual, out, first, scale=None, shift=None, next_act=None):  # type: ignore[no-untyped-def]

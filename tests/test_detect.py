@@ -9,7 +9,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import synth
 import torch
 from torch import nn
 
@@ -28,6 +27,7 @@ from emopipe.vision.detect import (
     nms,
     weighted_nms,
 )
+from tests.support import synth
 
 
 def tensor(*frames: np.ndarray) -> torch.Tensor:

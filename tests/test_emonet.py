@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import random_state
 
 import emopipe
 from emopipe.errors import CheckpointError, WeightsError
 from emopipe.model.emonet import EmoNet, build_emonet, load_state, read_checkpoint
 from emopipe.types import LABELS
+from tests.support.checkpoints import random_state
 
 
 def test_key_set_parameter_count_and_layers_match_the_documentation():

@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import pytest
 import torch
-from conftest import random_state
 
 from emopipe.model import fusion
 from emopipe.model.emonet import build_emonet
 from emopipe.model.fusion import ConvReLU, FusedEmoNet, PointwiseConv, fuse, fuse_conv_relu
+from tests.support.checkpoints import random_state
 
 
 @pytest.mark.parametrize("classes", [8, 5])

@@ -21,8 +21,8 @@ needs_triton = pytest.mark.skipif(not kernels.triton_installed(), reason="Triton
 @pytest.mark.parametrize("check", ["affine_relu", "slices", "pool_upsample", "attention", "network"])
 def test_kernels_under_tritons_interpreter(check):
     env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(HERE / "kernels_interpreted.py"), check], capture_output=True,
+           "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "tests.support.kernels_interpreted", check], capture_output=True,
                           text=True, env=env, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 

@@ -25,10 +25,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import synth
-from processes import interruptible
 from prometheus_client import CollectorRegistry
-from streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
 from emopipe.cli import app as cli
 from emopipe.errors import SourceUnavailableError, UsageError
@@ -39,6 +36,9 @@ from emopipe.observe.liveview import FrameHub, LiveServer, TimedVideoWriter, par
 from emopipe.observe.metrics import PipelineMetrics
 from emopipe.types import Frame, HostFrame
 from emopipe.vision.annotate import PALETTE
+from tests.support import synth
+from tests.support.processes import interruptible
+from tests.support.streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
-from prometheus_helpers import (
+
+from emopipe.observe import metrics as m
+from emopipe.observe.metrics import PipelineMetrics
+from tests.support.prometheus_helpers import (
     ALERT_TESTS,
     DASHBOARD,
     DEPLOY,
@@ -42,9 +45,6 @@ from prometheus_helpers import (
     wait_for_data,
     wait_until_ready,
 )
-
-from emopipe.observe import metrics as m
-from emopipe.observe.metrics import PipelineMetrics
 
 needs_prometheus = pytest.mark.skipif(
     not (shutil.which("prometheus") and shutil.which("promtool")),

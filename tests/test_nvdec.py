@@ -20,10 +20,7 @@ from typing import ClassVar
 import cv2
 import numpy as np
 import pytest
-import synth
 import torch
-from fakes import PixelEngine
-from synth import moving_face_video
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io import nvdec
@@ -35,6 +32,9 @@ from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.types import DeviceFrame
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detect import create_detector
+from tests.support import synth
+from tests.support.fakes import PixelEngine
+from tests.support.synth import moving_face_video
 
 FPS = 25.0
 COUNT = 60

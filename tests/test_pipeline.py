@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fakes import PixelEngine
-from synth import moving_face_video
 
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
@@ -22,6 +20,8 @@ from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.types import FrameResult
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detect import create_detector
+from tests.support.fakes import PixelEngine
+from tests.support.synth import moving_face_video
 
 
 class ListSink:
@@ -152,14 +152,14 @@ def test_faceless_frames_behind_an_unfilled_batch_are_bounded(models_home, two_f
 
 RSS_SCRIPT = textwrap.dedent("""
     import json, resource, sys
-    sys.path[:0] = [{tests!r}, {repo!r}]
+    sys.path[:0] = [{repo!r}]
     import torch
     from emopipe.vision.crop import FaceCropper
     from emopipe.vision.detect import create_detector
     from emopipe.pipeline.runner import Pipeline
     from emopipe.io.sources import open_source
-    from fakes import PixelEngine
-    from test_pipeline import ListSink
+    from tests.support.fakes import PixelEngine
+    from tests.test_pipeline import ListSink
 
     class CountSink(ListSink):
         def write(self, result):
@@ -185,7 +185,7 @@ def test_memory_does_not_grow_with_video_length(models_home, tmp_path):
     write_video(short, frames * 2, 25.0)
     write_video(long_, frames * 20, 25.0)
     script = tmp_path / "rss.py"
-    script.write_text(RSS_SCRIPT.format(tests=str(Path(__file__).parent), repo=str(Path(__file__).parents[1])))
+    script.write_text(RSS_SCRIPT.format(repo=str(Path(__file__).parents[1])))
     peaks = {}
     for name, path, count in (("short", short, 300), ("long", long_, 3000)):
         out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, check=True)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import cv2
 import pytest
-from processes import interruptible
-from synth import SynthVideo, moving_face_video
+
+from tests.support.processes import interruptible
+from tests.support.synth import SynthVideo, moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
 

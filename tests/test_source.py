@@ -14,13 +14,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import synth
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.images import FolderSource, ImageSource, natural_key
 from emopipe.io.sources import SOURCES, Source, format_time, open_source, source_kind
 from emopipe.io.video import VideoSource
 from emopipe.types import Frame, HostFrame, SourceInfo
+from tests.support import synth
 
 REPO = Path(__file__).resolve().parents[1]
 FPS = 25.0

@@ -7,11 +7,11 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from checkpoints import random_state
 
 from emopipe.model import kernels
 from emopipe.model.emonet import build_emonet
 from emopipe.model.fusion import fuse
+from tests.support.checkpoints import random_state
 
 
 def channels_last(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
