@@ -20,10 +20,11 @@ from typing import Any
 from emopipe.errors import UsageError
 from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format
 from emopipe.io.uris import is_live, redact_uri, webcam_index
+from emopipe.types import PRECISION_NAMES
 
 DETECTOR_NAMES = ("sfd", "blazeface", "blazeface_back")  # emopipe.vision.detectors.DETECTORS, without importing it
 BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, likewise
-PRECISION_NAMES = ("fp32", "fp16", "bf16")
+
 DECODERS = ("auto", "nvdec", "opencv")
 VIDEO_SUFFIXES = (".mp4", ".avi")  # annotated video and live recording containers
 

@@ -30,6 +30,8 @@ LABELS: dict[int, tuple[str, ...]] = {
 }
 
 # what a source is: files and folders, and live cameras and network streams
+# Numeric precisions by name, as options spell them (the torch dtypes: emopipe.model.devices.PRECISIONS)
+PRECISION_NAMES = ("fp32", "fp16", "bf16")
 SOURCE_KINDS = frozenset({"video", "image", "images", "camera", "stream"})
 
 

@@ -383,7 +383,7 @@ def _models(models_home: Path, checkpoint: Path, batch_size: int):
     from emopipe.engines.registry import create_engine
     from emopipe.model.emonet import build_emonet, read_checkpoint
     from emopipe.vision.crop import FaceCropper
-    from emopipe.vision.detect import create_detector
+    from emopipe.vision.detectors import create_detector
 
     detector = create_detector("blazeface", device="cpu", models_dir=models_home)
     engine = create_engine("torch", build_emonet(read_checkpoint(checkpoint)),

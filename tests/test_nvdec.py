@@ -31,7 +31,7 @@ from emopipe.io.video import VideoSource
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.types import DeviceFrame
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import create_detector
+from emopipe.vision.detectors import create_detector
 from tests.support import synth
 from tests.support.fakes import PixelEngine
 from tests.support.synth import moving_face_video

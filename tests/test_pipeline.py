@@ -19,7 +19,7 @@ from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.types import FrameResult
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import create_detector
+from emopipe.vision.detectors import create_detector
 from tests.support.fakes import PixelEngine
 from tests.support.synth import moving_face_video
 
@@ -155,7 +155,7 @@ RSS_SCRIPT = textwrap.dedent("""
     sys.path[:0] = [{repo!r}]
     import torch
     from emopipe.vision.crop import FaceCropper
-    from emopipe.vision.detect import create_detector
+    from emopipe.vision.detectors import create_detector
     from emopipe.pipeline.runner import Pipeline
     from emopipe.io.sources import open_source
     from tests.support.fakes import PixelEngine

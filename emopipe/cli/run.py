@@ -20,6 +20,7 @@ from emopipe.config import (
     RunConfig,
 )
 from emopipe.errors import INTERRUPTED_EXIT_CODE, InputTruncatedError
+from emopipe.types import PRECISION_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "checkout's models/, or ~/.cache/emopipe)")
     model.add_argument("--backend", default="torch", help=" or ".join(BACKEND_NAMES))
     model.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    model.add_argument("--precision", choices=["fp32", "fp16", "bf16"], help="default: fp16 on CUDA, fp32 on CPU")
+    model.add_argument("--precision", choices=PRECISION_NAMES, help="default: fp16 on CUDA, fp32 on CPU")
     model.add_argument("--batch-size", type=int, metavar="B",
                        help="static batch of faces (default: 64 on CUDA, 1 on CPU and live)")
     model.add_argument("--no-cudnn-benchmark", action="store_true", help="turn cuDNN autotuning off (comparison)")

@@ -31,6 +31,7 @@ import numpy as np
 from emopipe.config import RunConfig
 from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.timing import percentile
 from emopipe.types import FrameResult
 
 logger = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ class LiveStats(Observer):
             "source": self.source_name,
             "state": state,
             "fps": fps,
-            "latency_p50_s": _quantile(latencies, 0.5),
-            "latency_p99_s": _quantile(latencies, 0.99),
+            "latency_p50_s": percentile(latencies, 0.5),
+            "latency_p99_s": percentile(latencies, 0.99),
             "latency_last_s": recent[-1][1] if recent else None,
             "faces": faces,
             "frames": frames,
@@ -105,12 +106,6 @@ class LiveStats(Observer):
     def run_latencies(self) -> np.ndarray:
         with self._lock:
             return np.frombuffer(self._latencies, dtype=np.float64).copy()
-
-
-def _quantile(ordered: list[float], q: float) -> float | None:
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class CaptureLatencyMetrics(Observer):
@@ -233,8 +228,7 @@ class LiveMode:
         processed = int(latencies.size)
         dropped = pipeline.frames_dropped + source.dropped
         offered = processed + dropped
-        p50 = float(np.quantile(latencies, 0.5)) if processed else None
-        p99 = float(np.quantile(latencies, 0.99)) if processed else None
+        p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
         fps = source.run_fps
         facts: dict[str, Any] = {
             "timestamps": "wall-clock capture time, Unix seconds (UTC)",

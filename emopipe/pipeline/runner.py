@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import statistics
 import sys
 import threading
 import time
@@ -27,10 +26,10 @@ from emopipe.engines.base import Engine
 from emopipe.io.sources import Source
 from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
 from emopipe.pipeline.summary import RunSummary
-from emopipe.pipeline.timing import StageClock
+from emopipe.pipeline.timing import StageClock, percentile
 from emopipe.types import Detections, EngineOutput, FaceResult, Frame, FrameResult
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import FaceDetector, PendingDetections
+from emopipe.vision.detectors import FaceDetector, PendingDetections
 from emopipe.vision.keyframes import KeyframeSchedule, Located
 
 logger = logging.getLogger(__name__)
@@ -495,8 +494,8 @@ class Pipeline:
             fps=frames / elapsed if elapsed else 0.0,
             faces_per_s=self._faces / elapsed if elapsed else 0.0,
             first_frame_latency_s=self._latencies[0] if self._latencies else None,
-            steady_latency_p50_s=statistics.median(steady) if steady else None,
-            steady_latency_p99_s=steady[min(len(steady) - 1, round(0.99 * (len(steady) - 1)))] if steady else None,
+            steady_latency_p50_s=percentile(steady, 0.5),
+            steady_latency_p99_s=percentile(steady, 0.99),
             stage_seconds={k: round(v, 4) for k, v in self._stage_totals.items()},
             ended_early=getattr(self.source, "ended_early", None),
             engine=self.engine.info(),

@@ -11,7 +11,7 @@ class RunSummary:
     """What a run did, printed on stderr and written as JSON."""
 
     source: str
-    decoder: str = "opencv"  # "nvdec": decoded on the GPU (emopipe.nvdec)
+    decoder: str = "opencv"  # "nvdec": decoded on the GPU (emopipe.io.nvdec)
     frames: int = 0
     detect_every: int = 1  # the detector ran on every K-th frame (--detect-every)
     frames_detected: int = 0  # frames the detector ran on
@@ -30,7 +30,7 @@ class RunSummary:
     engine: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     startup: dict[str, Any] = field(default_factory=dict)  # load, warmup, and how many warmups this process ran
-    live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.liverun)
+    live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.pipeline.live)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,13 +5,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
+
+
+def percentile(ordered: Sequence[float], q: float) -> float | None:
+    """The ``q``-quantile (0..1) of values sorted ascending, nearest rank; None for no values.
+
+    The one percentile of the summaries, the live statistics and ``emopipe bench`` (a measured value,
+    never an interpolation between two)."""
+    if not len(ordered):
+        return None
+    return float(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))])
 
 
 class _Event(Protocol):
