@@ -38,7 +38,7 @@ SOURCE_KINDS = frozenset({"video", "image", "images", "camera", "stream"})
 def describe_array(a: object) -> str:
     shape = getattr(a, "shape", None)
     if shape is not None and hasattr(a, "dtype"):
-        return f"{type(a).__name__} of shape {tuple(shape)} and dtype {a.dtype}"  # type: ignore[attr-defined]
+        return f"{type(a).__name__} of shape {tuple(shape)} and dtype {a.dtype}"
     return type(a).__name__
 
 
@@ -167,7 +167,7 @@ class DeviceFrame:
     @cached_property
     def bgr(self) -> np.ndarray:
         """The pixels on the host (copied once, when something draws on the frame)."""
-        return self.pixels.cpu().numpy()  # type: ignore[no-any-return]
+        return self.pixels.cpu().numpy()
 
 
 # -- detections -----------------------------------------------------------------------------------------

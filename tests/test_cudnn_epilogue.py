@@ -125,9 +125,8 @@ class _Stop(Exception):
 
 @pytest.mark.parametrize("flag, expected", [([], True), (["--no-cudnn-epilogue"], False)])
 def test_the_cli_switch_reaches_the_engine(flag, expected, monkeypatch, tmp_path, checkpoints):
-    from synth import moving_face_video
-
     from emopipe.cli import run
+    from tests.support.synth import moving_face_video
 
     seen: list[EngineOptions] = []
 

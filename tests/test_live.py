@@ -548,7 +548,7 @@ def _rows(path: Path, running: bool = True) -> list[dict]:
 @pytest.mark.slow
 def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanly_on_ctrl_c(
         tmp_path, models_home, checkpoints):
-    from prometheus_helpers import scrape
+    from tests.support.prometheus_helpers import scrape
 
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
     page_port = free_port()

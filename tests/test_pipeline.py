@@ -174,7 +174,7 @@ RSS_SCRIPT = textwrap.dedent("""
 
 def test_memory_does_not_grow_with_video_length(models_home, tmp_path):
     """Peak RSS for 3 000 frames within 10 % of 300 frames (same pipeline, a stand-in engine)."""
-    from synth import background, paste_head, write_video
+    from tests.support.synth import background, paste_head, write_video
 
     frames = []
     for i in range(150):  # 150 distinct frames, repeated: a long video without a long synthesis

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from emopipe.errors import UsageError
 from emopipe.model import cudnn_epilogue
-from emopipe.model.devices import PRECISIONS
+from emopipe.model.devices import PRECISIONS as PRECISIONS  # (re-exported: the engines' precisions)
 from emopipe.types import HEATMAP_SIZE, INPUT_SIZE, EngineOutput, WarmupReport
 
 

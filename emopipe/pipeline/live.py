@@ -86,7 +86,8 @@ class LiveStats(Observer):
         source = self.source
         silent = None if source is None else source.seconds_since_frame
         state = "starting" if frames == 0 else "live"
-        if silent is not None and frames and silent > max(1.0, source.options.read_timeout_s / 2):
+        if source is not None and silent is not None and frames and \
+                silent > max(1.0, source.options.read_timeout_s / 2):
             state = "reconnecting"
         return {
             "source": self.source_name,
@@ -202,8 +203,8 @@ class LiveMode:
 
     def settings(self) -> PipelineSettings:
         max_wait = self.config.max_wait_ms / 1000
-        return PipelineSettings(detect_batch=self.config.detect_batch, queue_frames=1, live=True, max_wait_s=max_wait,
-                                detect_every=self.config.detect_every)
+        return PipelineSettings(detect_batch=self.config.detect_batch or 1, queue_frames=1, live=True,
+                                max_wait_s=max_wait, detect_every=self.config.detect_every)
 
     def sink(self, rows: Any) -> Sink:
         from emopipe.observe.liveview import TimedVideoWriter

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -90,7 +90,7 @@ class PinnedBatches:
         staged = buffer[: shape[0]]
         np.stack(images, out=staged.numpy())
         pixels = staged.to(device, non_blocking=True)
-        copied = torch.cuda.Event()
+        copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
         copied.record()
         self._ring[slot] = (buffer, copied)
         return pixels, copied
@@ -110,7 +110,7 @@ class Observer:
     def dropped(self, n: int) -> None: ...
 
 
-class Sink:
+class Sink(Protocol):
     """The writer thread's work for one frame (records, annotated video, live view…)."""
 
     def write(self, result: FrameResult) -> None: ...
@@ -160,7 +160,8 @@ class Pipeline:
         self.clock = StageClock(self.device, self._observe_stage)
         self._stage_totals: dict[str, float] = {}
         self._pinned = PinnedBatches() if self.device.type == "cuda" and self.settings.pin_memory else None
-        self._copy_stream = (torch.cuda.Stream(self.device) if self._pinned is not None and self.settings.copy_stream
+        self._copy_stream = (torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
+                             if self._pinned is not None and self.settings.copy_stream
                              else None)
         self._started = 0.0
         self._finished = 0.0
@@ -197,7 +198,7 @@ class Pipeline:
                     self._put_newest(frame)
                     continue
                 if frame.read_time < self._started:  # decoded before the run (a source checks its first
-                    frame = replace(frame, read_time=self._started)  # frame on opening): count from now
+                    frame = replace(frame, read_time=self._started)  # type: ignore[type-var]  # (frames are dataclasses)
                 self._observe_stage("decode", time.perf_counter() - t)
                 self._put(self._frames, frame)
         except BaseException as exc:  # handed to the GPU thread, which raises it
@@ -299,8 +300,9 @@ class Pipeline:
 
     def _upload(self, batch: list[Frame]) -> torch.Tensor:
         """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
-        on_device = [frame.device_pixels for frame in batch]
-        if on_device[0] is not None:  # decoded on the GPU, copied out on the decoder's stream
+        device_pixels = [frame.device_pixels for frame in batch]
+        if device_pixels[0] is not None:  # decoded on the GPU, copied out on the decoder's stream
+            on_device = [pixels for pixels in device_pixels if pixels is not None]
             if self.device.type == "cuda":
                 main = torch.cuda.current_stream(self.device)
                 for pixels in on_device:  # the decoder's memory: not reused before this stream is done with it

@@ -39,7 +39,8 @@ class FaceRecorder:
         self.smoother.forget(self.tracker.expired)
         landmarks = None
         if result.faces[0].landmarks is not None:
-            landmarks = landmarks_to_frame(np.stack([f.landmarks for f in result.faces]), result.crop_boxes)
+            landmarks = landmarks_to_frame(np.stack([f.landmarks for f in result.faces if f.landmarks is not None]),
+                                           result.crop_boxes)
         frame = result.frame
         return [
             FaceRecord.create(

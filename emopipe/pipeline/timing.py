@@ -11,10 +11,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 
-def percentile(ordered: Sequence[float], q: float) -> float | None:
+def percentile(ordered: Sequence[float] | np.ndarray, q: float) -> float | None:
     """The ``q``-quantile (0..1) of values sorted ascending, nearest rank; None for no values.
 
     The one percentile of the summaries, the live statistics and ``emopipe bench`` (a measured value,
@@ -48,7 +49,7 @@ class GpuTimer:
             import torch
 
             def event_factory() -> _Event:
-                return torch.cuda.Event(enable_timing=True)
+                return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
         self._event = event_factory
         self._pending: deque[tuple[_Event, _Event, Callable[[float], None]]] = deque()
