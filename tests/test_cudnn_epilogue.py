@@ -362,7 +362,7 @@ def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
 
 
 def test_engines_with_the_epilogue_take_turns(monkeypatch):
-    """cuDNN's fused kernels hang the GPU when two engines run them at once (docs/benchmarks.md): an
+    """cuDNN's fused kernels hang the GPU when two engines run them at once (docs/benchmark-log.md): an
     engine that uses them holds the process's turn while its work runs; one without them does not."""
     monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
     turn_taken: list[bool] = []

@@ -163,7 +163,7 @@ def _channels_last_strides(shape: tuple[int, int, int, int]) -> list[int]:
 
 # -- plans on disk -------------------------------------------------------------------------------
 # Building a plan compiles its fused kernel with NVRTC, every process: ~3 s of a warm start for EmoNet's
-# 50 shapes at batch 1 + 256, 13 s on a fresh machine (docs/benchmarks.md). A serialized plan holds the
+# 50 shapes at batch 1 + 256, seconds on a fresh machine (docs/benchmark-log.md). A serialized plan holds the
 # compiled kernel, and reading one back takes milliseconds. Plans are only valid for the GPU model and the
 # cuDNN they were built with, so those are part of each file's name.
 

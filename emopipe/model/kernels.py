@@ -60,7 +60,7 @@ _triton_key_thread: threading.Thread | None = None
 def start_triton_key() -> None:
     """Begin Triton's once-per-process set-up on a thread. Its first kernel call in a process hashes
     Triton's own installation into its cache key (its ~500 MB library: 0.6 s of warmup on the GPU hosts,
-    docs/benchmarks.md); started when the engine is created, that overlaps building the model and the
+    docs/benchmark-log.md); started when the engine is created, that overlaps building the model and the
     CUDA context. The hash releases the GIL, and the result is the same whichever thread computes it."""
     global _triton_key_thread
     if _triton_key_thread is not None or not triton_installed():
