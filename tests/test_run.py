@@ -239,7 +239,8 @@ def test_ctrl_c_finishes_the_files(stop, tmp_path, checkpoints, models_home):
                                 "--annotate", str(tmp_path / "a.mp4")], cwd=REPO, stderr=subprocess.PIPE, text=True,
                                preexec_fn=interruptible)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+    partial = out.with_name(out.name + ".partial")  # rows reach the disk under this name until the run ends
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 3):
         time.sleep(0.2)
     process.send_signal(stop)
     stderr = process.communicate(timeout=120)[1]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import hashlib
 import io
 import json
 import os
@@ -106,16 +107,31 @@ def describe_os_error(exc: OSError) -> str:
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
 
 
+def partial_path(path: Path) -> Path:
+    """Where an output is written until it is complete: ``name.partial`` beside it (hashed if too long)."""
+    name = f"{path.name}.partial"
+    if len(name.encode()) > MAX_NAME_BYTES:
+        name = f".emopipe-{hashlib.sha1(path.name.encode()).hexdigest()[:16]}.partial"
+    return path.with_name(name)
+
+
 class _FileSink:
-    """Unbuffered file: every write reaches the OS at once; a failed write is cut back to the last one."""
+    """Unbuffered file: every write reaches the OS at once; a failed write is cut back to the last one.
+
+    A regular file is written under :func:`partial_path` and renamed to its name by :meth:`commit`, so
+    a run that fails or is interrupted never leaves a previous good file truncated.
+    """
 
     def __init__(self, path: Path) -> None:
         ensure_writable(path)
+        self.path = path
+        self.had_previous = path.exists()
+        special = self.had_previous and not path.is_file()  # /dev/null, a FIFO: written in place
+        self.partial = None if special else partial_path(path)
         try:
-            self._file = open(path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
+            self._file = open(self.partial or path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
         except OSError as error:
             raise OutputError(f"cannot write output {path}: {error.strerror or error}") from error
-        self.path = path
         self._committed = 0  # bytes that form complete rows
 
     def write(self, data: bytes) -> None:
@@ -135,6 +151,20 @@ class _FileSink:
 
     def close(self) -> None:
         self._file.close()
+
+    def commit(self, complete: bool = True) -> Path:
+        """Give the rows their final name when ``complete`` — or when there is no earlier file there to
+        lose (``complete=None``); otherwise they stay under the partial name. Returns where they are."""
+        self.close()
+        if self.partial is None or not self.partial.exists():
+            return self.path
+        if complete or (complete is None and not self.had_previous):
+            try:
+                os.replace(self.partial, self.path)
+            except OSError as error:
+                raise OutputError(f"cannot write output {self.path}: {describe_os_error(error)}") from error
+            return self.path
+        return self.partial
 
 
 class _StreamSink:
@@ -160,6 +190,9 @@ class _StreamSink:
     def close(self) -> None:
         pass
 
+    def commit(self, complete: bool | None = True) -> str:
+        return self.path
+
 
 # -- writers ---------------------------------------------------------------------------------
 
@@ -178,7 +211,10 @@ class RecordWriter:
         self.landmarks = landmarks
         self.detected = detected  # write the `detected` column
         self.rows_written = 0
-        self._sink = _StreamSink(sys.stdout) if str(path) == STDOUT else _FileSink(Path(path))
+        # close() also commits (the rows get the final name); a runner that knows better sets this False
+        # and calls commit() itself once it knows whether the run completed
+        self.commit_on_close = True
+        self._sink: _FileSink | _StreamSink = _StreamSink(sys.stdout) if str(path) == STDOUT else _FileSink(Path(path))
         self.path = self._sink.path
         self._closed = False
         try:
@@ -210,12 +246,22 @@ class RecordWriter:
         if not self._closed:
             self._closed = True
             self._sink.close()
+            if self.commit_on_close:
+                self.commit()
+
+    def commit(self, complete: bool | None = True) -> str:
+        """Close, and put the rows under the final name if ``complete`` (None: if nothing is there yet);
+        returns where the rows are (the final name, or the partial one beside it)."""
+        self._closed = True
+        return str(self._sink.commit(complete))
 
     def __enter__(self) -> RecordWriter:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        self.commit_on_close = False
         self.close()
+        self.commit(complete=exc_type is None or None)
 
 
 def _columns_of(records: Sequence[FaceRecord], landmarks: bool) -> dict[str, Any]:
