@@ -42,6 +42,12 @@ class RunConfig:
     """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source."""
 
     source: str | None = None  # a video, image, folder of images, webcam:N or a stream URL
+    # several sources in one run (Analyzer.run_many): as given, expanded by emopipe.io.inputs
+    sources: tuple[str, ...] = ()
+    list_files: tuple[str, ...] = ()  # --list FILE: one source per line
+    recursive: bool = False  # folders: their subfolders' videos too
+    resume: bool = False  # skip the sources an earlier run into the same folder finished
+    parallel: int | None = None  # sources opened and decoded ahead at once (default: 2)
     # outputs
     output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv
     format: str | None = None  # csv | jsonl; default from the output's extension
@@ -99,6 +105,7 @@ class RunConfig:
         _positive("detect_every", self.detect_every)
         _positive("max_faces", self.max_faces)
         _positive("batch_size", self.batch_size)
+        _positive("parallel", self.parallel)
         for name in ("start", "end"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
@@ -146,6 +153,11 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def many(self) -> bool:
+        """Several sources (or a collection: a folder of videos, a glob, a list file) in one run."""
+        return bool(self.sources or self.list_files)
 
     # -- what kind of run ----------------------------------------------------------------------
 

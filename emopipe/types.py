@@ -83,6 +83,7 @@ class Frame(Protocol):
     index: int  # 0-based position in the source
     timestamp_s: float  # seconds from the start of the source (live: Unix capture time)
     read_time: float  # time.perf_counter() when it was read
+    stream: int  # which of the run's sources it came from (0 for a run of one source)
 
     @property
     def height(self) -> int: ...
@@ -113,6 +114,7 @@ class HostFrame:
     bgr: np.ndarray  # H×W×3 uint8
     read_time: float
     file: str | None = None  # the image file, for a folder of images
+    stream: int = 0  # which of the run's sources it came from (several sources in one run: their order)
 
     def __post_init__(self) -> None:
         b = self.bgr
@@ -145,6 +147,7 @@ class DeviceFrame:
     pixels: torch.Tensor  # H×W×3 uint8 BGR, on the decoding device
     read_time: float
     file: str | None = None
+    stream: int = 0
 
     def __post_init__(self) -> None:
         p = self.pixels

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser
 from emopipe.config import (
@@ -19,8 +21,13 @@ from emopipe.config import (
     DETECTOR_NAMES,
     RunConfig,
 )
-from emopipe.errors import INTERRUPTED_EXIT_CODE, InputTruncatedError
+from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError
+from emopipe.io.inputs import expand_inputs
+from emopipe.io.uris import redact_uri
 from emopipe.types import PRECISION_NAMES
+
+if TYPE_CHECKING:
+    from emopipe.pipeline.archive import SourceResult
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
         "emopipe",
         "Per-face emotion (EmoNet expressions, valence, arousal) for every frame of a video, an image or a "
         "folder of images. Exit codes: 0 ok, 2 bad options, 3 input not found, 4 input unreadable, 5 output "
-        "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 130 interrupted "
+        "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 9 some of several "
+        "sources failed, 130 interrupted "
         "(Ctrl-C or SIGTERM).",
     )
-    parser.add_argument("source", nargs="?", help="video file, image file or folder of images; or a network stream "
-                                                 "(rtsp://, http(s)://…) read live")
+    parser.add_argument("sources", nargs="*", metavar="SOURCE",
+                        help="video file, image file or folder of images; or a network stream (rtsp://, http(s)://…) "
+                             "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
+                             "in one process, warmed once, with a rows file per source in the -o folder (a folder "
+                             "holding videos gives its videos, its images are skipped; a folder of images only is "
+                             "one image sequence)")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")
@@ -48,6 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--smooth", type=float, default=None, metavar="ALPHA",
                      help="per-track exponential smoothing; weight of the newest value (off by default)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    many = parser.add_argument_group(
+        "several sources", "Outputs go in a folder (-o DIR, default emopipe-out): per source NAME.emotions.csv and "
+        "its summary (names follow the sources' paths, so clips of the same name in different folders never "
+        "collide), manifest.jsonl (a line per source as it finishes: ok, failed, interrupted, skipped) and "
+        "summary.json. A source that fails is recorded and the others go on: exit code 9 if any failed.")
+    many.add_argument("--list", dest="list_files", action="append", default=[], metavar="FILE",
+                      help="read sources from FILE, one per line (# comments)")
+    many.add_argument("--recursive", action="store_true", help="folders: also the videos in their subfolders")
+    many.add_argument("--resume", action="store_true",
+                      help="continue a run into the same folder: skip the sources it finished, redo the others")
+    many.add_argument("--parallel", type=int, metavar="N",
+                      help="sources opened and decoded ahead at once (default: 2)")
 
     src = parser.add_argument_group("input range")
     src.add_argument("--start", type=float, metavar="SECONDS", help="start at this time")
@@ -138,8 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The RunConfig the parsed options describe (the only place the command line meets the library)."""
-    return RunConfig(**{f.name: getattr(args, f.name) for f in fields(RunConfig)})
+    """The RunConfig the parsed options describe (the only place the command line meets the library).
+
+    One plain source is ``source``; several, or a collection (a folder of videos, a glob, --list), are
+    ``sources``."""
+    values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if f.name not in ("source", "sources")}
+    values["list_files"] = tuple(args.list_files)
+    inputs = expand_inputs(args.sources, args.list_files, recursive=args.recursive)
+    if inputs.collection:
+        return RunConfig(sources=inputs.sources, **values)
+    return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,7 +181,10 @@ def run(args: argparse.Namespace) -> int:
     from emopipe.api import Analyzer
     from emopipe.observe.metrics import MetricsExporter, PipelineMetrics, grouping_key
 
-    analyzer = Analyzer(config_from_args(args))
+    config = config_from_args(args)
+    if config.many:
+        return run_many(config)
+    analyzer = Analyzer(config)
     config = analyzer.source_config()
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(config.batch_size or 1),))
@@ -167,4 +203,41 @@ def run(args: argparse.Namespace) -> int:
     if outcome.summary.ended_early:
         print(f"emopipe: error: {InputTruncatedError(outcome.summary.ended_early)}", file=sys.stderr)
         return InputTruncatedError.exit_code
+    return 0
+
+
+def run_many(config: RunConfig) -> int:
+    """Several sources in one process: exit 0 when every source is ok (or was done before), 9 when some
+    failed, 130 when interrupted."""
+    from prometheus_client import CollectorRegistry
+
+    from emopipe.api import Analyzer
+    from emopipe.observe.metrics import MetricsExporter, PipelineMetrics
+
+    analyzer = Analyzer(config)
+    exporter = metrics = None
+    if config.metrics_port is not None or config.pushgateway:
+        registry = CollectorRegistry()
+        metrics = PipelineMetrics(registry, queues=("frames", "results"))
+        exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
+                                   linger_s=config.metrics_linger, pushgateway=config.pushgateway,
+                                   grouping_key={"instance": socket.gethostname()})
+
+    def report(result: SourceResult) -> None:
+        detail = f": {result.error}" if result.error else ""
+        logger.info("%s %s — %d frames, %d faces%s", result.status, redact_uri(result.source), result.frames,
+                    result.faces, detail)
+
+    try:
+        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=report)
+    finally:
+        analyzer.close()
+    run = outcome.run
+    logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
+                "%.1f s (%.0f frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
+                run["skipped"], run["frames"], run["faces"], run["wall_s"], run["fps"], run["manifest"])
+    if outcome.interrupted:
+        return INTERRUPTED_EXIT_CODE
+    if outcome.failed:
+        return SOME_SOURCES_FAILED_EXIT_CODE
     return 0

@@ -110,6 +110,9 @@ class Observer:
     def dropped(self, n: int) -> None: ...
 
 
+FrameKey = tuple[int, int]  # (stream, index): a frame's identity in a run
+
+
 class Sink(Protocol):
     """The writer thread's work for one frame (records, annotated video, live view…)."""
 
@@ -269,7 +272,7 @@ class Pipeline:
 
     # -- the GPU thread -----------------------------------------------------------------------
 
-    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[_FrameBatch]:
+    def _frame_batches(self, batcher: StaticBatcher[FrameKey]) -> Iterator[_FrameBatch]:
         """Frames from the reader, in batches of one frame size holding up to the detector's batch of
         key frames; an empty batch when the batcher's partial batch fell due before another frame came (live)."""
         batch = _FrameBatch()
@@ -324,7 +327,8 @@ class Pipeline:
         pixels.record_stream(main)  # side-stream memory: not reused before the main stream is done with it
         return pixels
 
-    def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _infer(self, batches: list[FaceBatch[FrameKey]],
+               assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         for batch in batches:
             t = time.perf_counter()
             out: EngineOutput = self.engine.infer(batch.crops)  # returns with results on the host
@@ -340,15 +344,15 @@ class Pipeline:
                                                    None if landmarks is None else landmarks[i]))
             self.clock.collect()
 
-    def _release(self, assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _release(self, assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         for result, faces in assembler.ready():
             result.faces = faces
             self._put(self._results, result)
 
     def run(self) -> None:
         """Process the whole source. Raises what a stage raised, after the files are closed."""
-        batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size, max_wait_s=self.settings.max_wait_s)
-        assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
+        batcher: StaticBatcher[FrameKey] = StaticBatcher(self.engine.batch_size, max_wait_s=self.settings.max_wait_s)
+        assembler: FrameAssembler[FrameKey, FrameResult, FaceResult] = FrameAssembler()
         max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
         self._started = time.perf_counter()
         threads, switch = torch.get_num_threads(), sys.getswitchinterval()
@@ -430,8 +434,8 @@ class Pipeline:
         self.frames_detected += sum(keys)
         return _InFlight(batch.frames, pixels, keys, pending)
 
-    def _complete(self, launched: _InFlight, batcher: StaticBatcher[int],
-                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _complete(self, launched: _InFlight, batcher: StaticBatcher[FrameKey],
+                  assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         """Finish a launched batch: detections on the host, crops, and into the face batches."""
         t = time.perf_counter()
         found = iter(launched.detections.collect() if launched.detections is not None else [])
@@ -447,15 +451,15 @@ class Pipeline:
                 located += self._keyframes.add(where, (frame.height, frame.width), detections)
         self._cut(located, batcher, assembler)
 
-    def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
-             assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[FrameKey],
+             assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         """Crop located frames (in frame order) and add their faces to the face batches: one batched
         crop per run of frames from the same upload."""
         for _, run in groupby(located, key=lambda entry: id(entry.item.pixels)):
             self._crop_run(list(run), batcher, assembler)
 
-    def _crop_run(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
-                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _crop_run(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[FrameKey],
+                  assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         pixels = located[0].item.pixels
         boxes = [np.zeros((0, 4), np.float32)] * pixels.shape[0]
         for entry in located:
@@ -472,8 +476,9 @@ class Pipeline:
                 found = Detections(found.boxes[faces], found.scores[faces])
             result = FrameResult(frame=frame, detections=found,
                                  crop_boxes=crops.boxes_used[first:first + count], detected=entry.detected)
-            assembler.expect(frame.index, result, count)
-            self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
+            key = (frame.stream, frame.index)  # unique in a run, also over several sources
+            assembler.expect(key, result, count)
+            self._infer(batcher.add(crops.crops[first:first + count], key), assembler)
             first += count
 
     def stop(self) -> None:
