@@ -108,14 +108,21 @@ def _photos(shared_dir: Path | None):
     return face_photos(extra)
 
 
+# bf16 keeps 8 bits of mantissa: 94–95 % class agreement on the proxy checkpoint in every run so far
+# (docs/benchmark-log.md, "Accuracy guard"); it is a comparison option, fp16 is the default
+AGREEMENT_BY_PRECISION = {"fp16": AGREEMENT, "bf16": 0.94}
+DELTA_P99_BY_PRECISION = {"fp16": MAX_DELTA_P99, "bf16": 0.035}  # bf16: 0.023–0.029 measured
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_fast_path_agrees_with_true_fp32_on_real_faces(precision):
     photos = _photos(shared_assets())  # the astronaut alone where ../shared is absent
     net = build_emonet(calibrated_state(8, jittered_crops(photos, 64, seed=1)))
     (report,) = compare_precisions(net, jittered_crops(photos, 512, seed=2), [precision], device="cuda", batch_size=64)
     assert report.classes_predicted >= 3, report.describe()
-    assert report.agreement >= AGREEMENT, report.describe()
-    assert report.valence_p99 <= MAX_DELTA_P99 and report.arousal_p99 <= MAX_DELTA_P99, report.describe()
+    assert report.agreement >= AGREEMENT_BY_PRECISION[precision], report.describe()
+    bound = DELTA_P99_BY_PRECISION[precision]
+    assert report.valence_p99 <= bound and report.arousal_p99 <= bound, report.describe()
 
 
 @torch.inference_mode()
