@@ -30,7 +30,7 @@ from emopipe.io.records import ensure_writable
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
-from emopipe.pipeline.analysis import MetricsObserver, Outcome, SourceRun, write_summary
+from emopipe.pipeline.analysis import MetricsObserver, Outcome, ProgressBar, SourceRun, write_summary
 from emopipe.pipeline.archive import (
     MANIFEST,
     STATUSES,
@@ -215,7 +215,7 @@ class Analyzer:
 
     def run_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
                  metrics: Any = None, exporter: Any = None, on_result: Callable[[SourceResult], None] | None = None,
-                 **options: Any) -> ManyOutcome:
+                 progress: bool = False, **options: Any) -> ManyOutcome:
         """Many sources in one pipeline, warmed once: a rows file and a summary per source in ``output_dir``,
         ``manifest.jsonl`` (a line per source as it finishes) and ``summary.json`` for the run.
 
@@ -288,7 +288,11 @@ class Analyzer:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
-            observers = [MetricsObserver(metrics)] if metrics is not None else []
+            observers: list[Any] = [MetricsObserver(metrics)] if metrics is not None else []
+            if progress:
+                bar = ProgressBar(None)
+                observers.append(bar)
+                stack.callback(bar.close)
             frames_per_batch = models.detector.batch_size * config.detect_every
             settings = PipelineSettings(detect_batch=models.detector.batch_size,
                                         queue_frames=max(4, 2 * frames_per_batch), detect_every=config.detect_every)

@@ -229,7 +229,8 @@ def run_many(config: RunConfig) -> int:
                     result.faces, detail)
 
     try:
-        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=report)
+        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=report,
+                                    progress=not config.no_progress and sys.stderr.isatty())
     finally:
         analyzer.close()
     run = outcome.run
