@@ -57,9 +57,10 @@ def landmarks_to_frame(landmarks: np.ndarray, boxes: np.ndarray, crop_size: int 
     return origin + landmarks * scale
 
 
-def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False) -> list[str]:
-    """CSV header for a model with these class ``labels``."""
-    columns = ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score"]
+def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False, files: bool = False) -> list[str]:
+    """CSV header for a model with these class ``labels`` (``files``: a folder of images, each row's image file)."""
+    columns = ["source", "frame", *(["file"] if files else []), "timestamp_s", "track_id", "x1", "y1", "x2", "y2",
+               "score"]
     columns += ["detected"] if detected else []
     columns += ["label"]
     columns += [f"p_{label}" for label in labels]
@@ -203,13 +204,14 @@ class RecordWriter:
     format = ""
 
     def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False,
-                 detected: bool = False) -> None:
+                 detected: bool = False, files: bool = False) -> None:
         labels = tuple(labels)
         if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
             raise ValueError(f"labels must be 2 or more distinct class names, got {labels}")
         self.labels = labels
         self.landmarks = landmarks
         self.detected = detected  # write the `detected` column
+        self.files = files  # write the `file` column (a folder of images: the image each row is from)
         self.rows_written = 0
         # close() also commits (the rows get the final name); a runner that knows better sets this False
         # and calls commit() itself once it knows whether the run completed
@@ -284,7 +286,7 @@ class CsvRecordWriter(RecordWriter):
     format = "csv"
 
     def _header(self) -> bytes:
-        return self._encode([record_columns(self.labels, self.landmarks, self.detected)])
+        return self._encode([record_columns(self.labels, self.landmarks, self.detected, self.files)])
 
     @staticmethod
     def _encode(rows: list[list[Any]]) -> bytes:
@@ -296,7 +298,8 @@ class CsvRecordWriter(RecordWriter):
         c = _columns_of(records, self.landmarks)
         rows = []
         for i, r in enumerate(records):
-            row = [r.source, r.frame, c["timestamp"][i], r.track_id, *c["box"][i], c["score"][i],
+            row = [r.source, r.frame, *([r.file or ""] if self.files else []), c["timestamp"][i], r.track_id,
+                   *c["box"][i], c["score"][i],
                    *([int(r.detected)] if self.detected else []), r.label,
                    *c["probabilities"][i], c["valence"][i], c["arousal"][i]]
             if self.landmarks:
@@ -315,7 +318,8 @@ class JsonlRecordWriter(RecordWriter):
         for i, r in enumerate(records):
             x1, y1, x2, y2 = c["box"][i]
             row: dict[str, Any] = {
-                "source": r.source, "frame": r.frame, "timestamp_s": c["timestamp"][i], "track_id": r.track_id,
+                "source": r.source, "frame": r.frame, **({"file": r.file} if self.files else {}),
+                "timestamp_s": c["timestamp"][i], "track_id": r.track_id,
                 "x1": x1, "y1": y1, "x2": x2, "y2": y2, "score": c["score"][i],
                 **({"detected": r.detected} if self.detected else {}), "label": r.label,
                 "probabilities": dict(zip(self.labels, c["probabilities"][i], strict=True)),
@@ -346,9 +350,9 @@ def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
 
 
 def open_writer(path: str | os.PathLike[str], *, fmt: str | None = None, labels: Sequence[str],
-                landmarks: bool = False, detected: bool = False) -> RecordWriter:
+                landmarks: bool = False, detected: bool = False, files: bool = False) -> RecordWriter:
     """Open (create or truncate) ``path`` for records now; ``-`` writes to standard output.
 
     Raises :class:`OutputError` at once when the path cannot be written, so no work is wasted.
     """
-    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected)
+    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected, files)

@@ -84,7 +84,8 @@ class SourceRun:
         assert source is not None and config.output is not None and self.models is not None
         info = source.info
         writer = open_writer(config.output, fmt=config.format, labels=self.models.labels,
-                             landmarks=config.landmarks, detected=config.detect_every > 1)
+                             landmarks=config.landmarks, detected=config.detect_every > 1,
+                             files=info.kind == "images")
         # The rows go under a partial name until the run ends: complete, they take the final name; failed or
         # interrupted, they do too unless that would replace an earlier file (then they stay beside it).
         writer.commit_on_close = False
@@ -147,7 +148,8 @@ class SourceRun:
                                    live=self.live.summary(pipeline) if self.live is not None else None,
                                    startup={"load_s": round(models.load_s, 4), "warmup_s": round(models.warmup_s, 4),
                                             "engine_warmups": models.engine_warmups,
-                                            "detector_warmups": models.detector_warmups})
+                                            "detector_warmups": models.detector_warmups},
+                                   skipped_files=[str(p) for p in getattr(self.source, "skipped", [])])
         for finish in self.finishers:
             finish(summary)
         return Outcome(summary, interrupted, lost)

@@ -335,10 +335,11 @@ class PerSourceSink(Sink):
     def _open(self, stream: int) -> None:
         planned = self.chain.readings[stream].planned
         planned.rows.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = open_writer(planned.rows, fmt=self.config.format, labels=self.labels,
-                                   landmarks=self.config.landmarks, detected=self.config.detect_every > 1)
-        self._writer.commit_on_close = False
         info = self.chain.readings[stream].info
+        self._writer = open_writer(planned.rows, fmt=self.config.format, labels=self.labels,
+                                   landmarks=self.config.landmarks, detected=self.config.detect_every > 1,
+                                   files=info is not None and info.kind == "images")
+        self._writer.commit_on_close = False
         uri = info.uri if info is not None else redact_uri(planned.uri)
         self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None)
         self._faces = 0

@@ -47,7 +47,7 @@ class FaceRecorder:
                 labels=self.labels, probabilities=probabilities[i], source=self.source, frame=frame.index,
                 timestamp_s=frame.timestamp_s, track_id=int(ids[i]), box=tuple(boxes[i]),
                 score=float(result.detections.scores[i]), valence=float(valence[i]), arousal=float(arousal[i]),
-                landmarks=None if landmarks is None else landmarks[i], detected=result.detected,
+                landmarks=None if landmarks is None else landmarks[i], detected=result.detected, file=frame.file,
             )
             for i in range(len(result.faces))
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -30,6 +31,7 @@ class RunSummary:
     engine: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     startup: dict[str, Any] = field(default_factory=dict)  # load, warmup, and how many warmups this process ran
+    skipped_files: list[str] = field(default_factory=list)  # a folder of images: files that did not decode
     live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.pipeline.live)
 
     def as_dict(self) -> dict[str, Any]:
@@ -55,6 +57,10 @@ class RunSummary:
             lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
         if self.ended_early:
             lines.append(f"input ended early: {self.ended_early}")
+        if self.skipped_files:
+            shown = ", ".join(Path(f).name for f in self.skipped_files[:5])
+            more = f" and {len(self.skipped_files) - 5} more" if len(self.skipped_files) > 5 else ""
+            lines.append(f"skipped {len(self.skipped_files)} file(s) that did not decode: {shown}{more}")
         if self.interrupted:
             lines.append("interrupted: results up to the last complete frame were written")
         if self.live:
