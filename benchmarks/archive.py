@@ -71,7 +71,8 @@ def main() -> int:
     summary = json.loads((runs / "archive" / "summary.json").read_text()) if done.returncode == 0 else {}
     result["archive"] = {"clips": args.clips, "wall_s": seconds, "returncode": done.returncode,
                          "frames": summary.get("frames"), "faces": summary.get("faces"),
-                         "pipeline_fps": summary.get("fps"), "startup": summary.get("pipeline", {}).get("startup")}
+                         "pipeline_fps": (summary.get("pipeline") or {}).get("fps"),
+                         "startup": (summary.get("pipeline") or {}).get("startup")}
     if args.baseline:
         times = []
         for i in range(args.baseline):
@@ -89,7 +90,8 @@ def main() -> int:
         summary = json.loads((runs / "long" / "summary.json").read_text()) if done.returncode == 0 else {}
         result["long"] = {"sources": args.long_copies, "wall_s": seconds_long, "returncode": done.returncode,
                           "frames": summary.get("frames"), "faces": summary.get("faces"),
-                          "fps": summary.get("fps"), "faces_per_s": summary.get("faces_per_s"),
+                          "fps": (summary.get("pipeline") or {}).get("fps"),
+                          "faces_per_s": (summary.get("pipeline") or {}).get("faces_per_s"),
                           "stages": summary.get("pipeline", {}).get("stage_seconds")}
     (args.out / "archive.json").write_text(json.dumps(result, indent=1))
     a = result["archive"]

@@ -36,6 +36,7 @@ from emopipe.pipeline.archive import (
     STATUSES,
     Manifest,
     PerSourceSink,
+    PlannedSource,
     SourceChain,
     SourceResult,
     already_done,
@@ -223,6 +224,19 @@ class Analyzer:
         ``list_files=``, ``recursive=``); ``resume=True`` skips those an earlier run into the same folder
         finished. A source that cannot be read is recorded as failed and the others go on.
         """
+        plan = self.plan_many(sources, output_dir, **options)
+        started = time.perf_counter()
+        results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
+                                                     on_result=on_result, metrics=metrics, exporter=exporter,
+                                                     progress=progress)
+        return finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
+                           self.summaries)
+
+    def plan_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None,
+                  **options: Any) -> ManyPlan:
+        """What a many-source run will do, checked before anything loads: the sources (expanded), their
+        output files, the manifest, and which sources an earlier run finished (``resume``: recorded
+        ``skipped`` now)."""
         given = RunConfig.from_options(self.config, **options)
         # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
         config = self.source_config("many-sources.mp4", **{**options, "output": None, "summary": None})
@@ -241,8 +255,7 @@ class Analyzer:
         if manifest.path.exists() and not config.resume:
             raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
                              "another output folder")
-        fmt = given.format or "csv"
-        planned = plan_outputs(inputs.sources, directory, fmt)
+        planned = plan_outputs(inputs.sources, directory, given.format or "csv")
         previous = manifest.previous() if config.resume else {}
         todo = [p for p in planned if not already_done(previous.get(p.uri))]
         if not config.resume:
@@ -255,17 +268,25 @@ class Analyzer:
         except OSError as exc:
             raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
         ensure_writable(directory / MANIFEST, "manifest")
-        results: list[SourceResult] = []
+        skipped: list[SourceResult] = []
         for p in planned:
             if p not in todo:
-                skipped = SourceResult(source=p.uri, status="skipped", outputs=previous[p.uri].get("outputs", {}),
-                                       error=None, frames=previous[p.uri].get("frames", 0),
-                                       faces=previous[p.uri].get("faces", 0), rows=previous[p.uri].get("rows", 0))
-                manifest.append(skipped.as_dict())
-                results.append(skipped)
-        todo = [replace(p, position=i) for i, p in enumerate(todo)]
+                entry = previous[p.uri]
+                done = SourceResult(source=p.uri, status="skipped", outputs=entry.get("outputs", {}),
+                                    frames=entry.get("frames", 0), faces=entry.get("faces", 0),
+                                    rows=entry.get("rows", 0))
+                manifest.append(done.as_dict())
+                skipped.append(done)
+        return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
+                        skipped)
+
+    def process(self, todo: Sequence[PlannedSource], config: RunConfig, *, manifest: Manifest | None = None,
+                on_result: Callable[[SourceResult], None] | None = None, metrics: Any = None, exporter: Any = None,
+                progress: bool = False) -> tuple[list[SourceResult], RunSummary, bool]:
+        """Run planned sources through one pipeline (what a cluster worker calls with its share):
+        (a result per source finished, the pipeline's summary, whether it was interrupted)."""
         device = resolve_device(config.device)
-        started = time.perf_counter()
+        todo = [replace(p, position=i) for i, p in enumerate(todo)]
         interrupted = False
         with ExitStack() as stack:
             if threading.current_thread() is threading.main_thread():
@@ -309,15 +330,35 @@ class Analyzer:
                                                 "detector_warmups": models.detector_warmups})
             if exporter is not None and not interrupted:
                 exporter.finish()
-        results += sink.results
-        counts = {status: sum(r.status == status for r in results) for status in STATUSES}
-        wall = time.perf_counter() - started
-        run = {"sources": len(planned), **counts, "frames": summary.frames, "faces": summary.faces,
-               "wall_s": round(wall, 3), "fps": round(summary.fps, 2), "faces_per_s": round(summary.faces_per_s, 2),
-               "interrupted": interrupted, "manifest": str(manifest.path), "pipeline": summary.as_dict()}
-        write_run_summary(directory, run)
-        self.summaries.append(summary)
-        return ManyOutcome(results, summary, run, interrupted)
+        return sink.results, summary, interrupted
+
+
+@dataclass
+class ManyPlan:
+    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`)."""
+
+    config: RunConfig
+    directory: Path
+    manifest: Manifest
+    planned: list[PlannedSource]
+    todo: list[PlannedSource]  # the sources to run (positions renumbered from 0)
+    skipped: list[SourceResult]  # done by an earlier run (--resume)
+
+
+def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,
+                wall_s: float, summaries: list[RunSummary] | None = None, **extra: Any) -> ManyOutcome:
+    """The run's summary.json, written once every source has its manifest line."""
+    counts = {status: sum(r.status == status for r in results) for status in STATUSES}
+    frames = sum(r.frames for r in results if r.status != "skipped")
+    faces = sum(r.faces for r in results if r.status != "skipped")
+    run = {"sources": len(plan.planned), **counts, "frames": frames, "faces": faces, "wall_s": round(wall_s, 3),
+           "fps": round(frames / wall_s, 2) if wall_s else 0.0, "faces_per_s": round(faces / wall_s, 2) if wall_s
+           else 0.0, "interrupted": interrupted, "manifest": str(plan.manifest.path),
+           "pipeline": summary.as_dict() if summary is not None else None, **extra}
+    write_run_summary(plan.directory, run)
+    if summaries is not None and summary is not None:
+        summaries.append(summary)
+    return ManyOutcome(results, summary, run, interrupted)
 
 
 @dataclass
@@ -325,7 +366,7 @@ class ManyOutcome:
     """How a many-source run ended: one :class:`SourceResult` per source, the pipeline's summary, the run's."""
 
     results: list[SourceResult]
-    summary: RunSummary
+    summary: RunSummary | None
     run: dict[str, Any]
     interrupted: bool = False
 

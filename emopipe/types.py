@@ -84,6 +84,7 @@ class Frame(Protocol):
     timestamp_s: float  # seconds from the start of the source (live: Unix capture time)
     read_time: float  # time.perf_counter() when it was read
     stream: int  # which of the run's sources it came from (0 for a run of one source)
+    file: str | None  # a folder of images: the image file's name
 
     @property
     def height(self) -> int: ...

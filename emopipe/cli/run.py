@@ -21,12 +21,13 @@ from emopipe.config import (
     DETECTOR_NAMES,
     RunConfig,
 )
-from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError
+from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError, UsageError
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.uris import redact_uri
 from emopipe.types import PRECISION_NAMES
 
 if TYPE_CHECKING:
+    from emopipe.api import ManyOutcome
     from emopipe.pipeline.archive import SourceResult
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="continue a run into the same folder: skip the sources it finished, redo the others")
     many.add_argument("--parallel", type=int, metavar="N",
                       help="sources opened and decoded ahead at once (default: 2)")
+    many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                      help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
+                           "on this machine), or 'local' to start one here; one worker per GPU, each warmed once "
+                           "(needs 'emopipe[ray]'; docs/cluster.md)")
+    many.add_argument("--ray-workers", type=int, metavar="N", help="workers (default: one per GPU of the cluster)")
+    many.add_argument("--ray-gpus-per-worker", type=float, metavar="F",
+                      help="GPUs each worker takes, fractions allowed (default: 1; 0 on a cluster without GPUs)")
+    many.add_argument("--ray-retries", type=int, default=RunConfig.ray_retries, metavar="N",
+                      help="times a source goes to another worker after its worker died")
 
     src = parser.add_argument_group("input range")
     src.add_argument("--start", type=float, metavar="SECONDS", help="start at this time")
@@ -182,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     from emopipe.observe.metrics import MetricsExporter, PipelineMetrics, grouping_key
 
     config = config_from_args(args)
+    if config.ray:
+        return run_on_cluster(config)
     if config.many:
         return run_many(config)
     analyzer = Analyzer(config)
@@ -206,6 +218,52 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(result: SourceResult) -> None:
+    detail = f": {result.error}" if result.error else ""
+    logger.info("%s %s — %d frames, %d faces%s", result.status, redact_uri(result.source), result.frames,
+                result.faces, detail)
+
+
+def _exit_code(outcome: ManyOutcome) -> int:
+    run = outcome.run
+    logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
+                "%.1f s (%.0f frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
+                run["skipped"], run["frames"], run["faces"], run["wall_s"], run["fps"], run["manifest"])
+    if outcome.interrupted:
+        return INTERRUPTED_EXIT_CODE
+    if outcome.failed:
+        return SOME_SOURCES_FAILED_EXIT_CODE
+    return 0
+
+
+def run_on_cluster(config: RunConfig) -> int:
+    """Several sources over a Ray cluster (emopipe.cluster): the same files and exit codes as run_many."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
+    from emopipe.cluster import RayOptions, run_on_ray
+
+    bar = None
+    if not config.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit="source", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(done: int, total: int, workers: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.set_postfix(workers=workers)
+
+    try:
+        outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _exit_code(outcome)
+
+
 def run_many(config: RunConfig) -> int:
     """Several sources in one process: exit 0 when every source is ok (or was done before), 9 when some
     failed, 130 when interrupted."""
@@ -222,23 +280,9 @@ def run_many(config: RunConfig) -> int:
         exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
                                    linger_s=config.metrics_linger, pushgateway=config.pushgateway,
                                    grouping_key={"instance": socket.gethostname()})
-
-    def report(result: SourceResult) -> None:
-        detail = f": {result.error}" if result.error else ""
-        logger.info("%s %s — %d frames, %d faces%s", result.status, redact_uri(result.source), result.frames,
-                    result.faces, detail)
-
     try:
-        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=report,
+        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=_report,
                                     progress=not config.no_progress and sys.stderr.isatty())
     finally:
         analyzer.close()
-    run = outcome.run
-    logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
-                "%.1f s (%.0f frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
-                run["skipped"], run["frames"], run["faces"], run["wall_s"], run["fps"], run["manifest"])
-    if outcome.interrupted:
-        return INTERRUPTED_EXIT_CODE
-    if outcome.failed:
-        return SOME_SOURCES_FAILED_EXIT_CODE
-    return 0
+    return _exit_code(outcome)

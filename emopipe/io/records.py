@@ -123,12 +123,12 @@ class _FileSink:
     a run that fails or is interrupted never leaves a previous good file truncated.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, in_place: bool = False) -> None:
         ensure_writable(path)
         self.path = path
         self.had_previous = path.exists()
         special = self.had_previous and not path.is_file()  # /dev/null, a FIFO: written in place
-        self.partial = None if special else partial_path(path)
+        self.partial = None if special or in_place else partial_path(path)
         try:
             self._file = open(self.partial or path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
         except OSError as error:
@@ -204,7 +204,7 @@ class RecordWriter:
     format = ""
 
     def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False,
-                 detected: bool = False, files: bool = False) -> None:
+                 detected: bool = False, files: bool = False, in_place: bool = False) -> None:
         labels = tuple(labels)
         if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
             raise ValueError(f"labels must be 2 or more distinct class names, got {labels}")
@@ -216,7 +216,8 @@ class RecordWriter:
         # close() also commits (the rows get the final name); a runner that knows better sets this False
         # and calls commit() itself once it knows whether the run completed
         self.commit_on_close = True
-        self._sink: _FileSink | _StreamSink = _StreamSink(sys.stdout) if str(path) == STDOUT else _FileSink(Path(path))
+        self._sink: _FileSink | _StreamSink = (_StreamSink(sys.stdout) if str(path) == STDOUT
+                                               else _FileSink(Path(path), in_place))
         self.path = self._sink.path
         self._closed = False
         try:
@@ -350,9 +351,13 @@ def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
 
 
 def open_writer(path: str | os.PathLike[str], *, fmt: str | None = None, labels: Sequence[str],
-                landmarks: bool = False, detected: bool = False, files: bool = False) -> RecordWriter:
-    """Open (create or truncate) ``path`` for records now; ``-`` writes to standard output.
+                landmarks: bool = False, detected: bool = False, files: bool = False,
+                in_place: bool = False) -> RecordWriter:
+    """Open ``path`` for records now; ``-`` writes to standard output.
+
+    The rows go under :func:`partial_path` until :meth:`RecordWriter.commit`; ``in_place`` writes the file
+    itself from the start (live runs: a file that grows while the camera runs, for tools that follow it).
 
     Raises :class:`OutputError` at once when the path cannot be written, so no work is wasted.
     """
-    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected, files)
+    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected, files, in_place)

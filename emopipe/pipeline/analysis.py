@@ -85,7 +85,7 @@ class SourceRun:
         info = source.info
         writer = open_writer(config.output, fmt=config.format, labels=self.models.labels,
                              landmarks=config.landmarks, detected=config.detect_every > 1,
-                             files=info.kind == "images")
+                             files=info.kind == "images", in_place=config.live)
         # The rows go under a partial name until the run ends: complete, they take the final name; failed or
         # interrupted, they do too unless that would replace an earlier file (then they stay beside it).
         writer.commit_on_close = False

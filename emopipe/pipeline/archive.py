@@ -294,7 +294,7 @@ class SourceResult:
 class PerSourceSink(Sink):
     """Hands each frame to its source's tracker and rows file; finishes sources as the frames move on."""
 
-    def __init__(self, chain: SourceChain, config: RunConfig, labels: Sequence[str], manifest: Manifest,
+    def __init__(self, chain: SourceChain, config: RunConfig, labels: Sequence[str], manifest: Manifest | None,
                  on_result: Callable[[SourceResult], None] | None = None) -> None:
         self.chain = chain
         self.config = config
@@ -385,7 +385,8 @@ class PerSourceSink(Sink):
                                  ended_early=reading.ended_early, outputs=dict(outputs))
             _write_json(planned.summary, summary.as_dict())
             result.outputs["summary"] = str(planned.summary)
-        self.manifest.append(result.as_dict())
+        if self.manifest is not None:  # (a cluster worker's results go to the driver, which writes it)
+            self.manifest.append(result.as_dict())
         self.results.append(result)
         if self.on_result is not None:
             self.on_result(result)
