@@ -51,6 +51,7 @@ def main() -> int:
     parser.add_argument("--detector", default="blazeface_back")
     parser.add_argument("--parallel", type=int)
     parser.add_argument("--extra", default="", help="more emopipe options, space-separated")
+    parser.add_argument("--ray", metavar="ADDRESS", help="also run the archive with --ray ADDRESS (e.g. local)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     weights = synthetic.random_checkpoint(args.out / "emonet_random.pth")
@@ -73,6 +74,12 @@ def main() -> int:
                          "frames": summary.get("frames"), "faces": summary.get("faces"),
                          "pipeline_fps": (summary.get("pipeline") or {}).get("fps"),
                          "startup": (summary.get("pipeline") or {}).get("startup")}
+    if args.ray:
+        seconds_ray, done = command(archive, "-o", runs / "archive-ray", "--ray", args.ray, *options)
+        summary = json.loads((runs / "archive-ray" / "summary.json").read_text()) if done.returncode == 0 else {}
+        ray_facts = {k: v for k, v in summary.get("ray", {}).items() if k != "worker_summaries"}
+        result["archive_ray"] = {"clips": args.clips, "wall_s": seconds_ray, "returncode": done.returncode,
+                                 "frames": summary.get("frames"), "ray": ray_facts}
     if args.baseline:
         times = []
         for i in range(args.baseline):
@@ -101,6 +108,10 @@ def main() -> int:
     if a["frames"]:
         print(f"| archive, one command | {a['clips']} | {a['frames']} | {a['wall_s']:.1f} | "
               f"{a['frames'] / a['wall_s']:.0f} (pipeline {a['pipeline_fps']:.0f}) |")
+    if result.get("archive_ray", {}).get("frames"):
+        r = result["archive_ray"]
+        print(f"| archive, one command, --ray {args.ray} ({r['ray'].get('workers')} worker(s)) | {r['clips']} | "
+              f"{r['frames']} | {r['wall_s']:.1f} | {r['frames'] / r['wall_s']:.0f} |")
     if "baseline" in result:
         b = result["baseline"]
         per = b["archive_estimate_s"] / args.clips

@@ -40,7 +40,7 @@ class RayOptions:
     workers: int | None = None  # default: one per GPU of the cluster (per CPU, up to 8, without GPUs)
     gpus_per_worker: float | None = None  # default: 1 where the cluster has GPUs, else 0
     retries: int = 2  # times a source is given to another worker after its worker died
-    chunk: int | None = None  # sources handed to a worker at a time (default: a few, fewer near the end)
+    chunk: int | None = None  # sources handed to a worker at a time (default: guided, up to 16, 1 at the end)
 
     @classmethod
     def from_config(cls, config: RunConfig) -> RayOptions:
@@ -133,7 +133,6 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 
     # largest first: when durations are unknown, file size stands for them
     pending = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
-    chunk = options.chunk or max(1, min(4, len(pending) // max(1, 4 * count)))
     attempts: dict[str, int] = {}
     results: list[SourceResult] = []
     summaries: list[dict[str, Any]] = []
@@ -160,7 +159,10 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     try:
         while pending or in_flight:
             while idle and pending:
-                share = [pending.popleft() for _ in range(min(chunk, len(pending)))]
+                # guided: large shares while much is left (few pipeline restarts), single sources at the end
+                # (no worker left with a long tail); at most 16, which bounds the work a dead worker loses
+                size = options.chunk or max(1, min(16, len(pending) // (2 * count)))
+                share = [pending.popleft() for _ in range(min(size, len(pending)))]
                 actor = idle.pop()
                 in_flight[actor.process.remote(share)] = (actor, share)
             if not in_flight:
