@@ -132,3 +132,21 @@ def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_c
                       "clip4.mp4": "ok"}
     assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
     assert not list(out.rglob("*.partial"))
+
+
+def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage():
+    import yaml
+
+    job = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "kuberay" / "rayjob.yaml").read_text())
+    assert job["kind"] == "RayJob" and job["apiVersion"] == "ray.io/v1"
+    entry = job["spec"]["entrypoint"].split()
+    assert entry[0] == "emopipe" and "--ray" in entry and "--resume" in entry and "--models-dir" in entry
+    cluster = job["spec"]["rayClusterSpec"]
+    assert cluster["rayVersion"].startswith("2.") and cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in cluster["workerGroupSpecs"]]
+    for pod in pods:
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts == {"data": "/data", "models": "/models"} and set(claims) == set(mounts)
+    workers = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert workers["resources"]["limits"]["nvidia.com/gpu"] == "1"
