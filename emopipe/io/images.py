@@ -108,6 +108,11 @@ class FolderSource(_SourceBase):
                                width=first.width, height=first.height)
 
     @property
+    def skipped_files(self) -> list[Path]:
+        """Files that did not decode so far (for the run summary)."""
+        return list(self.skipped)
+
+    @property
     def expected_frames(self) -> int:
         n = len(self.paths)
         return min(n, self.max_frames) if self.max_frames is not None else n

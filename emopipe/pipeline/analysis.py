@@ -149,7 +149,7 @@ class SourceRun:
                                    startup={"load_s": round(models.load_s, 4), "warmup_s": round(models.warmup_s, 4),
                                             "engine_warmups": models.engine_warmups,
                                             "detector_warmups": models.detector_warmups},
-                                   skipped_files=[str(p) for p in getattr(self.source, "skipped", [])])
+                                   skipped_files=[str(p) for p in getattr(self.source, "skipped_files", ())])
         for finish in self.finishers:
             finish(summary)
         return Outcome(summary, interrupted, lost)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROMETHEUS_DIR = DEPLOY / "prometheus"
 PROMETHEUS_CONFIG = PROMETHEUS_DIR / "prometheus.yml"
