@@ -22,8 +22,9 @@ from emopipe.errors import OutputError
 from emopipe.io.records import describe_os_error
 from emopipe.report.html import TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
-from emopipe.report.thumbnails import jpeg
-from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, frame_interval, summarize_series
+from emopipe.report.thumbnails import jpeg, thumbnails_from_video
+from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
+from emopipe.types import FaceRecord
 
 TRACK_COLUMNS = ("source", "track_id", "first_s", "last_s", "duration_s", "frames", "gaps", "gap_s",
                  "valence_mean", "valence_median", "valence_p10", "valence_p90",
@@ -137,3 +138,24 @@ def thumbnails_folder(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     return path.with_name(path.name.rsplit(".", 1)[0] + ".thumbnails") if "." in path.name else \
         path.with_name(path.name + ".thumbnails")
+
+
+def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *, thumbnails: bool = True,
+                 short_track_s: float = SHORT_TRACK_S) -> list[TrackReport]:
+    """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
+    ``path``; thumbnails, when asked for, are cut from each source video that can still be read, and also
+    saved in ``NAME.thumbnails`` beside the page. Returns what the page shows."""
+    collector = TrackCollector()
+    collector.add(records)
+    crops: dict[tuple[str, int], np.ndarray] = {}
+    if thumbnails:
+        by_source: dict[str, list[TrackSeries]] = {}
+        for series in collector.series():
+            by_source.setdefault(series.source, []).append(series)
+        for source, tracks in by_source.items():
+            crops.update(thumbnails_from_video(tracks, source))
+    reports = analyse(collector, crops, short_track_s=short_track_s)
+    if crops:
+        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=Path(path).parent)
+    write_html(path, reports)
+    return reports
