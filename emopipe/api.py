@@ -14,19 +14,37 @@ import logging
 import queue
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from emopipe.config import RunConfig
 from emopipe.engines.base import check_compile_mode
-from emopipe.errors import UsageError
+from emopipe.errors import OutputError, UsageError
+from emopipe.io.inputs import expand_inputs
+from emopipe.io.nvdec import open_input
+from emopipe.io.records import ensure_writable
+from emopipe.io.uris import is_live, redact_uri
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
-from emopipe.pipeline.analysis import Outcome, SourceRun, write_summary
+from emopipe.pipeline.analysis import MetricsObserver, Outcome, ProgressBar, SourceRun, write_summary
+from emopipe.pipeline.archive import (
+    MANIFEST,
+    STATUSES,
+    Manifest,
+    PerSourceSink,
+    PlannedSource,
+    SourceChain,
+    SourceResult,
+    already_done,
+    plan_outputs,
+    write_run_summary,
+)
 from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options
-from emopipe.pipeline.runner import Pipeline, Sink
+from emopipe.pipeline.runner import Pipeline, PipelineSettings, Sink
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
 from emopipe.types import FaceRecord, FrameResult
@@ -34,6 +52,8 @@ from emopipe.types import FaceRecord, FrameResult
 logger = logging.getLogger(__name__)
 
 _END = object()
+DEFAULT_OUTPUT_DIR = "emopipe-out"  # several sources: their files go in this folder unless -o says otherwise
+DEFAULT_PARALLEL = 2  # sources opened and decoded ahead at once
 
 
 class Analyzer:
@@ -192,6 +212,167 @@ class Analyzer:
                 exporter.finish()  # push, then linger (Ctrl-C / SIGTERM end it)
         self.summaries.append(outcome.summary)
         return outcome
+
+
+    def run_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
+                 metrics: Any = None, exporter: Any = None, on_result: Callable[[SourceResult], None] | None = None,
+                 progress: bool = False, **options: Any) -> ManyOutcome:
+        """Many sources in one pipeline, warmed once: a rows file and a summary per source in ``output_dir``,
+        ``manifest.jsonl`` (a line per source as it finishes) and ``summary.json`` for the run.
+
+        ``sources`` are files, folders, quoted globs or URLs as the command line takes them (also
+        ``list_files=``, ``recursive=``); ``resume=True`` skips those an earlier run into the same folder
+        finished. A source that cannot be read is recorded as failed and the others go on.
+        """
+        plan = self.plan_many(sources, output_dir, **options)
+        started = time.perf_counter()
+        results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
+                                                     on_result=on_result, metrics=metrics, exporter=exporter,
+                                                     progress=progress)
+        return finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
+                           self.summaries)
+
+    def plan_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None,
+                  **options: Any) -> ManyPlan:
+        """What a many-source run will do, checked before anything loads: the sources (expanded), their
+        output files, the manifest, and which sources an earlier run finished (``resume``: recorded
+        ``skipped`` now)."""
+        given = RunConfig.from_options(self.config, **options)
+        # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
+        config = self.source_config("many-sources.mp4", **{**options, "output": None, "summary": None})
+        wanted = tuple(sources) if sources is not None else given.sources
+        inputs = expand_inputs(wanted, config.list_files, recursive=config.recursive)
+        if not inputs.sources:
+            raise UsageError("no source given (files, folders, globs, --list FILE)")
+        live = [redact_uri(u) for u in inputs.sources if is_live(u)]
+        if live:
+            raise UsageError(f"{', '.join(live)}: several cameras or streams in one run are not supported yet; "
+                             "run one emopipe per camera")
+        directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
+        if directory.exists() and not directory.is_dir():
+            raise UsageError(f"-o {directory}: with several sources the output is a folder, and this is a file")
+        manifest = Manifest(directory)
+        if manifest.path.exists() and not config.resume:
+            raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
+                             "another output folder")
+        planned = plan_outputs(inputs.sources, directory, given.format or "csv")
+        previous = manifest.previous() if config.resume else {}
+        todo = [p for p in planned if not already_done(previous.get(p.uri))]
+        if not config.resume:
+            clash = next((p.rows for p in todo if p.rows.exists()), None)
+            if clash is not None:
+                raise UsageError(f"{clash} exists (from an earlier run without a manifest); choose another output "
+                                 "folder")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
+        ensure_writable(directory / MANIFEST, "manifest")
+        skipped: list[SourceResult] = []
+        for p in planned:
+            if p not in todo:
+                entry = previous[p.uri]
+                done = SourceResult(source=p.uri, status="skipped", outputs=entry.get("outputs", {}),
+                                    frames=entry.get("frames", 0), faces=entry.get("faces", 0),
+                                    rows=entry.get("rows", 0))
+                manifest.append(done.as_dict())
+                skipped.append(done)
+        return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
+                        skipped)
+
+    def process(self, todo: Sequence[PlannedSource], config: RunConfig, *, manifest: Manifest | None = None,
+                on_result: Callable[[SourceResult], None] | None = None, metrics: Any = None, exporter: Any = None,
+                progress: bool = False) -> tuple[list[SourceResult], RunSummary, bool]:
+        """Run planned sources through one pipeline (what a cluster worker calls with its share):
+        (a result per source finished, the pipeline's summary, whether it was interrupted)."""
+        device = resolve_device(config.device)
+        todo = [replace(p, position=i) for i, p in enumerate(todo)]
+        interrupted = False
+        with ExitStack() as stack:
+            if threading.current_thread() is threading.main_thread():
+                stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+
+            def open_one(uri: str) -> Any:
+                return open_input(uri, decoder=config.decoder, device=device, start_s=config.start,
+                                  end_s=config.end, max_frames=config.max_frames)
+
+            chain = stack.enter_context(SourceChain(todo, open_one, parallel=config.parallel or DEFAULT_PARALLEL))
+            chain.start()  # the first sources open while the engines load
+            if exporter is not None:
+                stack.enter_context(exporter)
+            models = self.open().models
+            assert models is not None
+            info = chain.first_info()
+            if info is not None and not config.no_warmup:
+                models.warm_detector(info.height, info.width)
+            if metrics is not None:
+                metrics.observe_startup(models.load_s, models.warmup_s)
+                metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+            sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
+            observers: list[Any] = [MetricsObserver(metrics)] if metrics is not None else []
+            if progress:
+                bar = ProgressBar(None)
+                observers.append(bar)
+                stack.callback(bar.close)
+            frames_per_batch = models.detector.batch_size * config.detect_every
+            settings = PipelineSettings(detect_batch=models.detector.batch_size,
+                                        queue_frames=max(4, 2 * frames_per_batch), detect_every=config.detect_every)
+            pipeline = Pipeline(chain, models.detector, models.cropper, models.engine, sinks=[sink],
+                                observers=observers, settings=settings)
+            try:
+                pipeline.run()
+            except KeyboardInterrupt:
+                interrupted = True
+            summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+                                       startup={"load_s": round(models.load_s, 4),
+                                                "warmup_s": round(models.warmup_s, 4),
+                                                "engine_warmups": models.engine_warmups,
+                                                "detector_warmups": models.detector_warmups})
+            if exporter is not None and not interrupted:
+                exporter.finish()
+        return sink.results, summary, interrupted
+
+
+@dataclass
+class ManyPlan:
+    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`)."""
+
+    config: RunConfig
+    directory: Path
+    manifest: Manifest
+    planned: list[PlannedSource]
+    todo: list[PlannedSource]  # the sources to run (positions renumbered from 0)
+    skipped: list[SourceResult]  # done by an earlier run (--resume)
+
+
+def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,
+                wall_s: float, summaries: list[RunSummary] | None = None, **extra: Any) -> ManyOutcome:
+    """The run's summary.json, written once every source has its manifest line."""
+    counts = {status: sum(r.status == status for r in results) for status in STATUSES}
+    frames = sum(r.frames for r in results if r.status != "skipped")
+    faces = sum(r.faces for r in results if r.status != "skipped")
+    run = {"sources": len(plan.planned), **counts, "frames": frames, "faces": faces, "wall_s": round(wall_s, 3),
+           "fps": round(frames / wall_s, 2) if wall_s else 0.0, "faces_per_s": round(faces / wall_s, 2) if wall_s
+           else 0.0, "interrupted": interrupted, "manifest": str(plan.manifest.path),
+           "pipeline": summary.as_dict() if summary is not None else None, **extra}
+    write_run_summary(plan.directory, run)
+    if summaries is not None and summary is not None:
+        summaries.append(summary)
+    return ManyOutcome(results, summary, run, interrupted)
+
+
+@dataclass
+class ManyOutcome:
+    """How a many-source run ended: one :class:`SourceResult` per source, the pipeline's summary, the run's."""
+
+    results: list[SourceResult]
+    summary: RunSummary | None
+    run: dict[str, Any]
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[SourceResult]:
+        return [r for r in self.results if r.status == "failed"]
 
 
 class _QueueSink(Sink):

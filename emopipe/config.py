@@ -20,10 +20,11 @@ from typing import Any
 from emopipe.errors import UsageError
 from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format
 from emopipe.io.uris import is_live, redact_uri, webcam_index
+from emopipe.types import PRECISION_NAMES
 
 DETECTOR_NAMES = ("sfd", "blazeface", "blazeface_back")  # emopipe.vision.detectors.DETECTORS, without importing it
 BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, likewise
-PRECISION_NAMES = ("fp32", "fp16", "bf16")
+
 DECODERS = ("auto", "nvdec", "opencv")
 VIDEO_SUFFIXES = (".mp4", ".avi")  # annotated video and live recording containers
 REPORT_SUFFIXES = (".html", ".htm")
@@ -42,6 +43,17 @@ class RunConfig:
     """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source."""
 
     source: str | None = None  # a video, image, folder of images, webcam:N or a stream URL
+    # several sources in one run (Analyzer.run_many): as given, expanded by emopipe.io.inputs
+    sources: tuple[str, ...] = ()
+    list_files: tuple[str, ...] = ()  # --list FILE: one source per line
+    recursive: bool = False  # folders: their subfolders' videos too
+    resume: bool = False  # skip the sources an earlier run into the same folder finished
+    parallel: int | None = None  # sources opened and decoded ahead at once (default: 2)
+    # the same run over a Ray cluster (emopipe.cluster)
+    ray: str | None = None  # a cluster address, "auto" (RAY_ADDRESS), or "local" (start one here)
+    ray_workers: int | None = None  # default: one per GPU of the cluster
+    ray_gpus_per_worker: float | None = None  # default: 1 where the cluster has GPUs, else 0 (CPU workers)
+    ray_retries: int = 2  # times a source goes to another worker after its worker died
     # outputs
     output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv
     format: str | None = None  # csv | jsonl; default from the output's extension
@@ -100,6 +112,13 @@ class RunConfig:
         _positive("detect_every", self.detect_every)
         _positive("max_faces", self.max_faces)
         _positive("batch_size", self.batch_size)
+        _positive("parallel", self.parallel)
+        _positive("ray_workers", self.ray_workers)
+        if self.ray_gpus_per_worker is not None and not (math.isfinite(self.ray_gpus_per_worker)
+                                                         and self.ray_gpus_per_worker >= 0):
+            raise UsageError(f"--ray-gpus-per-worker must be a number ≥ 0, got {self.ray_gpus_per_worker}")
+        if self.ray_retries < 0:
+            raise UsageError(f"--ray-retries must be ≥ 0, got {self.ray_retries}")
         for name in ("start", "end"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
@@ -147,6 +166,11 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def many(self) -> bool:
+        """Several sources (or a collection: a folder of videos, a glob, a list file) in one run."""
+        return bool(self.sources or self.list_files or self.ray)
 
     # -- what kind of run ----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ code  meaning
 6     model weights missing, failing verification, or not fitting the model
 7     camera or network stream unavailable
 8     input ended early: truncated or corrupt; results up to that point were written
+9     several sources: some failed (the run manifest says which and why); the others completed
 130   interrupted (Ctrl-C or SIGTERM); results up to that point were written
 ====  ==========================================================================
 """
@@ -63,4 +64,5 @@ class InputTruncatedError(EmopipeError):
     exit_code = 8
 
 
+SOME_SOURCES_FAILED_EXIT_CODE = 9
 INTERRUPTED_EXIT_CODE = 130

@@ -30,13 +30,15 @@ LABELS: dict[int, tuple[str, ...]] = {
 }
 
 # what a source is: files and folders, and live cameras and network streams
+# Numeric precisions by name, as options spell them (the torch dtypes: emopipe.model.devices.PRECISIONS)
+PRECISION_NAMES = ("fp32", "fp16", "bf16")
 SOURCE_KINDS = frozenset({"video", "image", "images", "camera", "stream"})
 
 
 def describe_array(a: object) -> str:
     shape = getattr(a, "shape", None)
     if shape is not None and hasattr(a, "dtype"):
-        return f"{type(a).__name__} of shape {tuple(shape)} and dtype {a.dtype}"  # type: ignore[attr-defined]
+        return f"{type(a).__name__} of shape {tuple(shape)} and dtype {a.dtype}"
     return type(a).__name__
 
 
@@ -81,6 +83,8 @@ class Frame(Protocol):
     index: int  # 0-based position in the source
     timestamp_s: float  # seconds from the start of the source (live: Unix capture time)
     read_time: float  # time.perf_counter() when it was read
+    stream: int  # which of the run's sources it came from (0 for a run of one source)
+    file: str | None  # a folder of images: the image file's name
 
     @property
     def height(self) -> int: ...
@@ -111,6 +115,7 @@ class HostFrame:
     bgr: np.ndarray  # H×W×3 uint8
     read_time: float
     file: str | None = None  # the image file, for a folder of images
+    stream: int = 0  # which of the run's sources it came from (several sources in one run: their order)
 
     def __post_init__(self) -> None:
         b = self.bgr
@@ -143,6 +148,7 @@ class DeviceFrame:
     pixels: torch.Tensor  # H×W×3 uint8 BGR, on the decoding device
     read_time: float
     file: str | None = None
+    stream: int = 0
 
     def __post_init__(self) -> None:
         p = self.pixels
@@ -165,7 +171,7 @@ class DeviceFrame:
     @cached_property
     def bgr(self) -> np.ndarray:
         """The pixels on the host (copied once, when something draws on the frame)."""
-        return self.pixels.cpu().numpy()  # type: ignore[no-any-return]
+        return self.pixels.cpu().numpy()
 
 
 # -- detections -----------------------------------------------------------------------------------------

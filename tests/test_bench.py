@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from emopipe.cli.bench import CONFIGS, BenchResult, _percentile, face_counts, format_table
+from emopipe.cli.bench import CONFIGS, BenchResult, face_counts, format_table
+from emopipe.pipeline.timing import percentile
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,9 +27,11 @@ def test_workload_is_seeded_and_within_the_batch():
     assert min(counts) >= 1 and max(counts) <= 8
 
 
-def test_percentile_picks_from_the_sorted_values():
-    values = [5.0, 1.0, 3.0, 2.0, 4.0]
-    assert (_percentile(values, 0), _percentile(values, 50), _percentile(values, 100)) == (1.0, 3.0, 5.0)
+def test_percentile_picks_a_measured_value_by_nearest_rank():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (percentile(values, 0), percentile(values, 0.5), percentile(values, 1)) == (1.0, 3.0, 5.0)
+    assert percentile([1.0, 2.0], 0.5) in (1.0, 2.0)  # never an interpolation between two
+    assert percentile(list(range(101)), 0.99) == 99 and percentile([], 0.5) is None
 
 
 def test_table_shows_the_ratios():

@@ -125,9 +125,8 @@ class _Stop(Exception):
 
 @pytest.mark.parametrize("flag, expected", [([], True), (["--no-cudnn-epilogue"], False)])
 def test_the_cli_switch_reaches_the_engine(flag, expected, monkeypatch, tmp_path, checkpoints):
-    from synth import moving_face_video
-
     from emopipe.cli import run
+    from tests.support.synth import moving_face_video
 
     seen: list[EngineOptions] = []
 
@@ -363,7 +362,7 @@ def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
 
 
 def test_engines_with_the_epilogue_take_turns(monkeypatch):
-    """cuDNN's fused kernels hang the GPU when two engines run them at once (docs/benchmarks.md): an
+    """cuDNN's fused kernels hang the GPU when two engines run them at once (docs/benchmark-log.md): an
     engine that uses them holds the process's turn while its work runs; one without them does not."""
     monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
     turn_taken: list[bool] = []

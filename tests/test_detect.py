@@ -12,21 +12,14 @@ import pytest
 import torch
 from torch import nn
 
+from emopipe.config import DETECTOR_NAMES
 from emopipe.errors import CheckpointError, UsageError, WeightsError
 from emopipe.model.fusion import ConvReLU
 from emopipe.types import Detections
-from emopipe.vision.detect import (
-    DETECTORS,
-    BlazeFaceDetector,
-    Float32L2Norm,
-    Letterbox,
-    S3FDDetector,
-    create_detector,
-    decode_s3fd,
-    load_network_weights,
-    nms,
-    weighted_nms,
-)
+from emopipe.vision.detectors import DETECTORS, create_detector
+from emopipe.vision.detectors.base import Letterbox, load_network_weights, nms, weighted_nms
+from emopipe.vision.detectors.blazeface import BlazeFaceDetector
+from emopipe.vision.detectors.s3fd import Float32L2Norm, S3FDDetector, decode_s3fd
 from tests.support import synth
 
 
@@ -473,7 +466,7 @@ def test_an_empty_batch_gives_no_results():
 
 
 def test_registry_names_and_unknown_detector():
-    assert list(DETECTORS) == ["sfd", "blazeface", "blazeface_back"]
+    assert list(DETECTORS) == ["sfd", "blazeface", "blazeface_back"] == list(DETECTOR_NAMES)  # config lists them too
     with pytest.raises(UsageError, match="unknown detector 'retina'; choose from sfd, blazeface, blazeface_back"):
         create_detector("retina", device="cpu")
 

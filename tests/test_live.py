@@ -383,7 +383,7 @@ def _models(models_home: Path, checkpoint: Path, batch_size: int):
     from emopipe.engines.registry import create_engine
     from emopipe.model.emonet import build_emonet, read_checkpoint
     from emopipe.vision.crop import FaceCropper
-    from emopipe.vision.detect import create_detector
+    from emopipe.vision.detectors import create_detector
 
     detector = create_detector("blazeface", device="cpu", models_dir=models_home)
     engine = create_engine("torch", build_emonet(read_checkpoint(checkpoint)),
@@ -548,7 +548,7 @@ def _rows(path: Path, running: bool = True) -> list[dict]:
 @pytest.mark.slow
 def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanly_on_ctrl_c(
         tmp_path, models_home, checkpoints):
-    from prometheus_helpers import scrape
+    from tests.support.prometheus_helpers import scrape
 
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
     page_port = free_port()

@@ -304,7 +304,7 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
 def test_a_file_run_of_the_cli_serves_lingers_and_every_expression_returns_data(prometheus, tmp_path, models_home,
                                                                                checkpoints):
     """What the run command must do with --metrics-port/--metrics-linger (the acceptance test of the wiring)."""
-    from synth import moving_face_video
+    from tests.support.synth import moving_face_video
 
     video = moving_face_video(tmp_path / "clip.mp4", frames=6, empty=None)
     out = tmp_path / "out.csv"

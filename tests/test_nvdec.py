@@ -4,7 +4,7 @@ The stand-in decodes with OpenCV and answers as PyNvVideoCodec does (RGB frames 
 presentation timestamps in the container's time base, a report string on files it cannot open), so
 everything of ours — timestamps, indexes, start/end, truncation reports, the choice of decoder and
 the pipeline with frames already on the device — is checked against the OpenCV source. NVDEC
-itself was checked on the GPU host (docs/benchmarks.md, "Decoding on the GPU").
+itself is checked on the GPU host by tests/test_gpu.py (history: docs/benchmark-log.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from emopipe.io.video import VideoSource
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.types import DeviceFrame
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import create_detector
+from emopipe.vision.detectors import create_detector
 from tests.support import synth
 from tests.support.fakes import PixelEngine
 from tests.support.synth import moving_face_video

@@ -258,7 +258,7 @@ def _run_pipeline(video: Path, out: Path, checkpoint: Path, backend: str):
 def test_video_pipeline_end_to_end_matches_the_torch_backend(tmp_path, models_home, ort_fp32, checkpoints):
     import csv
 
-    from synth import moving_face_video
+    from tests.support.synth import moving_face_video
 
     # The session's export, seeded into this run's models dir as `emopipe export-onnx` would leave it.
     cache = export.cache_dir(models_home)

@@ -19,7 +19,7 @@ from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.types import FrameResult
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import create_detector
+from emopipe.vision.detectors import create_detector
 from tests.support.fakes import PixelEngine
 from tests.support.synth import moving_face_video
 
@@ -155,7 +155,7 @@ RSS_SCRIPT = textwrap.dedent("""
     sys.path[:0] = [{repo!r}]
     import torch
     from emopipe.vision.crop import FaceCropper
-    from emopipe.vision.detect import create_detector
+    from emopipe.vision.detectors import create_detector
     from emopipe.pipeline.runner import Pipeline
     from emopipe.io.sources import open_source
     from tests.support.fakes import PixelEngine
@@ -174,7 +174,7 @@ RSS_SCRIPT = textwrap.dedent("""
 
 def test_memory_does_not_grow_with_video_length(models_home, tmp_path):
     """Peak RSS for 3 000 frames within 10 % of 300 frames (same pipeline, a stand-in engine)."""
-    from synth import background, paste_head, write_video
+    from tests.support.synth import background, paste_head, write_video
 
     frames = []
     for i in range(150):  # 150 distinct frames, repeated: a long video without a long synthesis

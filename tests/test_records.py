@@ -18,6 +18,7 @@ from emopipe.io.records import (
     landmarks_to_frame,
     open_writer,
     output_format,
+    partial_path,
     record_columns,
 )
 from emopipe.types import LABELS, FaceRecord
@@ -255,15 +256,46 @@ def test_no_faces_gives_a_header_only_csv(tmp_path, classes):
 def test_each_write_reaches_the_file_before_close(tmp_path):
     path = tmp_path / "out.csv"
     writer = open_writer(path, labels=LABELS[8])
+    partial = partial_path(path)  # rows are on disk as they come, under the partial name until the end
     try:
-        assert len(read_csv(path)) == 0 and path.read_text().startswith("source,frame,")  # header at open
+        assert len(read_csv(partial)) == 0 and partial.read_text().startswith("source,frame,")  # header at open
         writer.write([make_record(frame=0)])
-        assert [int(r["frame"]) for r in read_csv(path)] == [0]
+        assert [int(r["frame"]) for r in read_csv(partial)] == [0]
         writer.write([make_record(frame=1), make_record(frame=2)])
-        assert [int(r["frame"]) for r in read_csv(path)] == [0, 1, 2]
-        assert writer.rows_written == 3
+        assert [int(r["frame"]) for r in read_csv(partial)] == [0, 1, 2]
+        assert writer.rows_written == 3 and not path.exists()
     finally:
         writer.close()
+    assert [int(r["frame"]) for r in read_csv(path)] == [0, 1, 2] and not partial.exists()
+
+
+def test_an_unfinished_run_never_replaces_an_earlier_file(tmp_path):
+    path = tmp_path / "out.csv"
+    path.write_text("earlier good results\n")
+    writer = open_writer(path, labels=LABELS[8])
+    writer.commit_on_close = False
+    writer.write([make_record(frame=0)])
+    writer.close()
+    where = writer.commit(complete=None)  # failed or interrupted: keep the rows, but not over the earlier file
+    assert where == str(partial_path(path)) and path.read_text() == "earlier good results\n"
+    assert [int(r["frame"]) for r in read_csv(partial_path(path))] == [0]
+
+
+def test_an_unfinished_run_with_nothing_to_lose_keeps_its_rows_under_the_final_name(tmp_path):
+    path = tmp_path / "out.csv"
+    with pytest.raises(KeyboardInterrupt), open_writer(path, labels=LABELS[8]) as writer:
+        writer.write([make_record(frame=0)])
+        raise KeyboardInterrupt
+    assert [int(r["frame"]) for r in read_csv(path)] == [0] and not partial_path(path).exists()
+
+
+def test_a_complete_run_replaces_the_earlier_file_at_once(tmp_path):
+    path = tmp_path / "out.csv"
+    path.write_text("old\n")
+    with open_writer(path, labels=LABELS[8]) as writer:
+        writer.write([make_record(frame=3)])
+        assert path.read_text() == "old\n"  # replaced only when complete, by one rename
+    assert [int(r["frame"]) for r in read_csv(path)] == [3]
 
 
 def test_a_failed_write_leaves_only_complete_rows(tmp_path, monkeypatch):
@@ -341,7 +373,7 @@ def test_jsonl_round_trip(tmp_path, suffix, classes):
 def test_jsonl_without_landmarks_has_no_landmark_field_and_no_faces_gives_an_empty_file(tmp_path):
     path = tmp_path / "out.jsonl"
     with open_writer(path, labels=LABELS[8], landmarks=False) as writer:
-        assert path.read_text() == ""
+        assert partial_path(path).read_text() == "" and not path.exists()
         writer.write([make_record(landmarks=True)])
     assert "landmarks" not in json.loads(path.read_text())
 
@@ -401,7 +433,7 @@ def test_os_refusal_at_open_is_an_output_error_with_one_line(tmp_path, monkeypat
     real_open = builtins.open
 
     def refusing_open(file, mode="r", *args, **kwargs):
-        if str(file).endswith("out.csv"):
+        if str(file).endswith(("out.csv", "out.csv.partial")):
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, mode, *args, **kwargs)
 

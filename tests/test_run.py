@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -154,12 +155,22 @@ def test_no_faces_gives_header_only_and_exit_0(tmp_path, checkpoints, models_hom
 
 
 def test_images_and_folders_are_sources(tmp_path, checkpoints, models_home, shared_dir):
-    done = emopipe(shared_dir / "data" / "faces", "--detector", "blazeface", "--weights", checkpoints[8],
+    folder = tmp_path / "faces"
+    folder.mkdir()
+    for name in ("1face.png", "3faces.png", "4faces.png"):
+        shutil.copy(shared_dir / "data" / "faces" / name, folder / name)
+    (folder / "2broken.png").write_bytes(b"not a png" * 10)  # between them in name order
+    done = emopipe(folder, "--detector", "blazeface", "--weights", checkpoints[8],
                    "--device", "cpu", "-o", tmp_path / "rows.csv")
     assert done.returncode == 0, done.stderr
     found = rows(tmp_path / "rows.csv")
     assert sorted({Path(r["source"]).name for r in found}) == ["faces"]
-    assert [sum(r["frame"] == str(i) for r in found) for i in range(3)] == [1, 3, 1]  # 1face, 3faces, 4faces
+    # each row names its image; frames count the folder's files in name order (the broken one is frame 1)
+    assert [sum(r["file"] == name for r in found) for name in ("1face.png", "3faces.png", "4faces.png")] == [1, 3, 1]
+    assert {r["file"]: r["frame"] for r in found} == {"1face.png": "0", "3faces.png": "2", "4faces.png": "3"}
+    summary = json.loads((tmp_path / "rows.summary.json").read_text())
+    assert [Path(f).name for f in summary["skipped_files"]] == ["2broken.png"]
+    assert "skipped 1 file(s) that did not decode: 2broken.png" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -239,7 +250,8 @@ def test_ctrl_c_finishes_the_files(stop, tmp_path, checkpoints, models_home):
                                 "--annotate", str(tmp_path / "a.mp4")], cwd=REPO, stderr=subprocess.PIPE, text=True,
                                preexec_fn=interruptible)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+    partial = out.with_name(out.name + ".partial")  # rows reach the disk under this name until the run ends
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 3):
         time.sleep(0.2)
     process.send_signal(stop)
     stderr = process.communicate(timeout=120)[1]

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from emopipe.errors import EmopipeError, UsageError
+from emopipe.pipeline.timing import percentile
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,6 @@ def face_counts(frames: int, batch: int, seed: int) -> list[int]:
     return [rng.randint(1, batch) for _ in range(frames)]
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
-
-
 def _worker(job: dict) -> BenchResult:
     t0 = job["t0"]
     import torch
@@ -189,10 +184,11 @@ def _worker(job: dict) -> BenchResult:
         engine.infer(crops)
         latencies.append(time.perf_counter() - t)
     total = time.perf_counter() - start
-    steady = latencies[1:]
+    steady = sorted(latencies[1:])
     return BenchResult(
         config=config.name, device=str(engine.device), precision=str(engine.options.precision), batch_size=batch,
         start_to_ready_s=ready, load_s=load_s, warmup_s=warmup_s, first_batch_ms=latencies[0] * 1000,
-        p50_ms=_percentile(steady, 50) * 1000, p99_ms=_percentile(steady, 99) * 1000, max_ms=max(steady) * 1000,
+        p50_ms=(percentile(steady, 0.5) or 0.0) * 1000, p99_ms=(percentile(steady, 0.99) or 0.0) * 1000,
+        max_ms=max(steady) * 1000,
         faces_per_s=sum(counts) / total, batches=len(batches), faces=sum(counts),
     )

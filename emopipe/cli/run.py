@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser
 from emopipe.config import (
@@ -19,7 +21,14 @@ from emopipe.config import (
     DETECTOR_NAMES,
     RunConfig,
 )
-from emopipe.errors import INTERRUPTED_EXIT_CODE, InputTruncatedError
+from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError, UsageError
+from emopipe.io.inputs import expand_inputs
+from emopipe.io.uris import redact_uri
+from emopipe.types import PRECISION_NAMES
+
+if TYPE_CHECKING:
+    from emopipe.api import ManyOutcome
+    from emopipe.pipeline.archive import SourceResult
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
         "emopipe",
         "Per-face emotion (EmoNet expressions, valence, arousal) for every frame of a video, an image or a "
         "folder of images. Exit codes: 0 ok, 2 bad options, 3 input not found, 4 input unreadable, 5 output "
-        "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 130 interrupted "
+        "not writable, 6 weights problem, 7 camera/stream unavailable, 8 input ended early, 9 some of several "
+        "sources failed, 130 interrupted "
         "(Ctrl-C or SIGTERM).",
     )
-    parser.add_argument("source", nargs="?", help="video file, image file or folder of images; or a network stream "
-                                                 "(rtsp://, http(s)://…) read live")
+    parser.add_argument("sources", nargs="*", metavar="SOURCE",
+                        help="video file, image file or folder of images; or a network stream (rtsp://, http(s)://…) "
+                             "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
+                             "in one process, warmed once, with a rows file per source in the -o folder (a folder "
+                             "holding videos gives its videos, its images are skipped; a folder of images only is "
+                             "one image sequence)")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")
@@ -51,6 +65,28 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--smooth", type=float, default=None, metavar="ALPHA",
                      help="per-track exponential smoothing; weight of the newest value (off by default)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    many = parser.add_argument_group(
+        "several sources", "Outputs go in a folder (-o DIR, default emopipe-out): per source NAME.emotions.csv and "
+        "its summary (names follow the sources' paths, so clips of the same name in different folders never "
+        "collide), manifest.jsonl (a line per source as it finishes: ok, failed, interrupted, skipped) and "
+        "summary.json. A source that fails is recorded and the others go on: exit code 9 if any failed.")
+    many.add_argument("--list", dest="list_files", action="append", default=[], metavar="FILE",
+                      help="read sources from FILE, one per line (# comments)")
+    many.add_argument("--recursive", action="store_true", help="folders: also the videos in their subfolders")
+    many.add_argument("--resume", action="store_true",
+                      help="continue a run into the same folder: skip the sources it finished, redo the others")
+    many.add_argument("--parallel", type=int, metavar="N",
+                      help="sources opened and decoded ahead at once (default: 2)")
+    many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                      help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
+                           "on this machine), or 'local' to start one here; one worker per GPU, each warmed once "
+                           "(needs 'emopipe[ray]'; docs/cluster.md)")
+    many.add_argument("--ray-workers", type=int, metavar="N", help="workers (default: one per GPU of the cluster)")
+    many.add_argument("--ray-gpus-per-worker", type=float, metavar="F",
+                      help="GPUs each worker takes, fractions allowed (default: 1; 0 on a cluster without GPUs)")
+    many.add_argument("--ray-retries", type=int, default=RunConfig.ray_retries, metavar="N",
+                      help="times a source goes to another worker after its worker died")
 
     src = parser.add_argument_group("input range")
     src.add_argument("--start", type=float, metavar="SECONDS", help="start at this time")
@@ -87,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "checkout's models/, or ~/.cache/emopipe)")
     model.add_argument("--backend", default="torch", help=" or ".join(BACKEND_NAMES))
     model.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    model.add_argument("--precision", choices=["fp32", "fp16", "bf16"], help="default: fp16 on CUDA, fp32 on CPU")
+    model.add_argument("--precision", choices=PRECISION_NAMES, help="default: fp16 on CUDA, fp32 on CPU")
     model.add_argument("--batch-size", type=int, metavar="B",
                        help="static batch of faces (default: 64 on CUDA, 1 on CPU and live)")
     model.add_argument("--no-cudnn-benchmark", action="store_true", help="turn cuDNN autotuning off (comparison)")
@@ -141,8 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The RunConfig the parsed options describe (the only place the command line meets the library)."""
-    return RunConfig(**{f.name: getattr(args, f.name) for f in fields(RunConfig)})
+    """The RunConfig the parsed options describe (the only place the command line meets the library).
+
+    One plain source is ``source``; several, or a collection (a folder of videos, a glob, --list), are
+    ``sources``."""
+    values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if f.name not in ("source", "sources")}
+    values["list_files"] = tuple(args.list_files)
+    inputs = expand_inputs(args.sources, args.list_files, recursive=args.recursive)
+    if inputs.collection:
+        return RunConfig(sources=inputs.sources, **values)
+    return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,7 +195,12 @@ def run(args: argparse.Namespace) -> int:
     from emopipe.api import Analyzer
     from emopipe.observe.metrics import MetricsExporter, PipelineMetrics, grouping_key
 
-    analyzer = Analyzer(config_from_args(args))
+    config = config_from_args(args)
+    if config.ray:
+        return run_on_cluster(config)
+    if config.many:
+        return run_many(config)
+    analyzer = Analyzer(config)
     config = analyzer.source_config()
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(config.batch_size or 1),))
@@ -171,3 +220,73 @@ def run(args: argparse.Namespace) -> int:
         print(f"emopipe: error: {InputTruncatedError(outcome.summary.ended_early)}", file=sys.stderr)
         return InputTruncatedError.exit_code
     return 0
+
+
+def _report(result: SourceResult) -> None:
+    detail = f": {result.error}" if result.error else ""
+    logger.info("%s %s — %d frames, %d faces%s", result.status, redact_uri(result.source), result.frames,
+                result.faces, detail)
+
+
+def _exit_code(outcome: ManyOutcome) -> int:
+    run = outcome.run
+    logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
+                "%.1f s (%.0f frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
+                run["skipped"], run["frames"], run["faces"], run["wall_s"], run["fps"], run["manifest"])
+    if outcome.interrupted:
+        return INTERRUPTED_EXIT_CODE
+    if outcome.failed:
+        return SOME_SOURCES_FAILED_EXIT_CODE
+    return 0
+
+
+def run_on_cluster(config: RunConfig) -> int:
+    """Several sources over a Ray cluster (emopipe.cluster): the same files and exit codes as run_many."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
+    from emopipe.cluster import RayOptions, run_on_ray
+
+    bar = None
+    if not config.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit="source", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(done: int, total: int, workers: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.set_postfix(workers=workers)
+
+    try:
+        outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _exit_code(outcome)
+
+
+def run_many(config: RunConfig) -> int:
+    """Several sources in one process: exit 0 when every source is ok (or was done before), 9 when some
+    failed, 130 when interrupted."""
+    from prometheus_client import CollectorRegistry
+
+    from emopipe.api import Analyzer
+    from emopipe.observe.metrics import MetricsExporter, PipelineMetrics
+
+    analyzer = Analyzer(config)
+    exporter = metrics = None
+    if config.metrics_port is not None or config.pushgateway:
+        registry = CollectorRegistry()
+        metrics = PipelineMetrics(registry, queues=("frames", "results"))
+        exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
+                                   linger_s=config.metrics_linger, pushgateway=config.pushgateway,
+                                   grouping_key={"instance": socket.gethostname()})
+    try:
+        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=_report,
+                                    progress=not config.no_progress and sys.stderr.isatty())
+    finally:
+        analyzer.close()
+    return _exit_code(outcome)

@@ -12,9 +12,8 @@ import torch.nn.functional as F
 
 from emopipe.errors import UsageError
 from emopipe.model import cudnn_epilogue
+from emopipe.model.devices import PRECISIONS as PRECISIONS  # (re-exported: the engines' precisions)
 from emopipe.types import HEATMAP_SIZE, INPUT_SIZE, EngineOutput, WarmupReport
-
-PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class EngineOptions:
     landmarks: bool = False  # also return 68 landmark positions from the heatmaps
     fuse: bool = True  # exact eval-time rewrites (emopipe.fusion): fewer memory passes, same function
     fp32_head: bool = True  # fused network in fp16/bf16: its final linear layers stay float32 (exact logits)
-    kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.kernels)
+    kernels: bool = True  # fused network on CUDA: Triton kernels for its blocks' glue (emopipe.model.kernels)
     branch_streams: bool = True  # fused network on CUDA: hourglass branches run concurrently (side streams)
     # fused network on CUDA in fp16/bf16, where nvidia-cudnn-frontend is installed: each ConvBlock convolution
     # writes its residual slice and the next activations itself (emopipe.cudnn_epilogue)

@@ -17,7 +17,7 @@ CPU against ~6 s), which the cache makes a one-off.
 ``landmarks``      N×68×2 float32, (x, y) in crop pixels — only in files exported with landmarks
 =================  =======================================================================
 
-The outputs are exactly :class:`~emopipe.engine.EngineOutput`'s, computed the way TorchEngine
+The outputs are exactly :class:`~emopipe.types.EngineOutput`'s, computed the way TorchEngine
 computes them, so the ONNX Runtime engine only copies them out. The 68 heatmaps (1.1 MB per face
 in float32) are reduced to positions inside the graph instead of being copied to the host.
 
@@ -48,6 +48,7 @@ from torch import nn
 
 from emopipe.engines.base import landmarks_from_heatmaps
 from emopipe.errors import OnnxModelError, OutputError, UsageError
+from emopipe.model.devices import PRECISIONS
 from emopipe.model.emonet import EmoNet
 from emopipe.types import INPUT_SIZE, LABELS, NUM_LANDMARKS, EngineOutput
 
@@ -56,7 +57,7 @@ logger = logging.getLogger(__name__)
 INPUT_NAME = "crops"
 OUTPUT_NAMES = ("probabilities", "valence", "arousal")
 LANDMARKS_OUTPUT = "landmarks"
-ONNX_PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16}  # ORT's CUDA EP lacks bf16 kernels for EmoNet
+ONNX_PRECISIONS = ("fp32", "fp16")  # ORT's CUDA EP lacks bf16 kernels for EmoNet
 FORMAT_VERSION = "1"
 _META = "emopipe."
 ASTRONAUT_FACE = (174, 77, 274, 177)  # x1, y1, x2, y2 of the face in skimage.data.astronaut()
@@ -116,7 +117,7 @@ class OnnxSpec:
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        return ONNX_PRECISIONS[self.precision]
+        return PRECISIONS[self.precision]
 
     @property
     def input_shape(self) -> tuple[int, int, int, int]:

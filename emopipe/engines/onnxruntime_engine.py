@@ -175,7 +175,7 @@ def _model_input(crops: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 class OrtEngine:
-    """EmoNet on ONNX Runtime with the :class:`~emopipe.engine.Engine` contract.
+    """EmoNet on ONNX Runtime with the :class:`~emopipe.engines.base.Engine` contract.
 
     Backend-specific keyword arguments (``create_engine("onnxruntime", model, options, **kwargs)``):
 

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 # cuDNN's runtime-fused epilogue kernels never finish when two engines run them at the same time (two
-# engines' graphs replayed on two streams hung the GPU in every variant tried; docs/benchmarks.md), so
+# engines' graphs replayed on two streams hung the GPU in every variant tried; docs/benchmark-log.md), so
 # engines that use them take turns within a process: each holds this until its results are on the host.
 _EPILOGUE_TURN = threading.RLock()
 

@@ -118,7 +118,8 @@ class FolderSource(_SourceBase):
             self._next += 1
             image = _read_image(file)
             if image is not None:
-                return HostFrame(index=index, timestamp_s=float(index), bgr=image, read_time=time.perf_counter())
+                return HostFrame(index=index, timestamp_s=float(index), bgr=image, read_time=time.perf_counter(),
+                                 file=file.name)
             self.skipped.append(file)
             logger.warning("skipping %s: not an image OpenCV can decode", file)
         return None

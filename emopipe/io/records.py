@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import hashlib
 import io
 import json
 import os
@@ -56,9 +57,10 @@ def landmarks_to_frame(landmarks: np.ndarray, boxes: np.ndarray, crop_size: int 
     return origin + landmarks * scale
 
 
-def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False) -> list[str]:
-    """CSV header for a model with these class ``labels``."""
-    columns = ["source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score"]
+def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False, files: bool = False) -> list[str]:
+    """CSV header for a model with these class ``labels`` (``files``: a folder of images, each row's image file)."""
+    columns = ["source", "frame", *(["file"] if files else []), "timestamp_s", "track_id", "x1", "y1", "x2", "y2",
+               "score"]
     columns += ["detected"] if detected else []
     columns += ["label"]
     columns += [f"p_{label}" for label in labels]
@@ -106,16 +108,31 @@ def describe_os_error(exc: OSError) -> str:
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
 
 
-class _FileSink:
-    """Unbuffered file: every write reaches the OS at once; a failed write is cut back to the last one."""
+def partial_path(path: Path) -> Path:
+    """Where an output is written until it is complete: ``name.partial`` beside it (hashed if too long)."""
+    name = f"{path.name}.partial"
+    if len(name.encode()) > MAX_NAME_BYTES:
+        name = f".emopipe-{hashlib.sha1(path.name.encode()).hexdigest()[:16]}.partial"
+    return path.with_name(name)
 
-    def __init__(self, path: Path) -> None:
+
+class _FileSink:
+    """Unbuffered file: every write reaches the OS at once; a failed write is cut back to the last one.
+
+    A regular file is written under :func:`partial_path` and renamed to its name by :meth:`commit`, so
+    a run that fails or is interrupted never leaves a previous good file truncated.
+    """
+
+    def __init__(self, path: Path, in_place: bool = False) -> None:
         ensure_writable(path)
+        self.path = path
+        self.had_previous = path.exists()
+        special = self.had_previous and not path.is_file()  # /dev/null, a FIFO: written in place
+        self.partial = None if special or in_place else partial_path(path)
         try:
-            self._file = open(path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
+            self._file = open(self.partial or path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
         except OSError as error:
             raise OutputError(f"cannot write output {path}: {error.strerror or error}") from error
-        self.path = path
         self._committed = 0  # bytes that form complete rows
 
     def write(self, data: bytes) -> None:
@@ -135,6 +152,20 @@ class _FileSink:
 
     def close(self) -> None:
         self._file.close()
+
+    def commit(self, complete: bool = True) -> Path:
+        """Give the rows their final name when ``complete`` — or when there is no earlier file there to
+        lose (``complete=None``); otherwise they stay under the partial name. Returns where they are."""
+        self.close()
+        if self.partial is None or not self.partial.exists():
+            return self.path
+        if complete or (complete is None and not self.had_previous):
+            try:
+                os.replace(self.partial, self.path)
+            except OSError as error:
+                raise OutputError(f"cannot write output {self.path}: {describe_os_error(error)}") from error
+            return self.path
+        return self.partial
 
 
 class _StreamSink:
@@ -160,6 +191,9 @@ class _StreamSink:
     def close(self) -> None:
         pass
 
+    def commit(self, complete: bool | None = True) -> str:
+        return self.path
+
 
 # -- writers ---------------------------------------------------------------------------------
 
@@ -170,15 +204,20 @@ class RecordWriter:
     format = ""
 
     def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False,
-                 detected: bool = False) -> None:
+                 detected: bool = False, files: bool = False, in_place: bool = False) -> None:
         labels = tuple(labels)
         if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
             raise ValueError(f"labels must be 2 or more distinct class names, got {labels}")
         self.labels = labels
         self.landmarks = landmarks
         self.detected = detected  # write the `detected` column
+        self.files = files  # write the `file` column (a folder of images: the image each row is from)
         self.rows_written = 0
-        self._sink = _StreamSink(sys.stdout) if str(path) == STDOUT else _FileSink(Path(path))
+        # close() also commits (the rows get the final name); a runner that knows better sets this False
+        # and calls commit() itself once it knows whether the run completed
+        self.commit_on_close = True
+        self._sink: _FileSink | _StreamSink = (_StreamSink(sys.stdout) if str(path) == STDOUT
+                                               else _FileSink(Path(path), in_place))
         self.path = self._sink.path
         self._closed = False
         try:
@@ -210,12 +249,22 @@ class RecordWriter:
         if not self._closed:
             self._closed = True
             self._sink.close()
+            if self.commit_on_close:
+                self.commit()
+
+    def commit(self, complete: bool | None = True) -> str:
+        """Close, and put the rows under the final name if ``complete`` (None: if nothing is there yet);
+        returns where the rows are (the final name, or the partial one beside it)."""
+        self._closed = True
+        return str(self._sink.commit(complete))
 
     def __enter__(self) -> RecordWriter:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        self.commit_on_close = False
         self.close()
+        self.commit(complete=exc_type is None or None)
 
 
 def _columns_of(records: Sequence[FaceRecord], landmarks: bool) -> dict[str, Any]:
@@ -238,7 +287,7 @@ class CsvRecordWriter(RecordWriter):
     format = "csv"
 
     def _header(self) -> bytes:
-        return self._encode([record_columns(self.labels, self.landmarks, self.detected)])
+        return self._encode([record_columns(self.labels, self.landmarks, self.detected, self.files)])
 
     @staticmethod
     def _encode(rows: list[list[Any]]) -> bytes:
@@ -250,7 +299,8 @@ class CsvRecordWriter(RecordWriter):
         c = _columns_of(records, self.landmarks)
         rows = []
         for i, r in enumerate(records):
-            row = [r.source, r.frame, c["timestamp"][i], r.track_id, *c["box"][i], c["score"][i],
+            row = [r.source, r.frame, *([r.file or ""] if self.files else []), c["timestamp"][i], r.track_id,
+                   *c["box"][i], c["score"][i],
                    *([int(r.detected)] if self.detected else []), r.label,
                    *c["probabilities"][i], c["valence"][i], c["arousal"][i]]
             if self.landmarks:
@@ -269,7 +319,8 @@ class JsonlRecordWriter(RecordWriter):
         for i, r in enumerate(records):
             x1, y1, x2, y2 = c["box"][i]
             row: dict[str, Any] = {
-                "source": r.source, "frame": r.frame, "timestamp_s": c["timestamp"][i], "track_id": r.track_id,
+                "source": r.source, "frame": r.frame, **({"file": r.file} if self.files else {}),
+                "timestamp_s": c["timestamp"][i], "track_id": r.track_id,
                 "x1": x1, "y1": y1, "x2": x2, "y2": y2, "score": c["score"][i],
                 **({"detected": r.detected} if self.detected else {}), "label": r.label,
                 "probabilities": dict(zip(self.labels, c["probabilities"][i], strict=True)),
@@ -300,9 +351,13 @@ def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
 
 
 def open_writer(path: str | os.PathLike[str], *, fmt: str | None = None, labels: Sequence[str],
-                landmarks: bool = False, detected: bool = False) -> RecordWriter:
-    """Open (create or truncate) ``path`` for records now; ``-`` writes to standard output.
+                landmarks: bool = False, detected: bool = False, files: bool = False,
+                in_place: bool = False) -> RecordWriter:
+    """Open ``path`` for records now; ``-`` writes to standard output.
+
+    The rows go under :func:`partial_path` until :meth:`RecordWriter.commit`; ``in_place`` writes the file
+    itself from the start (live runs: a file that grows while the camera runs, for tools that follow it).
 
     Raises :class:`OutputError` at once when the path cannot be written, so no work is wasted.
     """
-    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected)
+    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected, files, in_place)

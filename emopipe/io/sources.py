@@ -95,7 +95,7 @@ class _SourceBase:
 
     info: SourceInfo
     ended_early: str | None = None
-    decoder = "opencv"  # what decodes the frames, for the run summary (emopipe.nvdec: "nvdec")
+    decoder = "opencv"  # what decodes the frames, for the run summary (emopipe.io.nvdec: "nvdec")
 
     def __init__(self) -> None:
         self._iterated = False

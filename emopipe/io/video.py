@@ -117,7 +117,7 @@ class VideoSource(_SourceBase):
         self.info = SourceInfo(uri=str(path), kind="video", fps=self._fps, frame_count=self._declared,
                                width=first.width, height=first.height)
 
-    # -- the decoder: OpenCV here; emopipe.nvdec overrides these to decode on the GPU ----------------
+    # -- the decoder: OpenCV here; emopipe.io.nvdec overrides these to decode on the GPU ----------------
 
     seeks = True  # False: a start time is reached by decoding from the beginning
 

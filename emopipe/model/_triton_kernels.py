@@ -1,4 +1,4 @@
-"""The Triton kernels behind :mod:`emopipe.kernels` (imported only where Triton is installed).
+"""The Triton kernels behind :mod:`emopipe.model.kernels` (imported only where Triton is installed).
 
 Tensors are dense channels_last, seen as a [rows = N·H·W, channels] matrix; per-channel scale and
 shift are read in their own dtype and the arithmetic is float32, rounded once on the store. With

@@ -3,7 +3,7 @@
 Each ConvBlock convolution's output y is only ever used three ways: added to a channel slice of the
 residual into the block's output, passed through the next BatchNorm + ReLU as the next convolution's
 input, and (for a block with a single consumer) through that consumer's first BatchNorm + ReLU.
-Without this module a Triton kernel does that after the convolution (:func:`emopipe.kernels.add_residual_slice`),
+Without this module a Triton kernel does that after the convolution (:func:`emopipe.model.kernels.add_residual_slice`),
 so y is written once and read back once. Here the convolution does it itself: the cuDNN frontend's
 graph API describes ``conv → add residual → out slice`` with the two activations as further outputs,
 and cuDNN's runtime fusion engines run it as one kernel that never writes y. The sums are formed in
@@ -14,7 +14,7 @@ without it, or for a shape cuDNN has no engine for, the Triton kernels run as be
 once per shape during the engine's warmup, before CUDA graph capture, and replayed inside the graphs;
 with a cache folder set (:func:`use_plan_cache`; the engine uses ``<models>/cache/cudnn``) each built plan
 is stored there and later processes read it back instead of compiling it again.
-``scripts/cudnn_epilogue_probe.py`` measures each shape alone; ``docs/benchmarks.md`` the whole engine.
+``docs/benchmarks.md`` has what it gains on the whole engine.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _channels_last_strides(shape: tuple[int, int, int, int]) -> list[int]:
 
 # -- plans on disk -------------------------------------------------------------------------------
 # Building a plan compiles its fused kernel with NVRTC, every process: ~3 s of a warm start for EmoNet's
-# 50 shapes at batch 1 + 256, 13 s on a fresh machine (docs/benchmarks.md). A serialized plan holds the
+# 50 shapes at batch 1 + 256, seconds on a fresh machine (docs/benchmark-log.md). A serialized plan holds the
 # compiled kernel, and reading one back takes milliseconds. Plans are only valid for the GPU model and the
 # cuDNN they were built with, so those are part of each file's name.
 
@@ -245,7 +245,7 @@ _plans: dict[tuple, _Plan | Unsupported] = {}
 def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor, first: int,
                    scale: torch.Tensor | None = None, shift: torch.Tensor | None = None,
                    next_act: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
-    """y = conv3×3(x, weight) (padding 1, no bias), then what :func:`emopipe.kernels.add_residual_slice`
+    """y = conv3×3(x, weight) (padding 1, no bias), then what :func:`emopipe.model.kernels.add_residual_slice`
     does with y: out[:, first:first+C] = y + residual[:, first:first+C]; with scale and shift, returns
     relu(y · scale + shift); with ``next_act`` = (buffer, scale, shift), writes buffer[:, first:first+C] =
     relu(out · scale + shift) over those channels. Raises :class:`Unsupported` where cuDNN cannot."""

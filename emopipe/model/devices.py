@@ -5,6 +5,11 @@ from __future__ import annotations
 import torch
 
 from emopipe.errors import UsageError
+from emopipe.types import PRECISION_NAMES
+
+# The one table of precisions: name → torch dtype. Engines take any; detectors and ONNX exports take
+# fp32 and fp16 (DETECTOR_PRECISIONS, ONNX_PRECISIONS name their subsets).
+PRECISIONS: dict[str, torch.dtype] = dict(zip(PRECISION_NAMES, (torch.float32, torch.float16, torch.bfloat16)))
 
 
 def resolve_device(name: str = "auto") -> torch.device:

@@ -13,7 +13,7 @@ the arithmetic beyond floating-point rounding:
   materialising the upsampled tensor;
 * the attention concat writes its parts into one preallocated buffer;
 * each 1×1 convolution with a bias is a matrix product with the bias in its epilogue (:class:`PointwiseConv`);
-* on CUDA with Triton (:mod:`emopipe.kernels`), each BatchNorm + ReLU is one pass instead of two;
+* on CUDA with Triton (:mod:`emopipe.model.kernels`), each BatchNorm + ReLU is one pass instead of two;
   each slice of the residual add also writes the next convolution's BatchNorm + ReLU input from the
   same read; 2×2 max pools, upsampled adds and (for single-consumer chains) residual slices also
   write the first BatchNorm + ReLU input of the block that consumes their result (:data:`Prepared`);
@@ -450,7 +450,7 @@ def _format_of(x: torch.Tensor) -> torch.memory_format:
 def fuse(model: EmoNet, use_kernels: bool = True, branch_streams: bool = True,
          use_cudnn_epilogue: bool = True) -> FusedEmoNet:
     """An inference-only copy of ``model`` computing the same function with fewer memory passes;
-    ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.kernels`);
+    ``use_kernels``: Triton kernels for the blocks' glue where they apply (:mod:`emopipe.model.kernels`);
     ``branch_streams``: on CUDA, the hourglasses' independent branches run concurrently (:class:`SideStreams`);
     ``use_cudnn_epilogue``: on CUDA in fp16/bf16, the ConvBlock convolutions do that glue in cuDNN's
     epilogue where its frontend is installed (:mod:`emopipe.cudnn_epilogue`)."""

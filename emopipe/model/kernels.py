@@ -32,7 +32,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-_ELEMENTS_PER_PROGRAM = 8192  # per program (scripts/glue_kernel_tuning.py measures the choice)
+_ELEMENTS_PER_PROGRAM = 8192  # per program (measured on an H100: docs/benchmark-log.md, "glue kernels")
 _NUM_WARPS = 4
 
 
@@ -60,7 +60,7 @@ _triton_key_thread: threading.Thread | None = None
 def start_triton_key() -> None:
     """Begin Triton's once-per-process set-up on a thread. Its first kernel call in a process hashes
     Triton's own installation into its cache key (its ~500 MB library: 0.6 s of warmup on the GPU hosts,
-    docs/benchmarks.md); started when the engine is created, that overlaps building the model and the
+    docs/benchmark-log.md); started when the engine is created, that overlaps building the model and the
     CUDA context. The hash releases the GIL, and the result is the same whichever thread computes it."""
     global _triton_key_thread
     if _triton_key_thread is not None or not triton_installed():
@@ -112,7 +112,7 @@ def _launch(rows: int, channels: int, device: torch.device) -> tuple[tuple[int],
 
 def _launch_options(device: torch.device) -> dict[str, int | bool]:
     """What every kernel is launched with. Multiply-adds fused, as PyTorch's own kernels compile them:
-    that keeps the outputs bit-identical to the PyTorch path (scripts/kernels_parity.py); said here
+    that keeps the outputs bit-identical to the PyTorch path (tests/test_gpu.py checks it); said here
     because Triton 3.10 turns it off by default."""
     pdl = _programmatic_launch(device)
     return {"num_warps": _NUM_WARPS, "USE_PDL": pdl, "launch_pdl": pdl, "enable_fp_fusion": True}
@@ -120,7 +120,7 @@ def _launch_options(device: torch.device) -> dict[str, int | bool]:
 
 # Programmatic dependent launch (Hopper and later): each kernel is scheduled while the one before it
 # still runs and waits for it on the device, which hides a launch's latency on small tensors. None:
-# on where the GPU has it; scripts/pdl_probe.py sets it to compare.
+# on where the GPU has it; docs/benchmark-log.md has the comparison.
 PDL: bool | None = None
 
 

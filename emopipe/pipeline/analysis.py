@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -19,7 +20,7 @@ from typing import Any
 from emopipe.config import RunConfig
 from emopipe.errors import OutputError, SourceUnavailableError
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import open_writer
+from emopipe.io.records import open_writer, partial_path
 from emopipe.io.sources import Source
 from emopipe.pipeline.live import LiveMode
 from emopipe.pipeline.models import Models
@@ -90,8 +91,14 @@ class SourceRun:
         config, source = self.config, self.source
         assert source is not None and config.output is not None and self.models is not None
         info = source.info
-        writer = self.stack.enter_context(open_writer(config.output, fmt=config.format, labels=self.models.labels,
-                                                      landmarks=config.landmarks, detected=config.detect_every > 1))
+        writer = open_writer(config.output, fmt=config.format, labels=self.models.labels,
+                             landmarks=config.landmarks, detected=config.detect_every > 1,
+                             files=info.kind == "images", in_place=config.live)
+        # The rows go under a partial name until the run ends: complete, they take the final name; failed or
+        # interrupted, they do too unless that would replace an earlier file (then they stay beside it).
+        writer.commit_on_close = False
+        self.stack.callback(self._commit_rows, writer)
+        self.finishers.append(lambda summary: self._commit_rows(writer, complete=not summary.interrupted))
         video = None
         if config.annotate:
             video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height))
@@ -103,6 +110,13 @@ class SourceRun:
         self.sinks.append(sink)
         self.outputs.update(config.outputs())
         self.finishers.append(lambda summary: write_track_outputs(config, tracks, summary))
+
+    @staticmethod
+    def _commit_rows(writer: Any, complete: bool | None = None) -> None:
+        where = writer.commit(complete)
+        if where != str(writer.path):
+            logger.warning("the run did not complete: its %d rows are in %s (%s, from an earlier run, is unchanged)",
+                           writer.rows_written, where, writer.path)
 
     def observe(self, progress: bool) -> None:
         if progress:
@@ -145,7 +159,8 @@ class SourceRun:
                                    live=self.live.summary(pipeline) if self.live is not None else None,
                                    startup={"load_s": round(models.load_s, 4), "warmup_s": round(models.warmup_s, 4),
                                             "engine_warmups": models.engine_warmups,
-                                            "detector_warmups": models.detector_warmups})
+                                            "detector_warmups": models.detector_warmups},
+                                   skipped_files=[str(p) for p in getattr(self.source, "skipped", [])])
         for finish in self.finishers:
             finish(summary)
         return Outcome(summary, interrupted, lost)
@@ -220,7 +235,10 @@ def write_summary(summary: RunSummary, path: str | None) -> None:
     if path == "-":
         sys.stdout.write(text)
         return
-    try:
-        Path(path).write_text(text)
+    target = Path(path)
+    partial = partial_path(target)
+    try:  # whole or not at all: never a half-written summary over an earlier one
+        partial.write_text(text)
+        os.replace(partial, target)
     except OSError as exc:
         raise OutputError(f"cannot write the summary {path}: {exc.strerror or exc}") from None

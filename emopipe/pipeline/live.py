@@ -31,6 +31,7 @@ import numpy as np
 from emopipe.config import RunConfig
 from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.timing import percentile
 from emopipe.types import FrameResult
 
 logger = logging.getLogger(__name__)
@@ -85,14 +86,15 @@ class LiveStats(Observer):
         source = self.source
         silent = None if source is None else source.seconds_since_frame
         state = "starting" if frames == 0 else "live"
-        if silent is not None and frames and silent > max(1.0, source.options.read_timeout_s / 2):
+        if source is not None and silent is not None and frames and \
+                silent > max(1.0, source.options.read_timeout_s / 2):
             state = "reconnecting"
         return {
             "source": self.source_name,
             "state": state,
             "fps": fps,
-            "latency_p50_s": _quantile(latencies, 0.5),
-            "latency_p99_s": _quantile(latencies, 0.99),
+            "latency_p50_s": percentile(latencies, 0.5),
+            "latency_p99_s": percentile(latencies, 0.99),
             "latency_last_s": recent[-1][1] if recent else None,
             "faces": faces,
             "frames": frames,
@@ -105,12 +107,6 @@ class LiveStats(Observer):
     def run_latencies(self) -> np.ndarray:
         with self._lock:
             return np.frombuffer(self._latencies, dtype=np.float64).copy()
-
-
-def _quantile(ordered: list[float], q: float) -> float | None:
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class CaptureLatencyMetrics(Observer):
@@ -207,8 +203,8 @@ class LiveMode:
 
     def settings(self) -> PipelineSettings:
         max_wait = self.config.max_wait_ms / 1000
-        return PipelineSettings(detect_batch=self.config.detect_batch, queue_frames=1, live=True, max_wait_s=max_wait,
-                                detect_every=self.config.detect_every)
+        return PipelineSettings(detect_batch=self.config.detect_batch or 1, queue_frames=1, live=True,
+                                max_wait_s=max_wait, detect_every=self.config.detect_every)
 
     def sink(self, rows: Any) -> Sink:
         from emopipe.observe.liveview import TimedVideoWriter
@@ -233,8 +229,7 @@ class LiveMode:
         processed = int(latencies.size)
         dropped = pipeline.frames_dropped + source.dropped
         offered = processed + dropped
-        p50 = float(np.quantile(latencies, 0.5)) if processed else None
-        p99 = float(np.quantile(latencies, 0.99)) if processed else None
+        p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
         fps = source.run_fps
         facts: dict[str, Any] = {
             "timestamps": "wall-clock capture time, Unix seconds (UTC)",

@@ -21,7 +21,7 @@ from emopipe.model import weights
 from emopipe.model.devices import resolve_device
 from emopipe.model.emonet import build_emonet, classes_in_checkpoint, read_checkpoint
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import FaceDetector, create_detector
+from emopipe.vision.detectors import FaceDetector, create_detector
 
 logger = logging.getLogger(__name__)
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 import queue
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -27,10 +26,10 @@ from emopipe.engines.base import Engine
 from emopipe.io.sources import Source
 from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
 from emopipe.pipeline.summary import RunSummary
-from emopipe.pipeline.timing import StageClock
+from emopipe.pipeline.timing import StageClock, percentile
 from emopipe.types import Detections, EngineOutput, FaceResult, Frame, FrameResult
 from emopipe.vision.crop import FaceCropper
-from emopipe.vision.detect import FaceDetector, PendingDetections
+from emopipe.vision.detectors import FaceDetector, PendingDetections
 from emopipe.vision.keyframes import KeyframeSchedule, Located
 
 logger = logging.getLogger(__name__)
@@ -91,7 +90,7 @@ class PinnedBatches:
         staged = buffer[: shape[0]]
         np.stack(images, out=staged.numpy())
         pixels = staged.to(device, non_blocking=True)
-        copied = torch.cuda.Event()
+        copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
         copied.record()
         self._ring[slot] = (buffer, copied)
         return pixels, copied
@@ -111,7 +110,10 @@ class Observer:
     def dropped(self, n: int) -> None: ...
 
 
-class Sink:
+FrameKey = tuple[int, int]  # (stream, index): a frame's identity in a run
+
+
+class Sink(Protocol):
     """The writer thread's work for one frame (records, annotated video, live view…)."""
 
     def write(self, result: FrameResult) -> None: ...
@@ -161,7 +163,8 @@ class Pipeline:
         self.clock = StageClock(self.device, self._observe_stage)
         self._stage_totals: dict[str, float] = {}
         self._pinned = PinnedBatches() if self.device.type == "cuda" and self.settings.pin_memory else None
-        self._copy_stream = (torch.cuda.Stream(self.device) if self._pinned is not None and self.settings.copy_stream
+        self._copy_stream = (torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
+                             if self._pinned is not None and self.settings.copy_stream
                              else None)
         self._started = 0.0
         self._finished = 0.0
@@ -198,7 +201,7 @@ class Pipeline:
                     self._put_newest(frame)
                     continue
                 if frame.read_time < self._started:  # decoded before the run (a source checks its first
-                    frame = replace(frame, read_time=self._started)  # frame on opening): count from now
+                    frame = replace(frame, read_time=self._started)  # type: ignore[type-var]  # (frames are dataclasses)
                 self._observe_stage("decode", time.perf_counter() - t)
                 self._put(self._frames, frame)
         except BaseException as exc:  # handed to the GPU thread, which raises it
@@ -269,7 +272,7 @@ class Pipeline:
 
     # -- the GPU thread -----------------------------------------------------------------------
 
-    def _frame_batches(self, batcher: StaticBatcher[int]) -> Iterator[_FrameBatch]:
+    def _frame_batches(self, batcher: StaticBatcher[FrameKey]) -> Iterator[_FrameBatch]:
         """Frames from the reader, in batches of one frame size holding up to the detector's batch of
         key frames; an empty batch when the batcher's partial batch fell due before another frame came (live)."""
         batch = _FrameBatch()
@@ -300,8 +303,9 @@ class Pipeline:
 
     def _upload(self, batch: list[Frame]) -> torch.Tensor:
         """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
-        on_device = [frame.device_pixels for frame in batch]
-        if on_device[0] is not None:  # decoded on the GPU, copied out on the decoder's stream
+        device_pixels = [frame.device_pixels for frame in batch]
+        if device_pixels[0] is not None:  # decoded on the GPU, copied out on the decoder's stream
+            on_device = [pixels for pixels in device_pixels if pixels is not None]
             if self.device.type == "cuda":
                 main = torch.cuda.current_stream(self.device)
                 for pixels in on_device:  # the decoder's memory: not reused before this stream is done with it
@@ -323,7 +327,8 @@ class Pipeline:
         pixels.record_stream(main)  # side-stream memory: not reused before the main stream is done with it
         return pixels
 
-    def _infer(self, batches: list[FaceBatch[int]], assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _infer(self, batches: list[FaceBatch[FrameKey]],
+               assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         for batch in batches:
             t = time.perf_counter()
             out: EngineOutput = self.engine.infer(batch.crops)  # returns with results on the host
@@ -339,15 +344,15 @@ class Pipeline:
                                                    None if landmarks is None else landmarks[i]))
             self.clock.collect()
 
-    def _release(self, assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _release(self, assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         for result, faces in assembler.ready():
             result.faces = faces
             self._put(self._results, result)
 
     def run(self) -> None:
         """Process the whole source. Raises what a stage raised, after the files are closed."""
-        batcher: StaticBatcher[int] = StaticBatcher(self.engine.batch_size, max_wait_s=self.settings.max_wait_s)
-        assembler: FrameAssembler[int, FrameResult, FaceResult] = FrameAssembler()
+        batcher: StaticBatcher[FrameKey] = StaticBatcher(self.engine.batch_size, max_wait_s=self.settings.max_wait_s)
+        assembler: FrameAssembler[FrameKey, FrameResult, FaceResult] = FrameAssembler()
         max_pending = self.settings.max_pending_frames or 2 * self.engine.batch_size
         self._started = time.perf_counter()
         threads, switch = torch.get_num_threads(), sys.getswitchinterval()
@@ -429,8 +434,8 @@ class Pipeline:
         self.frames_detected += sum(keys)
         return _InFlight(batch.frames, pixels, keys, pending)
 
-    def _complete(self, launched: _InFlight, batcher: StaticBatcher[int],
-                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _complete(self, launched: _InFlight, batcher: StaticBatcher[FrameKey],
+                  assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         """Finish a launched batch: detections on the host, crops, and into the face batches."""
         t = time.perf_counter()
         found = iter(launched.detections.collect() if launched.detections is not None else [])
@@ -446,15 +451,15 @@ class Pipeline:
                 located += self._keyframes.add(where, (frame.height, frame.width), detections)
         self._cut(located, batcher, assembler)
 
-    def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
-             assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[FrameKey],
+             assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         """Crop located frames (in frame order) and add their faces to the face batches: one batched
         crop per run of frames from the same upload."""
         for _, run in groupby(located, key=lambda entry: id(entry.item.pixels)):
             self._crop_run(list(run), batcher, assembler)
 
-    def _crop_run(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[int],
-                  assembler: FrameAssembler[int, FrameResult, FaceResult]) -> None:
+    def _crop_run(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[FrameKey],
+                  assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         pixels = located[0].item.pixels
         boxes = [np.zeros((0, 4), np.float32)] * pixels.shape[0]
         for entry in located:
@@ -471,8 +476,9 @@ class Pipeline:
                 found = Detections(found.boxes[faces], found.scores[faces])
             result = FrameResult(frame=frame, detections=found,
                                  crop_boxes=crops.boxes_used[first:first + count], detected=entry.detected)
-            assembler.expect(frame.index, result, count)
-            self._infer(batcher.add(crops.crops[first:first + count], frame.index), assembler)
+            key = (frame.stream, frame.index)  # unique in a run, also over several sources
+            assembler.expect(key, result, count)
+            self._infer(batcher.add(crops.crops[first:first + count], key), assembler)
             first += count
 
     def stop(self) -> None:
@@ -495,8 +501,8 @@ class Pipeline:
             fps=frames / elapsed if elapsed else 0.0,
             faces_per_s=self._faces / elapsed if elapsed else 0.0,
             first_frame_latency_s=self._latencies[0] if self._latencies else None,
-            steady_latency_p50_s=statistics.median(steady) if steady else None,
-            steady_latency_p99_s=steady[min(len(steady) - 1, round(0.99 * (len(steady) - 1)))] if steady else None,
+            steady_latency_p50_s=percentile(steady, 0.5),
+            steady_latency_p99_s=percentile(steady, 0.99),
             stage_seconds={k: round(v, 4) for k, v in self._stage_totals.items()},
             ended_early=getattr(self.source, "ended_early", None),
             engine=self.engine.info(),

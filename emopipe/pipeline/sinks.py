@@ -41,14 +41,15 @@ class FaceRecorder:
         self.smoother.forget(self.tracker.expired)
         landmarks = None
         if result.faces[0].landmarks is not None:
-            landmarks = landmarks_to_frame(np.stack([f.landmarks for f in result.faces]), result.crop_boxes)
+            landmarks = landmarks_to_frame(np.stack([f.landmarks for f in result.faces if f.landmarks is not None]),
+                                           result.crop_boxes)
         frame = result.frame
         return [
             FaceRecord.create(
                 labels=self.labels, probabilities=probabilities[i], source=self.source, frame=frame.index,
                 timestamp_s=frame.timestamp_s, track_id=int(ids[i]), box=tuple(boxes[i]),
                 score=float(result.detections.scores[i]), valence=float(valence[i]), arousal=float(arousal[i]),
-                landmarks=None if landmarks is None else landmarks[i], detected=result.detected,
+                landmarks=None if landmarks is None else landmarks[i], detected=result.detected, file=frame.file,
             )
             for i in range(len(result.faces))
         ]

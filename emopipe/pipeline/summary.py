@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -11,7 +12,7 @@ class RunSummary:
     """What a run did, printed on stderr and written as JSON."""
 
     source: str
-    decoder: str = "opencv"  # "nvdec": decoded on the GPU (emopipe.nvdec)
+    decoder: str = "opencv"  # "nvdec": decoded on the GPU (emopipe.io.nvdec)
     frames: int = 0
     detect_every: int = 1  # the detector ran on every K-th frame (--detect-every)
     frames_detected: int = 0  # frames the detector ran on
@@ -30,7 +31,8 @@ class RunSummary:
     engine: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     startup: dict[str, Any] = field(default_factory=dict)  # load, warmup, and how many warmups this process ran
-    live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.liverun)
+    skipped_files: list[str] = field(default_factory=list)  # a folder of images: files that did not decode
+    live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.pipeline.live)
     tracks: list[dict[str, Any]] | None = None  # one summary per face track (emopipe.report.tracks.TrackSummary)
 
     def as_dict(self) -> dict[str, Any]:
@@ -56,6 +58,10 @@ class RunSummary:
             lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
         if self.ended_early:
             lines.append(f"input ended early: {self.ended_early}")
+        if self.skipped_files:
+            shown = ", ".join(Path(f).name for f in self.skipped_files[:5])
+            more = f" and {len(self.skipped_files) - 5} more" if len(self.skipped_files) > 5 else ""
+            lines.append(f"skipped {len(self.skipped_files)} file(s) that did not decode: {shown}{more}")
         if self.interrupted:
             lines.append("interrupted: results up to the last complete frame were written")
         if self.tracks is not None:

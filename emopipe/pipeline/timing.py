@@ -5,13 +5,24 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
+
+
+def percentile(ordered: Sequence[float] | np.ndarray, q: float) -> float | None:
+    """The ``q``-quantile (0..1) of values sorted ascending, nearest rank; None for no values.
+
+    The one percentile of the summaries, the live statistics and ``emopipe bench`` (a measured value,
+    never an interpolation between two)."""
+    if not len(ordered):
+        return None
+    return float(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))])
 
 
 class _Event(Protocol):
@@ -38,7 +49,7 @@ class GpuTimer:
             import torch
 
             def event_factory() -> _Event:
-                return torch.cuda.Event(enable_timing=True)
+                return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
         self._event = event_factory
         self._pending: deque[tuple[_Event, _Event, Callable[[float], None]]] = deque()

@@ -13,7 +13,7 @@ cost about K times; the frames in between get boxes from the key frames around t
   key frame's boxes as they are.
 
 The first frame, and the first frame of a new size, are always key frames. The price is boxes that
-follow a face less closely when its motion is not steady; ``docs/benchmarks.md`` measures it.
+follow a face less closely when its motion is not steady; ``docs/benchmark-log.md`` measures it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Usage (on the GPU machine, from the repository root)::
 
-    python scripts/detector_bench.py                       # all detectors, cuda, batches 1,8, fp32,fp16
-    python scripts/detector_bench.py --detectors sfd --batches 1,4,8 --json out.json
+    python benchmarks/detectors.py                       # all detectors, cuda, batches 1,8, fp32,fp16
+    python benchmarks/detectors.py --detectors sfd --batches 1,4,8 --json out.json
 
 For each configuration the detector is built, warmed up (cuDNN benchmark on, so this is where
 it tunes), and then timed with CUDA events over ``--iters`` calls, median reported:
@@ -35,14 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emopipe.errors import WeightsError
 from emopipe.model import weights
-from emopipe.vision.detect import (
-    DEFAULT_WORKING_SIZE,
-    BlazeFaceDetector,
-    FaceDetector,
-    S3FDDetector,
-    load_anchors,
-    load_network_weights,
-)
+from emopipe.vision.detectors import FaceDetector
+from emopipe.vision.detectors.base import load_network_weights
+from emopipe.vision.detectors.blazeface import BlazeFaceDetector, load_anchors
+from emopipe.vision.detectors.s3fd import DEFAULT_WORKING_SIZE, S3FDDetector
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Serve emopipe's metrics with synthetic, realistic values — for dashboard and alert work without a GPU.
 
-    python scripts/metrics_demo.py --port 9478            # then point Prometheus/Grafana at it
-    python scripts/metrics_demo.py --port 0 --duration 30 # a free port (printed), 30 s
+    python3 deploy/metrics_demo.py --port 9478            # then point Prometheus/Grafana at it
+    python3 deploy/metrics_demo.py --port 0 --duration 30 # a free port (printed), 30 s
 
 Two threads drive :class:`emopipe.metrics.PipelineMetrics` the way the pipeline does — a reader
 (decode, queue depth, drops) and a worker (detect, crop, inference batches, write, frame latency) —

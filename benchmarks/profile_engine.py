@@ -1,6 +1,6 @@
 """Where EmoNet's GPU time goes on the product's default path: kernel time by kind, per face.
 
-    python3 scripts/profile_engine.py [--batches 1,256] [--iters 20] [--variant default|nokernels|nostreams]
+    python3 benchmarks/profile_engine.py [--batches 1,256] [--iters 20] [--variant default|nokernels|nostreams]
 
 Builds the default engine (fp16, channels_last, fused network, Triton glue kernels, branch streams)
 without CUDA graphs so that the profiler sees each kernel (a kernel takes as long inside a graph),
@@ -58,15 +58,15 @@ def main() -> int:
         engine = TorchEngine(model, EngineOptions(device="cuda", batch_size=batch, cuda_graphs=False,
                                                   **VARIANTS[args.variant]))
         engine.warmup()
-        x = engine._prepare(torch.rand(batch, 3, 256, 256, device="cuda"))
+        x = torch.rand(batch, 3, 256, 256, device="cuda")  # crops as the pipeline hands them over
         with torch.inference_mode():
             for _ in range(3):
-                engine._compute(x)
+                engine.infer(x)
             torch.cuda.synchronize()
             t = time.perf_counter()
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 for _ in range(args.iters):
-                    engine._compute(x)
+                    engine.infer(x)
                 torch.cuda.synchronize()
             wall = (time.perf_counter() - t) / args.iters
         by_kind: dict[str, float] = defaultdict(float)

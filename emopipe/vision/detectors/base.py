@@ -1,9 +1,9 @@
 """Face detection with face-alignment's networks at one fixed working resolution, on the frames' device.
 
-Detectors are chosen by name (:data:`DETECTORS`): ``sfd`` (S3FD, the reference detector of
-face-alignment and of the published EmoNet demo), ``blazeface`` (MediaPipe's front-camera model,
-128×128 input) and ``blazeface_back`` (the back-camera model, 256×256). The networks are
-face-alignment's classes; the weights come from our manifest (verified, ``weights_only`` loading,
+Detectors are chosen by name (:data:`emopipe.vision.detectors.DETECTORS`, one module each): ``sfd``
+(S3FD, the reference detector of face-alignment and of the published EmoNet demo), ``blazeface``
+(MediaPipe's front-camera model, 128×128 input) and ``blazeface_back`` (the back-camera model, 256×256).
+The networks are face-alignment's classes; the weights come from our manifest (verified, ``weights_only`` loading,
 strict keys), and pre- and post-processing are ours:
 
 * **One static input shape.** cuDNN tunes its algorithms per input shape, so every batch the
@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,18 +46,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from emopipe.errors import CheckpointError, UsageError
-from emopipe.model.devices import resolve_device
+from emopipe.model.devices import PRECISIONS, resolve_device
 from emopipe.types import Detections, WarmupReport, describe_array
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16}
-S3FD_MEAN_BGR = (104.0, 117.0, 123.0)
-S3FD_VARIANCES = (0.1, 0.2)
-S3FD_CANDIDATE_SCORE = 0.05  # face-alignment keeps nothing below this, whatever the threshold
+DETECTOR_PRECISIONS = ("fp32", "fp16")
 NMS_IOU = 0.3
-BLAZEFACE_SCORE_CLIP = 100.0
-DEFAULT_WORKING_SIZE = 640  # S3FD, long side
 MAX_CANDIDATES = 2000  # per frame, best first, before NMS
 
 
@@ -156,50 +149,6 @@ def weighted_nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) ->
     return np.stack(out_boxes).astype(boxes.dtype), np.array(out_scores, dtype=scores.dtype)
 
 
-def decode_s3fd(outputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """S3FD's 12 raw outputs (class logits and box offsets at 6 scales) → (N×A×4 boxes, N×A scores).
-
-    Boxes are in network-input pixels; scores are the face class's softmax probability.
-    Anchor order: scale by scale, row-major within a scale (face-alignment's order).
-    """
-    all_boxes, all_scores = [], []
-    for level in range(len(outputs) // 2):
-        logits, offsets = outputs[2 * level].float(), outputs[2 * level + 1].float()
-        n, _, h, w = logits.shape
-        stride = 2 ** (level + 2)
-        size = 4.0 * stride
-        all_scores.append(F.softmax(logits, dim=1)[:, 1].reshape(n, h * w))
-        ys = torch.arange(h, device=logits.device, dtype=torch.float32) * stride + stride / 2
-        xs = torch.arange(w, device=logits.device, dtype=torch.float32) * stride + stride / 2
-        cy, cx = (g.reshape(-1) for g in torch.meshgrid(ys, xs, indexing="ij"))
-        loc = offsets.permute(0, 2, 3, 1).reshape(n, h * w, 4)
-        centre_x = cx + loc[..., 0] * S3FD_VARIANCES[0] * size
-        centre_y = cy + loc[..., 1] * S3FD_VARIANCES[0] * size
-        box_w = size * torch.exp(loc[..., 2] * S3FD_VARIANCES[1])
-        box_h = size * torch.exp(loc[..., 3] * S3FD_VARIANCES[1])
-        x1, y1 = centre_x - box_w / 2, centre_y - box_h / 2
-        all_boxes.append(torch.stack((x1, y1, x1 + box_w, y1 + box_h), dim=-1))
-    return torch.cat(all_boxes, dim=1), torch.cat(all_scores, dim=1)
-
-
-def decode_blazeface(raw_boxes: torch.Tensor, raw_scores: torch.Tensor, anchors: torch.Tensor,
-                     input_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """BlazeFace's raw outputs (N×896×16 regressions, N×896×1 logits) → (N×896×4 boxes, N×896 scores).
-
-    Regressions are in input pixels relative to anchors given as normalised centre and size;
-    boxes come out in input pixels.
-    """
-    raw = raw_boxes.float()
-    anchors = anchors.float()
-    centre_x = raw[..., 0] / input_size * anchors[:, 2] + anchors[:, 0]
-    centre_y = raw[..., 1] / input_size * anchors[:, 3] + anchors[:, 1]
-    half_w = raw[..., 2] / input_size * anchors[:, 2] / 2
-    half_h = raw[..., 3] / input_size * anchors[:, 3] / 2
-    boxes = torch.stack((centre_x - half_w, centre_y - half_h, centre_x + half_w, centre_y + half_h), dim=-1)
-    scores = raw_scores.float().clamp(-BLAZEFACE_SCORE_CLIP, BLAZEFACE_SCORE_CLIP).sigmoid().squeeze(-1)
-    return boxes * input_size, scores
-
-
 # -- detectors ---------------------------------------------------------------------------------
 
 def _round_up(value: float, multiple: int) -> int:
@@ -209,8 +158,8 @@ def _round_up(value: float, multiple: int) -> int:
 def check_options(*, batch_size: int, precision: str, score_threshold: float, min_face: float,
                   max_faces: int | None) -> None:
     """Reject bad detector options (before any weights are fetched)."""
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown detector precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    if precision not in DETECTOR_PRECISIONS:
+        raise UsageError(f"unknown detector precision {precision!r}; choose from {', '.join(DETECTOR_PRECISIONS)}")
     if batch_size < 1:
         raise UsageError(f"detector batch size must be at least 1, got {batch_size}")
     if not 0.0 <= score_threshold <= 1.0:
@@ -457,109 +406,6 @@ class _DetectorGraph:
         return self.candidates
 
 
-class Float32L2Norm(nn.Module):
-    """S3FD's L2Norm computed in float32 inside a half-precision network.
-
-    The sum of squares over 256–512 VGG channels easily exceeds fp16's range (65 504), and its
-    1e-10 epsilon is zero in fp16: either would zero or NaN the features the detection heads read.
-    Keeps the ``weight`` parameter name, so state dicts are unchanged.
-    """
-
-    def __init__(self, norm: nn.Module) -> None:
-        super().__init__()
-        self.weight = norm.weight
-        self.eps = float(getattr(norm, "eps", 1e-10))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x.float()
-        y = y / (y.pow(2).sum(dim=1, keepdim=True).sqrt() + self.eps) * self.weight.float().view(1, -1, 1, 1)
-        return y.to(x.dtype)
-
-
-def _float32_norms(network: nn.Module) -> None:
-    for name, module in list(network.named_modules()):
-        if type(module).__name__ == "L2Norm":
-            parent_name, _, attribute = name.rpartition(".")
-            setattr(network.get_submodule(parent_name) if parent_name else network, attribute, Float32L2Norm(module))
-
-
-class S3FDDetector(FaceDetector):
-    """face-alignment's S3FD network (VGG-16 single-shot detector, 6 anchor scales)."""
-
-    upscale = False  # the reference runs S3FD at the frame's own resolution; never enlarge
-
-    def __init__(self, network: nn.Module, *, working_size: int = DEFAULT_WORKING_SIZE, name: str = "sfd",
-                 fuse: bool | None = None, **options: object) -> None:
-        if working_size < 32:
-            raise UsageError(f"S3FD working size must be at least 32 pixels, got {working_size}")
-        self.working_size = working_size
-        if options.get("precision") == "fp16":
-            _float32_norms(network)
-        self.fused = resolve_device(str(options.get("device", "cpu"))).type == "cuda" if fuse is None else fuse
-        if self.fused:
-            # VGG applies ReLU straight after 19 convolutions: on CUDA each pair becomes one cuDNN call,
-            # which saves a memory pass over large activations (b8 fp16: 6.6 → 4.3 ms on an H100,
-            # scripts/conv_relu_probe.py). Default on CUDA only; elsewhere it would run conv then ReLU.
-            from emopipe.model.fusion import fuse_conv_relu
-
-            network = fuse_conv_relu(network)
-        super().__init__(network, name=name, **options)  # type: ignore[arg-type]
-        self._mean = torch.tensor(S3FD_MEAN_BGR, device=self.device).view(1, 3, 1, 1)
-
-    def info(self) -> dict[str, str]:
-        return {**super().info(), "fuse": str(self.fused).lower()}
-
-    def _choose_input_size(self, frame_h: int, frame_w: int) -> tuple[int, int]:
-        long_side = min(self.working_size, max(frame_h, frame_w))
-        scale = long_side / max(frame_h, frame_w)
-        return _round_up(frame_h * scale, 32), _round_up(frame_w * scale, 32)
-
-    def _normalise(self, bgr: torch.Tensor) -> torch.Tensor:
-        return bgr - self._mean
-
-    def _decode(self, outputs: object, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return decode_s3fd([o[:n] for o in outputs])  # type: ignore[union-attr]
-
-    def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
-        return scores > max(self.score_threshold, S3FD_CANDIDATE_SCORE)
-
-    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        keep = nms(boxes, scores, NMS_IOU, pixel_inclusive=True)
-        return boxes[keep], scores[keep]
-
-
-class BlazeFaceDetector(FaceDetector):
-    """face-alignment's BlazeFace network (MediaPipe): front model 128×128, back model 256×256."""
-
-    def __init__(self, network: nn.Module, anchors: np.ndarray | torch.Tensor, *, back_model: bool = False,
-                 name: str | None = None, **options: object) -> None:
-        size = 256 if back_model else 128
-        anchors = torch.as_tensor(np.asarray(anchors), dtype=torch.float32)
-        if tuple(anchors.shape) != (896, 4):
-            raise CheckpointError(f"BlazeFace anchors must be a 896×4 table, got shape {tuple(anchors.shape)}")
-        self.back_model = back_model
-        super().__init__(network, name=name or ("blazeface_back" if back_model else "blazeface"),
-                         input_size=(size, size), **options)  # type: ignore[arg-type]
-        self.anchors = anchors.to(self.device)
-
-    def _choose_input_size(self, frame_h: int, frame_w: int) -> tuple[int, int]:  # pragma: no cover - fixed
-        raise AssertionError("BlazeFace has a fixed input size")
-
-    def _normalise(self, bgr: torch.Tensor) -> torch.Tensor:
-        return bgr.flip(1) / 127.5 - 1.0  # BGR → RGB in [-1, 1]
-
-    def _decode(self, outputs: object, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        raw_boxes, raw_scores = outputs  # type: ignore[misc]
-        assert self.input_size is not None
-        return decode_blazeface(raw_boxes[:n], raw_scores[:n], self.anchors, self.input_size[0])
-
-    def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
-        return scores >= self.score_threshold
-
-    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return weighted_nms(boxes, scores, NMS_IOU)
-
-
 # -- weights and the registry ------------------------------------------------------------------
 
 def load_network_weights(network: nn.Module, path: Path) -> nn.Module:
@@ -583,84 +429,3 @@ def load_network_weights(network: nn.Module, path: Path) -> nn.Module:
         raise CheckpointError(f"{path} does not fit {type(network).__name__}: wrong shapes {wrong[:3]}")
     network.load_state_dict(state, strict=True)
     return network
-
-
-def load_anchors(path: Path) -> np.ndarray:
-    try:
-        anchors = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"cannot read the anchor table {path}: {exc}") from None
-    if anchors.shape != (896, 4):
-        raise CheckpointError(f"{path} is not a BlazeFace anchor table (shape {anchors.shape}, expected (896, 4))")
-    return anchors
-
-
-def _build_sfd(models_dir: str | os.PathLike[str] | None, working_size: int | None,
-               **options: object) -> FaceDetector:
-    from face_alignment.detection.sfd.net_s3fd import s3fd
-
-    from emopipe.model import weights
-
-    network = load_network_weights(s3fd(), weights.ensure("s3fd", models_dir))
-    return S3FDDetector(network, working_size=working_size or DEFAULT_WORKING_SIZE, **options)
-
-
-def _blazeface_builder(back_model: bool) -> Callable[..., FaceDetector]:
-    def build(models_dir: str | os.PathLike[str] | None, working_size: int | None,
-              **options: object) -> FaceDetector:
-        from face_alignment.detection.blazeface.net_blazeface import BlazeFace
-
-        from emopipe.model import weights
-
-        size = 256 if back_model else 128
-        if working_size not in (None, size):
-            name = "blazeface_back" if back_model else "blazeface"
-            raise UsageError(f"{name} runs at its fixed {size}×{size} input; leave the working size unset")
-        prefix = "blazeface_back" if back_model else "blazeface_front"
-        network = load_network_weights(BlazeFace(back_model=back_model), weights.ensure(prefix, models_dir))
-        anchors = load_anchors(weights.ensure(f"{prefix}_anchors", models_dir))
-        return BlazeFaceDetector(network, anchors, back_model=back_model, **options)
-
-    return build
-
-
-@dataclass(frozen=True)
-class DetectorSpec:
-    """A detector users can name: what it is, which manifest files it needs, how to build it."""
-
-    name: str
-    description: str
-    weights: tuple[str, ...]
-    build: Callable[..., FaceDetector]  # (models_dir, working_size, **options) -> FaceDetector
-
-
-DETECTORS: dict[str, DetectorSpec] = {}
-
-
-def register_detector(spec: DetectorSpec) -> None:
-    DETECTORS[spec.name] = spec
-
-
-register_detector(DetectorSpec("sfd", "S3FD (face-alignment's reference detector), 640 px working size by default",
-                               ("s3fd",), _build_sfd))
-register_detector(DetectorSpec("blazeface", "BlazeFace front-camera model, 128×128 input (fast; faces that "
-                               "fill a good part of the frame)", ("blazeface_front", "blazeface_front_anchors"),
-                               _blazeface_builder(back_model=False)))
-register_detector(DetectorSpec("blazeface_back", "BlazeFace back-camera model, 256×256 input (smaller faces)",
-                               ("blazeface_back", "blazeface_back_anchors"), _blazeface_builder(back_model=True)))
-
-
-def create_detector(name: str, *, device: str | torch.device, models_dir: str | os.PathLike[str] | None = None,
-                    score_threshold: float = 0.5, min_face: float = 0, max_faces: int | None = None,
-                    working_size: int | None = None, batch_size: int = 1, precision: str = "fp32",
-                    channels_last: bool | None = None, cuda_graphs: bool | None = None) -> FaceDetector:
-    """The detector called ``name`` on ``device``, its weights fetched and verified on first use."""
-    spec = DETECTORS.get(name)
-    if spec is None:
-        raise UsageError(f"unknown detector {name!r}; choose from {', '.join(DETECTORS)}")
-    check_options(batch_size=batch_size, precision=precision, score_threshold=score_threshold,
-                  min_face=min_face, max_faces=max_faces)
-    device = resolve_device(str(device))
-    return spec.build(models_dir, working_size, device=device, batch_size=batch_size, precision=precision,
-                      score_threshold=score_threshold, min_face=min_face, max_faces=max_faces,
-                      channels_last=channels_last, cuda_graphs=cuda_graphs)

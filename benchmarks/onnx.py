@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch vs ONNX Runtime for EmoNet on one GPU: parity, then first-batch and steady-state latency per variant.
 
-    PYTHONPATH=/tmp/ortsite:. python3 scripts/bench_onnx.py --json bench_onnx.json 2> bench_onnx.log
+    PYTHONPATH=/tmp/ortsite:. python3 benchmarks/onnx.py --json bench_onnx.json 2> bench_onnx.log
 
 What it does, in one command (a few minutes on an H100):
 
@@ -45,6 +45,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import synthetic  # noqa: E402  (benchmarks/synthetic.py, beside this script)
 
 ANCHOR = "anchor (H100, ORT 1.31.1 CUDA EP fp32, host arrays, exhaustive): b1 p50 7.0 ms, b32 p50 23.6 ms"
 
@@ -129,19 +131,8 @@ def environment() -> dict[str, object]:
 
 
 def write_checkpoint(path: Path, classes: int) -> None:
-    import torch
-
-    sys.path.insert(0, str(REPO / "tests"))
-    try:
-        from conftest import random_state  # the tests' official-format random checkpoint
-
-        state = random_state(classes, seed=classes)
-    except ImportError as exc:  # pytest missing: default initialisation times the same
-        print(f"note: tests/conftest.py not importable ({exc}); using default-initialised weights", file=sys.stderr)
-        from emopipe.model.emonet import EmoNet
-
-        state = {f"module.{k}": v for k, v in EmoNet(classes).state_dict().items()}
-    torch.save(state, path)
+    """A random official-format checkpoint (speed does not depend on the weights' values)."""
+    synthetic.random_checkpoint(path, classes=classes, seed=classes)
 
 
 def _export_one(job: tuple[str, str, str, int, str]) -> tuple[str, str | None]:
@@ -404,12 +395,13 @@ def _time_one(model, v: Variant, job: dict) -> Result:
 
     import torch
 
-    from emopipe.engines.export import ONNX_PRECISIONS, random_crops
+    from emopipe.engines.export import random_crops
+    from emopipe.model.devices import PRECISIONS
 
     cuda = job["device"] == "cuda"
     crops = random_crops(v.batch, seed=1)
     if v.input.startswith("host"):
-        crops = crops.to(ONNX_PRECISIONS[v.precision])  # a host array already in the model's dtype
+        crops = crops.to(PRECISIONS[v.precision])  # a host array already in the model's dtype
     elif cuda:
         crops = crops.to("cuda")
     result = Result(variant=v)

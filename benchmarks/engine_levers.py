@@ -1,11 +1,11 @@
 """Ablation of EmoNet engine levers on one GPU: each variant's warmup, batch-1 latency and throughput.
 
 Every variant runs in a fresh process (cuDNN's autotuning cache is per process), builds the engine the
-product builds (emopipe.engine.TorchEngine) and times ``engine.infer`` — crops already on the GPU,
-results back on the host — with the host clock, which is what the pipeline sees. It also times the
-network alone with CUDA events (graph replay / forward only) to separate the host-side cost.
+product builds (emopipe.engines.torch_engine.TorchEngine) and times ``engine.infer`` — crops already on the GPU,
+results back on the host — with the host clock, which is what the pipeline sees.
 
-    python scripts/engine_levers.py --out levers.json [--variants a,b,...] [--throughput-batch 256] [--models-dir DIR]
+    python3 benchmarks/engine_levers.py --out levers.json [--variants a,b,...] [--throughput-batch 256] \
+        [--models-dir DIR]
 
 Prints a markdown table last; full results go to --out as JSON. Compiling variants start from an
 empty Inductor cache (beside --out); a variant named ``…-warm`` finds what the one before it left there.
@@ -91,32 +91,12 @@ def _worker(name: str, batches: list[int], t0: float, iters: int) -> dict:
                 first = dt
             else:
                 host.append(dt)
-        # Device time of the network alone (graph replay or forward), CUDA events.
-        device = []
-        if engine.device.type != "cuda":
-            device = host
-        else:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        graph = engine._graphs.get(b)
-        x = engine._prepare(crops)
-        with torch.inference_mode():
-            for _ in range(iters if engine.device.type == "cuda" else 0):
-                start.record()
-                if graph is not None:
-                    graph.graph.replay()
-                else:
-                    engine._compute(x)
-                end.record()
-                end.synchronize()
-                device.append(start.elapsed_time(end) / 1000)
         host.sort()
         result["batches"][b] = {
             "first_ms": first * 1000,
             "host_p50_ms": statistics.median(host) * 1000,
             "host_p99_ms": host[min(len(host) - 1, round(0.99 * (len(host) - 1)))] * 1000,
-            "device_p50_ms": statistics.median(device) * 1000,
             "faces_per_s_host": b / statistics.median(host),
-            "faces_per_s_device": b / statistics.median(device),
         }
     result["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     result["torch"] = torch.__version__
@@ -166,17 +146,17 @@ def main() -> int:
         args.out.write_text(json.dumps(results, indent=1))
     args.out.write_text(json.dumps(results, indent=1))
     lb, tb = (str(b) for b in batches)
-    print(f"\n| variant | start→ready s | warmup s | b{lb} first ms | b{lb} p50 ms (host) | b{lb} device ms "
-          f"| b{tb} first ms | b{tb} faces/s (host) | b{tb} faces/s (device) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\n| variant | start→ready s | warmup s | b{lb} first ms | b{lb} p50 ms (host) "
+          f"| b{tb} first ms | b{tb} faces/s (host) |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         if "error" in r:
             print(f"| {r['variant']} | failed: {r['error']} |")
             continue
         a, b = r["batches"][lb], r["batches"][tb]
         print(f"| {r['variant']} | {r['start_to_ready_s']:.1f} | {r['warmup_s']:.1f} | {a['first_ms']:.2f} | "
-              f"{a['host_p50_ms']:.2f} | {a['device_p50_ms']:.2f} | {b['first_ms']:.1f} | "
-              f"{b['faces_per_s_host']:.0f} | {b['faces_per_s_device']:.0f} |")
+              f"{a['host_p50_ms']:.2f} | {b['first_ms']:.1f} | "
+              f"{b['faces_per_s_host']:.0f} |")
     if results and "gpu" in results[0]:
         r = results[0]
         print(f"\n{r['gpu']}, torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}")

@@ -1,8 +1,8 @@
 """Live mode on a GPU: capture → result latency for 1280×720 frames with BlazeFace, and the drop rate,
 with a camera paced at 30 and 60 frames per second.
 
-    PYTHONPATH=. python3 scripts/live_latency.py                      # 30 and 60 fps, 20 s each
-    PYTHONPATH=. python3 scripts/live_latency.py --rates 30 60 120 --seconds 30 --out /tmp/live-latency
+    PYTHONPATH=. python3 benchmarks/live_latency.py                      # 30 and 60 fps, 20 s each
+    PYTHONPATH=. python3 benchmarks/live_latency.py --rates 30 60 120 --seconds 30 --out /tmp/live-latency
 
 Each rate is one run of the real command (``emopipe.cli.app``, in this process) on an in-process
 camera ``paced://1280x720@FPS``: a capture thread that delivers a fresh 1280×720 frame (one real face,
@@ -119,7 +119,8 @@ def random_blazeface() -> str:
     """Register a BlazeFace with random weights and the front model's anchor layout; returns its name."""
     from face_alignment.detection.blazeface.net_blazeface import BlazeFace
 
-    from emopipe.vision.detect import BlazeFaceDetector, DetectorSpec, register_detector
+    from emopipe.vision.detectors import DETECTORS
+    from emopipe.vision.detectors.blazeface import BlazeFaceDetector
 
     anchors = []
     for stride, per_cell in ((8, 2), (16, 6)):  # MediaPipe's front model: 16×16×2 + 8×8×6 = 896
@@ -130,7 +131,7 @@ def random_blazeface() -> str:
     def build(models_dir: object, working_size: object, **options: object) -> BlazeFaceDetector:
         return BlazeFaceDetector(BlazeFace(back_model=False), np.array(anchors, np.float32), **options)
 
-    register_detector(DetectorSpec("blazeface_random", "BlazeFace, random weights (timing only)", (), build))
+    DETECTORS.register("blazeface_random", build)  # BlazeFace, random weights (timing only)
     return "blazeface_random"
 
 

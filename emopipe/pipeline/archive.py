@@ -1,0 +1,411 @@
+"""Many sources in one run: one pipeline, one warmup, a rows file per source and a run manifest.
+
+The sources are read one after another into a single :class:`~emopipe.pipeline.runner.Pipeline` by a
+:class:`SourceChain`, which opens and decodes the next ``parallel`` sources ahead on threads of its own, so
+there is no pause between sources and the detector's and EmoNet's static batches are shared across them.
+Frames carry their source's position (``Frame.stream``); on the writer thread a :class:`PerSourceSink` hands
+each frame to that source's tracker and rows file, and — as frames arrive in order — finishes a source when
+the first frame of a later one arrives (or the run ends): its rows file is renamed from its partial name, its
+summary written and its line appended to the manifest. A source that cannot be opened or read is recorded as
+``failed`` and the others go on.
+
+``DIR/manifest.jsonl`` gets one JSON line per source as it finishes (append-only, flushed and synced, so it
+survives a killed run); ``--resume`` skips sources whose latest line says ``ok`` (or ``skipped``) and whose
+outputs exist, and runs the others again, replacing their partial files: no row is duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from emopipe.config import RunConfig, default_output
+from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
+from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path
+from emopipe.io.sources import Source
+from emopipe.io.uris import is_live, redact_uri
+from emopipe.pipeline.runner import Sink
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.pipeline.summary import RunSummary
+from emopipe.types import Frame, FrameResult, SourceInfo
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.jsonl"
+RUN_SUMMARY = "summary.json"
+STATUSES = ("ok", "failed", "interrupted", "skipped")
+DONE = frozenset({"ok", "skipped"})
+
+
+# -- where each source's files go -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedSource:
+    """One source of a many-source run and the files it writes."""
+
+    position: int  # in the run's order (the frames' ``stream``)
+    uri: str
+    rows: Path
+    summary: Path
+
+
+def _relative_stems(uris: Sequence[str]) -> list[str]:
+    """Names for the outputs that differ whenever the inputs differ: a file's path relative to the folder all
+    the files share (without its extension; a/clip.mp4 and b/clip.mp4 → a/clip, b/clip), a stream's cleaned URL."""
+    files = [Path(u).resolve() for u in uris if not is_live(u)]
+    common = Path(os.path.commonpath([str(f.parent) for f in files])) if files else Path("/")
+    stems = []
+    for uri in uris:
+        if is_live(uri):
+            stems.append(default_output(uri).removesuffix(".emotions.csv"))
+            continue
+        relative = Path(uri).resolve().relative_to(common)
+        parts = [re.sub(r"[^\w.+-]+", "_", p) for p in relative.parts]
+        name = parts[-1]
+        stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+        if len(stem.encode()) > MAX_NAME_BYTES - 40:  # room for .emotions.summary.json.partial
+            stem = stem.encode()[:MAX_NAME_BYTES - 60].decode(errors="ignore") + "-" + \
+                hashlib.sha1(name.encode()).hexdigest()[:12]
+        stems.append("/".join([*parts[:-1], stem]))
+    return stems
+
+
+def plan_outputs(uris: Sequence[str], directory: Path, fmt: str) -> list[PlannedSource]:
+    """Each source's rows file and summary under ``directory``; names that would collide get a suffix."""
+    suffix = ".emotions.jsonl" if fmt == "jsonl" else ".emotions.csv"
+    planned, taken = [], set()
+    for position, (uri, stem) in enumerate(zip(uris, _relative_stems(uris))):
+        name, n = stem, 1
+        while name.lower() in taken:  # e.g. clip.mp4 and clip.mkv in one folder
+            n += 1
+            name = f"{stem}-{n}"
+        taken.add(name.lower())
+        planned.append(PlannedSource(position, uri, directory / f"{name}{suffix}",
+                                     directory / f"{name}.emotions.summary.json"))
+    return planned
+
+
+# -- the manifest -----------------------------------------------------------------------------------
+
+
+class Manifest:
+    """``manifest.jsonl``: one line per finished source, appended and synced as it finishes."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / MANIFEST
+        self._lock = threading.Lock()
+
+    def previous(self) -> dict[str, dict[str, Any]]:
+        """The latest line for each source from earlier runs (by the source as given)."""
+        latest: dict[str, dict[str, Any]] = {}
+        if not self.path.exists():
+            return latest
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a killed run
+                continue
+            if isinstance(entry, dict) and "source" in entry:
+                latest[entry["source"]] = entry
+        return latest
+
+    def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        with self._lock:
+            try:
+                with open(self.path, "a", encoding="utf-8") as file:
+                    file.write(line)
+                    file.flush()
+                    os.fsync(file.fileno())
+            except OSError as exc:
+                raise OutputError(f"cannot write the manifest {self.path}: {exc.strerror or exc}") from None
+
+
+def already_done(entry: dict[str, Any] | None) -> bool:
+    """A source an earlier run finished: its latest line says so and every output it lists is there."""
+    if not entry or entry.get("status") not in DONE:
+        return False
+    return all(Path(p).exists() for p in entry.get("outputs", {}).values())
+
+
+# -- reading many sources as one ---------------------------------------------------------------------
+
+
+@dataclass
+class _Reading:
+    """What the chain knows about one source while and after it is read."""
+
+    planned: PlannedSource
+    info: SourceInfo | None = None
+    decoder: str = "opencv"
+    frames: int = 0
+    error: EmopipeError | None = None
+    ended_early: str | None = None
+    finished: bool = False  # read to its end (or failed)
+    started_s: float = field(default_factory=time.perf_counter)
+
+
+_END = object()
+
+
+class SourceChain:
+    """The frames of many sources, one source after another, each frame tagged with its source's position.
+
+    ``open_one`` opens a source (a failure is recorded for that source; the chain goes on). Up to
+    ``parallel`` sources are opened and decoded ahead, each on its own thread into a small bounded queue,
+    so the next source's first frames are ready when the current one ends.
+    """
+
+    def __init__(self, planned: Sequence[PlannedSource], open_one: Callable[[str], Source], parallel: int = 2,
+                 queue_frames: int = 32) -> None:
+        if parallel < 1:
+            raise UsageError(f"--parallel must be at least 1, got {parallel}")
+        self.readings = [_Reading(p) for p in planned]
+        self._open_one = open_one
+        self._parallel = parallel
+        self._queue_frames = queue_frames
+        self._stop = threading.Event()
+        self._queues: dict[int, queue.Queue[Any]] = {}
+        self._threads: list[threading.Thread] = []
+        self.started = 0  # sources whose reading has begun (in order)
+        self.ended_early: str | None = None
+        self.decoder = "opencv"
+        self.info = SourceInfo(uri=f"{len(planned)} sources", width=1, height=1, fps=None, frame_count=None,
+                               kind="video")
+
+    # -- Source protocol ------------------------------------------------------------------------
+
+    def expected_frames(self) -> int | None:
+        return None
+
+    def __enter__(self) -> SourceChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+
+    def __iter__(self) -> Iterator[Frame]:
+        for position in range(len(self.readings)):
+            if self._stop.is_set():
+                return
+            self._start_ahead(position)
+            items = self._queues[position]
+            while True:
+                item = items.get()
+                if item is _END:
+                    break
+                yield item
+            del self._queues[position]
+
+    # -- reading ahead ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start opening the first sources now (before the engines warm up)."""
+        self._start_ahead(0)
+
+    def first_info(self) -> SourceInfo | None:
+        """The first source that opens (its frame size warms the detector); None if none does."""
+        for position, reading in enumerate(self.readings):
+            self._start_ahead(position)
+            while reading.info is None and not reading.finished and not self._stop.is_set():
+                time.sleep(0.005)
+            if reading.info is not None:
+                return reading.info
+        return None
+
+    def _start_ahead(self, position: int) -> None:
+        while self.started < min(len(self.readings), position + self._parallel):
+            k = self.started
+            self._queues[k] = queue.Queue(maxsize=self._queue_frames)
+            thread = threading.Thread(target=self._read, args=(k,), name=f"emopipe-source-{k}", daemon=True)
+            self._threads.append(thread)
+            self.started += 1
+            thread.start()
+
+    def _put(self, items: queue.Queue[Any], item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read(self, position: int) -> None:
+        reading, items = self.readings[position], self._queues[position]
+        try:
+            with self._open_one(reading.planned.uri) as source:
+                reading.info, reading.decoder = source.info, getattr(source, "decoder", "opencv")
+                for frame in source:
+                    if not self._put(items, replace(frame, stream=position)):  # type: ignore[type-var]
+                        return
+                    reading.frames += 1
+                reading.ended_early = source.ended_early
+        except EmopipeError as exc:
+            reading.error = exc
+        except Exception as exc:  # a decoder's own failure: this source fails, the others go on
+            reading.error = InputTruncatedError(f"reading {redact_uri(reading.planned.uri)} failed: {exc}")
+        finally:
+            reading.finished = True
+            self._put(items, _END)
+
+
+# -- writing each source's files ------------------------------------------------------------------------
+
+
+@dataclass
+class SourceResult:
+    """How one source of a many-source run ended (its manifest line)."""
+
+    source: str
+    status: str
+    frames: int = 0
+    faces: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    exit_code: int | None = None
+    kind: str | None = None  # the error's class, for scripts
+    outputs: dict[str, str] = field(default_factory=dict)
+    ended_early: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        entry = {k: v for k, v in self.__dict__.items() if v is not None}
+        entry["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        return entry
+
+
+class PerSourceSink(Sink):
+    """Hands each frame to its source's tracker and rows file; finishes sources as the frames move on."""
+
+    def __init__(self, chain: SourceChain, config: RunConfig, labels: Sequence[str], manifest: Manifest | None,
+                 on_result: Callable[[SourceResult], None] | None = None) -> None:
+        self.chain = chain
+        self.config = config
+        self.labels = tuple(labels)
+        self.manifest = manifest
+        self.on_result = on_result
+        self.results: list[SourceResult] = []
+        self._next = 0  # the first source not finished yet
+        self._sink: RecordSink | None = None
+        self._writer: RecordWriter | None = None
+        self._faces = 0
+        self._written = 0  # frames of the current source written
+        self._first_result_s: float | None = None
+
+    def write(self, result: FrameResult) -> None:
+        stream = result.frame.stream
+        self._finish_before(stream)
+        if self._sink is None:
+            self._open(stream)
+        assert self._sink is not None
+        self._sink.write(result)
+        self._faces += len(result.faces)
+        self._written += 1
+
+    def close(self) -> None:
+        """The run ended: each source read to its end with every frame written is finished; the first one
+        that is not (the run was interrupted or failed in it) is marked interrupted; later ones never started."""
+        readings = self.chain.readings
+        while self._next < len(readings):
+            reading = readings[self._next]
+            if reading.finished and self._written == reading.frames:
+                self._finish(self._next, interrupted=False)
+                continue
+            if self._sink is not None or reading.frames or self.chain.started > self._next:
+                self._finish(self._next, interrupted=True)
+            break
+
+    def _open(self, stream: int) -> None:
+        planned = self.chain.readings[stream].planned
+        planned.rows.parent.mkdir(parents=True, exist_ok=True)
+        info = self.chain.readings[stream].info
+        self._writer = open_writer(planned.rows, fmt=self.config.format, labels=self.labels,
+                                   landmarks=self.config.landmarks, detected=self.config.detect_every > 1,
+                                   files=info is not None and info.kind == "images")
+        self._writer.commit_on_close = False
+        uri = info.uri if info is not None else redact_uri(planned.uri)
+        self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None)
+        self._faces = 0
+        self._first_result_s = time.perf_counter()
+
+    def _finish_before(self, stream: int) -> None:
+        while self._next < stream:
+            self._finish(self._next, interrupted=False)
+
+    def _finish(self, position: int, interrupted: bool) -> None:
+        reading = self.chain.readings[position]
+        planned = reading.planned
+        if self._sink is None and reading.error is None and not interrupted:
+            self._open(position)  # a source with no frame at all still gets its (header-only) rows file
+        outputs: dict[str, str] = {}
+        rows = 0
+        if self._sink is not None and self._writer is not None:
+            self._sink.close()
+            rows = self._writer.rows_written
+            complete = not interrupted
+            where = self._writer.commit(complete)  # interrupted: stays under its partial name
+            outputs["rows"] = where
+        seconds = time.perf_counter() - (self._first_result_s or reading.started_s)
+        error = reading.error
+        if interrupted:
+            status = "interrupted"
+        elif error is not None:
+            status = "failed"
+        elif reading.ended_early:
+            status = "failed"
+            error = InputTruncatedError(f"{redact_uri(planned.uri)}: input ended early: {reading.ended_early}")
+        else:
+            status = "ok"
+        result = SourceResult(source=planned.uri, status=status, frames=reading.frames, faces=self._faces, rows=rows,
+                              seconds=round(seconds, 4), error=str(error) if error else None,
+                              exit_code=error.exit_code if error else (130 if interrupted else None),
+                              kind=type(error).__name__ if error else None, outputs=outputs,
+                              ended_early=reading.ended_early)
+        if status != "interrupted" and "rows" in outputs:
+            summary = RunSummary(source=planned.uri, decoder=reading.decoder, frames=reading.frames, faces=self._faces,
+                                 seconds=round(seconds, 4), fps=reading.frames / seconds if seconds else 0.0,
+                                 faces_per_s=self._faces / seconds if seconds else 0.0,
+                                 ended_early=reading.ended_early, outputs=dict(outputs))
+            _write_json(planned.summary, summary.as_dict())
+            result.outputs["summary"] = str(planned.summary)
+        if self.manifest is not None:  # (a cluster worker's results go to the driver, which writes it)
+            self.manifest.append(result.as_dict())
+        self.results.append(result)
+        if self.on_result is not None:
+            self.on_result(result)
+        self._sink = self._writer = None
+        self._faces = self._written = 0
+        self._first_result_s = None
+        self._next = position + 1
+
+
+def _write_json(path: Path, data: Any) -> None:
+    partial = partial_path(path)
+    try:
+        partial.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(partial, path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_run_summary(directory: Path, data: dict[str, Any]) -> Path:
+    path = directory / RUN_SUMMARY
+    _write_json(path, data)
+    return path

@@ -1,0 +1,152 @@
+"""The many-source run on a real local Ray (two CPU workers): same rows as one process, a killed worker's
+sources redone, --resume."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from emopipe.api import Analyzer
+from emopipe.config import RunConfig
+from emopipe.io.records import partial_path
+from emopipe.pipeline.archive import Manifest
+from tests.support.synth import moving_face_video
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
+
+from emopipe.cluster import WORKER_NAME, RayOptions, run_on_ray  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def five_clips(tmp_path, shared_dir, checkpoints):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(5):
+        moving_face_video(folder / f"clip{i}.mp4", frames=2 + i % 2, empty=None, two_faces=i == 3)
+    models = tmp_path / "models"
+    models.mkdir()
+    for f in (shared_dir / "models" / "blazeface").iterdir():
+        if f.suffix in (".pth", ".npy"):
+            shutil.copy(f, models / f.name)
+    config = RunConfig(sources=(str(folder),), detector="blazeface", weights=str(checkpoints[8]), device="cpu",
+                       models_dir=str(models), no_progress=True)
+    return folder, config
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def all_rows(out: Path) -> dict[str, list[dict[str, str]]]:
+    return {p.name: rows(p) for p in sorted(out.glob("*.emotions.csv"))}
+
+
+NETWORK_OUTPUTS = ("valence", "arousal")  # and every p_<label>
+
+
+def same_rows(a: dict[str, list[dict[str, str]]], b: dict[str, list[dict[str, str]]]) -> bool:
+    """The same files, rows, boxes, tracks and labels; the network's outputs equal to 1e-5 (a worker runs
+    PyTorch with one thread, this process with two: float sums in another order change the 6th decimal)."""
+    if a.keys() != b.keys():
+        return False
+    for name in a:
+        if len(a[name]) != len(b[name]):
+            return False
+        for x, y in zip(a[name], b[name]):
+            numeric = [k for k in x if k in NETWORK_OUTPUTS or k.startswith("p_")]
+            if {k: v for k, v in x.items() if k not in numeric} != {k: v for k, v in y.items() if k not in numeric}:
+                return False
+            if any(abs(float(x[k]) - float(y[k])) > 1e-5 for k in numeric):
+                return False
+    return True
+
+
+def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+    with Analyzer(config) as analyzer:
+        alone = analyzer.run_many(output_dir=tmp_path / "one")
+    assert [r.status for r in alone.results] == ["ok"] * 5
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray")
+    assert sorted(r.status for r in outcome.results) == ["ok"] * 5
+    assert outcome.run["ray"]["workers"] == 2 and outcome.run["ray"]["worker_failures"] == 0
+    assert len({s["worker"] for s in outcome.run["ray"]["worker_summaries"]}) == 2  # both took a share
+    assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
+    assert len(all_rows(tmp_path / "one")) == 5
+    lines = Manifest(tmp_path / "ray").previous()
+    assert sorted(lines) == sorted(r.source for r in alone.results)
+    assert not list((tmp_path / "ray").rglob("*.partial"))
+
+
+def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+    with Analyzer(config) as analyzer:
+        analyzer.run_many(output_dir=tmp_path / "one")
+    outcome: list = []
+    run = threading.Thread(target=lambda: outcome.append(
+        run_on_ray(config, RayOptions(workers=2, chunk=1), output_dir=tmp_path / "ray")))
+    run.start()
+    manifest = tmp_path / "ray" / "manifest.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (manifest.exists() and manifest.read_text().strip()):
+        time.sleep(0.05)
+    ray.kill(ray.get_actor(WORKER_NAME.format(0)), no_restart=True)  # its share in flight is lost
+    run.join(timeout=600)
+    assert outcome, "the run did not finish"
+    result = outcome[0]
+    assert sorted(r.status for r in result.results) == ["ok"] * 5
+    assert result.run["ray"]["worker_failures"] >= 1
+    assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
+    statuses = [line for line in manifest.read_text().splitlines()]
+    assert len(statuses) == 5  # one line per source: none lost, none twice
+
+
+def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_clips):
+    folder, config = five_clips
+    with Analyzer(config) as analyzer:
+        analyzer.run_many(output_dir=tmp_path / "one")
+    out = tmp_path / "ray"
+    # an interrupted run: two sources done, one cut off mid-way (its rows only under the partial name)
+    first = run_on_ray(config, RayOptions(workers=2), sources=[str(folder / "clip0.mp4"), str(folder / "clip1.mp4")],
+                       output_dir=out)
+    assert [r.status for r in first.results] == ["ok", "ok"]
+    Manifest(out).append({"source": str(folder / "clip2.mp4"), "status": "interrupted", "outputs": {}})
+    partial_path(out / "clip2.emotions.csv").write_text("source,frame\ncut,0\n")
+    resumed = run_on_ray(RunConfig.from_options(config, resume=True), RayOptions(workers=2), output_dir=out)
+    status = {Path(r.source).name: r.status for r in resumed.results}
+    assert status == {"clip0.mp4": "skipped", "clip1.mp4": "skipped", "clip2.mp4": "ok", "clip3.mp4": "ok",
+                      "clip4.mp4": "ok"}
+    assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
+    assert not list(out.rglob("*.partial"))
+
+
+def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage():
+    import yaml
+
+    job = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "kuberay" / "rayjob.yaml").read_text())
+    assert job["kind"] == "RayJob" and job["apiVersion"] == "ray.io/v1"
+    entry = job["spec"]["entrypoint"].split()
+    assert entry[0] == "emopipe" and "--ray" in entry and "--resume" in entry and "--models-dir" in entry
+    cluster = job["spec"]["rayClusterSpec"]
+    assert cluster["rayVersion"].startswith("2.") and cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in cluster["workerGroupSpecs"]]
+    for pod in pods:
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts == {"data": "/data", "models": "/models"} and set(claims) == set(mounts)
+    workers = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert workers["resources"]["limits"]["nvidia.com/gpu"] == "1"

@@ -1,0 +1,253 @@
+"""Many sources in one run: expansion, output names, the manifest, failure isolation, --resume."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.io.inputs import expand_inputs, read_list
+from emopipe.pipeline.archive import Manifest, PlannedSource, SourceChain, already_done, plan_outputs
+from emopipe.types import HostFrame, SourceInfo
+from tests.support.synth import moving_face_video
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- what the inputs name -------------------------------------------------------------------------
+
+
+def touch(path: Path, data: bytes = b"x") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_a_folder_of_videos_gives_its_videos_and_a_folder_of_images_stays_one_sequence(tmp_path, caplog):
+    videos = tmp_path / "videos"
+    for name in ("b.mp4", "a.MKV", "notes.txt", "deep/c.mp4", "still.png"):
+        touch(videos / name)
+    images = tmp_path / "images"
+    for name in ("1.png", "2.jpg"):
+        touch(images / name)
+    found = expand_inputs([str(videos), str(images)])
+    assert found.collection
+    assert found.sources == (str(videos / "a.MKV"), str(videos / "b.mp4"), str(images))
+    assert "1 image(s) are not" in caplog.text  # the png beside the videos is said to be skipped
+    deep = expand_inputs([str(videos)], recursive=True)
+    assert deep.sources == (str(videos / "a.MKV"), str(videos / "b.mp4"), str(videos / "deep" / "c.mp4"))
+
+
+def test_one_plain_file_is_not_a_collection_but_a_glob_or_a_list_is(tmp_path):
+    clip = touch(tmp_path / "clips" / "x.mp4")
+    touch(tmp_path / "clips" / "y.mp4")
+    assert expand_inputs([str(clip)]).collection is False
+    globbed = expand_inputs([str(tmp_path / "clips" / "*.mp4")])
+    assert globbed.collection and [Path(s).name for s in globbed.sources] == ["x.mp4", "y.mp4"]
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"# cameras and clips\n{clip}\n\nrtsp://user:pw@cam/1\n{clip}\n")
+    assert read_list(str(listing)) == [str(clip), "rtsp://user:pw@cam/1", str(clip)]
+    listed = expand_inputs([], [str(listing)])
+    assert listed.collection and listed.sources == (str(clip), "rtsp://user:pw@cam/1")  # duplicates once
+
+
+@pytest.mark.parametrize(("items", "error"), [
+    (["nothing/*.mp4"], InputNotFoundError),
+])
+def test_bad_inputs_are_one_line_errors(tmp_path, items, error):
+    with pytest.raises(error):
+        expand_inputs([str(tmp_path / i) for i in items])
+    with pytest.raises(InputNotFoundError, match="list file not found"):
+        expand_inputs([], [str(tmp_path / "no-list.txt")])
+    bad = touch(tmp_path / "bad.txt", b"\xff\xfe\xfa")
+    with pytest.raises(InputUnreadableError, match="cannot read the list file"):
+        read_list(str(bad))
+
+
+def test_output_names_follow_the_paths_so_same_named_clips_never_collide(tmp_path):
+    uris = [str(tmp_path / "a" / "clip.mp4"), str(tmp_path / "b" / "clip.mp4"), str(tmp_path / "a" / "clip.mkv"),
+            "rtsp://user:secret@cam.local:554/live", str(tmp_path / "b" / ("x" * 300 + ".mp4"))]
+    planned = plan_outputs(uris, tmp_path / "out", "csv")
+    rows = [p.rows.relative_to(tmp_path / "out").as_posix() for p in planned]
+    assert rows[:3] == ["a/clip.emotions.csv", "b/clip.emotions.csv", "a/clip-2.emotions.csv"]
+    assert "secret" not in rows[3] and rows[3].endswith(".emotions.csv")
+    assert len(set(rows)) == len(rows)
+    assert all(len(p.summary.name.encode()) + len(".partial") <= 255 for p in planned)
+    assert plan_outputs(uris[:1], tmp_path, "jsonl")[0].rows.name == "clip.emotions.jsonl"
+
+
+def test_the_manifest_keeps_the_latest_line_per_source_and_survives_a_cut_line(tmp_path):
+    manifest = Manifest(tmp_path)
+    rows = touch(tmp_path / "a.emotions.csv")
+    manifest.append({"source": "a.mp4", "status": "failed", "outputs": {}})
+    manifest.append({"source": "a.mp4", "status": "ok", "outputs": {"rows": str(rows)}})
+    manifest.append({"source": "b.mp4", "status": "ok", "outputs": {"rows": str(tmp_path / "gone.csv")}})
+    with open(manifest.path, "a") as file:
+        file.write('{"source": "c.mp4", "sta')  # killed while writing
+    latest = manifest.previous()
+    assert set(latest) == {"a.mp4", "b.mp4"}
+    assert already_done(latest["a.mp4"]) and not already_done(latest["b.mp4"])  # b's rows are gone: redo
+    assert not already_done({"source": "x", "status": "interrupted", "outputs": {}})
+
+
+# -- many sources read as one, without models ----------------------------------------------------------------
+
+
+class FakeSource:
+    def __init__(self, uri: str, frames: int, fail_after: int | None = None) -> None:
+        self.info = SourceInfo(uri=uri, width=8, height=6, fps=25.0, frame_count=frames, kind="video")
+        self.ended_early = None
+        self.frames = frames
+        self.fail_after = fail_after
+        self.closed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed = True
+
+    def __iter__(self):
+        for i in range(self.frames):
+            if i == self.fail_after:
+                raise InputUnreadableError(f"{self.info.uri}: damaged at frame {i}")
+            yield HostFrame(i, i / 25.0, np.full((6, 8, 3), i, np.uint8), time.perf_counter())
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_the_chain_tags_each_frame_with_its_source_keeps_their_order_and_records_failures(tmp_path, parallel):
+    sizes = {"a": 5, "b": 0, "c": 4, "d": 3}
+    opened: list[FakeSource] = []
+
+    def open_one(uri: str) -> FakeSource:
+        if uri == "missing":
+            raise InputNotFoundError("input not found: missing")
+        opened.append(FakeSource(uri, sizes.get(uri, 6), fail_after=2 if uri == "c" else None))
+        return opened[-1]
+
+    uris = ["a", "missing", "b", "c", "d"]
+    planned = [PlannedSource(i, u, tmp_path / f"{u}.csv", tmp_path / f"{u}.json") for i, u in enumerate(uris)]
+    with SourceChain(planned, open_one, parallel=parallel, queue_frames=2) as chain:
+        frames = [(f.stream, f.index) for f in chain]
+    assert frames == [(0, i) for i in range(5)] + [(3, 0), (3, 1)] + [(4, i) for i in range(3)]
+    readings = chain.readings
+    assert [r.frames for r in readings] == [5, 0, 0, 2, 3] and all(r.finished for r in readings)
+    assert isinstance(readings[1].error, InputNotFoundError) and "damaged at frame 2" in str(readings[3].error)
+    assert readings[2].error is None and readings[2].info is not None  # empty but readable
+    assert all(s.closed for s in opened)
+
+
+# -- the command, end to end (real BlazeFace, random EmoNet) ------------------------------------------------
+
+
+def emopipe(*args: object, cwd: Path, check: int | None = 0) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "emopipe", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+    if check is not None:
+        assert done.returncode == check, done.stderr[-3000:]
+    return done
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def manifest_lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "manifest.jsonl").read_text().splitlines()]
+
+
+MODEL = ("--detector", "blazeface", "--device", "cpu", "--no-progress")
+
+
+@pytest.fixture
+def clips(tmp_path, models_home, checkpoints):
+    """Three short clips, two of them named the same in different folders."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    made = {
+        "a/clip.mp4": moving_face_video(tmp_path / "a" / "clip.mp4", frames=3, empty=None),
+        "b/clip.mp4": moving_face_video(tmp_path / "b" / "clip.mp4", frames=4, size=(352, 240), empty=(1, 2)),
+        "b/two.mp4": moving_face_video(tmp_path / "b" / "two.mp4", frames=2, two_faces=True, empty=None),
+    }
+    return made, ("--weights", str(checkpoints[8]), *MODEL)
+
+
+@pytest.mark.slow
+def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_path, clips):
+    made, options = clips
+    alone = {}
+    for name in made:
+        out = tmp_path / "alone" / name.replace("/", "_").replace(".mp4", ".csv")
+        out.parent.mkdir(exist_ok=True)
+        emopipe(name, "-o", out, *options, cwd=tmp_path)
+        alone[name] = rows(out)
+    emopipe("a/clip.mp4", "b", "-o", "out", *options, cwd=tmp_path)
+    out = tmp_path / "out"
+    together = {name: rows(out / name.replace(".mp4", ".emotions.csv")) for name in made}
+    for name in made:
+        assert together[name] == alone[name], name
+    assert sum(len(r) for r in together.values()) == 3 + 3 + 4  # faces: 3, one faceless frame of 4, 2×2
+    lines = manifest_lines(out)
+    assert [(m["source"], m["status"], m["frames"], m["rows"]) for m in lines] == [
+        ("a/clip.mp4", "ok", 3, 3), ("b/clip.mp4", "ok", 4, 3), ("b/two.mp4", "ok", 2, 4)]
+    run = json.loads((out / "summary.json").read_text())
+    assert run["ok"] == 3 and run["failed"] == 0 and run["frames"] == 9
+    assert run["pipeline"]["startup"]["engine_warmups"] == 1  # one warmup for all three
+    assert not list(out.rglob("*.partial"))
+
+
+@pytest.mark.slow
+def test_a_corrupt_and_a_missing_source_fail_alone_and_the_exit_code_says_so(tmp_path, clips):
+    made, options = clips
+    (tmp_path / "b" / "corrupt.mp4").write_bytes(b"not a video" * 50)
+    done = emopipe("b", "missing.mp4", "a/clip.mp4", "-o", "out", *options, cwd=tmp_path, check=9)
+    assert "Traceback" not in done.stderr
+    status = {m["source"]: m for m in manifest_lines(tmp_path / "out")}
+    assert status["b/corrupt.mp4"]["status"] == "failed" and status["b/corrupt.mp4"]["exit_code"] == 4
+    assert status["missing.mp4"]["status"] == "failed" and status["missing.mp4"]["exit_code"] == 3
+    assert "not found" in status["missing.mp4"]["error"]
+    assert all(status[name]["status"] == "ok" for name in made)
+    assert len(rows(tmp_path / "out" / "a" / "clip.emotions.csv")) == 3
+    # the same folder again without --resume would mix runs: refused before any work
+    again = emopipe("a/clip.mp4", "b", "-o", "out", *options, cwd=tmp_path, check=2)
+    assert "--resume" in again.stderr
+
+
+@pytest.mark.slow
+def test_resume_after_a_killed_run_completes_with_no_duplicated_or_missing_rows(tmp_path, models_home, checkpoints):
+    names = [f"c{i}.mp4" for i in range(4)]
+    (tmp_path / "in").mkdir()
+    for name in names:
+        moving_face_video(tmp_path / "in" / name, frames=5, empty=None)
+    options = ("--weights", str(checkpoints[8]), *MODEL)
+    expected = {}
+    for name in names[:1]:  # every clip is the same synthesized motion: one reference suffices
+        emopipe(f"in/{name}", "-o", "ref.csv", *options, cwd=tmp_path)
+        expected = rows(tmp_path / "ref.csv")
+    process = subprocess.Popen([sys.executable, "-m", "emopipe", "in", "-o", "out", *options], cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
+    manifest = tmp_path / "out" / "manifest.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not manifest.exists() or not manifest.read_text().strip()):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # no chance to clean up
+    process.wait(timeout=60)
+    finished = {m["source"] for m in manifest_lines(tmp_path / "out")}
+    assert 1 <= len(finished) < 4
+    emopipe("in", "-o", "out", "--resume", *options, cwd=tmp_path)
+    latest = Manifest(tmp_path / "out").previous()
+    assert {m["status"] for m in latest.values()} <= {"ok", "skipped"} and len(latest) == 4
+    for name in names:
+        got = rows(tmp_path / "out" / name.replace(".mp4", ".emotions.csv"))
+        assert [{**r, "source": ""} for r in got] == [{**r, "source": ""} for r in expected], name
+    assert not list((tmp_path / "out").rglob("*.partial"))
