@@ -10,7 +10,7 @@ import grimp
 import pytest
 
 SUBPACKAGES = ("types", "errors", "_version", "registry", "io", "model", "vision", "engines", "observe", "report",
-               "config", "pipeline", "api", "cli")
+               "config", "pipeline", "api", "cluster", "cli")
 
 
 @pytest.fixture(scope="module")
