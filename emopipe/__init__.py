@@ -11,6 +11,9 @@ The public API (docs/api.md)::
         for path in videos:
             rows = list(analyzer.analyze(path))
 
+    for track in emopipe.summarize(emopipe.read_records("interview.emotions.csv")):   # per person
+        print(track.track_id, track.dominant, track.valence_median, track.shares["happy"])
+
 Importing the package has no side effects and loads neither torch nor OpenCV: each name below is
 imported on first use.
 """
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
         WeightsError,
     )
     from emopipe.model.emonet import load_emonet
+    from emopipe.report.rows import read_records
+    from emopipe.report.tracks import TrackSummary, summarize
     from emopipe.types import FaceRecord
 
 _PUBLIC = {
@@ -44,6 +49,9 @@ _PUBLIC = {
     "RunConfig": "emopipe.config",
     "FaceRecord": "emopipe.types",
     "load_emonet": "emopipe.model.emonet",
+    "summarize": "emopipe.report.tracks",
+    "TrackSummary": "emopipe.report.tracks",
+    "read_records": "emopipe.report.rows",
     "EmopipeError": "emopipe.errors",
     "UsageError": "emopipe.errors",
     "InputNotFoundError": "emopipe.errors",
@@ -56,7 +64,8 @@ _PUBLIC = {
 }
 
 __all__ = [  # noqa: RUF022 (grouped: the API, then the errors)
-    "__version__", "analyze", "Analyzer", "RunConfig", "FaceRecord", "load_emonet",
+    "__version__", "analyze", "Analyzer", "RunConfig", "FaceRecord", "load_emonet", "summarize", "TrackSummary",
+    "read_records",
     "EmopipeError", "UsageError", "InputNotFoundError", "InputUnreadableError", "InputTruncatedError", "OutputError",
     "WeightsError", "CheckpointError", "SourceUnavailableError",
 ]

@@ -27,6 +27,7 @@ BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, l
 
 DECODERS = ("auto", "nvdec", "opencv")
 VIDEO_SUFFIXES = (".mp4", ".avi")  # annotated video and live recording containers
+REPORT_SUFFIXES = (".html", ".htm")
 
 FILE_DETECTOR = "sfd"
 LIVE_DETECTOR = "blazeface"
@@ -58,6 +59,7 @@ class RunConfig:
     format: str | None = None  # csv | jsonl; default from the output's extension
     annotate: str | None = None  # annotated video (.mp4/.avi); live: the recording
     summary: str | None = None  # run summary JSON ("-" for stdout); default OUTPUT.summary.json
+    report: str | None = None  # self-contained HTML report of the tracks (docs/report.md)
     landmarks: bool = False
     smooth: float | None = None  # per-track exponential smoothing weight of the newest value
     no_progress: bool = False
@@ -239,7 +241,9 @@ class RunConfig:
     def outputs(self) -> dict[str, str]:
         """The files this run writes, by role (on a resolved config)."""
         found = {"rows": self.output, "summary": self.summary, "annotated_video": self.annotate,
-                 "recording": self.record}
+                 "recording": self.record, "report": self.report}
+        if self.output and self.output != STDOUT:  # the track summaries and segments, beside the rows
+            found.update(tracks=_beside(self.output, ".tracks.csv"), segments=_beside(self.output, ".segments.csv"))
         return {role: path for role, path in found.items() if path and path != STDOUT}
 
     def check_outputs(self) -> None:
@@ -251,6 +255,8 @@ class RunConfig:
             path = getattr(self, role)
             if path and Path(path).suffix.lower() not in VIDEO_SUFFIXES:
                 raise UsageError(f"--{role} {path}: the video must be {' or '.join(VIDEO_SUFFIXES)}")
+        if self.report and Path(self.report).suffix.lower() not in REPORT_SUFFIXES:
+            raise UsageError(f"--report {self.report}: the report is a web page; name it .html")
         if self.summary and self.summary != STDOUT and Path(self.summary).suffix.lower() != ".json":
             raise UsageError(f"--summary {self.summary}: the summary is JSON; name it .json")
         inputs = [p for p in (self.source, self.weights) if p and not is_live(p)]

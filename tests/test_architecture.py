@@ -9,8 +9,8 @@ from collections import defaultdict
 import grimp
 import pytest
 
-SUBPACKAGES = ("types", "errors", "_version", "registry", "io", "model", "vision", "engines", "observe", "config",
-               "pipeline", "api", "cli")
+SUBPACKAGES = ("types", "errors", "_version", "registry", "io", "model", "vision", "engines", "observe", "report",
+               "config", "pipeline", "api", "cluster", "cli")
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,9 @@ def test_the_cycle_finder_finds_a_cycle():
     "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])",
     "from emopipe.cli.app import main; import contextlib, io\n"
     "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): main(['models', '--help'])",
+    "from emopipe.cli.app import main; import contextlib, io\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): main(['report', '--help'])",
+    "import emopipe; emopipe.summarize; emopipe.read_records",
 ])
 def test_importing_the_package_and_asking_for_help_load_no_torch(code):
     check = f"{code}\nimport sys\nassert 'torch' not in sys.modules, 'torch was imported'\n" \

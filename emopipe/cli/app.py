@@ -1,4 +1,5 @@
-"""Command line: ``emopipe SOURCE`` runs the pipeline; ``emopipe models|bench|export-onnx`` manage it.
+"""Command line: ``emopipe SOURCE`` runs the pipeline; ``emopipe models|bench|export-onnx`` manage it;
+``emopipe report`` reports rows files written earlier.
 
 Errors a user can act on print one line and exit with the code documented in
 :mod:`emopipe.errors`; ``--debug`` adds the traceback.
@@ -21,7 +22,7 @@ logger = logging.getLogger("emopipe")
 
 # each command's module, imported only when that command runs (so `emopipe --help` loads no torch)
 COMMANDS = {"models": "emopipe.cli.models", "bench": "emopipe.cli.bench", "export-onnx": "emopipe.cli.export",
-            "run": "emopipe.cli.run"}
+            "report": "emopipe.cli.report", "run": "emopipe.cli.run"}
 
 
 def _command(name: str) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]:

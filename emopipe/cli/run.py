@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--annotate", metavar="VIDEO", help="also write an annotated video (.mp4 or .avi)")
     out.add_argument("--summary", metavar="JSON", help="run summary as JSON ('-' for stdout; default: next to the "
                                                        "output as OUTPUT.summary.json)")
+    out.add_argument("--report", metavar="HTML",
+                     help="also write a self-contained HTML report of every face track: thumbnail, valence/arousal "
+                          "over time, expressions, circumplex (docs/report.md); OUTPUT.tracks.csv and "
+                          "OUTPUT.segments.csv are written beside the rows in any case")
     out.add_argument("--landmarks", action="store_true", help="add the 68 landmarks (frame pixels) to each row")
     out.add_argument("--smooth", type=float, default=None, metavar="ALPHA",
                      help="per-track exponential smoothing; weight of the newest value (off by default)")

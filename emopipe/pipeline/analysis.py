@@ -25,8 +25,16 @@ from emopipe.io.sources import Source
 from emopipe.pipeline.live import LiveMode
 from emopipe.pipeline.models import Models
 from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
-from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
 from emopipe.pipeline.summary import RunSummary
+from emopipe.report.outputs import (
+    analyse,
+    save_thumbnails,
+    thumbnails_folder,
+    write_html,
+    write_segments_csv,
+    write_tracks_csv,
+)
 from emopipe.types import FrameResult
 from emopipe.vision.annotate import AnnotatedVideoWriter
 
@@ -94,11 +102,14 @@ class SourceRun:
         video = None
         if config.annotate:
             video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height))
-        sink: Sink = RecordSink(FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth), writer, video)
+        tracks = TrackWatcher(thumbnails=bool(config.report))
+        sink: Sink = RecordSink(FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth), writer, video,
+                                watchers=[tracks])
         if self.live is not None:
             sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve
         self.sinks.append(sink)
         self.outputs.update(config.outputs())
+        self.finishers.append(lambda summary: write_track_outputs(config, tracks, summary))
 
     @staticmethod
     def _commit_rows(writer: Any, complete: bool | None = None) -> None:
@@ -194,6 +205,24 @@ class MetricsObserver(Observer):
 
     def dropped(self, n: int) -> None:
         self.metrics.frames_dropped(n)
+
+
+def write_track_outputs(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:
+    """After the run: the track summaries into ``summary``; ``tracks.csv`` and ``segments.csv`` beside a rows
+    file; the HTML report and its thumbnails when asked for."""
+    outputs = config.outputs()
+    thumbnails = tracks.picker.thumbnails() if tracks.picker is not None else None
+    reports = analyse(tracks.collector, thumbnails)
+    if config.report:
+        reports = save_thumbnails(thumbnails_folder(config.report), reports,
+                                  relative_to=Path(outputs.get("tracks", config.report)).parent)
+        size = write_html(config.report, reports)
+        logger.info("report: %s (%.1f kB, %d track(s))", config.report, size / 1000, len(reports))
+    if "tracks" in outputs:
+        write_tracks_csv(outputs["tracks"], reports)
+        write_segments_csv(outputs["segments"], reports)
+    summary.tracks = [r.summary.as_dict() for r in reports]
+    summary.outputs.update({role: outputs[role] for role in ("tracks", "segments", "report") if role in outputs})
 
 
 def write_summary(summary: RunSummary, path: str | None) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from emopipe.io.records import RecordWriter, landmarks_to_frame
+from emopipe.report.thumbnails import ThumbnailPicker
+from emopipe.report.tracks import TrackCollector
 from emopipe.types import FaceRecord, FrameResult
 from emopipe.vision.annotate import AnnotatedVideoWriter
 from emopipe.vision.track import IouTracker, TrackSmoother
@@ -53,14 +55,19 @@ class FaceRecorder:
         ]
 
 
+RecordWatcher = Callable[[FrameResult, list[FaceRecord]], None]
+
+
 class RecordSink:
-    """Writes every frame's rows (and, if asked, the annotated frame) as soon as it is done."""
+    """Writes every frame's rows (and, if asked, the annotated frame) as soon as it is done; ``watchers``
+    see each frame with its records after they are written (track summaries, thumbnails)."""
 
     def __init__(self, recorder: FaceRecorder, writer: RecordWriter,
-                 video: AnnotatedVideoWriter | None = None) -> None:
+                 video: AnnotatedVideoWriter | None = None, watchers: Sequence[RecordWatcher] = ()) -> None:
         self.recorder = recorder
         self.writer = writer
         self.video = video
+        self.watchers = list(watchers)
         self.last_records: list[FaceRecord] = []
 
     def write(self, result: FrameResult) -> None:
@@ -69,6 +76,8 @@ class RecordSink:
             self.writer.write(records)
         if self.video is not None:
             self.video.write(result.frame.bgr, records)
+        for watch in self.watchers:
+            watch(result, records)
         self.last_records = records
 
     def close(self) -> None:
@@ -77,3 +86,19 @@ class RecordSink:
         finally:
             if self.video is not None:
                 self.video.close()
+
+
+class TrackWatcher:
+    """Keeps what the track summaries need (a few numbers per face and frame) and, for a report, each
+    track's best face crop so far (one per track)."""
+
+    def __init__(self, thumbnails: bool) -> None:
+        self.collector = TrackCollector()
+        self.picker = ThumbnailPicker() if thumbnails else None
+
+    def __call__(self, result: FrameResult, records: list[FaceRecord]) -> None:
+        if not records:
+            return
+        self.collector.add(records)
+        if self.picker is not None:
+            self.picker.offer(result.frame.index, lambda: result.frame.bgr, records)

@@ -33,6 +33,7 @@ class RunSummary:
     startup: dict[str, Any] = field(default_factory=dict)  # load, warmup, and how many warmups this process ran
     skipped_files: list[str] = field(default_factory=list)  # a folder of images: files that did not decode
     live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.pipeline.live)
+    tracks: list[dict[str, Any]] | None = None  # one summary per face track (emopipe.report.tracks.TrackSummary)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +64,9 @@ class RunSummary:
             lines.append(f"skipped {len(self.skipped_files)} file(s) that did not decode: {shown}{more}")
         if self.interrupted:
             lines.append("interrupted: results up to the last complete frame were written")
+        if self.tracks is not None:
+            short = sum(1 for t in self.tracks if t.get("short"))
+            lines.append(f"{len(self.tracks)} face track(s)" + (f", {short} of them short" if short else ""))
         if self.live:
             lines.append(self.live.get("description", ""))
         return "\n".join(lines)

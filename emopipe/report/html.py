@@ -1,0 +1,238 @@
+"""One self-contained HTML page: per source a table of its tracks, per track its thumbnail, its numbers and
+one chart block (valence/arousal over time with the change points, expression shares over time as a
+stacked area, and the valence × arousal trajectory on the circumplex).
+
+Charts are Matplotlib figures rendered to SVG and written into the page: no script, no font, no
+request of any kind, so the file opens offline in any browser, prints sharply, and cannot show a
+script error. (Plotly would add hover read-outs, but its JavaScript alone is about 4.5 MB per file;
+a track's SVG chart is some 100 kB.) Long tracks are decimated before plotting: consecutive records
+are averaged in bins, at most ``TIMELINE_POINTS`` bins for the valence/arousal lines and
+``AREA_POINTS`` for the stacked area and the trajectory, so the page's size grows with the number of
+tracks, not with the video's length. Thumbnails are inline JPEGs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+
+from emopipe._version import __version__
+from emopipe.report.segments import Segment
+from emopipe.report.tracks import TrackSeries, TrackSummary
+
+TIMELINE_POINTS = 600
+AREA_POINTS = 300
+UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
+
+# one colour per expression, the same in every chart (colour-blind-safe Okabe–Ito hues where there are enough)
+EXPRESSION_COLOURS = {"neutral": "#9e9e9e", "happy": "#e69f00", "sad": "#0072b2", "surprise": "#56b4e9",
+                      "fear": "#cc79a7", "disgust": "#009e73", "anger": "#d55e00", "contempt": "#7f5f3f"}
+_SPARE_COLOURS = ("#444444", "#f0e442", "#8dd3c7", "#bebada")
+VALENCE_COLOUR, AROUSAL_COLOUR = "#1b6ca8", "#c0392b"
+
+
+@dataclass
+class TrackReport:
+    """What the page shows of one track."""
+
+    summary: TrackSummary
+    series: TrackSeries
+    segments: list[Segment]
+    thumbnail_jpeg: bytes | None = None
+
+
+def binned(values: np.ndarray, max_points: int) -> np.ndarray:
+    """Means of consecutive bins of equal size (the last may be shorter), at most ``max_points`` of them."""
+    n = len(values)
+    size = max(1, math.ceil(n / max_points))
+    if size == 1:
+        return values
+    starts = np.arange(0, n, size)
+    counts = np.diff(np.append(starts, n)).reshape(-1, *([1] * (values.ndim - 1)))
+    return np.add.reduceat(values, starts, axis=0) / counts  # type: ignore[no-any-return]
+
+
+def _colour(label: str, i: int) -> str:
+    return EXPRESSION_COLOURS.get(label, _SPARE_COLOURS[i % len(_SPARE_COLOURS)])
+
+
+def track_chart_svg(track: TrackReport, origin_s: float) -> str:
+    """The track's chart block as an SVG document (without the XML prologue)."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    series = track.series
+    times = series.times - origin_s
+    valence, arousal, probabilities = series.valence, series.arousal, series.probabilities
+    salt = f"{series.source}#{series.track_id}"  # unique, stable element ids for every chart in one page
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "font.size": 8,
+                                "axes.spines.top": False, "axes.spines.right": False}):
+        figure = Figure(figsize=(10, 3.8), layout="constrained")
+        grid = figure.add_gridspec(2, 2, width_ratios=(3.2, 1.2))
+        timeline = figure.add_subplot(grid[0, 0])
+        area = figure.add_subplot(grid[1, 0], sharex=timeline)
+        circumplex = figure.add_subplot(grid[:, 1])
+
+        t_line = binned(times, TIMELINE_POINTS)
+        timeline.plot(t_line, binned(valence, TIMELINE_POINTS), color=VALENCE_COLOUR, lw=1, label="valence")
+        timeline.plot(t_line, binned(arousal, TIMELINE_POINTS), color=AROUSAL_COLOUR, lw=1, label="arousal")
+        affect = [s for s in track.segments if s.kind == "affect"]
+        for segment in affect:
+            start, end = segment.start_s - origin_s, segment.end_s - origin_s
+            timeline.hlines([segment.valence_mean], start, end, colors=VALENCE_COLOUR, lw=2.5, alpha=0.35)
+            timeline.hlines([segment.arousal_mean], start, end, colors=AROUSAL_COLOUR, lw=2.5, alpha=0.35)
+        for segment in affect[1:]:
+            timeline.axvline(segment.start_s - origin_s, color="#333333", lw=0.8, ls="--")
+        timeline.axhline(0, color="#bbbbbb", lw=0.5)
+        timeline.set_ylabel("valence / arousal")
+        timeline.set_title("valence and arousal (dashed: change points; bands: segment means)", loc="left")
+        timeline.legend(loc="upper right", frameon=False, ncols=2)
+
+        t_area = binned(times, AREA_POINTS)
+        shares = binned(probabilities, AREA_POINTS)
+        colours = [_colour(label, i) for i, label in enumerate(series.labels)]
+        area.stackplot(t_area, shares.T, labels=series.labels, colors=colours, lw=0)
+        for segment in (s for s in track.segments if s.kind == "expression"):
+            if segment.index:
+                area.axvline(segment.start_s - origin_s, color="white", lw=1)
+        area.set_ylim(0, 1)
+        area.set_ylabel("expression")
+        area.set_xlabel("time (s)" if origin_s == 0 else "time from the source's first face (s)")
+        area.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=7)
+        if len(t_line) == 1:  # a single frame: give the x axis some width
+            timeline.set_xlim(t_line[0] - 0.5, t_line[0] + 0.5)
+
+        v_path, a_path = binned(valence, AREA_POINTS), binned(arousal, AREA_POINTS)
+        circumplex.add_patch(matplotlib.patches.Circle((0, 0), 1, fill=False, color="#cccccc", lw=0.8))
+        circumplex.axhline(0, color="#cccccc", lw=0.5)
+        circumplex.axvline(0, color="#cccccc", lw=0.5)
+        circumplex.plot(v_path, a_path, color="#888888", lw=0.6, alpha=0.7)
+        circumplex.scatter(v_path, a_path, c=np.linspace(0, 1, len(v_path)), cmap="viridis", s=6, lw=0)
+        circumplex.plot(v_path[:1], a_path[:1], "o", mfc="none", mec="black", ms=7, label="start")
+        circumplex.plot(v_path[-1:], a_path[-1:], "s", mfc="none", mec="black", ms=7, label="end")
+        reach = max(1.0, float(np.abs(np.concatenate([v_path, a_path])).max()) * 1.05)
+        circumplex.set_xlim(-reach, reach)
+        circumplex.set_ylim(-reach, reach)
+        circumplex.set_aspect("equal")
+        circumplex.set_xlabel("valence")
+        circumplex.set_ylabel("arousal")
+        circumplex.set_title("circumplex (colour: time)", loc="left")
+        circumplex.legend(loc="lower right", frameon=False, fontsize=7)
+
+        out = io.StringIO()
+        figure.savefig(out, format="svg", metadata={"Date": None})
+    svg = out.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#222}
+h1{margin:0 0 4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:32px}
+table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;text-align:right;border-bottom:1px solid #eee}
+th:first-child,td:first-child{text-align:left}.meta{color:#666}
+.track{border:1px solid #ddd;border-radius:6px;padding:12px;margin:16px 0}.track h3{margin:0 0 8px}
+.track-body{display:flex;gap:16px;align-items:flex-start}.thumbnail{width:112px;height:112px;border-radius:4px}
+.no-thumbnail{width:112px;height:112px;background:#eee;color:#888;display:flex;align-items:center;
+justify-content:center;font-size:12px;border-radius:4px}
+.chart svg{width:100%;height:auto}.badge{background:#f5c542;border-radius:3px;padding:0 6px;font-size:12px}
+.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px}
+"""
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _track_anchor(source_index: int, track_id: int) -> str:
+    return f"source-{source_index}-track-{track_id}"
+
+
+def _numbers_table(s: TrackSummary, origin_s: float) -> str:
+    shares = sorted(s.shares.items(), key=lambda item: -item[1])
+    share_text = ", ".join(f"{html.escape(label)} {share:.0%}" for label, share in shares if share >= 0.005)
+    rows = [
+        ("seen", f"{_fmt(s.first_s - origin_s)} – {_fmt(s.last_s - origin_s)} s ({_duration(s.duration_s)}, "
+                 f"{s.frames} frames)"),
+        ("gaps", f"{s.gaps} ({_fmt(s.gap_s)} s missing)"),
+        ("valence", f"mean {_fmt(s.valence_mean)}, median {_fmt(s.valence_median)}, p10–p90 "
+                    f"{_fmt(s.valence_p10)} – {_fmt(s.valence_p90)}"),
+        ("arousal", f"mean {_fmt(s.arousal_mean)}, median {_fmt(s.arousal_median)}, p10–p90 "
+                    f"{_fmt(s.arousal_p10)} – {_fmt(s.arousal_p90)}"),
+        ("dominant", html.escape(s.dominant)),
+        ("shares", share_text),
+    ]
+    body = "".join(f"<tr><th>{name}</th><td style='text-align:left'>{value}</td></tr>" for name, value in rows)
+    return f"<table class='numbers'>{body}</table>"
+
+
+def _segments_table(segments: Sequence[Segment], origin_s: float) -> str:
+    rows = "".join(
+        f"<tr><td>{s.kind}</td><td>{_fmt(s.start_s - origin_s)}</td><td>{_fmt(s.end_s - origin_s)}</td>"
+        f"<td>{html.escape(s.label)}</td><td>{_fmt(s.valence_mean)}</td><td>{_fmt(s.arousal_mean)}</td></tr>"
+        for s in segments)
+    return ("<details><summary>segments</summary><table><tr><th>kind</th><th>start (s)</th><th>end (s)</th>"
+            f"<th>expression</th><th>valence</th><th>arousal</th></tr>{rows}</table></details>")
+
+
+def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report") -> str:
+    """The page for ``tracks`` (of one or more sources), as a string."""
+    sources: dict[str, list[TrackReport]] = {}
+    for track in tracks:
+        sources.setdefault(track.summary.source, []).append(track)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             f"<meta name='generator' content='emopipe {__version__}'><style>{_STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1><p class='meta'>{len(sources)} source(s), {len(tracks)} track(s); "
+             f"made by emopipe {__version__} on {generated}. Times are seconds from the start of the source.</p>"]
+    parts.append("<nav id='index'><h2>Sources</h2><ul>")
+    for k, (source, items) in enumerate(sources.items(), start=1):
+        longest = max(t.summary.last_s for t in items) - min(t.summary.first_s for t in items)
+        parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {len(items)} track(s) over "
+                     f"{_duration(longest)}</li>")
+    parts.append("</ul></nav>")
+    for k, (source, items) in enumerate(sources.items(), start=1):
+        first = min(t.summary.first_s for t in items)
+        origin = first if first > UNIX_TIME_S else 0.0
+        parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>")
+        parts.append("<table class='tracks'><tr><th>track</th><th>from (s)</th><th>duration</th><th>frames</th>"
+                     "<th>dominant</th><th>valence (median)</th><th>arousal (median)</th><th></th></tr>")
+        for t in items:
+            s = t.summary
+            parts.append(f"<tr><td><a href='#{_track_anchor(k, s.track_id)}'>{s.track_id}</a></td>"
+                         f"<td>{_fmt(s.first_s - origin)}</td><td>{_duration(s.duration_s)}</td><td>{s.frames}</td>"
+                         f"<td><span class='swatch' style='background:{_colour(s.dominant, 0)}'></span>"
+                         f"{html.escape(s.dominant)}</td><td>{_fmt(s.valence_median)}</td>"
+                         f"<td>{_fmt(s.arousal_median)}</td><td>{'short' if s.short else ''}</td></tr>")
+        parts.append("</table>")
+        for t in items:
+            s = t.summary
+            badge = " <span class='badge' title='seen for a short time'>short</span>" if s.short else ""
+            if t.thumbnail_jpeg:
+                data = base64.b64encode(t.thumbnail_jpeg).decode("ascii")
+                picture = (f"<img class='thumbnail' alt='track {s.track_id}' "
+                           f"src='data:image/jpeg;base64,{data}'>")
+            else:
+                picture = "<div class='no-thumbnail'>no thumbnail</div>"
+            parts.append(f"<article class='track' id='{_track_anchor(k, s.track_id)}' data-track='{s.track_id}'>"
+                         f"<h3>Track {s.track_id}{badge}</h3><div class='track-body'>{picture}"
+                         f"{_numbers_table(s, origin)}</div>"
+                         f"<div class='chart' data-track='{s.track_id}'>{track_chart_svg(t, origin)}</div>"
+                         f"{_segments_table(t.segments, origin)}</article>")
+        parts.append("</section>")
+    parts.append("</body></html>\n")
+    return "".join(parts)

@@ -1,0 +1,161 @@
+"""The report's files: ``tracks.csv``, ``segments.csv``, the thumbnails folder and the HTML page.
+
+Every file is written under a temporary name in its folder and renamed into place once complete, so
+a failed or interrupted write never leaves half a file, nor replaces a previous good one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from emopipe.errors import OutputError
+from emopipe.io.records import describe_os_error
+from emopipe.report.html import TrackReport, render
+from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
+from emopipe.report.thumbnails import jpeg, thumbnails_from_video
+from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
+from emopipe.types import FaceRecord
+
+TRACK_COLUMNS = ("source", "track_id", "first_s", "last_s", "duration_s", "frames", "gaps", "gap_s",
+                 "valence_mean", "valence_median", "valence_p10", "valence_p90",
+                 "arousal_mean", "arousal_median", "arousal_p10", "arousal_p90", "dominant", "short")
+
+
+def analyse(collector: TrackCollector, thumbnails: dict[tuple[str, int], np.ndarray] | None = None, *,
+            short_track_s: float = SHORT_TRACK_S) -> list[TrackReport]:
+    """Summary, segments and thumbnail of every collected track, by source (first appearance) and track id."""
+    by_source: dict[str, list] = {}
+    for series in collector.series():
+        by_source.setdefault(series.source, []).append(series)
+    reports = []
+    for tracks in by_source.values():
+        interval = frame_interval(tracks)
+        for series in sorted(tracks, key=lambda s: s.track_id):
+            crop = (thumbnails or {}).get((series.source, series.track_id))
+            reports.append(TrackReport(summarize_series(series, interval, short_track_s=short_track_s), series,
+                                       segments_of(series, interval), None if crop is None else jpeg(crop)))
+    return reports
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as f:
+                f.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {describe_os_error(exc)}") from None
+
+
+def _csv_bytes(columns: Sequence[str], rows: Iterable[dict[str, object]]) -> bytes:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(columns), lineterminator="\n", restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+    return text.getvalue().encode("utf-8")
+
+
+def write_tracks_csv(path: str | os.PathLike[str], reports: Sequence[TrackReport]) -> None:
+    """One row per track: the summary's numbers, ``share_<label>`` per expression, the thumbnail's path."""
+    shares: dict[str, None] = {}
+    for r in reports:
+        shares.update(dict.fromkeys(f"share_{label}" for label in r.summary.shares))
+    _write_atomically(Path(path), _csv_bytes((*TRACK_COLUMNS, *shares, "thumbnail"),
+                                             (r.summary.as_row() for r in reports)))
+
+
+def write_segments_csv(path: str | os.PathLike[str], reports: Sequence[TrackReport]) -> None:
+    _write_atomically(Path(path), _csv_bytes(SEGMENT_COLUMNS, (s.as_row() for r in reports for s in r.segments)))
+
+
+def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackReport],
+                    relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
+    """Each track's thumbnail as a JPEG in ``folder`` (replaced whole, once all are written); the reports
+    again, their summaries naming the files (relative to ``relative_to``, else as written)."""
+    folder = Path(folder)
+    with_pictures = [r for r in reports if r.thumbnail_jpeg]
+    if not with_pictures:
+        return list(reports)
+    sources = list(dict.fromkeys(r.summary.source for r in reports))
+    names = {}
+    for r in with_pictures:
+        prefix = f"source-{sources.index(r.summary.source) + 1}-" if len(sources) > 1 else ""
+        names[id(r)] = f"{prefix}track-{r.summary.track_id}.jpg"
+    parent = folder.parent if str(folder.parent) else Path(".")
+    try:
+        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.", suffix=".part"))
+    except OSError as exc:
+        raise OutputError(f"cannot write the thumbnails in {parent}: {describe_os_error(exc)}") from None
+    try:
+        for r in with_pictures:
+            (staging / names[id(r)]).write_bytes(r.thumbnail_jpeg)  # type: ignore[arg-type]
+        old = None
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.", suffix=".old"))
+            os.replace(folder, old / folder.name)
+        os.replace(staging, folder)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise OutputError(f"cannot write the thumbnails {folder}: {describe_os_error(exc)}") from None
+    base = Path(relative_to) if relative_to is not None else None
+    updated = []
+    for r in reports:
+        if id(r) in names:
+            picture = folder / names[id(r)]
+            shown = os.path.relpath(picture, base) if base is not None else str(picture)
+            r = replace(r, summary=replace(r.summary, thumbnail=shown))
+        updated.append(r)
+    return updated
+
+
+def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report") -> int:
+    """The self-contained page; returns its size in bytes."""
+    data = render(reports, title=title).encode("utf-8")
+    _write_atomically(Path(path), data)
+    return len(data)
+
+
+def thumbnails_folder(path: str | os.PathLike[str]) -> Path:
+    """``NAME.thumbnails`` beside ``NAME.ext``."""
+    path = Path(path)
+    return path.with_name(path.name.rsplit(".", 1)[0] + ".thumbnails") if "." in path.name else \
+        path.with_name(path.name + ".thumbnails")
+
+
+def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *, thumbnails: bool = True,
+                 short_track_s: float = SHORT_TRACK_S) -> list[TrackReport]:
+    """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
+    ``path``; thumbnails, when asked for, are cut from each source video that can still be read, and also
+    saved in ``NAME.thumbnails`` beside the page. Returns what the page shows."""
+    collector = TrackCollector()
+    collector.add(records)
+    crops: dict[tuple[str, int], np.ndarray] = {}
+    if thumbnails:
+        by_source: dict[str, list[TrackSeries]] = {}
+        for series in collector.series():
+            by_source.setdefault(series.source, []).append(series)
+        for source, tracks in by_source.items():
+            crops.update(thumbnails_from_video(tracks, source))
+    reports = analyse(collector, crops, short_track_s=short_track_s)
+    if crops:
+        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=Path(path).parent)
+    write_html(path, reports)
+    return reports

@@ -1,0 +1,112 @@
+"""Rows files written by emopipe (CSV or JSON Lines, see :mod:`emopipe.io.records`) read back into
+:class:`~emopipe.types.FaceRecord`\\ s, so old runs can be summarised and reported without the video.
+
+The class labels come from the file itself (the CSV's ``p_<label>`` columns, the JSON objects'
+``probabilities`` keys). A file that is not an emopipe rows file, or a broken row, is an
+:class:`~emopipe.errors.InputUnreadableError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.io.records import FORMATS
+from emopipe.types import NUM_LANDMARKS, FaceRecord
+
+_REQUIRED = ("source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label", "valence",
+             "arousal")
+
+
+def rows_format(path: str | os.PathLike[str]) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputUnreadableError(f"{path}: not an emopipe rows file (expected a name ending in "
+                                   f"{', '.join(FORMATS)})")
+    return FORMATS[suffix]
+
+
+def read_records(path: str | os.PathLike[str]) -> Iterator[FaceRecord]:
+    """The records of one rows file, in file order (a generator: the file is read as it is consumed)."""
+    path = Path(path)
+    fmt = rows_format(path)
+    if not path.is_file():
+        raise InputNotFoundError(f"rows file not found: {path}")
+    try:
+        with open(path, newline="" if fmt == "csv" else None, encoding="utf-8") as f:
+            yield from (_read_csv(path, f) if fmt == "csv" else _read_jsonl(path, f))
+    except UnicodeDecodeError:
+        raise InputUnreadableError(f"{path}: not a text file (expected emopipe {fmt} rows)") from None
+    except OSError as exc:
+        raise InputUnreadableError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _broken(path: Path, line: int, reason: object) -> InputUnreadableError:
+    return InputUnreadableError(f"{path}:{line}: not an emopipe row ({reason})")
+
+
+def _read_csv(path: Path, f: Any) -> Iterator[FaceRecord]:
+    reader = csv.reader(f)
+    header = next(reader, None)
+    if header is None:
+        return
+    missing = [c for c in _REQUIRED if c not in header]
+    if missing:
+        raise InputUnreadableError(f"{path}: not an emopipe rows file (no column {', '.join(missing)})")
+    labels = tuple(c[2:] for c in header if c.startswith("p_"))
+    where = {name: i for i, name in enumerate(header)}
+    p_columns = [where[f"p_{label}"] for label in labels]
+    lm_columns = [where.get(f"lm{i}_{axis}") for i in range(NUM_LANDMARKS) for axis in ("x", "y")]
+    has_landmarks = all(c is not None for c in lm_columns)
+    for number, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        try:
+            if len(row) != len(header):
+                raise ValueError(f"{len(row)} values for {len(header)} columns")
+            landmarks = None
+            if has_landmarks and row[lm_columns[0]] != "":  # type: ignore[index]
+                landmarks = [[float(row[lm_columns[2 * i]]), float(row[lm_columns[2 * i + 1]])]  # type: ignore[index]
+                             for i in range(NUM_LANDMARKS)]
+            yield FaceRecord(
+                source=row[where["source"]], frame=int(row[where["frame"]]),
+                timestamp_s=float(row[where["timestamp_s"]]), track_id=int(row[where["track_id"]]),
+                box=tuple(float(row[where[k]]) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
+                score=float(row[where["score"]]), label=row[where["label"]],
+                probabilities=[float(row[c]) for c in p_columns], valence=float(row[where["valence"]]),
+                arousal=float(row[where["arousal"]]), landmarks=landmarks,
+                detected=bool(int(row[where["detected"]])) if "detected" in where else True, labels=labels,
+            )
+        except (ValueError, TypeError) as exc:
+            raise _broken(path, number, exc) from None
+
+
+def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
+    for number, line in enumerate(f, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            missing = [c for c in _REQUIRED if c not in row] + ([] if "probabilities" in row else ["probabilities"])
+            if missing:
+                raise ValueError(f"no field {', '.join(missing)}")
+            probabilities = row["probabilities"]
+            if not isinstance(probabilities, dict):
+                raise ValueError("probabilities is not an object {label: p}")
+            yield FaceRecord(
+                source=str(row["source"]), frame=int(row["frame"]), timestamp_s=float(row["timestamp_s"]),
+                track_id=int(row["track_id"]), box=tuple(float(row[k]) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
+                score=float(row["score"]), label=str(row["label"]),
+                probabilities=[float(p) for p in probabilities.values()], valence=float(row["valence"]),
+                arousal=float(row["arousal"]), landmarks=row.get("landmarks"),
+                detected=bool(row.get("detected", True)), labels=tuple(probabilities),
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise _broken(path, number, exc) from None

@@ -1,0 +1,197 @@
+"""Where a track's expression and affect change: expression segments and valence/arousal change points.
+
+Expression segments
+    The per-frame probabilities are smoothed with a centred moving average over ``SMOOTH_S`` seconds;
+    each frame gets the most probable smoothed expression; runs of one expression are the segments,
+    and a run shorter than ``MIN_EXPRESSION_S`` is absorbed by its longer neighbour (a blink or a
+    misclassified frame does not start a new segment).
+
+Change points of valence and arousal
+    Penalised least-squares segmentation of the 2-D signal (valence, arousal): a change point is
+    where its mean shifts. Solved exactly (PELT) by ``ruptures.KernelCPD`` with the linear kernel,
+    in C (milliseconds for a thousand points). The penalty is BIC-like, ``PENALTY_SCALE · σ² · ln n``,
+    with σ² the noise variance estimated robustly from first differences (MAD), floored at
+    ``NOISE_FLOOR`` so an almost constant signal does not turn its rounding into changes. Then two
+    rules that keep only changes a person would call one: segments last ``MIN_AFFECT_S`` or more, and
+    neighbouring segments' means differ by ``MIN_SHIFT`` or more in the valence–arousal plane (the
+    closest pair is merged first, until all differ). Long tracks are first averaged into at most
+    ``MAX_POINTS`` consecutive bins, which also evens out frame-to-frame jitter.
+
+Why ruptures rather than a rolling-window rule: the penalised segmentation finds each change where
+the means on both sides differ most, to the frame, without a window length that trades delay against
+noise; ruptures is the maintained reference implementation of these methods (BSD licence).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from emopipe.report.tracks import TrackSeries
+
+SMOOTH_S = 0.5  # centred moving average of the expression probabilities
+MIN_EXPRESSION_S = 0.5  # shorter expression runs join their neighbour
+MIN_AFFECT_S = 1.0  # shortest valence/arousal segment
+MIN_SHIFT = 0.1  # smallest change of mean (valence, arousal) that counts, Euclidean
+NOISE_FLOOR = 0.02  # per-dimension noise standard deviation assumed at least
+PENALTY_SCALE = 3.0
+MAX_POINTS = 1000  # longer tracks are binned to this many points before change-point detection
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of one track: ``kind`` "expression" (``label`` held) or "affect" (between change points).
+
+    Segments of a kind tile the track: each ends where the next starts (the last at the track's last
+    frame plus one interval). The start of every affect segment but the first is a change point.
+    """
+
+    source: str
+    track_id: int
+    kind: str  # "expression" | "affect"
+    index: int  # 0-based, per track and kind
+    start_s: float
+    end_s: float
+    frames: int  # records in it
+    label: str  # the expression held (expression) or the most frequent one (affect)
+    valence_mean: float
+    arousal_mean: float
+
+    def as_row(self) -> dict[str, object]:
+        return {"source": self.source, "track_id": self.track_id, "kind": self.kind, "segment": self.index,
+                "start_s": round(self.start_s, 6), "end_s": round(self.end_s, 6), "frames": self.frames,
+                "label": self.label, "valence_mean": round(self.valence_mean, 6),
+                "arousal_mean": round(self.arousal_mean, 6)}
+
+
+SEGMENT_COLUMNS = ("source", "track_id", "kind", "segment", "start_s", "end_s", "frames", "label", "valence_mean",
+                   "arousal_mean")
+
+
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average along axis 0 over ``window`` samples (odd); the window shrinks at the ends."""
+    if window <= 1 or len(values) < 2:
+        return values.astype(np.float64)
+    half = window // 2
+    padded = np.concatenate([np.zeros((1, *values.shape[1:])), np.cumsum(values, axis=0)])
+    n = len(values)
+    lo = np.clip(np.arange(n) - half, 0, n)
+    hi = np.clip(np.arange(n) + half + 1, 0, n)
+    counts = (hi - lo).reshape(-1, *([1] * (values.ndim - 1)))
+    return (padded[hi] - padded[lo]) / counts  # type: ignore[no-any-return]
+
+
+def _runs(values: np.ndarray) -> list[list[int]]:
+    """[start, stop, value] of each run of equal values."""
+    if not len(values):
+        return []
+    edges = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], edges])
+    stops = np.concatenate([edges, [len(values)]])
+    return [[int(a), int(b), int(values[a])] for a, b in zip(starts, stops)]
+
+
+def _ends(times: np.ndarray, interval_s: float) -> np.ndarray:
+    """Each sample's end time: the next sample's start, the last one's start plus the interval."""
+    return np.concatenate([times[1:], [times[-1] + interval_s]])
+
+
+def expression_segments(series: TrackSeries, interval_s: float) -> list[Segment]:
+    times = series.times
+    if not len(times):
+        return []
+    window = max(1, round(SMOOTH_S / interval_s)) if interval_s > 0 else 1
+    window += 1 - window % 2  # odd: centred
+    smoothed = moving_average(series.probabilities, window)
+    runs = _runs(np.argmax(smoothed, axis=1))
+    ends = _ends(times, interval_s)
+
+    def length(run: list[int]) -> float:
+        return float(ends[run[1] - 1] - times[run[0]])
+
+    while len(runs) > 1:
+        shortest = min(range(len(runs)), key=lambda i: length(runs[i]))
+        if length(runs[shortest]) >= MIN_EXPRESSION_S:
+            break
+        left = runs[shortest - 1] if shortest > 0 else None
+        right = runs[shortest + 1] if shortest + 1 < len(runs) else None
+        if left is not None and (right is None or length(left) >= length(right)):
+            left[1] = runs[shortest][1]
+        else:
+            assert right is not None
+            right[0] = runs[shortest][0]
+        del runs[shortest]
+        # neighbours that now hold the same expression are one run
+        merged = [runs[0]]
+        for run in runs[1:]:
+            if run[2] == merged[-1][2]:
+                merged[-1][1] = run[1]
+            else:
+                merged.append(run)
+        runs = merged
+    return [_segment(series, "expression", i, a, b, ends, series.labels[value])
+            for i, (a, b, value) in enumerate(runs)]
+
+
+def _segment(series: TrackSeries, kind: str, index: int, a: int, b: int, ends: np.ndarray, label: str) -> Segment:
+    return Segment(series.source, series.track_id, kind, index, float(series.times[a]), float(ends[b - 1]), b - a,
+                   label, float(series.valence[a:b].mean()), float(series.arousal[a:b].mean()))
+
+
+def _noise_variance(signal: np.ndarray) -> float:
+    """σ² summed over the dimensions, from first differences (robust: median absolute deviation)."""
+    if len(signal) < 3:
+        return signal.shape[1] * NOISE_FLOOR ** 2
+    diffs = np.diff(signal, axis=0)
+    mad = np.median(np.abs(diffs - np.median(diffs, axis=0)), axis=0)
+    sigma = np.maximum(1.4826 * mad / math.sqrt(2), NOISE_FLOOR)
+    return float(np.sum(sigma ** 2))
+
+
+def change_points(series: TrackSeries, interval_s: float) -> list[int]:
+    """Indices into the track's records where the mean of (valence, arousal) changes (ascending)."""
+    import ruptures
+
+    n = len(series)
+    signal = np.stack([series.valence, series.arousal], axis=1)
+    size = max(1, math.ceil(n / MAX_POINTS))  # records per bin
+    bins = math.ceil(n / size)
+    starts = np.arange(bins) * size
+    binned = np.add.reduceat(signal, starts, axis=0) / np.diff(np.append(starts, n))[:, None]
+    bin_s = size * interval_s if interval_s > 0 else float("inf")
+    min_size = max(2, math.ceil(MIN_AFFECT_S / bin_s)) if math.isfinite(bin_s) else 2
+    if bins < 2 * min_size:
+        return []
+    penalty = PENALTY_SCALE * _noise_variance(binned) * math.log(bins)
+    edges = [0, *(int(e) for e in ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(binned)
+                  .predict(pen=penalty)[:-1]), bins]
+    # merge the neighbours whose means differ least until every shift is at least MIN_SHIFT
+    while len(edges) > 2:
+        means = [binned[a:b].mean(axis=0) for a, b in itertools.pairwise(edges)]
+        shifts = [float(np.linalg.norm(means[i + 1] - means[i])) for i in range(len(means) - 1)]
+        smallest = int(np.argmin(shifts))
+        if shifts[smallest] >= MIN_SHIFT:
+            break
+        del edges[smallest + 1]
+    return [min(n, e * size) for e in edges[1:-1]]
+
+
+def affect_segments(series: TrackSeries, interval_s: float) -> list[Segment]:
+    if not len(series):
+        return []
+    ends = _ends(series.times, interval_s)
+    bounds = [0, *change_points(series, interval_s), len(series)]
+    labels = series.label_indices
+    segments = []
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+        common = int(np.argmax(np.bincount(labels[a:b], minlength=len(series.labels))))
+        segments.append(_segment(series, "affect", i, a, b, ends, series.labels[common]))
+    return segments
+
+
+def segments_of(series: TrackSeries, interval_s: float) -> list[Segment]:
+    """The track's expression segments, then its affect segments."""
+    return expression_segments(series, interval_s) + affect_segments(series, interval_s)

@@ -1,0 +1,230 @@
+"""Per-track summaries: what one person's face did over a source, from its per-frame records.
+
+Records are gathered per (source, track) into columns (:class:`TrackSeries`), a few numbers per face
+and frame, so a run can keep them while it writes its rows: about 60 bytes per face and frame (one
+hour of one face at 25 fps: about 5 MB). :func:`summarize` turns them into :class:`TrackSummary` rows.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from emopipe.types import FaceRecord
+
+SHORT_TRACK_S = 1.0  # tracks seen for less than this are flagged `short` (kept: a brief face may matter)
+
+
+class TrackSeries:
+    """One track's records as columns, in the order they were added (frame order within a run)."""
+
+    def __init__(self, source: str, track_id: int, labels: Sequence[str]) -> None:
+        self.source = source
+        self.track_id = track_id
+        self.labels = tuple(labels)
+        self._frames = array("q")
+        self._times = array("d")
+        self._valence = array("f")
+        self._arousal = array("f")
+        self._scores = array("f")
+        self._boxes = array("f")  # 4 per record
+        self._probabilities = array("f")  # len(labels) per record
+
+    def add(self, record: FaceRecord) -> None:
+        if record.labels != self.labels:
+            raise ValueError(f"track {self.track_id} of {self.source}: a record has labels {record.labels}, "
+                             f"the track {self.labels}")
+        self._frames.append(record.frame)
+        self._times.append(record.timestamp_s)
+        self._valence.append(record.valence)
+        self._arousal.append(record.arousal)
+        self._scores.append(record.score)
+        self._boxes.extend(record.box)
+        self._probabilities.extend(record.probabilities)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def frames(self) -> np.ndarray:
+        return np.frombuffer(self._frames, dtype=np.int64)
+
+    @property
+    def times(self) -> np.ndarray:
+        return np.frombuffer(self._times, dtype=np.float64)
+
+    @property
+    def valence(self) -> np.ndarray:
+        return np.frombuffer(self._valence, dtype=np.float32).astype(np.float64)
+
+    @property
+    def arousal(self) -> np.ndarray:
+        return np.frombuffer(self._arousal, dtype=np.float32).astype(np.float64)
+
+    @property
+    def scores(self) -> np.ndarray:
+        return np.frombuffer(self._scores, dtype=np.float32)
+
+    @property
+    def boxes(self) -> np.ndarray:
+        return np.frombuffer(self._boxes, dtype=np.float32).reshape(-1, 4)
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        return np.frombuffer(self._probabilities, dtype=np.float32).reshape(-1, len(self.labels)).astype(np.float64)
+
+    @property
+    def label_indices(self) -> np.ndarray:
+        """The per-frame expression (the most probable class), as indices into ``labels``."""
+        return np.argmax(self.probabilities, axis=1)  # type: ignore[no-any-return]
+
+
+class TrackCollector:
+    """Gathers records into one :class:`TrackSeries` per (source, track), in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.tracks: dict[tuple[str, int], TrackSeries] = {}
+
+    def add(self, records: Iterable[FaceRecord]) -> None:
+        for record in records:
+            key = (record.source, record.track_id)
+            series = self.tracks.get(key)
+            if series is None:
+                if not record.labels:
+                    raise ValueError("track summaries need the records' class labels (FaceRecord.labels is empty)")
+                series = self.tracks[key] = TrackSeries(record.source, record.track_id, record.labels)
+            series.add(record)
+
+    def series(self) -> list[TrackSeries]:
+        return list(self.tracks.values())
+
+
+@dataclass(frozen=True)
+class TrackSummary:
+    """One track over its source: when it was seen, how its valence and arousal spread, which expression held.
+
+    Times are the records' timestamps (seconds from the start of the source; live: Unix time).
+    ``duration_s`` counts the last frame's own interval, so a track seen in every frame of a 5 s clip
+    lasts 5 s. ``gaps`` counts the interruptions (frames of the source between its first and last in
+    which the track was not seen) and ``gap_s`` their total length. ``shares`` is the fraction of the
+    track's frames whose most probable expression is each label (frames are evenly spaced, so also the
+    share of its time).
+    """
+
+    source: str
+    track_id: int
+    first_s: float
+    last_s: float
+    duration_s: float
+    frames: int
+    gaps: int
+    gap_s: float
+    valence_mean: float
+    valence_median: float
+    valence_p10: float
+    valence_p90: float
+    arousal_mean: float
+    arousal_median: float
+    arousal_p10: float
+    arousal_p90: float
+    shares: dict[str, float]
+    dominant: str
+    short: bool
+    thumbnail: str | None = None  # the representative face's JPEG, when one was saved
+    labels: tuple[str, ...] = field(default=(), repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (the summary file's ``tracks`` entries)."""
+        row = {name: getattr(self, name) for name in _SCALARS}
+        row["shares"] = dict(self.shares)
+        row["thumbnail"] = self.thumbnail
+        return row
+
+    def as_row(self) -> dict[str, Any]:
+        """One row of ``tracks.csv``: the scalars, then ``share_<label>`` per expression."""
+        row: dict[str, Any] = {name: _rounded(getattr(self, name)) for name in _SCALARS}
+        row["short"] = int(self.short)
+        row.update({f"share_{label}": round(share, 6) for label, share in self.shares.items()})
+        row["thumbnail"] = self.thumbnail or ""
+        return row
+
+
+_SCALARS = ("source", "track_id", "first_s", "last_s", "duration_s", "frames", "gaps", "gap_s",
+            "valence_mean", "valence_median", "valence_p10", "valence_p90",
+            "arousal_mean", "arousal_median", "arousal_p10", "arousal_p90", "dominant", "short")
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def frame_interval(series: Sequence[TrackSeries]) -> float:
+    """Seconds between consecutive frames of a source: the median over its tracks' neighbouring records
+    (0 when no track has two records, e.g. a single image)."""
+    steps = []
+    for s in series:
+        frames, times = s.frames, s.times
+        d_frames = np.diff(frames)
+        ok = d_frames > 0
+        if ok.any():
+            steps.append(np.diff(times)[ok] / d_frames[ok])
+    if not steps:
+        return 0.0
+    interval = float(np.median(np.concatenate(steps)))
+    return interval if math.isfinite(interval) and interval > 0 else 0.0
+
+
+def summarize_series(series: TrackSeries, interval_s: float, *, short_track_s: float = SHORT_TRACK_S) -> TrackSummary:
+    """The summary of one track; ``interval_s`` is its source's frame interval (:func:`frame_interval`)."""
+    if not len(series):
+        raise ValueError(f"track {series.track_id} of {series.source} has no records")
+    frames, times = series.frames, series.times
+    valence, arousal = series.valence, series.arousal
+    steps = np.diff(frames)
+    gap_steps = steps > 1
+    # the time missing in each interruption: its step less the one frame interval a seen step takes
+    gap_s = float(np.sum(np.diff(times)[gap_steps] - interval_s)) if gap_steps.any() else 0.0
+    counts = np.bincount(series.label_indices, minlength=len(series.labels))
+    shares = {label: float(c) / len(series) for label, c in zip(series.labels, counts)}
+    first, last = float(times[0]), float(times[-1])
+    duration = last - first + interval_s
+    v10, v50, v90 = np.percentile(valence, [10, 50, 90])
+    a10, a50, a90 = np.percentile(arousal, [10, 50, 90])
+    return TrackSummary(
+        source=series.source, track_id=series.track_id, first_s=first, last_s=last, duration_s=duration,
+        frames=len(series), gaps=int(gap_steps.sum()), gap_s=max(0.0, gap_s),
+        valence_mean=float(valence.mean()), valence_median=float(v50), valence_p10=float(v10),
+        valence_p90=float(v90), arousal_mean=float(arousal.mean()), arousal_median=float(a50),
+        arousal_p10=float(a10), arousal_p90=float(a90), shares=shares,
+        dominant=series.labels[int(np.argmax(counts))], short=duration < short_track_s, labels=series.labels,
+    )
+
+
+def summarize_collected(collector: TrackCollector, *, short_track_s: float = SHORT_TRACK_S) -> list[TrackSummary]:
+    """Every collected track's summary, by source (in order of first appearance) and track id."""
+    by_source: dict[str, list[TrackSeries]] = {}
+    for series in collector.series():
+        by_source.setdefault(series.source, []).append(series)
+    summaries = []
+    for tracks in by_source.values():
+        interval = frame_interval(tracks)
+        summaries += [summarize_series(s, interval, short_track_s=short_track_s)
+                      for s in sorted(tracks, key=lambda s: s.track_id)]
+    return summaries
+
+
+def summarize(records: Iterable[FaceRecord], *, short_track_s: float = SHORT_TRACK_S) -> list[TrackSummary]:
+    """Per-track summaries of ``records`` (from :func:`emopipe.analyze` or a rows file), one per
+    (source, track id): by source in order of first appearance, then by track id.
+
+    >>> for track in emopipe.summarize(emopipe.analyze("interview.mp4")):
+    ...     print(track.track_id, track.dominant, track.valence_median, track.shares["happy"])
+    """
+    collector = TrackCollector()
+    collector.add(records)
+    return summarize_collected(collector, short_track_s=short_track_s)

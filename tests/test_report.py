@@ -1,0 +1,314 @@
+"""Per-track summaries, segments and the HTML report (emopipe.report): known answers on synthesized rows,
+rows files read back, and a real run's report opened in headless Chromium with the network off."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import emopipe
+from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.io.records import open_writer
+from emopipe.report.outputs import write_report
+from emopipe.report.rows import read_records
+from emopipe.report.segments import change_points
+from emopipe.report.tracks import TrackCollector, TrackSeries
+from emopipe.types import LABELS, FaceRecord
+from tests.support.streams import chromium, free_port
+from tests.support.synth import moving_face_video
+
+REPO = Path(__file__).resolve().parents[1]
+LABELS8 = LABELS[8]
+FPS = 25.0
+FRAME = 1 / FPS
+
+
+def synthesized_track(parts: list[tuple[str, float, float, float]], *, track_id: int = 1, source: str = "clip.mp4",
+                      first_frame: int = 0, noise: float = 0.05, seed: int = 0) -> list[FaceRecord]:
+    """A track holding ``(expression, seconds, valence, arousal)`` parts in turn, with Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    records: list[FaceRecord] = []
+    frame = first_frame
+    for label, seconds, valence, arousal in parts:
+        for _ in range(round(seconds * FPS)):
+            p = np.full(len(LABELS8), 0.02) + rng.uniform(0, 0.01, len(LABELS8))
+            p[LABELS8.index(label)] = 0.8
+            records.append(FaceRecord.create(
+                labels=LABELS8, probabilities=p / p.sum(), source=source, frame=frame, timestamp_s=frame / FPS,
+                track_id=track_id, box=(40.0, 30.0, 140.0, 150.0), score=0.9,
+                valence=valence + rng.normal(0, noise), arousal=arousal + rng.normal(0, noise)))
+            frame += 1
+    return records
+
+
+def series_of(records: list[FaceRecord]) -> TrackSeries:
+    collector = TrackCollector()
+    collector.add(records)
+    (series,) = collector.series()
+    return series
+
+
+# -- summaries and segments, known answers ------------------------------------------------------------------
+
+def test_a_track_happy_for_2_s_then_sad_for_3_s():
+    records = synthesized_track([("happy", 2.0, 0.6, 0.3), ("sad", 3.0, -0.5, -0.2)])
+    (track,) = emopipe.summarize(records)
+    assert (track.source, track.track_id, track.frames, track.gaps) == ("clip.mp4", 1, 125, 0)
+    assert track.first_s == 0 and track.last_s == pytest.approx(4.96)
+    assert track.duration_s == pytest.approx(5.0)
+    assert track.shares["happy"] == pytest.approx(0.4) and track.shares["sad"] == pytest.approx(0.6)
+    assert sum(track.shares.values()) == pytest.approx(1.0)
+    assert track.dominant == "sad" and not track.short
+    assert track.valence_median == pytest.approx(-0.5, abs=0.05)  # 60 % of the frames are sad
+    assert track.valence_p90 == pytest.approx(0.6, abs=0.1) and track.valence_p10 == pytest.approx(-0.5, abs=0.1)
+    assert track.valence_mean == pytest.approx(0.4 * 0.6 + 0.6 * -0.5, abs=0.02)
+
+    from emopipe.report.outputs import analyse
+
+    collector = TrackCollector()
+    collector.add(records)
+    (report,) = analyse(collector)
+    expression = [s for s in report.segments if s.kind == "expression"]
+    assert [s.label for s in expression] == ["happy", "sad"]
+    assert expression[0].start_s == 0 and expression[1].end_s == pytest.approx(5.0)
+    assert expression[0].end_s == expression[1].start_s == pytest.approx(2.0, abs=FRAME + 1e-9)
+    affect = [s for s in report.segments if s.kind == "affect"]
+    assert len(affect) == 2  # one change point
+    assert affect[1].start_s == pytest.approx(2.0, abs=FRAME + 1e-9)  # the change point, ± one frame
+    assert (affect[0].valence_mean, affect[1].valence_mean) == (pytest.approx(0.6, abs=0.05),
+                                                                pytest.approx(-0.5, abs=0.05))
+
+
+def test_brief_flickers_do_not_start_an_expression_segment():
+    records = synthesized_track([("neutral", 2.0, 0.0, 0.0), ("surprise", 0.32, 0.0, 0.0), ("neutral", 2.0, 0.0, 0.0),
+                                 ("anger", 1.5, 0.0, 0.0)])
+    from emopipe.report.segments import expression_segments
+
+    segments = expression_segments(series_of(records), FRAME)
+    assert [s.label for s in segments] == ["neutral", "anger"]  # 8 frames of surprise joined their neighbours
+    assert segments[1].start_s == pytest.approx(4.32, abs=FRAME + 1e-9)
+
+
+def test_steady_noise_has_no_change_point_and_a_long_track_finds_its_change():
+    steady = synthesized_track([("neutral", 60.0, 0.1, 0.0)], noise=0.15, seed=3)
+    assert change_points(series_of(steady), FRAME) == []
+    small = synthesized_track([("neutral", 20.0, 0.1, 0.0), ("neutral", 20.0, 0.15, 0.0)], noise=0.01, seed=4)
+    assert change_points(series_of(small), FRAME) == []  # a shift under MIN_SHIFT is not a change
+    # ten minutes, binned before the search: the change is found to within a bin (6 frames here)
+    long = synthesized_track([("happy", 400.0, 0.5, 0.2), ("sad", 200.0, -0.4, 0.1)], noise=0.2, seed=5)
+    (point,) = change_points(series_of(long), FRAME)
+    assert abs(point - 400 * FPS) <= 15000 / 1000
+
+
+def test_gaps_are_counted_and_short_tracks_flagged_not_dropped():
+    first = synthesized_track([("happy", 0.4, 0.5, 0.5)], track_id=1)
+    later = synthesized_track([("happy", 2.0, 0.5, 0.5)], track_id=1, first_frame=20, seed=1)
+    brief = synthesized_track([("fear", 0.4, -0.3, 0.7)], track_id=2, first_frame=5, seed=2)
+    tracks = emopipe.summarize([*first, *brief, *later])
+    assert [t.track_id for t in tracks] == [1, 2]
+    long_one, short_one = tracks
+    assert (long_one.frames, long_one.gaps) == (60, 1)
+    assert long_one.gap_s == pytest.approx(10 * FRAME)  # frames 10–19 missing
+    assert long_one.duration_s == pytest.approx(70 * FRAME) and not long_one.short
+    assert short_one.short and short_one.frames == 10 and short_one.dominant == "fear"
+
+
+# -- rows files --------------------------------------------------------------------------------------------
+
+def _rounded_records(n: int = 12) -> list[FaceRecord]:
+    """Records with values at the writers' precision, so reading back must give them exactly."""
+    rng = np.random.default_rng(7)
+    records = []
+    for i in range(n):
+        p = rng.dirichlet(np.ones(8)).round(6)
+        p[0] += 1 - p.sum()
+        landmarks = rng.uniform(0, 300, (68, 2)).round(2) if i % 3 else None
+        records.append(FaceRecord.create(
+            labels=LABELS8, probabilities=p.round(6), source="dir/a video.mp4", frame=i, timestamp_s=round(i / 30, 6),
+            track_id=1 + i % 2, box=tuple(np.round([10 + i, 20, 110 + i, 130.25], 2)), score=round(0.5 + i / 100, 6),
+            valence=round(float(rng.uniform(-1, 1)), 6), arousal=round(float(rng.uniform(-1, 1)), 6),
+            landmarks=landmarks, detected=bool(i % 2)))
+    return records
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_rows_files_read_back_equal_the_records_written(tmp_path, suffix):
+    records = _rounded_records()
+    path = tmp_path / f"rows{suffix}"
+    with open_writer(path, labels=LABELS8, landmarks=True, detected=True) as writer:
+        writer.write(records)
+    back = list(read_records(path))
+    assert len(back) == len(records)
+    for a, b in zip(records, back):
+        for name in ("source", "frame", "timestamp_s", "track_id", "box", "score", "label", "valence", "arousal",
+                     "detected", "labels"):
+            assert getattr(a, name) == getattr(b, name), name
+        assert np.array_equal(a.probabilities, b.probabilities)
+        assert (a.landmarks is None and b.landmarks is None) or np.array_equal(a.landmarks, b.landmarks)
+    assert emopipe.summarize(back) == emopipe.summarize(records)
+
+
+def test_rows_that_are_not_emopipe_rows_are_refused_with_the_line(tmp_path):
+    with pytest.raises(InputNotFoundError):
+        list(read_records(tmp_path / "missing.csv"))
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(InputUnreadableError, match="no column"):
+        list(read_records(other))
+    good = tmp_path / "rows.jsonl"
+    with open_writer(good, labels=LABELS8) as writer:
+        writer.write(_rounded_records(2))
+    good.write_text(good.read_text() + '{"frame": "x"}\n')
+    with pytest.raises(InputUnreadableError, match=r"rows.jsonl:3"):
+        list(read_records(good))
+    with pytest.raises(InputUnreadableError, match="rows file"):
+        list(read_records(tmp_path / "rows.txt"))
+
+
+def test_the_report_command_refuses_bad_inputs_and_outputs_with_exit_codes(tmp_path):
+    rows = tmp_path / "rows.csv"
+    with open_writer(rows, labels=LABELS8) as writer:
+        writer.write(_rounded_records(4))
+    cases = [([str(tmp_path / "none.csv"), "-o", str(tmp_path / "r.html")], 3),
+             ([str(tmp_path / "r.txt"), "-o", str(tmp_path / "r.html")], 4),
+             ([str(rows), "-o", str(tmp_path / "r.pdf")], 2),
+             ([str(rows), "-o", str(tmp_path / "r.html"), "--tracks", str(rows)], 2),
+             ([str(rows), "-o", str(tmp_path / "no-such-dir" / "r.html")], 5)]
+    (tmp_path / "r.txt").write_text("hello\n")
+    for arguments, code in cases:
+        done = subprocess.run([sys.executable, "-m", "emopipe", "report", *arguments], capture_output=True, text=True,
+                              cwd=REPO, timeout=120)
+        assert done.returncode == code, (arguments, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert rows.read_text().startswith("source,frame")  # the input is untouched
+
+
+# -- size for a long video ---------------------------------------------------------------------------------
+
+def test_the_report_of_a_one_hour_one_face_video_stays_small(tmp_path):
+    rng = np.random.default_rng(11)
+    hour = round(3600 * FPS)
+    t = np.arange(hour) / FPS
+    valence = 0.4 * np.sin(2 * np.pi * t / 900) + rng.normal(0, 0.15, hour)  # slow drift plus jitter
+    arousal = 0.3 * np.cos(2 * np.pi * t / 600) + rng.normal(0, 0.15, hour)
+    logits = rng.normal(0, 1, (hour, 8)) + np.where(valence[:, None] > 0, [0, 2, 0, 0, 0, 0, 0, 0],
+                                                    [0, 0, 2, 0, 0, 0, 0, 0])
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    records = (FaceRecord.create(labels=LABELS8, probabilities=probabilities[i], source="hour.mp4", frame=i,
+                                 timestamp_s=t[i], track_id=1, box=(100.0, 80.0, 220.0, 230.0), score=0.95,
+                                 valence=valence[i], arousal=arousal[i]) for i in range(hour))
+    page = tmp_path / "hour.html"
+    (report,) = write_report(records, page, thumbnails=False)
+    size = page.stat().st_size
+    print(f"\nreport of one hour of one face at {FPS:g} fps ({hour} rows): {size / 1e6:.3f} MB")
+    assert report.summary.frames == hour and report.summary.duration_s == pytest.approx(3600)
+    assert size < 1_000_000  # decimated: the page does not grow with the video's length
+    assert page.read_text().count("class='chart'") == 1
+
+
+# -- a real run, and its report in a browser ----------------------------------------------------------------
+
+_PROBE = """<script>
+window.__seen = {errors: [], resources: []};
+window.addEventListener('error', e => __seen.errors.push(
+  String(e.message || (e.target && (e.target.src || e.target.href)))), true);
+window.addEventListener('load', () => {
+  __seen.resources = performance.getEntriesByType('resource').map(e => e.name);
+  __seen.charts = document.querySelectorAll('.track .chart svg').length;
+  __seen.tracks = document.querySelectorAll('article.track').length;
+  __seen.thumbnails = Array.from(document.querySelectorAll('img.thumbnail')).filter(i => i.naturalWidth > 0).length;
+  document.body.setAttribute('data-probe', JSON.stringify(__seen));
+});
+</script>"""
+
+
+def _page_requests(net_log: Path) -> list[str]:
+    """URLs the page asked for (Chromium's own calls home, e.g. its clock and updates, are browser-initiated
+    and left out), other than file: and data: URLs."""
+    log = json.loads(net_log.read_text())
+    start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    jobs = [e.get("params", {}) for e in log["events"] if e["type"] == start]
+    return sorted({job["url"] for job in jobs if "url" in job and job.get("initiator") != "not an origin"
+                   and not job["url"].startswith(("file:", "data:"))})
+
+
+def _browse(tmp_path: Path, page: Path) -> tuple[dict, str]:
+    """The page in headless Chromium with every network path closed: what a probe saw, and the log."""
+    probed = tmp_path / f"probed-{page.name}"
+    probed.write_text(page.read_text().replace("<head>", "<head>" + _PROBE, 1))
+    dead = free_port()  # nothing listens: a request would fail (and be logged), never leave the machine
+    offline = ("--host-resolver-rules=MAP * ~NOTFOUND", f"--proxy-server=127.0.0.1:{dead}",
+               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000")
+    net_log = tmp_path / f"net-{page.stem}.json"
+    done = chromium(tmp_path, *offline, f"--log-net-log={net_log}", "--dump-dom", probed.as_uri())
+    found = re.search(r'data-probe="([^"]*)"', done.stdout)
+    assert found, done.stderr[-2000:]
+    import html
+
+    probe = json.loads(html.unescape(found.group(1)))
+    probe["requested"] = _page_requests(net_log)
+    return probe, done.stderr
+
+
+@pytest.mark.slow
+def test_a_run_writes_tracks_segments_and_a_report_that_opens_offline(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=6, empty=None)
+    rows, page = tmp_path / "rows.csv", tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface", "--weights",
+                           str(checkpoints[8]), "--device", "cpu", "-o", str(rows), "--report", str(page)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    records = list(read_records(rows))
+    assert records and {r.frame for r in records} == set(range(6))
+
+    with open(tmp_path / "rows.tracks.csv", newline="") as f:
+        tracks = list(csv.DictReader(f))
+    expected = emopipe.summarize(records)
+    assert [int(t["track_id"]) for t in tracks] == [t.track_id for t in expected]
+    assert [float(t["valence_mean"]) for t in tracks] == pytest.approx([t.valence_mean for t in expected], abs=1e-5)
+    assert all(t["short"] == "1" for t in tracks)  # 6 frames = 0.24 s: flagged, kept
+    pictures = [tmp_path / t["thumbnail"] for t in tracks]
+    assert all(p.is_file() and p.read_bytes()[:2] == b"\xff\xd8" for p in pictures)  # JPEGs beside the report
+    with open(tmp_path / "rows.segments.csv", newline="") as f:
+        segments = list(csv.DictReader(f))
+    assert {s["kind"] for s in segments} == {"expression", "affect"}
+    summary = json.loads((tmp_path / "rows.summary.json").read_text())
+    assert [t["track_id"] for t in summary["tracks"]] == [t.track_id for t in expected]
+    assert summary["outputs"]["report"] == str(page)
+
+    # the same report from the rows file alone (thumbnails cut from the video, which is still there)
+    again = tmp_path / "again.html"
+    done = subprocess.run([sys.executable, "-m", "emopipe", "report", str(rows), "-o", str(again)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    # the checks see a page that reaches out (an image from elsewhere)
+    control = tmp_path / "control.html"
+    control.write_text("<!DOCTYPE html><html><head></head><body><img src='http://example.com/x.png'></body></html>")
+    probe, _ = _browse(tmp_path, control)
+    assert probe["requested"] == ["http://example.com/x.png"] and probe["errors"]
+
+    for report in (page, again):
+        text = report.read_text()
+        assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:|//)""", text)  # nothing fetched from elsewhere
+        assert "<script" not in text
+        probe, log = _browse(tmp_path, report)
+        assert probe["tracks"] == probe["charts"] == len(expected)  # one chart block per track
+        assert probe["thumbnails"] == len(expected)
+        assert probe["errors"] == [] and probe["resources"] == [] and probe["requested"] == []
+        assert not re.search(r"CONSOLE|Uncaught", log), log[-2000:]
+    shot = tmp_path / "report.png"
+    done = chromium(tmp_path, "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1100,900",
+                    f"--screenshot={shot}", page.as_uri())
+    assert shot.is_file() and shot.stat().st_size > 10_000, done.stderr[-2000:]
+    from PIL import Image
+
+    with Image.open(shot) as image:  # the charts are drawn: many colours, not a blank page
+        assert len(image.convert("RGB").getcolors(1 << 24) or ()) > 200
