@@ -230,7 +230,7 @@ def test_every_expression_returns_data_from_a_live_demo_process(prometheus):
     prom, ports = prometheus
     port = ports["demo"]
     target = f"127.0.0.1:{port}"
-    demo = subprocess.Popen([sys.executable, str(REPO / "scripts" / "metrics_demo.py"), "--port", str(port),
+    demo = subprocess.Popen([sys.executable, str(REPO / "deploy" / "metrics_demo.py"), "--port", str(port),
                              "--duration", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_until_ready(f"http://{target}/metrics", demo)
@@ -296,7 +296,7 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
 
 # -- the real command line, scraped -------------------------------------------------------------------
 
-@pytest.mark.skipif(importlib.util.find_spec("emopipe.run") is None,
+@pytest.mark.skipif(importlib.util.find_spec("emopipe.cli.run") is None,
                     reason="the pipeline command (emopipe/run.py) is not on this branch yet; "
                            "this is its acceptance test")
 @pytest.mark.slow
