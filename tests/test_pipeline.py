@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def test_every_frame_comes_out_once_in_order_with_its_own_results(models_home, t
             assert face.valence == pytest.approx(float(crop.mean()), abs=1e-5)
 
 
-def _log_detector_calls(pipeline: Pipeline, events: list[tuple[str, int]], launch_delay: float = 0.0) -> None:
+def _log_detector_calls(pipeline: Pipeline, events: list[tuple[str, int]], launch_delay: float = 0.0,
+                        on_finish=None) -> None:  # type: ignore[no-untyped-def]
     """Record the order of launch / finish per detector batch (numbered in launch order)."""
     detector = pipeline.detector
     launch, finish = detector.launch, detector.finish
@@ -90,7 +92,10 @@ def _log_detector_calls(pipeline: Pipeline, events: list[tuple[str, int]], launc
 
     def logged_finish(pending):  # type: ignore[no-untyped-def]
         events.append(("finish", pending.batch_number))
-        return finish(pending)
+        done = finish(pending)
+        if on_finish is not None:
+            on_finish()
+        return done
 
     detector.launch, detector.finish = logged_launch, logged_finish  # type: ignore[method-assign]
 
@@ -111,25 +116,47 @@ def test_detection_of_the_next_batch_overlaps_the_host_work_on_this_one(models_h
     assert len(overlapped) >= 12, events
 
 
-class _Paced:
-    """A source that yields a frame every ``seconds``."""
+class _Gated:
+    """A source that yields each frame after the first only once the test opens the gate for it: the
+    interleaving is set by explicit synchronisation, whatever the machine's speed."""
 
-    def __init__(self, source, seconds: float) -> None:  # type: ignore[no-untyped-def]
-        self.source, self.seconds, self.info = source, seconds, source.info
+    def __init__(self, source) -> None:  # type: ignore[no-untyped-def]
+        self.source, self.info = source, source.info
+        self.gate = threading.Semaphore(0)
+
+    def open(self) -> None:
+        self.gate.release()
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        for frame in self.source:
-            time.sleep(self.seconds)
+        for i, frame in enumerate(self.source):
+            if i and not self.gate.acquire(timeout=120):
+                raise TimeoutError(f"frame {i}: the gate was never opened")
             yield frame
+
+
+class GatingSink(ListSink):
+    """Opens the source's gate once each frame's results are written (a camera no faster than the pipeline)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.source: _Gated | None = None
+
+    def write(self, result: FrameResult) -> None:
+        super().write(result)
+        if self.source is not None:
+            self.source.open()
 
 
 def test_without_a_next_frame_waiting_a_batch_is_finished_at_once(models_home, two_face_clip):
     sink = ListSink()
     pipeline, _ = _pipeline(two_face_clip, sink)
     events: list[tuple[str, int]] = []
-    _log_detector_calls(pipeline, events)
-    # decoding is the bottleneck: overlapping would only delay each frame
-    pipeline.source = _Paced(pipeline.source, 0.05)  # type: ignore[assignment]
+    # decoding is the bottleneck: the next frame comes only once this one's detection is finished, so
+    # when the GPU thread looks for a next batch to overlap with, there is none (and overlapping would
+    # only delay each frame)
+    gated = _Gated(pipeline.source)
+    _log_detector_calls(pipeline, events, on_finish=gated.open)
+    pipeline.source = gated  # type: ignore[assignment]
     pipeline.run()
     assert [r.frame.index for r in sink.results] == list(range(24))
     assert events == [(kind, k) for k in range(24) for kind in ("launch", "finish")]
@@ -224,8 +251,11 @@ def test_detecting_every_third_frame(models_home, two_face_clip, live):
     and their crops are cut from their own pixels."""
     every_frame = ListSink()
     _pipeline(two_face_clip, every_frame)[0].run()
-    sink = ListSink()
-    pipeline, _ = _pipeline(two_face_clip, sink, detect_batch=2, detect_every=3, live=live)
+    sink = GatingSink()
+    # live: a partial face batch runs once its first face waited 5 ms (the product's default), so each
+    # frame's results come out before the gated camera sends the next
+    pipeline, _ = _pipeline(two_face_clip, sink, detect_batch=2, detect_every=3, live=live,
+                            max_wait_s=0.005 if live else None)
     seen: list[int] = []
     launch = pipeline.detector.launch
 
@@ -234,8 +264,10 @@ def test_detecting_every_third_frame(models_home, two_face_clip, live):
         return launch(frames)
 
     pipeline.detector.launch = counted_launch  # type: ignore[method-assign]
-    if live:  # a camera's pace, so that live mode (newest frame only) has no reason to drop frames
-        pipeline.source = _Paced(pipeline.source, 0.08)  # type: ignore[assignment]
+    if live:  # a camera no faster than the pipeline, so that live mode (newest frame only) drops nothing
+        gated = _Gated(pipeline.source)
+        sink.source = gated
+        pipeline.source = gated  # type: ignore[assignment]
     pipeline.run()
     assert [r.frame.index for r in sink.results] == list(range(24)) and sink.closed
     keys = list(range(0, 24, 3))
