@@ -208,8 +208,8 @@ class Analyzer:
             run.observe(progress)
             outcome = run.run()
             write_summary(outcome.summary, config.summary)
-            if exporter is not None:
-                exporter.finish()  # push, then linger (Ctrl-C / SIGTERM end it)
+            if exporter is not None:  # push, then linger — unless the run was interrupted: then exit now
+                exporter.finish(linger_after=not outcome.interrupted)
         self.summaries.append(outcome.summary)
         return outcome
 

@@ -245,9 +245,12 @@ def test_zero_frame_video(tmp_path):
 def test_ctrl_c_finishes_the_files(stop, tmp_path, checkpoints, models_home):
     clip = moving_face_video(tmp_path / "long.mp4", frames=60, empty=None)
     out = tmp_path / "rows.csv"
+    # with a long metrics linger: a signal mid-run ends the run and skips the linger (docker stop must not
+    # have to SIGKILL it); if it lingered, communicate() below would time out long before the 600 s
     process = subprocess.Popen([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface",
                                 "--weights", str(checkpoints[8]), "--device", "cpu", "-o", str(out),
-                                "--annotate", str(tmp_path / "a.mp4")], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                                "--annotate", str(tmp_path / "a.mp4"), "--metrics-port", "0",
+                                "--metrics-linger", "600"], cwd=REPO, stderr=subprocess.PIPE, text=True,
                                preexec_fn=interruptible)
     deadline = time.monotonic() + 300
     partial = out.with_name(out.name + ".partial")  # rows reach the disk under this name until the run ends

@@ -377,12 +377,13 @@ class MetricsExporter:
             self.server = serve_metrics(self.registry, self.port, self.host)
             logger.info("metrics on %s", self.server.url)
 
-    def finish(self) -> None:
-        """After the last result: push the final values, then keep serving them ``linger_s`` seconds."""
+    def finish(self, linger_after: bool = True) -> None:
+        """After the last result: push the final values, then keep serving them ``linger_s`` seconds
+        (not after an interrupted run: Ctrl-C or SIGTERM means stop now, e.g. ``docker stop``)."""
         if self.pushgateway:
             push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
             logger.info("metrics pushed to %s", self.pushgateway)
-        if self.server is not None and self.linger_s > 0:
+        if self.server is not None and self.linger_s > 0 and linger_after:
             logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
                         self.server.url, self.linger_s)
             linger(self.linger_s)
