@@ -457,6 +457,15 @@ def test_sources_lose_their_credentials_in_labels(source, label):
     assert key["source"] == label and key["instance"]
 
 
+def test_an_unreachable_pushgateway_after_a_complete_run_is_a_warning(registry, caplog):
+    with m.serve_metrics(registry, 0, "127.0.0.1") as server:
+        port = server.port  # closed again below: nothing listens there
+    exporter = MetricsExporter(registry, pushgateway=f"127.0.0.1:{port}")
+    exporter.finish()  # no exception: the run's results are fine
+    assert f"cannot push metrics to the Pushgateway at http://127.0.0.1:{port}" in caplog.text
+    assert "the results are complete" in caplog.text
+
+
 def test_exporter_validates_its_flags_before_the_run(registry):
     with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
         MetricsExporter(registry, linger_s=10)

@@ -381,8 +381,11 @@ class MetricsExporter:
         """After the last result: push the final values, then keep serving them ``linger_s`` seconds
         (not after an interrupted run: Ctrl-C or SIGTERM means stop now, e.g. ``docker stop``)."""
         if self.pushgateway:
-            push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
-            logger.info("metrics pushed to %s", self.pushgateway)
+            try:
+                push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
+                logger.info("metrics pushed to %s", self.pushgateway)
+            except OutputError as exc:  # the results are written and complete: the metrics alone are lost
+                logger.warning("%s; the results are complete, only their metrics were not pushed", exc)
         if self.server is not None and self.linger_s > 0 and linger_after:
             logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
                         self.server.url, self.linger_s)
