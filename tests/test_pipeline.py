@@ -294,3 +294,23 @@ def test_detecting_every_third_frame(models_home, two_face_clip, live):
         assert faces[10:12] == [2, 2]
     else:  # between frame 9 (two faces) and 12 (none): kept up to half-way
         assert faces[10:12] == [2, 0]
+
+
+def test_the_progress_bar_counts_to_the_total_ends_its_line_and_shows_the_final_faces():
+    import io
+
+    from emopipe.pipeline.analysis import ProgressBar
+    from emopipe.types import Detections, FaceResult, HostFrame
+
+    out = io.StringIO()
+    bar = ProgressBar(total=5, file=out)
+    frame = HostFrame(0, 0.0, np.zeros((4, 4, 3), np.uint8), 0.0)
+    face = FaceResult(np.ones(8) / 8, 0.0, 0.0, None)
+    for faces in (2, 0, 1, 3, 1):
+        bar.frame(FrameResult(frame=frame, detections=Detections(np.zeros((faces, 4), np.float32),
+                                                                   np.zeros(faces, np.float32)),
+                              crop_boxes=np.zeros((faces, 4), np.float32), faces=[face] * faces), 0.01)
+    bar.close()
+    text = out.getvalue()
+    last = text.rsplit("\r", 1)[-1]
+    assert "5/5" in last and "faces=7" in last and text.endswith("\n")

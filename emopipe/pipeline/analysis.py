@@ -167,21 +167,25 @@ class SourceRun:
 
 
 class ProgressBar(Observer):
-    """tqdm on stderr: frames, frames/s and faces so far."""
+    """tqdm on stderr: frames of the known total (``--max-frames`` and ``--end`` counted), frames/s, faces.
 
-    def __init__(self, total: int | None) -> None:
+    The bar stays on its own line when the run ends (the summary starts on the next one) and shows the
+    final face count."""
+
+    def __init__(self, total: int | None, file: Any = None) -> None:
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, unit="frame", file=sys.stderr, dynamic_ncols=True, leave=False)
+        self.bar = tqdm(total=total, unit="frame", file=file or sys.stderr, dynamic_ncols=True, leave=True,
+                        mininterval=0.2)
         self.faces = 0
 
     def frame(self, result: FrameResult, latency_s: float) -> None:
         self.faces += len(result.faces)
+        self.bar.set_postfix(faces=self.faces, refresh=False)  # drawn with the next update
         self.bar.update(1)
-        if self.bar.n % 10 == 0:
-            self.bar.set_postfix(faces=self.faces, refresh=False)
 
     def close(self) -> None:
+        self.bar.set_postfix(faces=self.faces, refresh=False)
         self.bar.close()
 
 
