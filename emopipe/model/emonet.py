@@ -11,6 +11,7 @@ and there is no temporal smoothing inside the network (smoothing belongs to face
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +209,9 @@ def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint not found: {path}") from None
+    except pickle.UnpicklingError:  # (PyTorch would advise weights_only=False: never safe for a stranger's file)
+        raise CheckpointError(f"cannot read checkpoint {path}: not a PyTorch state dict of tensors (damaged, or it "
+                              "holds Python objects, which emopipe never loads: they could run code)") from None
     except Exception as exc:  # torch raises many kinds for a damaged file
         raise CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
