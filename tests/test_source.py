@@ -226,6 +226,16 @@ def test_truncated_faststart_mp4_is_reported(faststart_mp4, tmp_path):
         assert source.ended_early is not None and f"of {COUNT}" in source.ended_early
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to make an audio-only MP4")
+def test_an_audio_only_mp4_says_it_has_no_video_not_that_it_is_truncated(tmp_path):
+    audio = tmp_path / "talk.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=1",
+                    "-c:a", "aac", str(audio)], check=True, timeout=60)
+    with pytest.raises(InputUnreadableError, match=r"has no video stream \(only audio\)") as info:
+        open_source(str(audio))
+    assert "truncated" not in str(info.value)
+
+
 def test_truncated_mp4_without_its_index_is_unreadable_and_says_why(videos, tmp_path):
     cut = synth.truncate(videos["mp4"], tmp_path / "cut.mp4", keep=0.7)
     with pytest.raises(InputUnreadableError, match=r"moov.*truncated"):

@@ -53,6 +53,29 @@ def _container(path: Path) -> str:
     return "other"
 
 
+def _mp4_tracks(path: Path) -> set[str] | None:
+    """The handler types of an MP4/MOV file's tracks ({"vide", "soun", …}); None when it has no index
+    ('moov' atom), as a cut-off download or an interrupted recording has not."""
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(8)
+            if len(header) < 8:
+                return None
+            size, kind = int.from_bytes(header[:4], "big"), header[4:8]
+            if size == 1:  # a 64-bit size follows
+                size = int.from_bytes(f.read(8), "big") - 8
+            if kind == b"moov":
+                body = f.read(min(max(0, size - 8), 64 << 20))
+                kinds, at = set(), body.find(b"hdlr")
+                while at >= 0:  # hdlr: version+flags (4), pre_defined (4), then the handler type
+                    kinds.add(body[at + 12:at + 16].decode("latin-1"))
+                    at = body.find(b"hdlr", at + 4)
+                return kinds
+            if size < 8:
+                return None
+            f.seek(size - 8, os.SEEK_CUR)
+
+
 def _open_capture(path: Path) -> cv2.VideoCapture:
     _quiet_ffmpeg_logs()
     quiet_opencv = "OPENCV_LOG_LEVEL" not in os.environ
@@ -68,10 +91,17 @@ def _open_capture(path: Path) -> cv2.VideoCapture:
         return cap
     cap.release()
     if _container(path) == "mp4":
-        raise InputUnreadableError(
-            f"cannot read {path}: it looks like an MP4/MOV file but its index (the 'moov' atom) is missing — "
-            "the file is probably truncated (an incomplete download or an interrupted recording)"
-        )
+        tracks = _mp4_tracks(path)
+        if tracks is None:
+            raise InputUnreadableError(
+                f"cannot read {path}: it looks like an MP4/MOV file but its index (the 'moov' atom) is missing — "
+                "the file is probably truncated (an incomplete download or an interrupted recording)"
+            )
+        if "vide" not in tracks:
+            media = {"soun": "audio", "text": "text", "sbtl": "subtitles", "subt": "subtitles", "tmcd": "timecode"}
+            found = ", ".join(sorted({media[t] for t in tracks if t in media})) or "no media tracks"
+            raise InputUnreadableError(f"cannot read {path}: the file has no video stream (only {found})")
+        raise InputUnreadableError(f"cannot read {path}: its video stream cannot be decoded by this OpenCV/FFmpeg")
     raise InputUnreadableError(f"cannot read {path}: not a video or image file OpenCV/FFmpeg can decode")
 
 
