@@ -242,6 +242,26 @@ def test_truncated_mp4_without_its_index_is_unreadable_and_says_why(videos, tmp_
         VideoSource(cut)
 
 
+def test_a_long_damaged_stretch_in_an_mp4_is_skipped_and_the_end_reached(tmp_path):
+    """64 KiB of garbage in the middle: FFmpeg decodes the frames after it, and so does emopipe; the damage is
+    reported (frames skipped), not an early end (exit 8 is for a lost end)."""
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=75, size=(320, 240), empty=None)
+    data = bytearray(clip.path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 65536] = np.random.default_rng(0).integers(0, 256, 65536, dtype=np.uint8).tobytes()
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(bytes(data))
+    with VideoSource(damaged) as source:
+        frames = list(source)
+    assert source.ended_early is None and source.damaged is not None
+    assert 0 < source.frames_skipped == 75 - len(frames)
+    assert frames[-1].timestamp_s > 2.8  # the end of the 3-second clip was reached
+    if shutil.which("ffmpeg"):  # as many frames as FFmpeg itself decodes
+        decoded = subprocess.run(["ffmpeg", "-v", "error", "-i", str(damaged), "-f", "framemd5", "-"],
+                                 capture_output=True, text=True, timeout=120).stdout
+        assert len(frames) == sum(1 for line in decoded.splitlines() if line and not line.startswith("#"))
+
+
 @pytest.mark.parametrize("container", ["avi", "mkv"])
 def test_corruption_in_the_middle_is_reported_and_reading_goes_on(tmp_path, container):
     path = tmp_path / f"clip.{container}"
@@ -249,7 +269,7 @@ def test_corruption_in_the_middle_is_reported_and_reading_goes_on(tmp_path, cont
     damaged = synth.corrupt(path, tmp_path / f"damaged.{container}", at=0.5, length=4000)
     with VideoSource(damaged) as source:
         frames = list(source)
-        message = source.ended_early
+        message = source.ended_early or source.damaged
     assert COUNT - 5 <= len(frames) < COUNT  # only the damaged frames are lost: reading went past them
     assert message is not None
     assert f"of {COUNT}" in message or f"of about {COUNT}" in message

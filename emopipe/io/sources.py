@@ -94,12 +94,16 @@ class _SourceBase:
     """Context manager and the single-pass iteration rule shared by the sources."""
 
     info: SourceInfo
-    ended_early: str | None = None
+    ended_early: str | None = None  # the end was lost (truncated, or damage past the skip limit): exit 8
+    damaged: str | None = None  # damaged stretches were skipped and the end was reached: reported, exit 0
+    frames_skipped: int = 0  # frames lost in those stretches
     decoder = "opencv"  # what decodes the frames, for the run summary (emopipe.io.nvdec: "nvdec")
 
     def __init__(self) -> None:
         self._iterated = False
         self.ended_early = None
+        self.damaged = None
+        self.frames_skipped = 0
 
     def __iter__(self) -> Iterator[Frame]:
         if self._iterated:

@@ -34,7 +34,8 @@ logger = logging.getLogger(__name__)
 _MAX_FPS = 1000.0  # above this a container's rate is a time base, not a frame rate
 
 
-_READ_RETRIES = 8  # consecutive failed reads before the declared end that end the stream
+_READ_RETRIES = 8  # consecutive failed reads before the declared end that end the stream (at least)
+_SKIP_LIMIT_S = 10.0  # a damaged stretch up to this long (at the declared rate) is skipped, not the end
 
 
 _ESTIMATED_COUNT_SLACK_S = 1.0  # tolerated shortfall where the frame count is estimated from the duration
@@ -209,7 +210,8 @@ class VideoSource(_SourceBase):
                 return index, self._timestamp(msec, index)
             failures += 1
             more_declared = self._declared is not None and self._next_index < self._declared
-            if not more_declared or failures >= _READ_RETRIES or self._cap is None:
+            limit = max(_READ_RETRIES, round(_SKIP_LIMIT_S * (self._fps or 0)))
+            if not more_declared or failures >= limit or self._cap is None:
                 return None
 
     def _retrieve(self, index: int, timestamp: float) -> Frame | None:
@@ -357,11 +359,14 @@ class VideoSource(_SourceBase):
             logger.debug("%s: variable frame rate (%d timestamp jumps); decoded to the end", self.path.name,
                          self._gaps)
             return
-        if reached_the_end:
+        if reached_the_end:  # damage skipped, the end reached: reported, not an early end (exit 0)
             where = f" around {format_time(self._first_gap)}" if self._first_gap is not None else ""
-            self.ended_early = (f"{missing} of {about}{self._declared} frames could not be decoded (corrupt data"
-                                f"{where}); decoding went on to the end ({format_time(last)}), and frame indexes "
-                                "after the damage count only the frames decoded")
+            self.frames_skipped = missing
+            self.damaged = (f"{missing} of {about}{self._declared} frames could not be decoded (corrupt data"
+                            f"{where}); decoding went on to the end ({format_time(last)}), and frame indexes "
+                            "after the damage count only the frames decoded")
+            logger.warning("%s: %s", self.path.name, self.damaged)
+            return
         else:
             self.ended_early = (f"decoding stopped at frame {self._next_index} of {about}{self._declared} "
                                 f"({format_time(last + interval)}): the file is truncated or corrupt")

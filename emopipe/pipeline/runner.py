@@ -505,6 +505,8 @@ class Pipeline:
             steady_latency_p99_s=percentile(steady, 0.99),
             stage_seconds={k: round(v, 4) for k, v in self._stage_totals.items()},
             ended_early=getattr(self.source, "ended_early", None),
+            damaged=getattr(self.source, "damaged", None),
+            frames_skipped=getattr(self.source, "frames_skipped", 0),
             engine=self.engine.info(),
             **fields,
         )

@@ -27,6 +27,8 @@ class RunSummary:
     steady_latency_p99_s: float | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
     ended_early: str | None = None
+    damaged: str | None = None  # damaged stretches skipped, the end reached (not an error)
+    frames_skipped: int = 0
     interrupted: bool = False
     engine: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
@@ -58,6 +60,8 @@ class RunSummary:
             lines.append("time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items()))
         if self.ended_early:
             lines.append(f"input ended early: {self.ended_early}")
+        if self.damaged:
+            lines.append(f"damaged input: {self.damaged}")
         if self.skipped_files:
             shown = ", ".join(Path(f).name for f in self.skipped_files[:5])
             more = f" and {len(self.skipped_files) - 5} more" if len(self.skipped_files) > 5 else ""
