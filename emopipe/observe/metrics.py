@@ -41,9 +41,10 @@ STAGES = ("decode", "detect", "nms", "crop", "infer", "write")
 PHASES = ("first", "steady")
 # Error kinds exposed at 0 from the start, so increase() and alerts see the first error.
 ERROR_KINDS = ("source", "decode", "detect", "crop", "infer", "write")
-# 0.5 ms … 10 s; denser between 5 and 100 ms, where steady frames and batches fall.
+# 0.5 ms … 10 min; denser between 5 and 100 ms, where a GPU's steady frames and batches fall, and up to
+# minutes for CPU runs (a CPU frame waits tens of seconds behind its batch: a 10 s top bucket showed 10 s)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
-                   0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
+                   0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 DEFAULT_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
 # Live mode serves metrics without being asked, so by default only to this machine.
 DEFAULT_HOST = "127.0.0.1"
