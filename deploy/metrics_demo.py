@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from prometheus_client import CollectorRegistry
 
-from emopipe.observe.metrics import PipelineMetrics, grouping_key, linger, push_metrics, serve_metrics
+from emopipe.observe.exposition import grouping_key, linger, push_metrics, serve_metrics
+from emopipe.observe.metrics import PipelineMetrics
 
 BATCH_SIZE = 8
 

@@ -21,8 +21,10 @@ from prometheus_client import CollectorRegistry
 import emopipe
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.uris import redact_uri
+from emopipe.observe import exposition as x
 from emopipe.observe import metrics as m
-from emopipe.observe.metrics import LATENCY_BUCKETS, MetricsExporter, PipelineMetrics
+from emopipe.observe.exposition import MetricsExporter
+from emopipe.observe.metrics import LATENCY_BUCKETS, PipelineMetrics
 from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.timing import GpuTimer
 
@@ -388,7 +390,7 @@ def fetch(url: str) -> str:
 
 def test_serve_metrics_serves_the_registry_and_closes(registry, pm):
     pm.observe_frame(0.25, faces=3)
-    server = m.serve_metrics(registry, 0, "127.0.0.1")
+    server = x.serve_metrics(registry, 0, "127.0.0.1")
     try:
         assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/metrics"
         text = fetch(server.url)
@@ -400,21 +402,21 @@ def test_serve_metrics_serves_the_registry_and_closes(registry, pm):
 
 
 def test_serve_metrics_on_a_busy_port_is_a_usage_error(registry):
-    with m.serve_metrics(registry, 0, "127.0.0.1") as first, \
+    with x.serve_metrics(registry, 0, "127.0.0.1") as first, \
             pytest.raises(UsageError, match=f"cannot serve metrics on 127.0.0.1:{first.port}.*--metrics-port"):
-        m.serve_metrics(registry, first.port, "127.0.0.1")
+        x.serve_metrics(registry, first.port, "127.0.0.1")
     with pytest.raises(UsageError, match=r"0\.\.65535"):
-        m.serve_metrics(registry, 70000)
+        x.serve_metrics(registry, 70000)
 
 
 def test_linger_returns_when_stopped():
     stop = threading.Event()
     threading.Timer(0.1, stop.set).start()
-    assert 0.05 < m.linger(30, stop) < 5
+    assert 0.05 < x.linger(30, stop) < 5
 
 
 def test_linger_ends_cleanly_on_sigterm(tmp_path):
-    code = ("import sys; from emopipe.observe.metrics import linger; print('lingering', flush=True); "
+    code = ("import sys; from emopipe.observe.exposition import linger; print('lingering', flush=True); "
             "took = linger(60); print(f'done {took:.1f}', flush=True)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[1])
@@ -433,20 +435,20 @@ def test_linger_ends_cleanly_on_sigterm(tmp_path):
     ("https://pg.example/prefix", "https://pg.example/prefix"),
 ])
 def test_pushgateway_urls(url, full):
-    assert m.check_pushgateway_url(url) == full
+    assert x.check_pushgateway_url(url) == full
 
 
 @pytest.mark.parametrize("url", ["ftp://pg:21", "http://", "://x"])
 def test_bad_pushgateway_urls_are_usage_errors(url):
     with pytest.raises(UsageError, match="--pushgateway must be an http"):
-        m.check_pushgateway_url(url)
+        x.check_pushgateway_url(url)
 
 
 def test_push_to_nothing_is_an_output_error(registry, pm):
-    with m.serve_metrics(registry, 0, "127.0.0.1") as server:
+    with x.serve_metrics(registry, 0, "127.0.0.1") as server:
         port = server.port  # a port that was free a moment ago and is closed again below
     with pytest.raises(OutputError, match=f"cannot push metrics to the Pushgateway at http://127.0.0.1:{port}"):
-        m.push_metrics(registry, f"127.0.0.1:{port}", timeout_s=2)
+        x.push_metrics(registry, f"127.0.0.1:{port}", timeout_s=2)
 
 
 @pytest.mark.parametrize(("source", "label"), [
@@ -458,12 +460,12 @@ def test_push_to_nothing_is_an_output_error(registry, pm):
 ])
 def test_sources_lose_their_credentials_in_labels(source, label):
     assert redact_uri(source) == label
-    key = m.grouping_key(source)
+    key = x.grouping_key(source)
     assert key["source"] == label and key["instance"]
 
 
 def test_an_unreachable_pushgateway_after_a_complete_run_is_a_warning(registry, caplog):
-    with m.serve_metrics(registry, 0, "127.0.0.1") as server:
+    with x.serve_metrics(registry, 0, "127.0.0.1") as server:
         port = server.port  # closed again below: nothing listens there
     exporter = MetricsExporter(registry, pushgateway=f"127.0.0.1:{port}")
     exporter.finish()  # no exception: the run's results are fine
@@ -505,6 +507,6 @@ def test_metrics_flags_resolve_with_a_live_default_port():
     live = resolved("rtsp://u:p@cam/x", "--metrics-port", "0", "--metrics-linger", "5", "--pushgateway", "pg:9091")
     assert (live.metrics_port, live.metrics_host, live.metrics_linger, live.pushgateway) == (0, "127.0.0.1", 5.0,
                                                                                              "pg:9091")
-    assert m.grouping_key(live.uri)["source"] == "rtsp://u:***@cam/x"
+    assert x.grouping_key(live.uri)["source"] == "rtsp://u:***@cam/x"
     with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
         resolved("clip.mp4", "--metrics-linger", "5")

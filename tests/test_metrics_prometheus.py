@@ -22,6 +22,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from emopipe.observe import exposition as x
 from emopipe.observe import metrics as m
 from emopipe.observe.metrics import PipelineMetrics
 from tests.support.prometheus_helpers import (
@@ -179,7 +180,7 @@ def test_compose_prometheus_grafana_and_the_image_agree():
     emopipe = services["emopipe"]
     command = emopipe["command"]
     port = int(command[command.index("--metrics-port") + 1])
-    assert port == m.DEFAULT_PORT
+    assert port == x.DEFAULT_PORT
     assert command[command.index("--metrics-host") + 1] == "0.0.0.0"  # reachable from the Prometheus container
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(rf"^EXPOSE {port}$", dockerfile, re.M)
@@ -269,23 +270,23 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
         for _ in range(5):
             pm.observe_batch(8, 8, 0.012)
         group = {"instance": "batch-host", "source": "/videos/clip one.mp4"}  # '/' in a value: base64 in the URL
-        m.push_metrics(registry, gateway_url, grouping_key=group)
+        x.push_metrics(registry, gateway_url, grouping_key=group)
 
         pushed = scrape(f"{gateway_url}/metrics")
-        labels = {"job": m.PUSH_JOB, **group}
+        labels = {"job": x.PUSH_JOB, **group}
         assert sample(pushed, "emopipe_frames_total", **labels) == 20
         assert sample(pushed, "emopipe_first_frame_latency_seconds", **labels) == 0.8
         pm.observe_frame(0.03, faces=1)  # a rerun of the same group replaces its values (PUT)
-        m.push_metrics(registry, gateway_url, grouping_key=group)
+        x.push_metrics(registry, gateway_url, grouping_key=group)
         assert sample(scrape(f"{gateway_url}/metrics"), "emopipe_frames_total", **labels) == 21
 
         since = time.time()
         # honor_labels: the run's own job and instance, not the gateway's
-        got = wait_for_data(prom, [Expression("pushed", f'emopipe_frames_total{{job="{m.PUSH_JOB}"}} == 21')],
+        got = wait_for_data(prom, [Expression("pushed", f'emopipe_frames_total{{job="{x.PUSH_JOB}"}} == 21')],
                             since, timeout=20, instance="batch-host")
         assert not got, got
         # the dashboard's whole-run panels (no rate windows) work for a pushed run
-        whole_run = [e for e in dashboard_expressions({"datasource": "p", "job": m.PUSH_JOB,
+        whole_run = [e for e in dashboard_expressions({"datasource": "p", "job": x.PUSH_JOB,
                                                        "instance": "batch-host"}) if "[" not in e.promql]
         assert len(whole_run) >= 8
         problems = wait_for_data(prom, whole_run, since, timeout=20, instance="batch-host")

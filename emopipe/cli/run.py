@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PUSH_JOB = "emopipe-batch"  # (emopipe.observe.metrics.PUSH_JOB, named in the help without importing prometheus)
+PUSH_JOB = "emopipe-batch"  # (emopipe.observe.exposition.PUSH_JOB, named in the help without importing prometheus)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
     from emopipe.api import Analyzer
-    from emopipe.observe.metrics import MetricsExporter, PipelineMetrics, grouping_key
+    from emopipe.observe.exposition import MetricsExporter, grouping_key
+    from emopipe.observe.metrics import PipelineMetrics
 
     config = config_from_args(args)
     if config.ray:
@@ -274,7 +275,8 @@ def run_many(config: RunConfig) -> int:
     from prometheus_client import CollectorRegistry
 
     from emopipe.api import Analyzer
-    from emopipe.observe.metrics import MetricsExporter, PipelineMetrics
+    from emopipe.observe.exposition import MetricsExporter
+    from emopipe.observe.metrics import PipelineMetrics
 
     analyzer = Analyzer(config)
     exporter = metrics = None

@@ -2,17 +2,14 @@
 
 Every metric is created against a registry passed in (the command line makes its own, tests make
 a fresh one per test), in the ``emopipe_`` namespace, in base units. Histogram buckets cover
-0.5 ms – 10 s: a warm GPU stage takes a few milliseconds, a cold first frame seconds.
+0.5 ms – 10 min: a warm GPU stage takes a few milliseconds, a cold first frame seconds, a CPU frame more.
 
 The pipeline's threads call the ``observe_*`` methods concurrently; each prometheus_client metric
 is thread-safe on its own, and the few decisions that span calls (which frame was the first,
 the running fill ratio) are made under one lock.
 
-Exposure follows Prometheus' advice: a long-lived (live) run serves ``/metrics`` for scraping
-(:func:`serve_metrics`); a file run can keep serving for a while after its last frame
-(:func:`linger`) and/or push its final values to a Pushgateway (:func:`push_metrics`).
-:class:`MetricsExporter` does all three in the order a run needs them. docs/metrics.md lists
-every metric and dashboard panel.
+How they are served, kept up after a run and pushed: :mod:`emopipe.observe.exposition`.
+docs/metrics.md lists every metric and dashboard panel.
 """
 
 from __future__ import annotations
@@ -20,19 +17,13 @@ from __future__ import annotations
 import logging
 import math
 import re
-import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, push_to_gateway, start_http_server
-
-from emopipe.errors import OutputError, UsageError
-from emopipe.io.uris import redact_uri
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +36,6 @@ ERROR_KINDS = ("source", "decode", "detect", "crop", "infer", "write")
 # minutes for CPU runs (a CPU frame waits tens of seconds behind its batch: a 10 s top bucket showed 10 s)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
                    0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-DEFAULT_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
-# Live mode serves metrics without being asked, so by default only to this machine.
-DEFAULT_HOST = "127.0.0.1"
-PUSH_JOB = "emopipe-batch"  # job label of pushed runs, apart from the scraped `emopipe` job
 # Build-info labels always present (value "unknown"/"none" when a fact is missing), so the
 # dashboard's table keeps its columns whatever engine produced the facts.
 BUILD_INFO_LABELS = ("version", "torch_version", "cuda_version", "cudnn_version", "gpu", "model",
@@ -263,143 +250,4 @@ def build_info(engine_info: Mapping[str, object] | None = None, *, model: str | 
 
 # -- exposure: scrape, linger, push ----------------------------------------------------------------
 
-class MetricsServer:
-    """The /metrics endpoint of a run (prometheus_client's threaded WSGI server); :meth:`close` stops it."""
 
-    def __init__(self, httpd: Any, thread: threading.Thread, host: str) -> None:
-        self._httpd = httpd
-        self._thread = thread
-        self.host = host
-        self.port = int(httpd.server_port)
-
-    @property
-    def url(self) -> str:
-        host = "localhost" if self.host in ("", "0.0.0.0", "::") else self.host
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def serve_metrics(registry: CollectorRegistry, port: int, host: str = DEFAULT_HOST) -> MetricsServer:
-    """Serve ``registry`` on http://host:port/metrics from a daemon thread (port 0: a free one)."""
-    if not 0 <= port <= 65535:
-        raise UsageError(f"metrics port must be 0..65535, got {port}")
-    try:
-        httpd, thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise UsageError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
-                         "choose another --metrics-port or --metrics-host") from None
-    return MetricsServer(httpd, thread, host)
-
-
-def linger(seconds: float, stop: threading.Event | None = None) -> float:
-    """Keep the process — and so its metrics server — alive up to ``seconds`` after a file run ends,
-    so Prometheus scrapes the final values. SIGTERM (docker stop), Ctrl-C or ``stop`` end it early,
-    as a normal return. Returns the seconds lingered."""
-    stop = stop or threading.Event()
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    start = time.monotonic()
-    try:
-        stop.wait(seconds)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    return time.monotonic() - start
-
-
-def check_pushgateway_url(url: str) -> str:
-    """``url`` as an http(s) URL (``host:port`` gets ``http://``); a UsageError if it is not one."""
-    full = url if "://" in url else f"http://{url}"
-    parts = urlsplit(full)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--pushgateway must be an http(s) URL such as http://pushgateway:9091, got {url!r}")
-    return full
-
-
-def push_metrics(registry: CollectorRegistry, url: str, *, job: str = PUSH_JOB,
-                 grouping_key: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> None:
-    """PUT the registry's values to a Pushgateway, replacing the group ``job`` + ``grouping_key``.
-
-    Prometheus' advice for batch jobs: push once, at the end; one group per (host, source), so a
-    rerun replaces its previous values. A failure is an OutputError (the metrics output was asked for).
-    """
-    full = check_pushgateway_url(url)
-    try:
-        push_to_gateway(full, job=job, registry=registry, grouping_key=dict(grouping_key or {}), timeout=timeout_s)
-    except OSError as exc:  # URLError and prometheus_client's "error talking to pushgateway" are OSErrors
-        reason = getattr(exc, "reason", None) or exc
-        raise OutputError(f"cannot push metrics to the Pushgateway at {full}: {reason}") from None
-
-
-def grouping_key(source: str) -> dict[str, str]:
-    """The Pushgateway group of a run: this host and the (redacted) source it read."""
-    return {"instance": socket.gethostname(), "source": redact_uri(str(source))}
-
-
-class MetricsExporter:
-    """Exposes a run's metrics as the ``--metrics-*`` and ``--pushgateway`` flags ask.
-
-    ``start()`` before loading models (so scrapes see start-up), ``finish()`` after the last result
-    (push, then linger), ``close()`` in ``finally`` (or use it as a context manager: start/close).
-    """
-
-    def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = DEFAULT_HOST,
-                 linger_s: float = 0.0, pushgateway: str | None = None, job: str = PUSH_JOB,
-                 grouping_key: Mapping[str, str] | None = None) -> None:
-        if not linger_s >= 0:
-            raise UsageError(f"--metrics-linger must be ≥ 0 seconds, got {linger_s}")
-        if linger_s and port is None:
-            raise UsageError("--metrics-linger needs --metrics-port (there is nothing to scrape otherwise)")
-        self.registry = registry
-        self.port = port
-        self.host = host
-        self.linger_s = linger_s
-        self.pushgateway = check_pushgateway_url(pushgateway) if pushgateway else None
-        self.job = job
-        self.grouping_key = dict(grouping_key or {})
-        self.server: MetricsServer | None = None
-
-    def start(self) -> None:
-        if self.port is not None and self.server is None:
-            self.server = serve_metrics(self.registry, self.port, self.host)
-            logger.info("metrics on %s", self.server.url)
-
-    def finish(self, linger_after: bool = True) -> None:
-        """After the last result: push the final values, then keep serving them ``linger_s`` seconds
-        (not after an interrupted run: Ctrl-C or SIGTERM means stop now, e.g. ``docker stop``)."""
-        if self.pushgateway:
-            try:
-                push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
-                logger.info("metrics pushed to %s", self.pushgateway)
-            except OutputError as exc:  # the results are written and complete: the metrics alone are lost
-                logger.warning("%s; the results are complete, only their metrics were not pushed", exc)
-        if self.server is not None and self.linger_s > 0 and linger_after:
-            logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
-                        self.server.url, self.linger_s)
-            linger(self.linger_s)
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-
-    def __enter__(self) -> MetricsExporter:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
