@@ -317,14 +317,15 @@ def parity_on_cuda(job: dict) -> list[dict]:
     import torch  # noqa: I001
     from emopipe.engines.base import EngineOptions
 
-    from emopipe.engines import export
+    from emopipe.engines import export, parity
     from emopipe.engines.onnxruntime_engine import OrtEngine
     from emopipe.engines.torch_engine import TorchEngine
 
     device = job["device"]
     model = _model(job).to(device)
     batch = job["batch"]
-    crops = export.verification_crops(batch, export.default_faces_dir())
+    faces = REPO / "shared" / "data" / "faces"
+    crops = parity.verification_crops(batch, faces if faces.is_dir() else None)
     rows = []
     for precision in job["precisions"]:
         options = EngineOptions(device=device, precision=precision, batch_size=batch)
@@ -338,7 +339,7 @@ def parity_on_cuda(job: dict) -> list[dict]:
         spec = export.OnnxSpec(job["digest"], model.num_classes, batch, precision)
         for name, engine in engines:
             engine.warmup()
-            for report in export.check_parity(engine.infer, model, spec, crops):
+            for report in parity.check_parity(engine.infer, model, spec, crops):
                 rows.append({"what": f"{name} {precision} b{batch} ({engine.info().get('providers', 'torch')})",
                              "describe": report.describe(), "ok": report.ok, **asdict(report)})
         engines.clear()
@@ -395,7 +396,7 @@ def _time_one(model, v: Variant, job: dict) -> Result:
 
     import torch
 
-    from emopipe.engines.export import random_crops
+    from emopipe.engines.parity import random_crops
     from emopipe.model.devices import PRECISIONS
 
     cuda = job["device"] == "cuda"

@@ -12,7 +12,7 @@ import torch
 
 import emopipe
 from emopipe.cli import app as cli
-from emopipe.engines import export
+from emopipe.engines import export, parity
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.model.weights import sha256_of
 from emopipe.types import LABELS, EngineOutput
@@ -84,13 +84,13 @@ def test_bad_metadata(change, message):
 
 
 def test_parity_verdicts():
-    tolerance = export.TOLERANCES["fp32"]
-    ok = export.Parity("random crops", 4, 1e-6, 2e-6, 3e-6, tolerance)
+    tolerance = parity.TOLERANCES["fp32"]
+    ok = parity.Parity("random crops", 4, 1e-6, 2e-6, 3e-6, tolerance)
     assert ok.ok and ok.describe().endswith("— ok") and "≤ 1e-03" in ok.describe()
-    bad = export.Parity("real faces", 4, 1e-6, 5e-3, 3e-6, tolerance, landmarks_px=0.7)
+    bad = parity.Parity("real faces", 4, 1e-6, 5e-3, 3e-6, tolerance, landmarks_px=0.7)
     assert bad.failures() == ["valence 5.00e-03 > 1e-03", "landmarks 0.70 px > 0.5 px"]
     assert "EXCEEDED" in bad.describe()
-    assert not export.Parity("x", 1, math.nan, 0, 0, tolerance).ok
+    assert not parity.Parity("x", 1, math.nan, 0, 0, tolerance).ok
 
 
 def test_run_in_batches_keeps_every_call_at_the_static_shape():
@@ -101,20 +101,20 @@ def test_run_in_batches_keeps_every_call_at_the_static_shape():
         mean = crops.mean(dim=(1, 2, 3))
         return EngineOutput(probabilities=mean[:, None].repeat(1, 8), valence=mean, arousal=-mean)
 
-    crops = export.random_crops(5)
-    out = export.run_in_batches(infer, crops, batch=2)
+    crops = parity.random_crops(5)
+    out = parity.run_in_batches(infer, crops, batch=2)
     assert seen == [2, 2, 2]
     assert len(out) == 5
     assert torch.equal(out.valence, crops.mean(dim=(1, 2, 3)))
 
 
 def test_real_face_crops(shared_dir):
-    names, crops = export.real_face_crops(shared_dir / "data" / "faces")
+    names, crops = parity.real_face_crops(shared_dir / "data" / "faces")
     assert names == ["astronaut", "1face.png", "3faces.png", "4faces.png"]
     assert crops is not None and crops.shape == (4, 3, 256, 256) and crops.dtype == torch.float32
     assert float(crops.min()) >= 0 and float(crops.max()) <= 1
     assert float(crops.std(dim=(1, 2, 3)).min()) > 0.05  # photos, not blank frames
-    only_astronaut, one = export.real_face_crops(None)
+    only_astronaut, one = parity.real_face_crops(None)
     assert only_astronaut == ["astronaut"] and one is not None and torch.equal(one[0], crops[0])
 
 

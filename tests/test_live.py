@@ -32,8 +32,9 @@ from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io.live import LiveOptions, LiveSource, NewestFrame
 from emopipe.io.sources import open_source
 from emopipe.io.uris import is_live, redact_uri, webcam_index
-from emopipe.observe.liveview import FrameHub, LiveServer, TimedVideoWriter, parse_address
+from emopipe.observe.livepage import FrameHub, LiveServer, parse_address
 from emopipe.observe.metrics import PipelineMetrics
+from emopipe.observe.recording import TimedVideoWriter
 from emopipe.types import Frame, HostFrame
 from emopipe.vision.annotate import PALETTE
 from tests.support import synth

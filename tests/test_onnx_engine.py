@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from emopipe.engines import export
+from emopipe.engines import export, parity
 from emopipe.engines.base import EngineOptions
 from emopipe.engines.onnxruntime_engine import CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER, OrtEngine, plan_providers
 from emopipe.engines.registry import create_engine
@@ -35,9 +35,9 @@ def model5(checkpoints):
 @pytest.fixture(scope="module")
 def faces() -> torch.Tensor:
     """The astronaut's face and a random crop (float, [0, 1])."""
-    _, real = export.real_face_crops()
+    _, real = parity.real_face_crops()
     assert real is not None
-    return torch.cat([real[:1], export.random_crops(1, seed=3)])
+    return torch.cat([real[:1], parity.random_crops(1, seed=3)])
 
 
 def _assert_close(found, expected, tolerance: float) -> None:

@@ -9,16 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser
-from emopipe.engines.export import (
-    ONNX_PRECISIONS,
-    TOLERANCES,
-    OnnxSpec,
-    Tolerance,
-    cache_dir,
-    check_parity,
-    export_emonet,
-    verification_crops,
-)
+from emopipe.engines.export import ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet
+from emopipe.engines.parity import TOLERANCES, Tolerance, check_parity, verification_crops
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.types import LABELS
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from emopipe.engines import export
+from emopipe.engines import export, parity
 from emopipe.engines.base import EngineOptions
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.model.devices import resolve_device
@@ -351,8 +351,8 @@ class OrtEngine:
 
     def _verify(self, session: _Session) -> None:
         """A fresh export runs here first on random and real-face crops and must match PyTorch fp32."""
-        crops = export.verification_crops(random_count=2)
-        reports = export.check_parity(lambda c: self._output(session.run(c)), self.model, session.spec, crops)
+        crops = parity.verification_crops(random_count=2)
+        reports = parity.check_parity(lambda c: self._output(session.run(c)), self.model, session.spec, crops)
         for report in reports:
             logger.info("parity of the new export: %s", report.describe())
         bad = [r for r in reports if not r.ok]

@@ -132,7 +132,7 @@ class LiveSink(Sink):
         self.rows.write(result)
         if self.hub is None and self.recording is None:
             return
-        from emopipe.observe.liveview import draw_numbers
+        from emopipe.observe.livepage import draw_numbers
         from emopipe.vision.annotate import draw
 
         image = draw(result.frame.bgr, self.rows.last_records)
@@ -156,7 +156,8 @@ class LiveMode:
     def __init__(self, config: RunConfig) -> None:
         """``config`` is resolved (:meth:`RunConfig.resolved`): live defaults applied, options checked."""
         from emopipe.io.records import ensure_writable
-        from emopipe.observe.liveview import check_display, parse_address
+        from emopipe.observe.livepage import parse_address
+        from emopipe.observe.window import check_display
 
         config = config
         self.config = config
@@ -181,7 +182,8 @@ class LiveMode:
     def open(self, stack: ExitStack, registry: Any = None) -> LiveSource:
         """Serve the page, open the window, handle SIGTERM, then open the camera or stream (fail fast)."""
         from emopipe.io.uris import redact_uri
-        from emopipe.observe.liveview import FrameHub, LiveServer, WindowView
+        from emopipe.observe.livepage import FrameHub, LiveServer
+        from emopipe.observe.window import WindowView
 
         self.stats = LiveStats(redact_uri(self.uri))
         if self.serve_address or self.config.show:
@@ -207,7 +209,7 @@ class LiveMode:
                                 max_wait_s=max_wait, detect_every=self.config.detect_every)
 
     def sink(self, rows: Any) -> Sink:
-        from emopipe.observe.liveview import TimedVideoWriter
+        from emopipe.observe.recording import TimedVideoWriter
 
         assert self.source is not None and self.stats is not None
         if self.config.record:

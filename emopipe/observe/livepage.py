@@ -1,8 +1,9 @@
-"""Watching and recording a live run: a window (``--show``), a web page (``--serve``), a file (``--record``).
+"""Watching a live run: the newest annotated frame (:class:`FrameHub`) and the web page (``--serve``).
 
-All three read annotated frames the writer thread publishes to a :class:`FrameHub`, which keeps
-only the newest one. JPEG encoding for the page runs on its own thread, and only while someone is
-watching; the window has its own thread too, so neither ever slows the GPU thread.
+The page, the window (``--show``, :mod:`emopipe.observe.window`) and the recording (``--record``,
+:mod:`emopipe.observe.recording`) read annotated frames the writer thread publishes to a :class:`FrameHub`,
+which keeps only the newest one. JPEG encoding for the page runs on its own thread, and only while someone
+is watching; the window has its own thread too, so neither ever slows the GPU thread.
 
 The page (``/``) shows the annotated stream (``/stream.mjpg``, multipart MJPEG, which every browser
 shows in an ``<img>``) and the current numbers (``/stats.json``: frames per second, capture → result
@@ -15,22 +16,17 @@ from __future__ import annotations
 import html
 import json
 import logging
-import math
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
 from emopipe.errors import UsageError
-from emopipe.vision.annotate import FONT, AnnotatedVideoWriter
+from emopipe.vision.annotate import FONT
 
 logger = logging.getLogger(__name__)
 
@@ -370,148 +366,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 # -- the window --------------------------------------------------------------------------------
 
-def check_display() -> None:
-    """Fail fast, with a way out, where ``--show`` cannot open a window (probed in a child process:
-    a GUI toolkit without a display may abort the process instead of raising)."""
-    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        raise UsageError("--show needs a display, and there is none here (DISPLAY is not set); "
-                         "use --serve HOST:PORT to watch the annotated stream in a browser")
-    probe = ("import cv2\ncv2.namedWindow('emopipe display check', cv2.WINDOW_NORMAL)\ncv2.waitKey(1)\n"
-             "cv2.destroyAllWindows()\ncv2.waitKey(1)\n")
-    try:
-        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        raise UsageError("--show: opening a window did not finish within 30 s; use --serve HOST:PORT") from None
-    if result.returncode != 0:
-        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-        reason = lines[-1] if lines else f"exit code {result.returncode}"
-        if "not implemented" in reason.lower() or "rebuild the library" in reason.lower():
-            reason = "this OpenCV has no GUI support (opencv-python-headless?); install opencv-python"
-        raise UsageError(f"--show cannot open a window: {reason}; use --serve HOST:PORT to watch in a browser")
-
-
-class WindowView:
-    """An OpenCV window showing the hub's newest frame; q or Esc (or closing it) calls ``on_quit``.
-
-    Every HighGUI call happens on the window's own thread, as GUI toolkits require.
-    """
-
-    def __init__(self, hub: FrameHub, title: str, on_quit: Callable[[], None]) -> None:
-        self.hub = hub
-        self.title = title
-        self.on_quit = on_quit
-        self._ready = threading.Event()
-        self._error: str | None = None
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="emopipe-window", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise UsageError(f"--show cannot open a window: {self._error}; use --serve HOST:PORT")
-
-    def _run(self) -> None:
-        try:
-            cv2.namedWindow(self.title, cv2.WINDOW_NORMAL | cv2.WINDOW_KEEPRATIO)
-            cv2.imshow(self.title, _placeholder(640, 360))
-            cv2.waitKey(1)
-        except cv2.error as exc:
-            self._error = str(exc).strip().splitlines()[-1]
-            self._ready.set()
-            return
-        self._ready.set()
-        seq = 0
-        quit_sent = False
-        try:
-            while not self._closing.is_set():
-                got = self.hub.newer(seq, timeout=0.03)
-                if got is not None:
-                    seq, image = got
-                    cv2.imshow(self.title, image)
-                key = cv2.waitKey(1) & 0xFF
-                closed = cv2.getWindowProperty(self.title, cv2.WND_PROP_VISIBLE) < 1
-                if (key in (ord("q"), ord("Q"), 27) or closed) and not quit_sent:
-                    quit_sent = True
-                    logger.info("window closed: stopping after the current frame")
-                    self.on_quit()
-                    if closed:
-                        return
-        finally:
-            try:
-                cv2.destroyAllWindows()
-                cv2.waitKey(1)
-            except cv2.error:
-                pass  # the user closed it already
-
-    def close(self) -> None:
-        self._closing.set()
-        self._thread.join(timeout=5)
-
 
 # -- the recording -------------------------------------------------------------------------------
 
-class TimedVideoWriter:
-    """``--record``: the annotated stream at the measured capture rate, playing in real time.
-
-    Each processed frame goes to the position its capture time gives (``(t - t0) × fps``); the
-    positions in between — frames that were dropped, or a reconnection — repeat the frame before,
-    so the file's clock matches the wall clock. The rate is measured from the capture times (read
-    at the first frame, by which time the capture has run through start-up); the codec follows
-    the extension as for ``--annotate``.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], fps: Callable[[], float | None]) -> None:
-        self.path = Path(path)
-        self._fps = fps
-        self._video: AnnotatedVideoWriter | None = None
-        self._start: float | None = None
-        self._last: tuple[int, np.ndarray] | None = None  # position and image of the last frame written
-        self._waiting: tuple[np.ndarray, float] | None = None  # the first frame, until the rate is known
-        self.frames_written = 0  # positions filled, repeats included
-        self.frames_recorded = 0  # processed frames
-
-    @property
-    def fps(self) -> float | None:
-        return self._video.fps if self._video is not None else None
-
-    def write(self, image: np.ndarray, timestamp: float) -> None:
-        if self._video is None:
-            fps = self._fps()
-            if fps is None or not math.isfinite(fps) or fps <= 0:  # a single frame captured so far
-                if self._waiting is None:
-                    self._waiting = (image, timestamp)
-                    return
-                fps = 1.0 / max(timestamp - self._waiting[1], 1e-3)
-            self._open(fps, *(self._waiting or (image, timestamp)))
-            if self._waiting is not None:
-                waiting, self._waiting = self._waiting, None
-                self.write(*waiting)
-        self._place(image, timestamp)
-
-    def _open(self, fps: float, image: np.ndarray, timestamp: float) -> None:
-        height, width = image.shape[:2]
-        self._video = AnnotatedVideoWriter(self.path, round(fps, 3), (width, height))
-        self._start = timestamp
-        logger.info("recording %s at the measured %.2f frames/s", self.path, self._video.fps)
-
-    def _place(self, image: np.ndarray, timestamp: float) -> None:
-        assert self._video is not None and self._start is not None
-        position = round((timestamp - self._start) * self._video.fps)
-        if self._last is not None:
-            last_position, last_image = self._last
-            position = max(position, last_position + 1)  # jitter: never two frames in one position
-            for _ in range(position - last_position - 1):
-                self._video.write(last_image, ())
-                self.frames_written += 1
-        self._video.write(image, ())
-        self.frames_written += 1
-        self.frames_recorded += 1
-        self._last = (position, image)
-
-    def close(self) -> None:
-        if self._video is None and self._waiting is not None:  # the run ended after one frame
-            self._open(1.0, *self._waiting)
-            self._place(*self._waiting)
-        self._waiting = None
-        if self._video is not None:
-            self._video.close()
-        self._last = None
