@@ -312,3 +312,19 @@ def test_a_run_writes_tracks_segments_and_a_report_that_opens_offline(tmp_path, 
 
     with Image.open(shot) as image:  # the charts are drawn: many colours, not a blank page
         assert len(image.convert("RGB").getcolors(1 << 24) or ()) > 200
+
+
+def test_track_files_that_cannot_be_written_do_not_fail_a_run_that_did_not_ask_for_a_report(monkeypatch, caplog):
+    from emopipe.config import RunConfig
+    from emopipe.pipeline import analysis
+    from emopipe.pipeline.summary import RunSummary
+
+    def missing_library(*args, **kwargs):
+        raise ImportError("No module named 'ruptures'")
+
+    monkeypatch.setattr(analysis, "write_track_outputs", missing_library)
+    analysis._track_outputs_or_warn(RunConfig(source="x.mp4", output="x.csv"), None, RunSummary(source="x.mp4"))
+    assert "track summaries not written (the rows are complete): No module named 'ruptures'" in caplog.text
+    with pytest.raises(ImportError):  # --report asked for by name: its failure is the run's
+        analysis._track_outputs_or_warn(RunConfig(source="x.mp4", output="x.csv", report="r.html"), None,
+                                        RunSummary(source="x.mp4"))

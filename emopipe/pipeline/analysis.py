@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.config import RunConfig
-from emopipe.errors import OutputError, SourceUnavailableError
+from emopipe.errors import EmopipeError, OutputError, SourceUnavailableError
 from emopipe.io.nvdec import open_input
 from emopipe.io.records import open_writer, partial_path
 from emopipe.io.sources import Source
@@ -109,7 +109,7 @@ class SourceRun:
             sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve
         self.sinks.append(sink)
         self.outputs.update(config.outputs())
-        self.finishers.append(lambda summary: write_track_outputs(config, tracks, summary))
+        self.finishers.append(lambda summary: _track_outputs_or_warn(config, tracks, summary))
 
     @staticmethod
     def _commit_rows(writer: Any, complete: bool | None = None) -> None:
@@ -209,6 +209,17 @@ class MetricsObserver(Observer):
 
     def dropped(self, n: int) -> None:
         self.metrics.frames_dropped(n)
+
+
+def _track_outputs_or_warn(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:
+    """The per-track files are derived from the rows, which are already written: their failure (a disk that
+    filled up, a library missing from a hand-made install) is a warning, never the loss of the run."""
+    try:
+        write_track_outputs(config, tracks, summary)
+    except (EmopipeError, ImportError, OSError) as exc:
+        if config.report:  # asked for by name: its failure is the run's (the rows are complete all the same)
+            raise
+        logger.warning("track summaries not written (the rows are complete): %s", exc)
 
 
 def write_track_outputs(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:
