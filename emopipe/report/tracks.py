@@ -45,7 +45,9 @@ class TrackSeries:
         self._arousal.append(record.arousal)
         self._scores.append(record.score)
         self._boxes.extend(record.box)
-        self._probabilities.extend(record.probabilities)
+        # one copy of the float32 bytes, not an element-by-element conversion (this runs on the writer
+        # thread for every face of every frame)
+        self._probabilities.frombytes(np.asarray(record.probabilities, dtype=np.float32).tobytes())
 
     def __len__(self) -> int:
         return len(self._frames)
