@@ -6,10 +6,11 @@
 #       emopipe /data/video.mp4 -o /data/emotions.csv --metrics-port 9478 --metrics-host 0.0.0.0
 # deploy/compose.yaml runs it with Prometheus and Grafana (docs/metrics.md).
 #
-# The image installs this package with pip, as the README does: PyTorch's wheels bring their own
-# CUDA libraries; the CUDA 13 + cuDNN 9 runtime base serves onnxruntime-gpu (built for CUDA 13)
-# and the host's driver comes in through the container toolkit.
-ARG CUDA_IMAGE=nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
+# The image installs this package with pip, as the README does, at the versions the GPU benchmarks ran
+# with (deploy/constraints.txt). PyTorch's wheels bring their CUDA and cuDNN libraries (onnxruntime-gpu
+# loads the same ones), so the base is CUDA's smallest image — not a second copy of the runtime and
+# cuDNN; the host's driver comes in through the container toolkit.
+ARG CUDA_IMAGE=nvidia/cuda:13.0.1-base-ubuntu24.04
 
 FROM ${CUDA_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive
@@ -23,21 +24,23 @@ ENV PATH=/opt/emopipe/bin:$PATH \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY deploy/constraints.txt deploy/constraints.txt
 COPY models/manifest.json models/manifest.json
 COPY emopipe emopipe
 # [nvdec]: PyNvVideoCodec, so videos are decoded by the GPU's NVDEC (--decoder auto); [cudnn]: the
-# cuDNN frontend, for EmoNet's fused convolutions. This checkout's package: its dependencies'
-# versions are bounded in pyproject.toml.
+# cuDNN frontend, for EmoNet's fused convolutions; [ray]: --ray workers use this image too.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir ".[nvdec,cudnn]"
+RUN pip install --no-cache-dir -c deploy/constraints.txt ".[nvdec,cudnn,ray]"
 
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
-# libGL and GLib: OpenCV's wheel links against them. A C compiler and Python's headers: Triton builds
-# its kernel launchers at first use (EmoNet's glue kernels; `--compile`), cached in the models volume.
+# libGL and GLib: OpenCV's wheel links against them. tini: PID 1 that forwards SIGTERM (docker stop)
+# to emopipe, which then closes its files and exits 130. A C compiler and Python's headers: Triton
+# builds its kernel launchers at first use (EmoNet's glue kernels), once, cached in the models volume —
+# without them the engine falls back to slower PyTorch glue.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 libgl1 libglib2.0-0t64 gcc libc6-dev python3-dev \
+    && apt-get install -y --no-install-recommends python3 libgl1 libglib2.0-0t64 tini gcc libc6-dev python3-dev \
     && rm -rf /var/lib/apt/lists/*
 # Weights live in a volume (EmoNet's licence forbids redistributing them in an image):
 # `emopipe models fetch` downloads and verifies them into $EMOPIPE_HOME once.
@@ -59,5 +62,9 @@ USER 10001:10001
 WORKDIR /data
 # Prometheus /metrics (--metrics-port; the default port in live mode)
 EXPOSE 9478
-ENTRYPOINT ["emopipe"]
+# Healthy while /metrics answers, for runs that serve it (EMOPIPE_HEALTH_URL, set by deploy/compose.yaml);
+# a run without metrics has nothing to probe and counts as healthy.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
+    CMD ["python3", "-c", "import os, sys, urllib.request as r; u = os.environ.get('EMOPIPE_HEALTH_URL'); sys.exit(0 if not u or r.urlopen(u, timeout=4).status == 200 else 1)"]
+ENTRYPOINT ["tini", "--", "emopipe"]
 CMD ["--help"]

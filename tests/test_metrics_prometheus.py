@@ -197,7 +197,7 @@ def test_compose_prometheus_grafana_and_the_image_agree():
     assert jobs["emopipe"]["static_configs"][0]["targets"] == [f"emopipe:{port}"]
     assert jobs["pushgateway"]["honor_labels"] is True
     pushgateway_host, pushgateway_port = jobs["pushgateway"]["static_configs"][0]["targets"][0].split(":")
-    assert f"{pushgateway_port}:{pushgateway_port}" in services[pushgateway_host]["ports"]
+    assert f"${{EMOPIPE_BIND:-127.0.0.1}}:{pushgateway_port}:{pushgateway_port}" in services[pushgateway_host]["ports"]
     prometheus = services["prometheus"]
     assert "./prometheus:/etc/prometheus:ro" in prometheus["volumes"]
     assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
@@ -209,10 +209,33 @@ def test_compose_prometheus_grafana_and_the_image_agree():
     provisioning = DEPLOY / "grafana" / "provisioning"
     (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
-    assert "9090:9090" in prometheus["ports"]
+    assert "${EMOPIPE_BIND:-127.0.0.1}:9090:9090" in prometheus["ports"]
     (provider,) = yaml.safe_load((provisioning / "dashboards" / "emopipe.yml").read_text())["providers"]
     assert provider["options"]["path"] == mounts["./grafana/dashboards"]
     assert (DEPLOY / "grafana" / "dashboards" / "emopipe.json").is_file()
+
+
+def test_compose_defaults_are_safe_to_run_on_a_shared_machine():
+    """Ports on 127.0.0.1 unless asked, a Grafana password from the environment, signals that reach emopipe
+    in time, a restart for lost cameras, a health check; the image pins what was measured."""
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert port.startswith("${EMOPIPE_BIND:-127.0.0.1}:"), (name, port)
+    grafana = compose["services"]["grafana"]["environment"]
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")  # no admin/admin
+    emopipe = compose["services"]["emopipe"]
+    assert emopipe["init"] is True and emopipe["restart"] == "on-failure"
+    grace = int(emopipe["stop_grace_period"].rstrip("s"))
+    assert 10 <= grace < 600  # SIGTERM skips the 600 s linger: seconds, not the linger, must fit
+    assert emopipe["environment"]["EMOPIPE_HEALTH_URL"].endswith(":9478/metrics")
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^HEALTHCHECK ", dockerfile, re.M) and 'ENTRYPOINT ["tini", "--", "emopipe"]' in dockerfile
+    assert "cudnn-runtime" not in dockerfile  # PyTorch's wheels bring CUDA and cuDNN: not a second copy
+    constraints = (DEPLOY / "constraints.txt").read_text()
+    assert "-c deploy/constraints.txt" in dockerfile
+    pins = [line for line in constraints.splitlines() if line and not line.startswith("#")]
+    assert pins and all("==" in line for line in pins) and any(line.startswith("torch==") for line in pins)
 
 
 def test_dockerfile_passes_hadolint():
