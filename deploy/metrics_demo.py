@@ -40,6 +40,7 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
     """Observe frames until ``stop`` is set: startup, then a reader thread feeding a worker thread."""
     rng = random.Random(seed)
     metrics.observe_startup(load_s=_jitter(rng, 1.4, 0.1), warmup_s=_jitter(rng, 4.1, 0.1))
+    metrics.set_source_up("rtsp://camera.local/demo" if live else "/data/demo.mp4", True)
     frames: queue.Queue[tuple[float, float] | None] = queue.Queue(maxsize=8)
 
     def reader() -> None:
@@ -52,6 +53,7 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
             if index % 97 == 13:
                 metrics.error("decode")  # a corrupt packet now and then
             if index % 211 == 50 and live:
+                metrics.reopen_failed()  # one failed attempt, then the stream is back
                 metrics.reconnect()
             try:
                 frames.put_nowait((capture - _jitter(rng, 0.004), time.monotonic()))

@@ -585,11 +585,22 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
             assert re.search(r'id="latency">\d+ ms<', dom)
             _check_page_screenshot(shot, {r["track_id"] for r in _rows(rows_path)})
 
-            # the server dies and comes back: emopipe reconnects and rows continue
+            # the server dies and comes back: the metrics and the page say so, emopipe reconnects, rows continue
+            up = ("emopipe_source_up", frozenset({("source", server.url)}))
+            assert scrape(page + "metrics")[up] == 1
             server.kill()
             killed = time.time()
-            time.sleep(1.5)
+            _wait_for(lambda: scrape(page + "metrics").get(up) == 0, 10 + 2, proc, log,
+                      "emopipe_source_up did not go to 0 within 10 s of the stream dying")  # (+ the 2 s read timeout)
+            _wait_for(lambda: scrape(page + "metrics").get(("emopipe_stream_reopen_failures_total", frozenset()),
+                                                             0) >= 1, 30, proc, log, "no failed reopen attempt counted")
+            down = stats()
+            assert down["state"] == "reconnecting" and down["outage_s"] > 0 and down["fps"] is None
+            assert down["reopen_failures"] >= 1
+            html_page = _get(page, timeout=5)[2].decode()
+            assert 'class="stale"' in html_page and "s old" in html_page  # the frozen frame: marked stale, its age
             server.start()
+            _wait_for(lambda: scrape(page + "metrics").get(up) == 1, 60, proc, log, "emopipe_source_up not back to 1")
             _wait_for(lambda: sum(1 for r in _rows(rows_path) if r["timestamp_s"] > killed) >= 3, 90, proc, log,
                       "no rows after the stream came back")
             assert stats()["reconnects"] >= 1

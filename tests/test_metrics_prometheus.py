@@ -91,6 +91,7 @@ def a_metrics_registry() -> CollectorRegistry:
     pm.observe_batch(8, 3, 0.01)
     pm.observe_frame(0.1, 3)
     pm.observe_capture_latency(0.1)
+    pm.set_source_up("rtsp://camera/x", True)
     return registry
 
 
@@ -284,6 +285,7 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
         registry = CollectorRegistry()
         pm = PipelineMetrics(registry, info={"backend": "torch", "precision": "fp16"}, queues=("frames",))
         pm.observe_startup(1.3, 4.0)
+        pm.set_source_up("/videos/clip one.mp4", False)  # read to its end
         for i in range(20):
             pm.observe_stage("decode", 0.001)
             pm.observe_stage("detect", 0.004)

@@ -259,9 +259,10 @@ class LiveSource(_SourceBase):
     """A camera or network stream read by a capture thread that keeps only the newest frame.
 
     The thread starts when the source opens (so a stream stays drained while the models load) and
-    the source is ready once the first frame has arrived. ``on_drop(n)`` and ``on_reconnect()`` are
-    called from the capture thread (set them before iterating); the counters ``captured``,
-    ``dropped``, ``skipped`` and ``reconnects`` can be read at any time.
+    the source is ready once the first frame has arrived. ``on_drop(n)``, ``on_reconnect()``,
+    ``on_up(bool)`` (frames arrive / the stream is lost) and ``on_reopen_failed()`` are called from the
+    capture thread (set them before iterating); ``captured``, ``dropped``, ``skipped``, ``reconnects``,
+    ``reopen_failures`` and ``up`` can be read at any time.
     """
 
     def __init__(self, uri: str, *, options: LiveOptions | None = None,
@@ -274,8 +275,12 @@ class LiveSource(_SourceBase):
         self.kind = "camera" if webcam_index(uri) is not None else "stream"
         self.on_drop = on_drop
         self.on_reconnect = on_reconnect
+        self.on_up: Callable[[bool], None] | None = None
+        self.on_reopen_failed: Callable[[], None] | None = None
         self.captured = 0
         self.reconnects = 0
+        self.reopen_failures = 0  # attempts to reopen a lost stream that failed (refused, no frame)
+        self.up = False  # frames arriving; False before the first and while the stream is lost
         self._newest = NewestFrame()
         self._stopping = threading.Event()
         self._times: deque[float] = deque(maxlen=_FPS_WINDOW)
@@ -327,6 +332,7 @@ class LiveSource(_SourceBase):
                         if not self.captured:
                             raise  # the first opening: the user gets this message at once
                         last_problem = str(exc)
+                        self._reopen_failed()
                         continue
                     count = cap.get(cv2.CAP_PROP_FRAME_COUNT)
                     declared = round(count) if math.isfinite(count) and 0 < count < 1e9 else None
@@ -345,8 +351,11 @@ class LiveSource(_SourceBase):
                         return
                     last_problem = (f"no frame for {self.options.read_timeout_s:g} s or the connection closed"
                                     if read_since_open else "it opened but gave no frame")
+                    if reconnecting and not read_since_open:
+                        self._reopen_failed()  # reopened, but no frame came
                     if not reconnecting:
                         logger.warning("%s stopped (%s); reconnecting", self._name(), last_problem)
+                        self._set_up(False)
                     reconnecting = True
                     continue
                 self._publish(image, reopened=reconnecting)
@@ -360,6 +369,17 @@ class LiveSource(_SourceBase):
                 cap.release()
             self._newest.close()
 
+    def _set_up(self, up: bool) -> None:
+        if up != self.up:
+            self.up = up
+            if self.on_up is not None:
+                self.on_up(up)
+
+    def _reopen_failed(self) -> None:
+        self.reopen_failures += 1
+        if self.on_reopen_failed is not None:
+            self.on_reopen_failed()
+
     def _publish(self, image: np.ndarray, *, reopened: bool) -> None:
         wall, now = time.time(), time.perf_counter()
         frame = HostFrame(index=self.captured, timestamp_s=wall, bgr=_as_bgr(image), read_time=now)
@@ -370,6 +390,7 @@ class LiveSource(_SourceBase):
             if self.on_reconnect is not None:
                 self.on_reconnect()
         self.captured += 1
+        self._set_up(True)
         if self._last_capture is not None and not reopened:
             self._streaming_s += now - self._last_capture
             self._intervals += 1

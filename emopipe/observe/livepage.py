@@ -185,6 +185,7 @@ body {{ margin: 0; background: #111; color: #eee; font: 15px system-ui, sans-ser
 header {{ padding: 8px 14px; display: flex; flex-wrap: wrap; gap: 18px; align-items: baseline; }}
 header b {{ font-size: 20px; color: #fff; }} .k {{ color: #999; }}
 #view {{ display: block; max-width: 100vw; max-height: calc(100vh - 48px); margin: 0 auto; }}
+#view.stale {{ opacity: 0.35; filter: grayscale(1); }}
 a {{ color: #8cf; }} .bad {{ color: #f66; }}
 </style></head>
 <body>
@@ -196,11 +197,12 @@ a {{ color: #8cf; }} .bad {{ color: #f66; }}
  <span><span class="k">faces</span> <b id="faces">{faces}</b></span>
  <span><span class="k">frames</span> <span id="frames">{frames}</span></span>
  <span><span class="k">dropped</span> <span id="dropped">{dropped}</span></span>
- <span><span class="k">reconnects</span> <span id="reconnects">{reconnects}</span></span>
+ <span><span class="k">reconnects</span> <span id="reconnects">{reconnects}</span>
+  <span class="k">(failed attempts</span> <span id="failures">{failures}</span><span class="k">)</span></span>
  <span id="state" class="{state_class}">{state}</span>
  <a href="metrics">metrics</a>
 </header>
-<img id="view" src="stream.mjpg" alt="annotated live stream">
+<img id="view" class="{view_class}" src="stream.mjpg" alt="annotated live stream">
 <script>
 function ms(s) {{ return s === null ? "-" : (s * 1000).toFixed(0) + " ms"; }}
 async function refresh() {{
@@ -213,8 +215,12 @@ async function refresh() {{
     document.getElementById("frames").textContent = n.frames;
     document.getElementById("dropped").textContent = n.frames_dropped;
     document.getElementById("reconnects").textContent = n.reconnects;
+    document.getElementById("failures").textContent = n.reopen_failures;
     const state = document.getElementById("state");
-    state.textContent = n.state; state.className = n.state === "live" ? "" : "bad";
+    const stale = n.outage_s !== null && n.outage_s !== undefined;
+    state.textContent = stale ? n.state + " — the frame shown is " + n.outage_s.toFixed(0) + " s old" : n.state;
+    state.className = n.state === "live" ? "" : "bad";
+    document.getElementById("view").className = stale ? "stale" : "";
   }} catch (e) {{
     document.getElementById("state").textContent = "emopipe is not answering";
   }}
@@ -233,13 +239,17 @@ def render_page(numbers: Mapping[str, Any]) -> str:
 
     fps = numbers.get("fps")
     state = str(numbers.get("state", "starting"))
+    outage = numbers.get("outage_s")
+    shown = state if outage is None else f"{state} — the frame shown is {outage:.0f} s old"
     return _PAGE.format(
         source=html.escape(str(numbers.get("source", ""))),
         fps="-" if fps is None else f"{fps:.1f}",
         latency=ms(numbers.get("latency_p50_s")), latency99=ms(numbers.get("latency_p99_s")),
         faces=int(numbers.get("faces", 0)), frames=int(numbers.get("frames", 0)),
         dropped=int(numbers.get("frames_dropped", 0)), reconnects=int(numbers.get("reconnects", 0)),
-        state=html.escape(state), state_class="" if state == "live" else "bad",
+        failures=int(numbers.get("reopen_failures", 0)),
+        state=html.escape(shown), state_class="" if state == "live" else "bad",
+        view_class="stale" if numbers.get("outage_s") is not None else "",
     )
 
 

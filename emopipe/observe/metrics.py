@@ -96,6 +96,10 @@ class PipelineMetrics:
         self.batch_fill = Gauge("batch_fill_ratio", "Real faces / batch slots over the run so far "
                                 "(NaN before the first batch)", **common)
         self.reconnects = Counter("stream_reconnects", "Times a live stream was reopened", **common)
+        self.reopen_failures = Counter("stream_reopen_failures", "Attempts to reopen a lost live stream that "
+                                       "failed (refused, unreachable, or no frame)", **common)
+        self.source_up = Gauge("source_up", "1 while a live source's frames arrive, 0 while it is lost and "
+                               "reconnecting", ["source"], **common)
         self.capture_latency = Histogram("capture_latency_seconds",
                                          "Live mode: capture timestamp of a frame → its results written", **latency)
         self.build = Info("build", "emopipe build and engine: versions, GPU, model, precision, backend", **common)
@@ -204,6 +208,13 @@ class PipelineMetrics:
 
     def reconnect(self) -> None:
         self.reconnects.inc()
+
+    def reopen_failed(self) -> None:
+        self.reopen_failures.inc()
+
+    def set_source_up(self, source: str, up: bool) -> None:
+        """``source`` as users see it, credentials removed (emopipe.io.uris.redact_uri)."""
+        self.source_up.labels(source=source).set(1 if up else 0)
 
     def observe_capture_latency(self, seconds: float) -> None:
         _check_seconds(seconds, "capture latency")

@@ -126,7 +126,11 @@ class SourceRun:
         if self.metrics is not None:
             self.observers.append(MetricsObserver(self.metrics))
             if self.live is not None:
-                self.observers += self.live.observers(self.metrics)
+                self.observers += self.live.observers(self.metrics)  # (up/down as the camera comes and goes)
+            elif self.source is not None:  # a file: up while it is read, down once its frames are all read
+                metrics, name = self.metrics, self.source.info.uri
+                metrics.set_source_up(name, True)
+                self.finishers.append(lambda summary: metrics.set_source_up(name, False))
 
     def settings(self) -> PipelineSettings:
         if self.live is not None:

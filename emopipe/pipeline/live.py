@@ -86,9 +86,11 @@ class LiveStats(Observer):
         source = self.source
         silent = None if source is None else source.seconds_since_frame
         state = "starting" if frames == 0 else "live"
-        if source is not None and silent is not None and frames and \
-                silent > max(1.0, source.options.read_timeout_s / 2):
+        lost = source is not None and source.captured > 0 and not source.up
+        if lost or (source is not None and silent is not None and frames and
+                    silent > max(1.0, source.options.read_timeout_s / 2)):
             state = "reconnecting"
+            fps = None  # the rate of frames that stopped coming would be stale
         return {
             "source": self.source_name,
             "state": state,
@@ -101,6 +103,9 @@ class LiveStats(Observer):
             "frames_dropped": self.frames_dropped,
             "capture_fps": None if source is None else source.measured_fps,
             "reconnects": 0 if source is None else source.reconnects,
+            "reopen_failures": 0 if source is None else source.reopen_failures,
+            # while reconnecting, the frame shown is this old (the page marks it stale)
+            "outage_s": silent if state == "reconnecting" else None,
             "uptime_s": now - self.started,
         }
 
@@ -219,8 +224,13 @@ class LiveMode:
 
     def observers(self, metrics: Any) -> list[Observer]:
         assert self.source is not None and self.stats is not None
-        self.source.on_drop = metrics.frames_dropped
-        self.source.on_reconnect = metrics.reconnect
+        source = self.source
+        source.on_drop = metrics.frames_dropped
+        source.on_reconnect = metrics.reconnect
+        source.on_reopen_failed = metrics.reopen_failed
+        name = source.info.uri  # (redacted)
+        source.on_up = lambda up: metrics.set_source_up(name, up)
+        metrics.set_source_up(name, source.up)
         return [self.stats, CaptureLatencyMetrics(metrics)]
 
     def summary(self, pipeline: Pipeline) -> dict[str, Any]:
