@@ -229,8 +229,10 @@ class Analyzer:
         results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
                                                      on_result=on_result, metrics=metrics, exporter=exporter,
                                                      progress=progress)
-        return finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
-                           self.summaries)
+        outcome = finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
+                              self.summaries)
+        report_many(plan, outcome)
+        return outcome
 
     def plan_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None,
                   **options: Any) -> ManyPlan:
@@ -268,6 +270,10 @@ class Analyzer:
         except OSError as exc:
             raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
         ensure_writable(directory / MANIFEST, "manifest")
+        if given.report:  # one page for every source, made from their rows files at the end
+            if Path(given.report).suffix.lower() not in (".html", ".htm"):
+                raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
+            ensure_writable(Path(given.report), "report")
         skipped: list[SourceResult] = []
         for p in planned:
             if p not in todo:
@@ -278,7 +284,7 @@ class Analyzer:
                 manifest.append(done.as_dict())
                 skipped.append(done)
         return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
-                        skipped)
+                        skipped, report=given.report)
 
     def process(self, todo: Sequence[PlannedSource], config: RunConfig, *, manifest: Manifest | None = None,
                 on_result: Callable[[SourceResult], None] | None = None, metrics: Any = None, exporter: Any = None,
@@ -343,6 +349,22 @@ class ManyPlan:
     planned: list[PlannedSource]
     todo: list[PlannedSource]  # the sources to run (positions renumbered from 0)
     skipped: list[SourceResult]  # done by an earlier run (--resume)
+    report: str | None = None  # --report: one HTML page over every completed source
+
+
+def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
+    """``--report`` of a many-source run: one page, a section per source, from the complete rows files
+    (thumbnails cut from the sources' videos)."""
+    if not plan.report:
+        return
+    import itertools
+
+    from emopipe.report.outputs import write_report
+    from emopipe.report.rows import read_records
+
+    rows = [r.outputs["rows"] for r in outcome.results if r.status in ("ok", "skipped") and "rows" in r.outputs]
+    reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report)
+    logger.info("report: %s (%d track(s) of %d source(s))", plan.report, len(reports), len(rows))
 
 
 def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,

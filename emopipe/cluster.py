@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emopipe.api import Analyzer, ManyOutcome, finish_many
+from emopipe.api import Analyzer, ManyOutcome, finish_many, report_many
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.pipeline.archive import PlannedSource, SourceResult
@@ -211,9 +211,11 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     finally:
         for actor in idle + [a for a, _ in in_flight.values()]:
             ray.kill(actor, no_restart=True)
-    return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
-                       ray={"workers": count, "gpus_per_worker": per_gpu, "worker_failures": failures,
-                            "worker_summaries": summaries})
+    outcome = finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
+                          ray={"workers": count, "gpus_per_worker": per_gpu, "worker_failures": failures,
+                               "worker_summaries": summaries})
+    report_many(plan, outcome)
+    return outcome
 
 
 def _size(uri: str) -> int:

@@ -191,8 +191,11 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
         out.parent.mkdir(exist_ok=True)
         emopipe(name, "-o", out, *options, cwd=tmp_path)
         alone[name] = rows(out)
-    emopipe("a/clip.mp4", "b", "-o", "out", *options, cwd=tmp_path)
+    emopipe("a/clip.mp4", "b", "-o", "out", "--report", "report.html", *options, cwd=tmp_path)
     out = tmp_path / "out"
+    page = (tmp_path / "report.html").read_text()  # one page, an index and a section per source
+    assert page.count("<section class='source'") == 3 and "id='index'" in page
+    assert all(f">{name}</h2>" in page for name in made)
     together = {name: rows(out / name.replace(".mp4", ".emotions.csv")) for name in made}
     for name in made:
         assert together[name] == alone[name], name
