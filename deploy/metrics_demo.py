@@ -40,6 +40,7 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
     """Observe frames until ``stop`` is set: startup, then a reader thread feeding a worker thread."""
     rng = random.Random(seed)
     metrics.observe_startup(load_s=_jitter(rng, 1.4, 0.1), warmup_s=_jitter(rng, 4.1, 0.1))
+    metrics.set_run_state("running")
     metrics.set_source_up("rtsp://camera.local/demo" if live else "/data/demo.mp4", True)
     frames: queue.Queue[tuple[float, float] | None] = queue.Queue(maxsize=8)
 
@@ -67,10 +68,11 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
 
     def worker() -> None:
         rng_w = random.Random(seed + 1)
-        pending: list[tuple[float, float, int]] = []
+        pending: list[tuple[float, float, float, int]] = []
         first_detect = first_batch = True
         while (item := frames.get()) is not None:
             captured, read = item
+            taken = time.monotonic()
             metrics.set_queue_depth("frames", frames.qsize())
             spent = _jitter(rng_w, 0.0037) + (0.3 if first_detect else 0.0)  # detect (slow once: lazy init)
             first_detect = False
@@ -79,8 +81,8 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
             faces = rng_w.choice((0, 1, 1, 1, 2, 3))
             if faces:
                 metrics.observe_stage("crop", _jitter(rng_w, 0.0003))
-            pending.append((captured, read, faces))
-            queued = sum(f for _, _, f in pending)
+            pending.append((captured, read, taken, faces))
+            queued = sum(f for *_, f in pending)
             metrics.set_queue_depth("faces", queued)
             if queued >= BATCH_SIZE or len(pending) >= 3:  # full, or the oldest face waited long enough
                 while queued:  # static batches of BATCH_SIZE slots, the last one padded
@@ -90,10 +92,11 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
                     time.sleep(spent)
                     metrics.observe_batch(BATCH_SIZE, real, spent)
                     first_batch = False
-                for captured_at, read_at, n in pending:
+                for captured_at, read_at, taken_at, n in pending:
                     metrics.observe_stage("write", _jitter(rng_w, 0.0002))
                     done = time.monotonic()
                     metrics.observe_frame(done - read_at, n)
+                    metrics.observe_frame_split(taken_at - read_at, done - taken_at)
                     if live:
                         metrics.observe_capture_latency(done - captured_at)
                 pending.clear()
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     registry = CollectorRegistry()
-    metrics = PipelineMetrics(registry, queues=("frames", "faces"), info={
+    metrics = PipelineMetrics(registry, queues=("frames", "faces"), mode="file" if args.file else "live", info={
         "version": "demo", "model": "demo (synthetic values)", "backend": "demo", "precision": "fp16",
         "device": "cuda:0", "gpu": "none (simulated)", "batch_size": str(BATCH_SIZE), "cudnn_benchmark": "true"})
     server = serve_metrics(registry, args.port, args.host)
@@ -140,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         worker.join()
+    metrics.set_run_state("finished")
     if args.pushgateway:
-        push_metrics(registry, args.pushgateway, grouping_key=grouping_key("demo"))
+        push_metrics(registry, args.pushgateway, grouping_key=grouping_key())
         print(f"pushed to {args.pushgateway}", flush=True)
     if args.linger:
         linger(args.linger)

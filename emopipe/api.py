@@ -204,12 +204,14 @@ class Analyzer:
             if metrics is not None:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+                metrics.set_run_state("running")
             run.write_files()
             run.observe(progress)
             outcome = run.run()
             write_summary(outcome.summary, config.summary)
             if exporter is not None:  # push, then linger — unless the run was interrupted: then exit now
-                exporter.finish(linger_after=not outcome.interrupted)
+                state = "interrupted" if outcome.interrupted else "failed" if outcome.lost else "finished"
+                exporter.finish(linger_after=not outcome.interrupted, state=state)
         self.summaries.append(outcome.summary)
         return outcome
 
@@ -334,8 +336,8 @@ class Analyzer:
                                                 "warmup_s": round(models.warmup_s, 4),
                                                 "engine_warmups": models.engine_warmups,
                                                 "detector_warmups": models.detector_warmups})
-            if exporter is not None and not interrupted:
-                exporter.finish()
+            if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
+                exporter.finish(linger_after=not interrupted, state="interrupted" if interrupted else "finished")
         return sink.results, summary, interrupted
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 import torch
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 import emopipe
 from emopipe.errors import OutputError, UsageError
@@ -57,7 +58,8 @@ def test_every_metric_is_in_the_namespace_with_base_units(registry, pm):
             assert family.name.endswith("_seconds"), family.name
     histograms = [f for f in families if f.type == "histogram"]
     assert {f.name for f in histograms} == {"emopipe_frame_latency_seconds", "emopipe_inference_batch_seconds",
-                                            "emopipe_stage_seconds", "emopipe_capture_latency_seconds"}
+                                            "emopipe_stage_seconds", "emopipe_capture_latency_seconds",
+                                            "emopipe_frame_queue_seconds", "emopipe_frame_processing_seconds"}
 
 
 def test_buckets_cover_half_a_millisecond_to_ten_minutes(registry, pm):
@@ -460,8 +462,60 @@ def test_push_to_nothing_is_an_output_error(registry, pm):
 ])
 def test_sources_lose_their_credentials_in_labels(source, label):
     assert redact_uri(source) == label
-    key = x.grouping_key(source)
-    assert key["source"] == label and key["instance"]
+
+
+def test_a_hosts_runs_share_one_pushgateway_group_whatever_their_source():
+    # a group per source grew the gateway without bound for a user with thousands of files
+    assert x.grouping_key() == {"instance": socket.gethostname()}
+
+
+def test_the_run_state_says_starting_running_and_how_it_ended(registry):
+    pm = PipelineMetrics(registry, mode="live")
+    states = {state: value(registry, "emopipe_run_state", mode="live", state=state)
+              for state in ("starting", "running", "finished", "failed", "interrupted")}
+    assert states == {"starting": 1, "running": 0, "finished": 0, "failed": 0, "interrupted": 0}
+    pm.set_run_state("running")
+    assert value(registry, "emopipe_run_state", mode="live", state="running") == 1
+    assert value(registry, "emopipe_run_state", mode="live", state="starting") == 0
+    with pytest.raises(ValueError, match="a run state is one of"):
+        pm.set_run_state("done")
+    with pytest.raises(ValueError, match="mode must be one of file, live"):
+        PipelineMetrics(CollectorRegistry(), mode="batch")
+
+
+def generate_latest_of(collector) -> list[str]:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return [generate_latest(registry).decode()]
+
+
+@pytest.mark.parametrize(("error", "state"), [(RuntimeError, "failed"), (KeyboardInterrupt, "interrupted")])
+def test_leaving_the_exporter_on_an_error_records_how_the_run_ended(registry, error, state):
+    pm = PipelineMetrics(registry)
+    pm.set_run_state("running")
+    with pytest.raises(error), MetricsExporter(registry, run_state=pm.set_run_state):
+        raise error("a stage failed")
+    assert pm.state == state
+    assert value(registry, "emopipe_run_state", mode="file", state=state) == 1
+
+
+def test_pushed_values_leave_out_created_series_and_queue_depths(registry):
+    pm = PipelineMetrics(registry, queues=("frames",))
+    pm.observe_frame(0.1, 2)
+    pushed = "".join(generate_latest_of(x.FinalValues(registry)))
+    assert "emopipe_frames_total 1.0" in pushed and "emopipe_faces_total 2.0" in pushed
+    assert 'emopipe_run_state{' in pushed
+    assert "_created" not in pushed and "emopipe_queue_depth" not in pushed
+    assert "_created" in generate_latest(registry).decode()  # the scraped registry itself keeps them
+
+
+def test_a_frames_latency_is_split_into_queueing_and_processing(registry, pm):
+    pm.observe_frame_split(4.0, 0.02)  # a file run's frame: waited behind the reader, processed in 20 ms
+    assert value(registry, "emopipe_frame_queue_seconds_bucket", le="2.5") == 0
+    assert value(registry, "emopipe_frame_queue_seconds_bucket", le="5.0") == 1
+    assert value(registry, "emopipe_frame_processing_seconds_bucket", le="0.02") == 1
+    with pytest.raises(ValueError, match="frame queueing time must be ≥ 0 s"):
+        pm.observe_frame_split(-1.0, 0.1)
 
 
 def test_an_unreachable_pushgateway_after_a_complete_run_is_a_warning(registry, caplog):
@@ -507,6 +561,5 @@ def test_metrics_flags_resolve_with_a_live_default_port():
     live = resolved("rtsp://u:p@cam/x", "--metrics-port", "0", "--metrics-linger", "5", "--pushgateway", "pg:9091")
     assert (live.metrics_port, live.metrics_host, live.metrics_linger, live.pushgateway) == (0, "127.0.0.1", 5.0,
                                                                                              "pg:9091")
-    assert x.grouping_key(live.uri)["source"] == "rtsp://u:***@cam/x"
     with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
         resolved("clip.mp4", "--metrics-linger", "5")

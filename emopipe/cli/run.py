@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import sys
 from dataclasses import fields
 from typing import TYPE_CHECKING
@@ -204,10 +203,11 @@ def run(args: argparse.Namespace) -> int:
     analyzer = Analyzer(config)
     config = analyzer.source_config()
     registry = CollectorRegistry()
-    metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(config.batch_size or 1),))
+    metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(config.batch_size or 1),),
+                              mode="live" if config.live else "file")
     exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
                                linger_s=config.metrics_linger, pushgateway=config.pushgateway,
-                               grouping_key=grouping_key(config.uri))
+                               grouping_key=grouping_key(), run_state=metrics.set_run_state)
     try:
         outcome = analyzer.run(metrics=metrics, exporter=exporter,
                                progress=not config.no_progress and sys.stderr.isatty())
@@ -275,7 +275,7 @@ def run_many(config: RunConfig) -> int:
     from prometheus_client import CollectorRegistry
 
     from emopipe.api import Analyzer
-    from emopipe.observe.exposition import MetricsExporter
+    from emopipe.observe.exposition import MetricsExporter, grouping_key
     from emopipe.observe.metrics import PipelineMetrics
 
     analyzer = Analyzer(config)
@@ -285,7 +285,7 @@ def run_many(config: RunConfig) -> int:
         metrics = PipelineMetrics(registry, queues=("frames", "results"))
         exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
                                    linger_s=config.metrics_linger, pushgateway=config.pushgateway,
-                                   grouping_key={"instance": socket.gethostname()})
+                                   grouping_key=grouping_key(), run_state=metrics.set_run_state)
     try:
         outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=_report,
                                     progress=not config.no_progress and sys.stderr.isatty())

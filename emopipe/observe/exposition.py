@@ -2,7 +2,8 @@
 
 Prometheus' advice, in the order a run needs it: a long-lived (live) run serves ``/metrics`` for scraping
 (:func:`serve_metrics`); a file run can keep serving for a while after its last frame (:func:`linger`)
-and/or push its final values to a Pushgateway (:func:`push_metrics`, one group per host and source).
+and/or push its final values to a Pushgateway (:func:`push_metrics`): one group per job and host, replaced by
+the host's next run, so the gateway holds a bounded set of series however many files a host processes.
 :class:`MetricsExporter` does all three from the command line's flags. The metrics themselves are
 defined in :mod:`emopipe.observe.metrics`.
 """
@@ -14,14 +15,15 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.uris import redact_uri
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,9 @@ DEFAULT_HOST = "127.0.0.1"
 
 
 PUSH_JOB = "emopipe-batch"  # job label of pushed runs, apart from the scraped `emopipe` job
+# Not pushed: a queue's depth after the run is meaningless, and the _created series double a gateway's size
+# and never change for a finished run.
+NOT_PUSHED = ("emopipe_queue_depth",)
 
 
 class MetricsServer:
@@ -58,8 +63,16 @@ class MetricsServer:
     def __enter__(self) -> MetricsServer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            if exc_type is not None and not self.finished:  # the run ended on an error: say so, wherever it is seen
+                self.finished = True
+                interrupted = issubclass(exc_type, KeyboardInterrupt)
+                if self.run_state is not None:
+                    self.run_state("interrupted" if interrupted else "failed")
+                self._push()
+        finally:
+            self.close()
 
 
 def serve_metrics(registry: CollectorRegistry, port: int, host: str = DEFAULT_HOST) -> MetricsServer:
@@ -102,36 +115,57 @@ def check_pushgateway_url(url: str) -> str:
     return full
 
 
+class FinalValues(Collector):
+    """A registry's metrics as a finished run pushes them: no ``_created`` series, no queue depths."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            if family.name in NOT_PUSHED:
+                continue
+            kept = Metric(family.name, family.documentation, family.type, family.unit)
+            kept.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield kept
+
+
 def push_metrics(registry: CollectorRegistry, url: str, *, job: str = PUSH_JOB,
                  grouping_key: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> None:
-    """PUT the registry's values to a Pushgateway, replacing the group ``job`` + ``grouping_key``.
+    """PUT the registry's final values to a Pushgateway, replacing the whole group ``job`` + ``grouping_key``.
 
-    Prometheus' advice for batch jobs: push once, at the end; one group per (host, source), so a
-    rerun replaces its previous values. A failure is an OutputError (the metrics output was asked for).
+    Prometheus' advice for batch jobs: push once, at the end, to a group that the next run of the same job on
+    the same host replaces (PUT), so the gateway does not grow with the number of runs or files
+    (docs/metrics.md). A failure is an OutputError (the metrics output was asked for).
     """
     full = check_pushgateway_url(url)
+    final = CollectorRegistry()
+    final.register(FinalValues(registry))
     try:
-        push_to_gateway(full, job=job, registry=registry, grouping_key=dict(grouping_key or {}), timeout=timeout_s)
+        push_to_gateway(full, job=job, registry=final, grouping_key=dict(grouping_key or {}), timeout=timeout_s)
     except OSError as exc:  # URLError and prometheus_client's "error talking to pushgateway" are OSErrors
         reason = getattr(exc, "reason", None) or exc
         raise OutputError(f"cannot push metrics to the Pushgateway at {full}: {reason}") from None
 
 
-def grouping_key(source: str) -> dict[str, str]:
-    """The Pushgateway group of a run: this host and the (redacted) source it read."""
-    return {"instance": socket.gethostname(), "source": redact_uri(str(source))}
+def grouping_key() -> dict[str, str]:
+    """The Pushgateway group of a run: its host. Not its source, which would make a group per file."""
+    return {"instance": socket.gethostname()}
 
 
 class MetricsExporter:
     """Exposes a run's metrics as the ``--metrics-*`` and ``--pushgateway`` flags ask.
 
     ``start()`` before loading models (so scrapes see start-up), ``finish()`` after the last result
-    (push, then linger), ``close()`` in ``finally`` (or use it as a context manager: start/close).
+    (push, then linger), ``close()`` in ``finally`` (or use it as a context manager: start/close; leaving it
+    on an exception marks the run ``failed`` — ``interrupted`` for Ctrl-C — and still pushes).
+    ``run_state`` receives how the run ended (e.g. :meth:`PipelineMetrics.set_run_state`), before any push.
     """
 
     def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = DEFAULT_HOST,
                  linger_s: float = 0.0, pushgateway: str | None = None, job: str = PUSH_JOB,
-                 grouping_key: Mapping[str, str] | None = None) -> None:
+                 grouping_key: Mapping[str, str] | None = None,
+                 run_state: Callable[[str], None] | None = None) -> None:
         if not linger_s >= 0:
             raise UsageError(f"--metrics-linger must be ≥ 0 seconds, got {linger_s}")
         if linger_s and port is None:
@@ -143,26 +177,35 @@ class MetricsExporter:
         self.pushgateway = check_pushgateway_url(pushgateway) if pushgateway else None
         self.job = job
         self.grouping_key = dict(grouping_key or {})
+        self.run_state = run_state
         self.server: MetricsServer | None = None
+        self.finished = False
 
     def start(self) -> None:
         if self.port is not None and self.server is None:
             self.server = serve_metrics(self.registry, self.port, self.host)
             logger.info("metrics on %s", self.server.url)
 
-    def finish(self, linger_after: bool = True) -> None:
-        """After the last result: push the final values, then keep serving them ``linger_s`` seconds
-        (not after an interrupted run: Ctrl-C or SIGTERM means stop now, e.g. ``docker stop``)."""
+    def finish(self, linger_after: bool = True, state: str = "finished") -> None:
+        """After the last result: record how the run ended (``state``), push the final values, then keep serving
+        them ``linger_s`` seconds (not after an interrupted run: Ctrl-C or SIGTERM means stop now, e.g.
+        ``docker stop``)."""
+        self.finished = True
+        if self.run_state is not None:
+            self.run_state(state)
+        self._push()
+        if self.server is not None and self.linger_s > 0 and linger_after:
+            logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
+                        self.server.url, self.linger_s)
+            linger(self.linger_s)
+
+    def _push(self) -> None:
         if self.pushgateway:
             try:
                 push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
                 logger.info("metrics pushed to %s", self.pushgateway)
             except OutputError as exc:  # the results are written and complete: the metrics alone are lost
                 logger.warning("%s; the results are complete, only their metrics were not pushed", exc)
-        if self.server is not None and self.linger_s > 0 and linger_after:
-            logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
-                        self.server.url, self.linger_s)
-            linger(self.linger_s)
 
     def close(self) -> None:
         if self.server is not None:
@@ -173,5 +216,13 @@ class MetricsExporter:
         self.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            if exc_type is not None and not self.finished:  # the run ended on an error: say so, wherever it is seen
+                self.finished = True
+                interrupted = issubclass(exc_type, KeyboardInterrupt)
+                if self.run_state is not None:
+                    self.run_state("interrupted" if interrupted else "failed")
+                self._push()
+        finally:
+            self.close()

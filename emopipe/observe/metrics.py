@@ -36,6 +36,11 @@ ERROR_KINDS = ("source", "decode", "detect", "crop", "infer", "write")
 # minutes for CPU runs (a CPU frame waits tens of seconds behind its batch: a 10 s top bucket showed 10 s)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
                    0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# What a run is doing, so alerts tell a finished run from a crashed or stuck one: a target that stops answering
+# while "running" crashed; one whose last state was "finished" ended as it should.
+RUN_STATES = ("starting", "running", "finished", "failed", "interrupted")
+# A file run's frames queue behind the reader by design; only a live run's latency is a promise to keep.
+RUN_MODES = ("file", "live")
 # Build-info labels always present (value "unknown"/"none" when a fact is missing), so the
 # dashboard's table keeps its columns whatever engine produced the facts.
 BUILD_INFO_LABELS = ("version", "torch_version", "cuda_version", "cudnn_version", "gpu", "model",
@@ -61,16 +66,25 @@ class PipelineMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry, *, info: Mapping[str, str] | None = None,
-                 queues: Sequence[str] = (), batch_sizes: Sequence[int] = ()) -> None:
+                 queues: Sequence[str] = (), batch_sizes: Sequence[int] = (), mode: str = "file") -> None:
         """``info`` are the build-info labels (default: :func:`build_info` without an engine);
         ``queues`` are queue names to expose at depth 0 before their first :meth:`set_queue_depth`;
-        ``batch_sizes`` the engine's static batch sizes, exposed at zero count before their first batch."""
+        ``batch_sizes`` the engine's static batch sizes, exposed at zero count before their first batch;
+        ``mode`` is ``file`` or ``live`` (the ``mode`` label of ``emopipe_run_state``)."""
+        if mode not in RUN_MODES:
+            raise ValueError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
         self.registry = registry
         common: dict[str, Any] = {"namespace": NAMESPACE, "registry": registry}
         latency: dict[str, Any] = {**common, "buckets": LATENCY_BUCKETS}
         self.frame_latency = Histogram(
             "frame_latency_seconds", "End-to-end latency of a frame: read → its results written; "
             "phase=first for the first frame of the run", ["phase"], **latency)
+        self.frame_queue = Histogram(
+            "frame_queue_seconds", "Part of a frame's latency spent waiting to be processed: read → taken by the "
+            "GPU thread (a file run's reader works ahead by design, so there it is queueing, not slowness)", **latency)
+        self.frame_processing = Histogram(
+            "frame_processing_seconds", "Part of a frame's latency spent being processed: taken by the GPU thread → "
+            "its results written (detection, crops, its inference batch, writing)", **latency)
         self.first_frame_latency = Gauge(
             "first_frame_latency_seconds", "End-to-end latency of the run's first frame (NaN until it is written)",
             **common)
@@ -102,6 +116,9 @@ class PipelineMetrics:
                                "reconnecting", ["source"], **common)
         self.capture_latency = Histogram("capture_latency_seconds",
                                          "Live mode: capture timestamp of a frame → its results written", **latency)
+        self.run_state = Gauge("run_state", "1 for what the run is doing: starting (engines loading and warming), "
+                               "running, or how it ended (finished, failed, interrupted); 0 for the other states",
+                               ["mode", "state"], **common)
         self.build = Info("build", "emopipe build and engine: versions, GPU, model, precision, backend", **common)
 
         # Children made once: label lookups stay off the hot path, and every series exists
@@ -117,6 +134,9 @@ class PipelineMetrics:
                 self.batch_latency.labels(batch_size=str(size), phase=phase)
         self.first_frame_latency.set(math.nan)
         self.batch_fill.set(math.nan)
+        self._run_states = {state: self.run_state.labels(mode=mode, state=state) for state in RUN_STATES}
+        self.state = ""  # the run state last set (what emopipe_run_state shows)
+        self.set_run_state("starting")
 
         self._lock = threading.Lock()
         self._frames_seen = 0
@@ -130,6 +150,16 @@ class PipelineMetrics:
         labels = {label: "unknown" for label in BUILD_INFO_LABELS}
         labels.update({_label_name(k): str(v) for k, v in info.items()})
         self.build.info(labels)
+
+    def set_run_state(self, state: str) -> None:
+        """One of RUN_STATES: ``running`` once the engines are warm, then how the run ended."""
+        if state not in RUN_STATES:
+            raise ValueError(f"a run state is one of {', '.join(RUN_STATES)}, got {state!r}")
+        for name, child in self._run_states.items():  # the others to 0 first: a scrape never sees two states
+            if name != state:
+                child.set(0)
+        self._run_states[state].set(1)
+        self.state = state
 
     def observe_startup(self, load_s: float, warmup_s: float) -> None:
         _check_seconds(load_s, "load time")
@@ -191,6 +221,13 @@ class PipelineMetrics:
             self.frames_detected.inc()
         if faces:
             self.faces.inc(faces)
+
+    def observe_frame_split(self, queued_s: float, processing_s: float) -> None:
+        """A frame's latency in its two parts: waiting to be taken by the GPU thread, then being processed."""
+        _check_seconds(queued_s, "frame queueing time")
+        _check_seconds(processing_s, "frame processing time")
+        self.frame_queue.observe(queued_s)
+        self.frame_processing.observe(processing_s)
 
     def frames_dropped(self, n: int = 1) -> None:
         if n < 0:

@@ -208,6 +208,9 @@ class MetricsObserver(Observer):
     def frame(self, result: FrameResult, latency_s: float) -> None:
         self.metrics.observe_frame(latency_s, len(result.faces), detected=result.detected)
 
+    def frame_split(self, queued_s: float, processing_s: float) -> None:
+        self.metrics.observe_frame_split(queued_s, processing_s)
+
     def queue_depth(self, name: str, depth: int) -> None:
         self.metrics.set_queue_depth(name, depth)
 

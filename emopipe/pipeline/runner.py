@@ -105,6 +105,9 @@ class Observer:
 
     def frame(self, result: FrameResult, latency_s: float) -> None: ...
 
+    def frame_split(self, queued_s: float, processing_s: float) -> None:
+        """A frame's latency in two parts: read → taken by the GPU thread, then taken → results written."""
+
     def queue_depth(self, name: str, depth: int) -> None: ...
 
     def dropped(self, n: int) -> None: ...
@@ -158,6 +161,7 @@ class Pipeline:
                                                      max(2, self.settings.queue_frames))
         self._results: queue.Queue[Any] = queue.Queue(maxsize=max(2, 2 * engine.batch_size))
         self._latencies: list[float] = []
+        self._taken: dict[FrameKey, float] = {}  # when the GPU thread took each frame (until it is written)
         self._faces = 0
         self._errors: list[BaseException] = []
         self.clock = StageClock(self.device, self._observe_stage)
@@ -224,8 +228,10 @@ class Pipeline:
                 latency = done - item.frame.read_time
                 self._latencies.append(latency)
                 self._faces += len(item.faces)
+                taken = self._taken.pop((item.frame.stream, item.frame.index), item.frame.read_time)
                 for o in self.observers:
                     o.frame(item, latency)
+                    o.frame_split(max(0.0, taken - item.frame.read_time), done - taken)
         except BaseException as exc:
             self._errors.append(exc)
             self._stop.set()
@@ -287,6 +293,7 @@ class Pipeline:
                 continue
             if item is _END:
                 break
+            self._taken[(item.stream, item.index)] = time.perf_counter()
             if batch.frames and (item.height, item.width) != (batch.frames[0].height, batch.frames[0].width):
                 yield batch
                 batch = _FrameBatch()

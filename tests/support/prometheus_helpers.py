@@ -140,19 +140,24 @@ def recording_expressions() -> list[Expression]:
     return [Expression(f"record: {r['record']}", r["expr"]) for r in rules("record")]
 
 
-_THRESHOLD = re.compile(r"^(?P<lhs>.+?)\s*(?:==|!=|>=|<=|>|<)\s*(?:bool\s+)?[-+]?[0-9.]+(?:e[-+]?[0-9]+)?\s*$",
-                        re.DOTALL)
+# A series an expression reads: `up`, an emopipe metric or a recording rule over one, with its matchers.
+_SELECTOR = re.compile(r"(?<![\w:])(up|[a-z_]*:?emopipe_[a-zA-Z0-9_:]*)(\{[^}]*\})?")
+
+
+def alert_selectors(expr: str) -> list[str]:
+    """The series selectors an alert expression reads, each once (e.g. ``emopipe_run_state{state="running"}``)."""
+    return list(dict.fromkeys(m.group(1) + (m.group(2) or "") for m in _SELECTOR.finditer(expr)))
 
 
 def alert_expressions() -> list[Expression]:
-    """Each alert's expression without its threshold: the part that must return data live."""
+    """Every series each alert reads: each must return data from a live run, so that an alert can fire at all
+    (the alerts themselves are gated on a run's state and compare against thresholds: promtool tests them)."""
     out = []
     for rule in rules("alert"):
-        match = _THRESHOLD.match(rule["expr"].strip())
-        if not match:
-            raise ValueError(f"alert {rule['alert']}: expected `<expression> <comparison> <number>`, "
-                             f"got {rule['expr']!r}")
-        out.append(Expression(f"alert: {rule['alert']}", match.group("lhs")))
+        selectors = alert_selectors(rule["expr"])
+        if not selectors:
+            raise ValueError(f"alert {rule['alert']}: reads no emopipe series: {rule['expr']!r}")
+        out += [Expression(f"alert: {rule['alert']}", selector) for selector in selectors]
     return out
 
 
