@@ -179,3 +179,49 @@ def test_cli_exports_fp16_checks_it_and_fails_beyond_tolerance(checkpoints, tmp_
     last = failed.stderr.strip().splitlines()[-1]
     assert last.startswith("emopipe: error: ONNX output differs from PyTorch beyond the tolerance: fp16 batch 1")
     assert path.stat().st_mtime_ns == before  # a file that was there before is reported, not deleted
+
+
+def test_valence_arousal_tolerance_follows_the_outputs_scale():
+    # a fine-tuned EmoNet with valence near -10: fp16 rounds to ~3 significant digits, so |Δ| 5e-2 is right there
+    # (an absolute 1e-2 refused it), while the same |Δ| on published-range outputs is a real error
+    fp16 = parity.TOLERANCES["fp16"]
+    big = torch.tensor([-10.0, -9.5, 8.0])
+    reference = EngineOutput(probabilities=torch.full((3, 8), 0.125), valence=big, arousal=big / 2)
+    found = EngineOutput(probabilities=torch.full((3, 8), 0.125), valence=big + 0.05, arousal=big / 2 - 0.03)
+    scaled = parity.compare(found, reference, "10× checkpoint", fp16)
+    assert scaled.scale == 10.0 and scaled.valence_arousal_limit == pytest.approx(0.1)
+    assert scaled.ok, scaled.describe()
+    assert "= 1e-02 × scale 10" in scaled.describe()
+    small = EngineOutput(probabilities=reference.probabilities, valence=big / 10, arousal=big / 20)
+    off = EngineOutput(probabilities=reference.probabilities, valence=big / 10 + 0.05, arousal=big / 20)
+    published = parity.compare(off, small, "published range", fp16)
+    assert published.scale == 1.0 and published.failures() == ["valence 5.00e-02 > 1e-02"]
+    way_off = EngineOutput(probabilities=reference.probabilities, valence=big + 0.5, arousal=big / 2)
+    assert parity.compare(way_off, reference, "10× checkpoint", fp16).failures() == ["valence 5.00e-01 > 1e-01"]
+
+
+@pytest.mark.slow
+def test_fp16_export_keeps_the_head_in_float32_and_passes_on_a_checkpoint_with_10x_outputs(tmp_path):
+    import onnx
+
+    from tests.support.checkpoints import random_state
+
+    state = random_state(8, seed=3)
+    final = "module.emo_fc_2.3"  # 128 → 8 logits + valence + arousal: scale valence and arousal ten-fold
+    state[f"{final}.weight"][8:] *= 10
+    state[f"{final}.bias"][8:] = torch.tensor([-9.0, 7.0])
+    weights = tmp_path / "tenfold.pth"
+    torch.save(state, weights)
+    done = _export_onnx("--weights", str(weights), "--batch-size", "1", "--precision", "fp16", "--output",
+                        str(tmp_path), "--random-crops", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "× scale" in done.stdout and done.stdout.count("— ok") == 2  # the relative tolerance was used
+    (path,) = tmp_path.glob("*.onnx")
+    graph = onnx.load(str(path)).graph
+    # the last two layers of the graph compute in float32: a Cast to float feeds the head
+    dtypes = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.output]}
+    heads = [n for n in graph.node if n.op_type in ("Gemm", "MatMul")]
+    assert len(heads) >= 2
+    assert all(dtypes.get(n.output[0], onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT for n in heads[-2:])
+    assert any(n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in n.attribute)
+               for n in graph.node)

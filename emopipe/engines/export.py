@@ -185,6 +185,17 @@ def state_digest(model: nn.Module) -> str:
     return f"state-dict:{digest.hexdigest()}"
 
 
+class _InFloat32(nn.Module):
+    """A float32 layer inside a half-precision network: its input is cast up, its output stays float32."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x.float())
+
+
 class ExportGraph(nn.Module):
     """EmoNet plus the engine's post-processing, so the graph's outputs are EngineOutput's tensors."""
 
@@ -228,7 +239,13 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
 
     if model.num_classes != spec.classes:
         raise UsageError(f"the model has {model.num_classes} classes but the export asks for {spec.classes}")
-    graph = ExportGraph(copy.deepcopy(model).to("cpu", dtype=spec.torch_dtype).eval(), spec.landmarks)
+    traced = copy.deepcopy(model).to("cpu", dtype=spec.torch_dtype).eval()
+    if spec.torch_dtype != torch.float32:
+        # As the torch engine does: the two final linear layers stay float32. In half precision they would round
+        # the logits, valence and arousal to steps that grow with their magnitude (0.008 at 8; a checkpoint whose
+        # valence is near -10 loses a hundredth), and they cost nothing next to the convolutions.
+        traced.emo_fc_2 = _InFloat32(traced.emo_fc_2.float())
+    graph = ExportGraph(traced, spec.landmarks)
     example = torch.zeros(spec.input_shape, dtype=spec.torch_dtype)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
