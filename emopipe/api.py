@@ -192,8 +192,7 @@ class Analyzer:
         config = self.source_config(source, **options)
         config.check_outputs()
         with ExitStack() as stack:
-            if threading.current_thread() is threading.main_thread():  # `docker stop`, systemd, kill: as Ctrl-C
-                stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+            _sigterm_as_ctrl_c(stack)
             run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
             run.open()
             if exporter is not None:
@@ -297,8 +296,7 @@ class Analyzer:
         todo = [replace(p, position=i) for i, p in enumerate(todo)]
         interrupted = False
         with ExitStack() as stack:
-            if threading.current_thread() is threading.main_thread():
-                stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+            _sigterm_as_ctrl_c(stack)
 
             def open_one(uri: str) -> Any:
                 return open_input(uri, decoder=config.decoder, device=device, start_s=config.start,
@@ -422,6 +420,13 @@ class _QueueSink(Sink):
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: results written, files closed, exit 130
+
+
+def _sigterm_as_ctrl_c(stack: ExitStack) -> None:
+    """`docker stop`, systemd, kill: SIGTERM ends the run as Ctrl-C does, for the run's duration — unless the
+    program already handles SIGTERM (the command line does, and also exits at once on a second signal)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
 
 
 def analyze(source: str | Any, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:

@@ -98,6 +98,19 @@ def test_summary_agrees_with_rows(moving, moving_run):
     assert f"{moving.frame_count} frames" in done.stderr  # the summary on stderr too
 
 
+def test_start_up_steps_are_said_as_they_start(moving_run):
+    # the seconds before the first frame were silent: each slow step is announced before it runs, in order
+    _, done, _ = moving_run
+    lines = done.stderr.splitlines()
+
+    def first(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    steps = [first("starting: loading PyTorch"), first("loading EmoNet (torch backend) on cpu"),
+             first("warming up EmoNet's static shapes"), first("warmed up"), first(" frames, ")]
+    assert steps == sorted(steps) and steps[0] == 0, done.stderr
+
+
 def test_annotated_video_keeps_frame_count_and_rate(moving, moving_run):
     out, _, _ = moving_run
     video = cv2.VideoCapture(str(out / "annotated.mp4"))
@@ -266,3 +279,22 @@ def test_ctrl_c_finishes_the_files(stop, tmp_path, checkpoints, models_home):
     assert summary["interrupted"] and summary["faces"] == len(written)
     video = cv2.VideoCapture(str(tmp_path / "a.mp4"))  # closed properly: readable, as many frames as processed
     assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == summary["frames"]
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGTERM], [signal.SIGINT, signal.SIGINT],
+                                     [signal.SIGTERM, signal.SIGTERM]],
+                         ids=["sigterm-while-starting", "ctrl-c-twice", "sigterm-twice"])
+def test_signals_at_any_moment_exit_130_never_by_the_signal(signals, moving, tmp_path, checkpoints, models_home):
+    # SIGTERM during start-up (before the run's own handler) killed the process by the signal, and so could a
+    # second Ctrl-C landing in the interpreter's shutdown: `docker stop` and impatient users get 130 instead
+    process = subprocess.Popen([sys.executable, "-m", "emopipe", str(moving.path), "--detector", "blazeface",
+                                "--weights", str(checkpoints[8]), "--device", "cpu", "-o", str(tmp_path / "rows.csv")],
+                               cwd=REPO, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+    first = process.stderr.readline()
+    assert "starting" in first, first  # the command line handles signals from here on
+    for stop in signals:
+        process.send_signal(stop)
+    stderr = first + process.communicate(timeout=120)[1]
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert not (tmp_path / "rows.csv").exists() or len(rows(tmp_path / "rows.csv")) < moving.frame_count

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from emopipe._version import __version__
@@ -30,6 +33,27 @@ def _command(name: str) -> tuple[Callable[[], argparse.ArgumentParser], Callable
 
     module = importlib.import_module(COMMANDS[name])
     return module.build_parser, module.run
+
+
+_INTERRUPTED = threading.Event()  # a first Ctrl-C or SIGTERM was seen: the run is finishing its files
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """The first Ctrl-C or SIGTERM ends the run in order (KeyboardInterrupt: rows written, files closed, exit 130);
+    a second one means now: exit 130 at once. Its rows are still under their partial names, so nothing complete
+    is lost, and the process never dies by the signal (where a KeyboardInterrupt in the interpreter's shutdown
+    would)."""
+    if _INTERRUPTED.is_set():
+        os.write(2, b"emopipe: interrupted again: exiting now\n")
+        os._exit(INTERRUPTED_EXIT_CODE)
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _handle_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
 
 
 def _configure_logging(debug: bool, quiet: bool) -> None:
@@ -58,14 +82,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if argv else 2
     args = build().parse_args(argv)
     _configure_logging(args.debug, args.quiet)
+    _handle_signals()
     try:
-        return run(args)
+        code = run(args)
+        if code == INTERRUPTED_EXIT_CODE:  # interrupted, and the run finished its files: a second signal exits
+            _INTERRUPTED.set()
+        return code
     except EmopipeError as exc:
         if args.debug:
             logger.exception("error")
         print(f"emopipe: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        _INTERRUPTED.set()
         print("emopipe: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     except Exception as exc:  # a bug: still one line unless --debug

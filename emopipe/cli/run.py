@@ -189,13 +189,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
+
     from prometheus_client import CollectorRegistry
 
     from emopipe.api import Analyzer
     from emopipe.observe.exposition import MetricsExporter, grouping_key
     from emopipe.observe.metrics import PipelineMetrics
 
-    config = config_from_args(args)
     if config.ray:
         return run_on_cluster(config)
     if config.many:

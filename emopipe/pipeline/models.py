@@ -45,6 +45,8 @@ class Models:
         return tuple(self.engine.labels)
 
     def warm_engine(self) -> float:
+        logger.info("warming up EmoNet's static shapes%s …",
+                    " (cuDNN autotuning, CUDA graphs)" if self.engine.device.type == "cuda" else "")
         t = time.perf_counter()
         self.engine.warmup()
         self.engine_warmups += 1
@@ -84,6 +86,8 @@ def load_models(config: RunConfig) -> Models:
     device = resolve_device(config.device)
     cuda = device.type == "cuda"
     t_load = time.perf_counter()
+    # start-up takes seconds (weights, engine build, warmup): say each step as it starts, not only once done
+    logger.info("loading EmoNet (%s backend) on %s …", config.backend or "torch", device)
     if config.weights:
         checkpoint = weights.user_file(config.weights)
     else:
