@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from emopipe import _clock  # noqa: F401  (the start-up report's zero: this first import)
 from emopipe._version import __version__
 
 if TYPE_CHECKING:

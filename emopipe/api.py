@@ -330,10 +330,7 @@ class Analyzer:
             except KeyboardInterrupt:
                 interrupted = True
             summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
-                                       startup={"load_s": round(models.load_s, 4),
-                                                "warmup_s": round(models.warmup_s, 4),
-                                                "engine_warmups": models.engine_warmups,
-                                                "detector_warmups": models.detector_warmups})
+                                       startup=models.startup(pipeline.first_written_at))
             if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
                 exporter.finish(linger_after=not interrupted, state="interrupted" if interrupted else "finished")
         return sink.results, summary, interrupted

@@ -9,8 +9,8 @@ from collections import defaultdict
 import grimp
 import pytest
 
-SUBPACKAGES = ("types", "errors", "_version", "registry", "io", "model", "vision", "engines", "observe", "report",
-               "config", "pipeline", "api", "cluster", "cli")
+SUBPACKAGES = ("types", "errors", "_version", "_clock", "registry", "io", "model", "vision", "engines", "observe",
+               "report", "config", "pipeline", "api", "cluster", "cli")
 
 
 @pytest.fixture(scope="module")

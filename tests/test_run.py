@@ -96,6 +96,13 @@ def test_summary_agrees_with_rows(moving, moving_run):
     assert summary["warmup_s"] > 0 and summary["load_s"] > 0 and not summary["interrupted"]
     assert set(summary["stage_seconds"]) >= {"decode", "detect", "crop", "infer", "write"}
     assert f"{moving.frame_count} frames" in done.stderr  # the summary on stderr too
+    # the start-up report: each phase, and the command's start to its first row, which they all precede
+    startup = summary["startup"]
+    phases = [startup[k] for k in ("before_load_s", "load_s", "engine_warmup_s", "detector_warmup_s")]
+    assert all(p >= 0 for p in phases) and startup["before_load_s"] > 0 and startup["load_s"] > 0
+    assert startup["first_row_s"] > sum(phases)
+    assert startup["engine_warmup_s"] + startup["detector_warmup_s"] == pytest.approx(startup["warmup_s"], abs=2e-4)
+    assert f"startup: first row {startup['first_row_s']:.2f} s after the start" in done.stderr
 
 
 def test_start_up_steps_are_said_as_they_start(moving_run):

@@ -161,9 +161,7 @@ class SourceRun:
         summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
                                    outputs=dict(self.outputs),
                                    live=self.live.summary(pipeline) if self.live is not None else None,
-                                   startup={"load_s": round(models.load_s, 4), "warmup_s": round(models.warmup_s, 4),
-                                            "engine_warmups": models.engine_warmups,
-                                            "detector_warmups": models.detector_warmups},
+                                   startup=models.startup(pipeline.first_written_at),
                                    skipped_files=[str(p) for p in getattr(self.source, "skipped_files", ())])
         for finish in self.finishers:
             finish(summary)

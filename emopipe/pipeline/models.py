@@ -35,7 +35,9 @@ class Models:
     cropper: FaceCropper
     model_name: str
     load_s: float
+    load_started: float = 0.0  # time.perf_counter() when loading began
     warmup_s: float = 0.0
+    detector_warmup_s: float = 0.0
     engine_warmups: int = 0  # how many times EmoNet's static shapes were warmed (once per Analyzer)
     detector_warmups: int = 0
     warmed_frame_sizes: set[tuple[int, int]] = field(default_factory=set)
@@ -64,7 +66,24 @@ class Models:
         self.detector_warmups += 1
         seconds = time.perf_counter() - t
         self.warmup_s += seconds
+        self.detector_warmup_s += seconds
         return seconds
+
+    def startup(self, first_row_at: float | None = None) -> dict[str, float | int | None]:
+        """The summary's ``startup`` section: each phase in seconds, from the command's start (``emopipe._clock``)
+        to the first row written (``first_row_at``, a ``time.perf_counter()``)."""
+        from emopipe._clock import STARTED
+
+        return {
+            "before_load_s": round(self.load_started - STARTED, 4) if self.load_started >= STARTED else None,
+            "load_s": round(self.load_s, 4),  # weights read, engine and detector built
+            "warmup_s": round(self.warmup_s, 4),
+            "engine_warmup_s": round(self.warmup_s - self.detector_warmup_s, 4),
+            "detector_warmup_s": round(self.detector_warmup_s, 4),
+            "first_row_s": round(first_row_at - STARTED, 4) if first_row_at else None,
+            "engine_warmups": self.engine_warmups,
+            "detector_warmups": self.detector_warmups,
+        }
 
     def close(self) -> None:
         """Let go of the engines; their GPU memory returns to the device."""
@@ -117,7 +136,7 @@ def load_models(config: RunConfig) -> Models:
     cropper = FaceCropper(margin=config.margin, device=device, dtype=PRECISIONS[precision] if cuda else torch.float32)
     name = f"emonet_{engine.num_classes}" if not config.weights else Path(config.weights).name
     return Models(engine=engine, detector=detector, cropper=cropper, model_name=name,
-                  load_s=time.perf_counter() - t_load)
+                  load_s=time.perf_counter() - t_load, load_started=t_load)
 
 
 # What a per-source run may change once the models are built, and what it may not (engine and detector settings).

@@ -172,6 +172,7 @@ class Pipeline:
                              else None)
         self._started = 0.0
         self._finished = 0.0
+        self.first_written_at: float | None = None  # time.perf_counter() when the first frame's results were out
         self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
         self.frames_detected = 0
         self._keyframes: KeyframeSchedule[_FrameOnDevice] | None = None
@@ -224,6 +225,8 @@ class Pipeline:
                 for sink in self.sinks:
                     sink.write(item)
                 done = time.perf_counter()
+                if self.first_written_at is None:
+                    self.first_written_at = done
                 self._observe_stage("write", done - t)
                 latency = done - item.frame.read_time
                 self._latencies.append(latency)

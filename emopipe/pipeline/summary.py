@@ -40,6 +40,14 @@ class RunSummary:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def _describe_startup(self) -> str:
+        phases = self.startup
+        if phases.get("first_row_s") is None or phases.get("before_load_s") is None:
+            return f"startup: load {self.load_s:.2f} s, warmup {self.warmup_s:.2f} s"
+        return (f"startup: first row {phases['first_row_s']:.2f} s after the start (imports and opening the input "
+                f"{phases['before_load_s']:.2f} s, load {self.load_s:.2f} s, EmoNet warmup "
+                f"{phases['engine_warmup_s']:.2f} s, detector warmup {phases['detector_warmup_s']:.2f} s)")
+
     def describe(self) -> str:
         def ms(s: float | None) -> str:
             return "n/a" if s is None else f"{s * 1000:.1f} ms"
@@ -47,7 +55,7 @@ class RunSummary:
         lines = [
             f"{self.frames} frames, {self.faces} faces in {self.seconds:.2f} s "
             f"({self.fps:.1f} frames/s, {self.faces_per_s:.1f} faces/s)",
-            f"startup: load {self.load_s:.2f} s, warmup {self.warmup_s:.2f} s",
+            self._describe_startup(),
             f"frame latency: first {ms(self.first_frame_latency_s)}, steady p50 {ms(self.steady_latency_p50_s)}, "
             f"p99 {ms(self.steady_latency_p99_s)}",
         ]
