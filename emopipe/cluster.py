@@ -204,8 +204,7 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                     progress(len(results), len(plan.todo), alive)
     except KeyboardInterrupt:
         interrupted = True
-        for ref, (_, share) in in_flight.items():
-            ray.cancel(ref, force=True)
+        for _, share in in_flight.values():  # (their workers are killed below: Ray cancels no actor task by force)
             for source in share:  # their rows stay under partial names: the next --resume redoes them
                 record(SourceResult(source=source.uri, status="interrupted", exit_code=130))
     finally:
