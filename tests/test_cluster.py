@@ -1,10 +1,12 @@
 """The many-source run on a real local Ray (two CPU workers): same rows as one process, a killed worker's
-sources redone, --resume."""
+sources redone, --resume; the driver's progress bar and each worker's metrics endpoint."""
 
 from __future__ import annotations
 
 import csv
+import re
 import shutil
+import socket
 import threading
 import time
 from pathlib import Path
@@ -14,7 +16,8 @@ import pytest
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.io.records import partial_path
-from emopipe.pipeline.archive import Manifest
+from emopipe.pipeline.archive import Manifest, expected_frames
+from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
@@ -132,6 +135,69 @@ def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_c
                       "clip4.mp4": "ok"}
     assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
     assert not list(out.rglob("*.partial"))
+
+
+FRAMES = 2 + 3 + 2 + 3 + 2  # five_clips
+
+
+def test_the_drivers_bar_reaches_every_frame_with_both_workers_alive(tmp_path, local_ray, five_clips, capsys):
+    folder, config = five_clips
+    assert expected_frames(str(folder / "clip1.mp4"), config) == 3  # what the bar's total is made of
+    assert expected_frames(str(folder / "clip1.mp4"), RunConfig.from_options(config, max_frames=2)) == 2
+    capsys.readouterr()
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("\n")  # the bar is left on its own line
+    last = [line for line in re.split(r"[\r\n]", err) if "frame" in line][-1]
+    assert outcome.run["frames"] == FRAMES
+    assert f"{FRAMES}/{FRAMES}" in last and "workers=2" in last, last
+    assert f"faces={outcome.run['faces']}" in last and outcome.run["faces"] > 0, last
+
+
+def _free_ports(n: int) -> int:
+    """P such that P … P+n-1 are free now."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        held = [socket.socket() for _ in range(n)]
+        try:
+            for k, sock in enumerate(held):
+                sock.bind(("127.0.0.1", base + k))
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+        return base
+    raise RuntimeError("no run of free ports")
+
+
+def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+    base = _free_ports(3)
+    config = RunConfig.from_options(config, metrics_port=base)
+    scraped: dict[str, float] = {}
+    finished: list = []
+
+    def on_result(result) -> None:
+        finished.append(result)
+        if len(finished) == 5:  # every share is back and no worker is stopped yet: read both endpoints now
+            for port in (base + 1, base + 2):
+                url = f"http://127.0.0.1:{port}/metrics"
+                scraped[url] = scrape(url)[("emopipe_frames_total", frozenset())]
+
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", on_result=on_result)
+    section = outcome.run["ray"]
+    assert sorted(section["metrics"].values()) == sorted(scraped)  # worker N on P+1+N
+    per_worker = section["per_worker"]
+    for name, url in section["metrics"].items():
+        assert per_worker[name]["metrics"] == url
+        assert scraped[url] == per_worker[name]["frames"] > 0  # each counted the frames it did, and only those
+    assert sum(w["frames"] for w in per_worker.values()) == outcome.run["frames"] == FRAMES
+    assert outcome.run["fps"] > 0 and outcome.run["faces"] == sum(w["faces"] for w in per_worker.values())
 
 
 def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage():
