@@ -4,6 +4,7 @@ sources redone, --resume; the driver's progress bar and each worker's metrics en
 from __future__ import annotations
 
 import csv
+import http.server
 import re
 import shutil
 import socket
@@ -175,10 +176,33 @@ def _free_ports(n: int) -> int:
     raise RuntimeError("no run of free ports")
 
 
+class _Pushgateway(http.server.ThreadingHTTPServer):
+    """Takes pushes as a Pushgateway does (PUT /metrics/job/J/instance/I) and keeps the last body per path."""
+
+    def __init__(self) -> None:
+        self.pushed: dict[str, str] = {}
+        pushed = self.pushed
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                pushed[self.path] = self.rfile.read(int(self.headers["Content-Length"])).decode()
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
 def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path, local_ray, five_clips):
+    from prometheus_client.parser import text_string_to_metric_families
+
     _, config = five_clips
     base = _free_ports(3)
-    config = RunConfig.from_options(config, metrics_port=base)
+    gateway = _Pushgateway()
+    config = RunConfig.from_options(config, metrics_port=base, pushgateway=f"127.0.0.1:{gateway.server_port}")
     scraped: dict[str, float] = {}
     finished: list = []
 
@@ -198,6 +222,15 @@ def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path,
         assert scraped[url] == per_worker[name]["frames"] > 0  # each counted the frames it did, and only those
     assert sum(w["frames"] for w in per_worker.values()) == outcome.run["frames"] == FRAMES
     assert outcome.run["fps"] > 0 and outcome.run["faces"] == sum(w["faces"] for w in per_worker.values())
+    gateway.shutdown()
+    gateway.server_close()
+    # --pushgateway: each worker pushed its own group, its name as the instance, with its own count
+    assert set(gateway.pushed) == {f"/metrics/job/emopipe-batch/instance/{name}" for name in per_worker}
+    for name, worker in per_worker.items():
+        body = gateway.pushed[f"/metrics/job/emopipe-batch/instance/{name}"]
+        frames = [s.value for f in text_string_to_metric_families(body) for s in f.samples
+                  if s.name == "emopipe_frames_total"]
+        assert frames == [worker["frames"]]
 
 
 def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage():
