@@ -267,6 +267,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
 
     _connect(options.address)
     count, per_gpu, per_cpu = _sizing(options)
+    worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
     actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0)(Worker)
     spawned = 0
     name_of: dict[int, str] = {}  # id(actor handle) → its name

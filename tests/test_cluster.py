@@ -16,6 +16,7 @@ import pytest
 
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
+from emopipe.errors import UsageError
 from emopipe.io.records import partial_path
 from emopipe.pipeline.archive import Manifest, expected_frames
 from tests.support.prometheus_helpers import scrape
@@ -231,6 +232,21 @@ def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path,
         frames = [s.value for f in text_string_to_metric_families(body) for s in f.samples
                   if s.name == "emopipe_frames_total"]
         assert frames == [worker["frames"]]
+
+
+def test_a_worker_metrics_port_that_is_taken_or_out_of_range_is_a_usage_error(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+    with pytest.raises(UsageError, match="past 65535"):  # worker 1 would be on 65536: refused before any starts
+        run_on_ray(RunConfig.from_options(config, metrics_port=65534), RayOptions(workers=2),
+                   output_dir=tmp_path / "far")
+    base = _free_ports(2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 1))
+        taken.listen()
+        with pytest.raises(UsageError, match=f"cannot serve metrics on 127.0.0.1:{base + 1}"):
+            run_on_ray(RunConfig.from_options(config, metrics_port=base), RayOptions(workers=1),
+                       output_dir=tmp_path / "taken")
+    assert not Manifest(tmp_path / "taken").previous()  # stopped before any source ran
 
 
 def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage():
