@@ -97,13 +97,15 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert not list((tmp_path / "ray").rglob("*.partial"))
 
 
-def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips):
+def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips,
+                                                                            capsys):
     _, config = five_clips
     with Analyzer(config) as analyzer:
         analyzer.run_many(output_dir=tmp_path / "one")
     outcome: list = []
+    capsys.readouterr()
     run = threading.Thread(target=lambda: outcome.append(
-        run_on_ray(config, RayOptions(workers=2, chunk=1), output_dir=tmp_path / "ray")))
+        run_on_ray(config, RayOptions(workers=2, chunk=1), output_dir=tmp_path / "ray", progress=True)))
     run.start()
     manifest = tmp_path / "ray" / "manifest.jsonl"
     deadline = time.monotonic() + 300
@@ -118,6 +120,8 @@ def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_
     assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
     statuses = [line for line in manifest.read_text().splitlines()]
     assert len(statuses) == 5  # one line per source: none lost, none twice
+    last = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if "frame" in line][-1]
+    assert f"{FRAMES}/{FRAMES}" in last, last  # the bar ends on every frame once, the redone sources included
 
 
 def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_clips):
