@@ -24,7 +24,7 @@ from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
-from emopipe.cluster import WORKER_NAME, RayOptions, run_on_ray  # noqa: E402
+from emopipe.cluster import WORKER_NAME, RayOptions, Worker, run_on_ray  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -158,6 +158,41 @@ def test_the_drivers_bar_reaches_every_frame_with_both_workers_alive(tmp_path, l
     assert outcome.run["frames"] == FRAMES
     assert f"{FRAMES}/{FRAMES}" in last and "workers=2" in last, last
     assert f"faces={outcome.run['faces']}" in last and outcome.run["faces"] > 0, last
+
+
+class GatedWorker(Worker):
+    """A worker whose pipeline waits after each frame it writes until the test lets it go on (a file appears)."""
+
+    def __init__(self, gate: str, config: RunConfig) -> None:
+        super().__init__(config)
+        count = self.counter.frame
+
+        def frame(result, latency_s) -> None:
+            count(result, latency_s)
+            while not Path(gate).exists():
+                time.sleep(0.01)
+
+        self.counter.frame = frame  # type: ignore[method-assign]
+
+
+def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, five_clips):
+    folder, config = five_clips
+    plan = Analyzer(config).plan_many([str(folder / "clip1.mp4")], tmp_path / "out")
+    gate = tmp_path / "go"
+    worker = ray.remote(max_concurrency=2)(GatedWorker).remote(str(gate), config)  # as the driver starts them
+    try:
+        running = worker.process.remote(plan.todo, 7)
+        deadline = time.monotonic() + 300  # (only against a hang: the loop waits for the first frame's count)
+        while (now := ray.get(worker.progress.remote(), timeout=120))[:2] != (7, 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert now[:2] == (7, 1)  # share 7, one frame written: said while the share runs
+        assert ray.wait([running], timeout=0)[0] == []  # (the gate holds it)
+        gate.touch()
+        reply = ray.get(running)
+        assert [r.frames for r in reply["results"]] == [3]
+        assert ray.get(worker.progress.remote()) == (7, 3, reply["results"][0].faces)
+    finally:
+        ray.kill(worker, no_restart=True)
 
 
 def _free_ports(n: int) -> int:
