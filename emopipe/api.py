@@ -44,7 +44,7 @@ from emopipe.pipeline.archive import (
     write_run_summary,
 )
 from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options
-from emopipe.pipeline.runner import Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
 from emopipe.types import FaceRecord, FrameResult
@@ -289,9 +289,11 @@ class Analyzer:
 
     def process(self, todo: Sequence[PlannedSource], config: RunConfig, *, manifest: Manifest | None = None,
                 on_result: Callable[[SourceResult], None] | None = None, metrics: Any = None, exporter: Any = None,
-                progress: bool = False) -> tuple[list[SourceResult], RunSummary, bool]:
+                progress: bool = False, observers: Sequence[Observer] = (),
+                ) -> tuple[list[SourceResult], RunSummary, bool]:
         """Run planned sources through one pipeline (what a cluster worker calls with its share):
-        (a result per source finished, the pipeline's summary, whether it was interrupted)."""
+        (a result per source finished, the pipeline's summary, whether it was interrupted). ``observers``
+        see every frame as it is written (a cluster worker counts them for the driver's progress bar)."""
         device = resolve_device(config.device)
         todo = [replace(p, position=i) for i, p in enumerate(todo)]
         interrupted = False
@@ -315,16 +317,16 @@ class Analyzer:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
-            observers: list[Any] = [MetricsObserver(metrics)] if metrics is not None else []
+            watching: list[Any] = [*observers, *([MetricsObserver(metrics)] if metrics is not None else [])]
             if progress:
                 bar = ProgressBar(None)
-                observers.append(bar)
+                watching.append(bar)
                 stack.callback(bar.close)
             frames_per_batch = models.detector.batch_size * config.detect_every
             settings = PipelineSettings(detect_batch=models.detector.batch_size,
                                         queue_frames=max(4, 2 * frames_per_batch), detect_every=config.detect_every)
             pipeline = Pipeline(chain, models.detector, models.cropper, models.engine, sinks=[sink],
-                                observers=observers, settings=settings)
+                                observers=watching, settings=settings)
             try:
                 pipeline.run()
             except KeyboardInterrupt:

@@ -9,6 +9,12 @@ their partial names until complete; the driver appends each source's manifest li
 writes ``summary.json``. A worker that dies (killed, out of memory, node lost) is replaced and its unfinished
 sources go to another worker, up to ``--ray-retries`` times each; a source redone replaces its partial file, so no
 row is ever duplicated. The output folder must be storage every worker sees at the same path (docs/cluster.md).
+
+Seeing it run: the driver draws one progress bar over all sources (frames done of the total their containers
+declare, probed on the driver as the run starts; aggregate frames/s; workers alive), polling each busy worker's
+frame count while its share runs — a worker answers :meth:`Worker.progress` on a second thread. With
+``--metrics-port P`` each worker serves its own metrics (worker N on P+1+N; P 0: a free port each) and with
+``--pushgateway`` pushes them with its name as ``instance``; ``summary.json``'s ``ray`` section says where.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -23,15 +30,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emopipe.api import Analyzer, ManyOutcome, finish_many, report_many
+from emopipe.api import Analyzer, ManyOutcome, ManyPlan, finish_many, report_many
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
-from emopipe.pipeline.archive import PlannedSource, SourceResult
+from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
+from emopipe.observe.metrics import PipelineMetrics
+from emopipe.pipeline.analysis import ProgressBar
+from emopipe.pipeline.archive import PlannedSource, SourceResult, expected_frames
+from emopipe.pipeline.runner import Observer
+from emopipe.types import FrameResult
 
 logger = logging.getLogger(__name__)
 
 LOCAL = "local"  # --ray local: start a Ray instance on this machine for the run
 WORKER_NAME = "emopipe-worker-{}"  # actor names, as the Ray dashboard shows them
+POLL_S = 0.5  # how often the driver asks the busy workers how far they are (only while a bar is drawn)
 
 
 @dataclass(frozen=True)
@@ -48,33 +61,153 @@ class RayOptions:
                    gpus_per_worker=config.ray_gpus_per_worker, retries=config.ray_retries)
 
 
-class Worker:
-    """One Ray actor: an Analyzer built and warmed when the actor starts, then any number of shares."""
+class _Counter(Observer):
+    """Frames and faces a worker has written in its current share, read by the driver while the share runs."""
 
-    def __init__(self, config: RunConfig, cwd: str | None = None) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.share, self.frames, self.faces = -1, 0, 0
+
+    def frame(self, result: FrameResult, latency_s: float) -> None:  # (one writer thread: no lock needed)
+        self.frames += 1
+        self.faces += len(result.faces)
+
+    def reset(self, share: int) -> None:
+        with self._lock:
+            self.share, self.frames, self.faces = share, 0, 0
+
+    def snapshot(self) -> tuple[int, int, int]:
+        with self._lock:
+            return self.share, self.frames, self.faces
+
+
+class Worker:
+    """One Ray actor: an Analyzer built and warmed when the actor starts, then any number of shares.
+
+    With ``metrics_port`` (0: a free one) it serves its Prometheus metrics for its whole life, over all its
+    shares; with ``--pushgateway`` it pushes them after each share, grouped by its name as ``instance``."""
+
+    def __init__(self, config: RunConfig, cwd: str | None = None, name: str = "emopipe-worker",
+                 metrics_port: int | None = None) -> None:
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
         self.config = config
+        self.name = name
         self.where = f"{socket.gethostname()}:{os.getpid()}"
         self.error: EmopipeError | None = None
+        self.counter = _Counter()
+        self.metrics: PipelineMetrics | None = None
+        self.exporter: MetricsExporter | None = None
         self.analyzer = Analyzer(config)
         try:
+            if metrics_port is not None or config.pushgateway:
+                from prometheus_client import CollectorRegistry
+
+                registry = CollectorRegistry()
+                self.metrics = PipelineMetrics(registry, queues=("frames", "results"))
+                self.exporter = MetricsExporter(registry, port=metrics_port, host=config.metrics_host,
+                                                pushgateway=config.pushgateway, grouping_key={"instance": name})
+                self.exporter.start()  # before the engines load, so scrapes see the start-up
             self.analyzer.open()
         except EmopipeError as exc:  # (weights missing, a bad option): the driver reports it as one process would
             self.error = exc
 
-    def ready(self) -> EmopipeError | None:
-        """None once the engines are built and warm; else the user error that stopped them."""
-        return self.error
+    def ready(self) -> dict[str, Any]:
+        """Who this worker is and where its metrics are, once its engines are built and warm; ``error`` is the
+        user error that stopped them, else None."""
+        return {"error": self.error, **self._identity()}
 
-    def process(self, share: Sequence[PlannedSource]) -> dict[str, Any]:
+    def progress(self) -> tuple[int, int, int]:
+        """(share, frames, faces) of the share running now: answered on the actor's second thread."""
+        return self.counter.snapshot()
+
+    def process(self, share: Sequence[PlannedSource], share_id: int = 0) -> dict[str, Any]:
         """Run ``share`` (rows files and per-source summaries written here); the results go back to the driver."""
         if self.error is not None:
             raise self.error
+        self.counter.reset(share_id)
         config = self.analyzer.source_config("many-sources.mp4", output=None, summary=None)
-        results, summary, interrupted = self.analyzer.process(share, config)
-        return {"results": results, "summary": summary.as_dict(), "interrupted": interrupted, "worker": self.where}
+        # the exporter is not handed over: Analyzer.process would stop serving at the share's end
+        results, summary, interrupted = self.analyzer.process(share, config, metrics=self.metrics,
+                                                              observers=[self.counter])
+        if self.exporter is not None:
+            self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far
+        return {"results": results, "summary": summary.as_dict(), "interrupted": interrupted, "worker": self.where,
+                **self._identity()}
+
+    def _identity(self) -> dict[str, Any]:
+        server = self.exporter.server if self.exporter is not None else None
+        return {"name": self.name, "where": self.where, "metrics": _endpoint(server)}
+
+
+def _endpoint(server: MetricsServer | None) -> str | None:
+    """The URL other machines scrape a worker's metrics at (its node's address when it listens on every one)."""
+    if server is None:
+        return None
+    if server.host not in ("", "0.0.0.0", "::"):
+        return server.url
+    import ray
+
+    ip = ray.util.get_node_ip_address()
+    return f"http://{f'[{ip}]' if ':' in ip else ip}:{server.port}/metrics"
+
+
+def worker_metrics_port(base: int | None, index: int) -> int | None:
+    """``--metrics-port P``: worker N serves on P+1+N (a replacement for a dead worker takes the next N); 0: each
+    worker a free port of its own."""
+    if base is None or base == 0:
+        return base
+    port = base + 1 + index
+    if port > 65535:
+        raise UsageError(f"--metrics-port {base}: worker {index} would serve on {port}, past 65535; choose a "
+                         "lower port")
+    return port
+
+
+class _Progress:
+    """The driver's view of the run for its bar: frames and faces of finished sources, of shares still running
+    (as their workers last said), the sources' expected frames (probed on a thread; a finished source's
+    real count replaces its estimate) and the workers alive."""
+
+    def __init__(self, todo: Sequence[PlannedSource], config: RunConfig, bar: ProgressBar | None) -> None:
+        self.bar = bar
+        self.uris = [p.uri for p in todo]
+        self.expected: dict[str, int | None] = {}
+        self.actual: dict[str, int] = {}
+        self.frames = self.faces = 0
+        self.running: dict[int, tuple[int, int]] = {}  # share id → (frames, faces) so far
+        self.alive: set[str] = set()
+        self._stop = threading.Event()
+        if bar is not None:
+            threading.Thread(target=self._probe, args=(config,), name="emopipe-probe", daemon=True).start()
+
+    def _probe(self, config: RunConfig) -> None:
+        for uri in self.uris:
+            if self._stop.is_set():
+                return
+            self.expected[uri] = expected_frames(uri, config)
+
+    def finished(self, result: SourceResult) -> None:
+        self.actual[result.source] = result.frames
+        self.frames += result.frames
+        self.faces += result.faces
+
+    def total(self) -> int | None:
+        known = [self.actual.get(u, self.expected.get(u)) for u in self.uris]
+        return sum(k for k in known if k is not None) if None not in known else None
+
+    def draw(self) -> None:
+        if self.bar is not None:
+            self.bar.show(self.frames + sum(f for f, _ in self.running.values()),
+                          self.faces + sum(f for _, f in self.running.values()), self.total(),
+                          workers=len(self.alive))
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.bar is not None:
+            self.draw()
+            self.bar.close()
 
 
 def _connect(address: str) -> None:
@@ -108,28 +241,58 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
 
 def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str] | None = None,
                output_dir: str | Path | None = None, on_result: Callable[[SourceResult], None] | None = None,
-               progress: Callable[[int, int, int], None] | None = None) -> ManyOutcome:
+               progress: bool = False) -> ManyOutcome:
     """The many-source run over Ray workers; the same files as :meth:`Analyzer.run_many` makes in one process.
 
-    ``progress(sources_done, sources_total, workers_alive)`` is called as results come back.
+    ``progress``: one bar on stderr over every source (frames of the expected total, frames/s, faces, workers
+    alive), drawn as the one-process run draws its own.
     """
-    import ray
-    from ray.exceptions import RayActorError, RayTaskError
-
     if options.retries < 0:
         raise UsageError(f"--ray-retries must be ≥ 0, got {options.retries}")
     plan = Analyzer(config).plan_many(sources, output_dir)  # checked here, before any worker starts
     started = time.perf_counter()
+    seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
+    try:
+        outcome = _run(plan, config, options, seen, on_result, started)
+    finally:
+        seen.close()  # the bar's last line, on its own line, before the summary's log lines
+    report_many(plan, outcome)
+    return outcome
+
+
+def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
+         on_result: Callable[[SourceResult], None] | None, started: float) -> ManyOutcome:
+    import ray
+    from ray.exceptions import RayActorError, RayTaskError
+
     _connect(options.address)
     count, per_gpu, per_cpu = _sizing(options)
+    worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
     actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0)(Worker)
     spawned = 0
+    name_of: dict[int, str] = {}  # id(actor handle) → its name
+    workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, died
 
     def spawn() -> Any:
         nonlocal spawned
-        actor = actor_class.options(name=WORKER_NAME.format(spawned), get_if_exists=False).remote(config, os.getcwd())
+        name = WORKER_NAME.format(spawned)
+        port = worker_metrics_port(config.metrics_port, spawned)
+        # two calls at once: progress() answers while process() runs (the driver never sends two shares at once)
+        actor = actor_class.options(name=name, get_if_exists=False, max_concurrency=2).remote(config, os.getcwd(), name,
+                                                                                            port)
+        name_of[id(actor)] = name
+        workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "died": False}
         spawned += 1
         return actor
+
+    def met(identity: dict[str, Any]) -> None:
+        """A worker answered: it is alive; say where its metrics are the first time they are known."""
+        name = identity["name"]
+        seen.alive.add(name)
+        entry = workers[name]
+        if identity.get("metrics") and entry["metrics"] is None:
+            logger.info("%s (%s): metrics on %s", name, identity["where"], identity["metrics"])
+        entry.update(where=identity["where"], metrics=identity.get("metrics"))
 
     # largest first: when durations are unknown, file size stands for them
     pending = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
@@ -137,24 +300,49 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     results: list[SourceResult] = []
     summaries: list[dict[str, Any]] = []
     idle = [spawn() for _ in range(min(count, max(1, len(pending))))]
-    alive = len(idle)
     try:  # every worker built and warm (or the user error that stops them all, as in one process)
-        errors = [e for e in ray.get([a.ready.remote() for a in idle]) if e is not None]
+        replies = ray.get([a.ready.remote() for a in idle])
     except RayActorError:
-        errors = []  # a worker that died while starting is replaced below, when its first share fails
+        replies = []  # a worker that died while starting is replaced below, when its first share fails
+    errors = [r["error"] for r in replies if r["error"] is not None]
     if errors:
         for actor in idle:
             ray.kill(actor, no_restart=True)
         raise errors[0]
-    in_flight: dict[Any, tuple[Any, list[PlannedSource]]] = {}
+    for reply in replies:
+        met(reply)
+    seen.draw()
+    in_flight: dict[Any, tuple[Any, list[PlannedSource], int]] = {}  # share ref → (actor, share, share id)
+    polls: dict[Any, tuple[Any, int]] = {}  # progress() ref → (actor, share id)
+    shares = 0
     failures = 0
     interrupted = False
 
     def record(result: SourceResult) -> None:
         plan.manifest.append(result.as_dict())
         results.append(result)
+        seen.finished(result)
         if on_result is not None:
             on_result(result)
+
+    def poll() -> None:
+        """Take the progress answers that came, ask the busy workers again, redraw."""
+        if polls:
+            answered, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0)
+            for ref in answered:
+                actor, share_id = polls.pop(ref)
+                try:
+                    current, frames, faces = ray.get(ref)
+                except RayActorError:
+                    continue  # its share's reply says it died
+                met({"name": name_of[id(actor)], "where": workers[name_of[id(actor)]]["where"]})
+                if current == share_id and share_id in seen.running:
+                    seen.running[share_id] = (frames, faces)
+        asked = {id(actor) for actor, _ in polls.values()}
+        for actor, _, share_id in in_flight.values():
+            if id(actor) not in asked:
+                polls[actor.progress.remote()] = (actor, share_id)
+        seen.draw()
 
     try:
         while pending or in_flight:
@@ -164,18 +352,24 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                 size = options.chunk or max(1, min(16, len(pending) // (2 * count)))
                 share = [pending.popleft() for _ in range(min(size, len(pending)))]
                 actor = idle.pop()
-                in_flight[actor.process.remote(share)] = (actor, share)
+                in_flight[actor.process.remote(share, shares)] = (actor, share, shares)
+                seen.running[shares] = (0, 0)
+                shares += 1
             if not in_flight:
                 break
-            done, _ = ray.wait(list(in_flight), num_returns=1)
+            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S if seen.bar is not None else None)
             for ref in done:
-                actor, share = in_flight.pop(ref)
+                actor, share, share_id = in_flight.pop(ref)
+                seen.running.pop(share_id, None)  # its frames now count through its results (or not at all)
+                name = name_of[id(actor)]
                 try:
                     reply = ray.get(ref)
                 except RayActorError as exc:  # the worker died: its unfinished sources go elsewhere
                     failures += 1
-                    logger.warning("a worker died (%s); its %d source(s) go to another worker",
-                                   type(exc).__name__, len(share))
+                    workers[name]["died"] = True
+                    seen.alive.discard(name)
+                    logger.warning("%s died (%s); its %d source(s) go to another worker", name, type(exc).__name__,
+                                   len(share))
                     for source in share:
                         attempts[source.uri] = attempts.get(source.uri, 0) + 1
                         if attempts[source.uri] > options.retries:
@@ -194,28 +388,35 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                                             kind=type(cause).__name__ if cause else "WorkerError"))
                     idle.append(actor)
                     continue
+                met(reply)
                 finished = {r.source for r in reply["results"]}
                 for result in reply["results"]:
                     record(result)
+                    workers[name]["sources"] += 1
+                    workers[name]["frames"] += result.frames
+                    workers[name]["faces"] += result.faces
                 pending.extendleft(s for s in share if s.uri not in finished)  # (not expected: interrupted)
-                summaries.append({**reply["summary"], "worker": reply["worker"]})
+                summaries.append({**reply["summary"], "worker": reply["worker"], "name": name})
                 idle.append(actor)
-                if progress is not None:
-                    progress(len(results), len(plan.todo), alive)
+            if seen.bar is not None:
+                poll()
+        if config.metrics_port is not None and config.metrics_linger > 0:
+            logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",
+                        config.metrics_linger)
+            linger(config.metrics_linger)
     except KeyboardInterrupt:
         interrupted = True
-        for ref, (_, share) in in_flight.items():
-            ray.cancel(ref, force=True)
+        for _, share, _ in in_flight.values():  # (their workers are killed below: Ray cancels no actor task by force)
             for source in share:  # their rows stay under partial names: the next --resume redoes them
                 record(SourceResult(source=source.uri, status="interrupted", exit_code=130))
     finally:
-        for actor in idle + [a for a, _ in in_flight.values()]:
+        for actor in idle + [a for a, _, _ in in_flight.values()]:
             ray.kill(actor, no_restart=True)
-    outcome = finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
-                          ray={"workers": count, "gpus_per_worker": per_gpu, "worker_failures": failures,
-                               "worker_summaries": summaries})
-    report_many(plan, outcome)
-    return outcome
+    return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
+                       ray={"workers": count, "gpus_per_worker": per_gpu, "worker_failures": failures,
+                            "per_worker": workers, "metrics": {n: w["metrics"] for n, w in workers.items()
+                                                               if w["metrics"]},
+                            "worker_summaries": summaries})
 
 
 def _size(uri: str) -> int:

@@ -1,10 +1,13 @@
 """The many-source run on a real local Ray (two CPU workers): same rows as one process, a killed worker's
-sources redone, --resume."""
+sources redone, --resume; the driver's progress bar and each worker's metrics endpoint."""
 
 from __future__ import annotations
 
 import csv
+import http.server
+import re
 import shutil
+import socket
 import threading
 import time
 from pathlib import Path
@@ -13,13 +16,15 @@ import pytest
 
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
+from emopipe.errors import UsageError
 from emopipe.io.records import partial_path
-from emopipe.pipeline.archive import Manifest
+from emopipe.pipeline.archive import Manifest, expected_frames
+from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
-from emopipe.cluster import WORKER_NAME, RayOptions, run_on_ray  # noqa: E402
+from emopipe.cluster import WORKER_NAME, RayOptions, Worker, run_on_ray  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -92,13 +97,15 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert not list((tmp_path / "ray").rglob("*.partial"))
 
 
-def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips):
+def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips,
+                                                                            capsys):
     _, config = five_clips
     with Analyzer(config) as analyzer:
         analyzer.run_many(output_dir=tmp_path / "one")
     outcome: list = []
+    capsys.readouterr()
     run = threading.Thread(target=lambda: outcome.append(
-        run_on_ray(config, RayOptions(workers=2, chunk=1), output_dir=tmp_path / "ray")))
+        run_on_ray(config, RayOptions(workers=2, chunk=1), output_dir=tmp_path / "ray", progress=True)))
     run.start()
     manifest = tmp_path / "ray" / "manifest.jsonl"
     deadline = time.monotonic() + 300
@@ -113,6 +120,8 @@ def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_
     assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
     statuses = [line for line in manifest.read_text().splitlines()]
     assert len(statuses) == 5  # one line per source: none lost, none twice
+    last = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if "frame" in line][-1]
+    assert f"{FRAMES}/{FRAMES}" in last, last  # the bar ends on every frame once, the redone sources included
 
 
 def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_clips):
@@ -132,6 +141,151 @@ def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_c
                       "clip4.mp4": "ok"}
     assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
     assert not list(out.rglob("*.partial"))
+
+
+FRAMES = 2 + 3 + 2 + 3 + 2  # five_clips
+
+
+def test_the_drivers_bar_reaches_every_frame_with_both_workers_alive(tmp_path, local_ray, five_clips, capsys):
+    folder, config = five_clips
+    assert expected_frames(str(folder / "clip1.mp4"), config) == 3  # what the bar's total is made of
+    assert expected_frames(str(folder / "clip1.mp4"), RunConfig.from_options(config, max_frames=2)) == 2
+    capsys.readouterr()
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("\n")  # the bar is left on its own line
+    last = [line for line in re.split(r"[\r\n]", err) if "frame" in line][-1]
+    assert outcome.run["frames"] == FRAMES
+    assert f"{FRAMES}/{FRAMES}" in last and "workers=2" in last, last
+    assert f"faces={outcome.run['faces']}" in last and outcome.run["faces"] > 0, last
+
+
+class GatedWorker(Worker):
+    """A worker whose pipeline waits after each frame it writes until the test lets it go on (a file appears)."""
+
+    def __init__(self, gate: str, config: RunConfig) -> None:
+        super().__init__(config)
+        count = self.counter.frame
+
+        def frame(result, latency_s) -> None:
+            count(result, latency_s)
+            while not Path(gate).exists():
+                time.sleep(0.01)
+
+        self.counter.frame = frame  # type: ignore[method-assign]
+
+
+def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, five_clips):
+    folder, config = five_clips
+    plan = Analyzer(config).plan_many([str(folder / "clip1.mp4")], tmp_path / "out")
+    gate = tmp_path / "go"
+    worker = ray.remote(max_concurrency=2)(GatedWorker).remote(str(gate), config)  # as the driver starts them
+    try:
+        running = worker.process.remote(plan.todo, 7)
+        deadline = time.monotonic() + 300  # (only against a hang: the loop waits for the first frame's count)
+        while (now := ray.get(worker.progress.remote(), timeout=120))[:2] != (7, 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert now[:2] == (7, 1)  # share 7, one frame written: said while the share runs
+        assert ray.wait([running], timeout=0)[0] == []  # (the gate holds it)
+        gate.touch()
+        reply = ray.get(running)
+        assert [r.frames for r in reply["results"]] == [3]
+        assert ray.get(worker.progress.remote()) == (7, 3, reply["results"][0].faces)
+    finally:
+        ray.kill(worker, no_restart=True)
+
+
+def _free_ports(n: int) -> int:
+    """P such that P … P+n-1 are free now."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        held = [socket.socket() for _ in range(n)]
+        try:
+            for k, sock in enumerate(held):
+                sock.bind(("127.0.0.1", base + k))
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+        return base
+    raise RuntimeError("no run of free ports")
+
+
+class _Pushgateway(http.server.ThreadingHTTPServer):
+    """Takes pushes as a Pushgateway does (PUT /metrics/job/J/instance/I) and keeps the last body per path."""
+
+    def __init__(self) -> None:
+        self.pushed: dict[str, str] = {}
+        pushed = self.pushed
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                pushed[self.path] = self.rfile.read(int(self.headers["Content-Length"])).decode()
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path, local_ray, five_clips):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _, config = five_clips
+    base = _free_ports(3)
+    gateway = _Pushgateway()
+    config = RunConfig.from_options(config, metrics_port=base, pushgateway=f"127.0.0.1:{gateway.server_port}")
+    scraped: dict[str, float] = {}
+    finished: list = []
+
+    def on_result(result) -> None:
+        finished.append(result)
+        if len(finished) == 5:  # every share is back and no worker is stopped yet: read both endpoints now
+            for port in (base + 1, base + 2):
+                url = f"http://127.0.0.1:{port}/metrics"
+                scraped[url] = scrape(url)[("emopipe_frames_total", frozenset())]
+
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", on_result=on_result)
+    section = outcome.run["ray"]
+    assert sorted(section["metrics"].values()) == sorted(scraped)  # worker N on P+1+N
+    per_worker = section["per_worker"]
+    for name, url in section["metrics"].items():
+        assert per_worker[name]["metrics"] == url
+        assert scraped[url] == per_worker[name]["frames"] > 0  # each counted the frames it did, and only those
+    assert sum(w["frames"] for w in per_worker.values()) == outcome.run["frames"] == FRAMES
+    assert outcome.run["fps"] > 0 and outcome.run["faces"] == sum(w["faces"] for w in per_worker.values())
+    gateway.shutdown()
+    gateway.server_close()
+    # --pushgateway: each worker pushed its own group, its name as the instance, with its own count
+    assert set(gateway.pushed) == {f"/metrics/job/emopipe-batch/instance/{name}" for name in per_worker}
+    for name, worker in per_worker.items():
+        body = gateway.pushed[f"/metrics/job/emopipe-batch/instance/{name}"]
+        frames = [s.value for f in text_string_to_metric_families(body) for s in f.samples
+                  if s.name == "emopipe_frames_total"]
+        assert frames == [worker["frames"]]
+
+
+def test_a_worker_metrics_port_that_is_taken_or_out_of_range_is_a_usage_error(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+    with pytest.raises(UsageError, match="past 65535"):  # worker 1 would be on 65536: refused before any starts
+        run_on_ray(RunConfig.from_options(config, metrics_port=65534), RayOptions(workers=2),
+                   output_dir=tmp_path / "far")
+    base = _free_ports(2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 1))
+        taken.listen()
+        with pytest.raises(UsageError, match=f"cannot serve metrics on 127.0.0.1:{base + 1}"):
+            run_on_ray(RunConfig.from_options(config, metrics_port=base), RayOptions(workers=1),
+                       output_dir=tmp_path / "taken")
+    assert not Manifest(tmp_path / "taken").previous()  # stopped before any source ran
 
 
 def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage():

@@ -314,3 +314,19 @@ def test_the_progress_bar_counts_to_the_total_ends_its_line_and_shows_the_final_
     text = out.getvalue()
     last = text.rsplit("\r", 1)[-1]
     assert "5/5" in last and "faces=7" in last and text.endswith("\n")
+
+
+def test_the_progress_bar_moves_to_counts_from_elsewhere_back_too_and_keeps_what_it_was_given():
+    import io
+
+    from emopipe.pipeline.analysis import ProgressBar
+
+    out = io.StringIO()
+    bar = ProgressBar(total=None, file=out)
+    bar.show(4, 3, None, workers=2)  # a Ray run: the total not probed yet
+    bar.show(2, 1, 10, workers=1)  # a worker died: its share's frames come off
+    assert bar.bar.n == 2 and bar.bar.total == 10
+    bar.show(10, 9, 10, workers=2)
+    bar.close()
+    last = out.getvalue().rsplit("\r", 1)[-1]
+    assert "10/10" in last and "faces=9" in last and "workers=2" in last and last.endswith("\n")

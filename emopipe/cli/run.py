@@ -251,23 +251,8 @@ def run_on_cluster(config: RunConfig) -> int:
         raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
     from emopipe.cluster import RayOptions, run_on_ray
 
-    bar = None
-    if not config.no_progress and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(unit="source", file=sys.stderr, dynamic_ncols=True)
-
-    def progress(done: int, total: int, workers: int) -> None:
-        if bar is not None:
-            bar.total = total
-            bar.n = done
-            bar.set_postfix(workers=workers)
-
-    try:
-        outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report, progress=progress)
-    finally:
-        if bar is not None:
-            bar.close()
+    outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report,
+                         progress=not config.no_progress and sys.stderr.isatty())
     return _exit_code(outcome)
 
 

@@ -180,14 +180,28 @@ class ProgressBar(Observer):
         self.bar = tqdm(total=total, unit="frame", file=file or sys.stderr, dynamic_ncols=True, leave=True,
                         mininterval=0.2)
         self.faces = 0
+        self.extra: dict[str, Any] = {}  # shown after the faces (a Ray run: the workers alive)
 
     def frame(self, result: FrameResult, latency_s: float) -> None:
         self.faces += len(result.faces)
-        self.bar.set_postfix(faces=self.faces, refresh=False)  # drawn with the next update
+        self.bar.set_postfix(faces=self.faces, **self.extra, refresh=False)  # drawn with the next update
         self.bar.update(1)
 
+    def show(self, frames: int, faces: int, total: int | None, **extra: Any) -> None:
+        """Counts gathered elsewhere (a Ray run's workers): the bar moves to them. ``frames`` may go back
+        (a dead worker's frames are done again elsewhere); ``total`` None while it is not known."""
+        self.faces = faces
+        self.extra = extra
+        self.bar.total = total
+        self.bar.set_postfix(faces=faces, **extra, refresh=False)
+        if frames >= self.bar.n:
+            self.bar.update(frames - self.bar.n)  # (tqdm's rate follows updates, not assignments)
+        else:
+            self.bar.n = frames
+            self.bar.refresh()
+
     def close(self) -> None:
-        self.bar.set_postfix(faces=self.faces, refresh=False)
+        self.bar.set_postfix(faces=self.faces, **self.extra, refresh=False)
         self.bar.close()
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from emopipe.config import RunConfig, default_output
 from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
 from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path
-from emopipe.io.sources import Source
+from emopipe.io.sources import Source, open_source
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.pipeline.runner import Sink
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink
@@ -264,6 +264,17 @@ class SourceChain:
         finally:
             reading.finished = True
             self._put(items, _END)
+
+
+def expected_frames(uri: str, config: RunConfig) -> int | None:
+    """The frames ``uri`` will give under ``--start``/``--end``/``--max-frames``, as its container (or its
+    folder of images) declares them: the source is opened on the CPU, not read through. None when it does
+    not say, or cannot be opened (that source's run reports why)."""
+    try:
+        with open_source(uri, start_s=config.start, end_s=config.end, max_frames=config.max_frames) as source:
+            return source.expected_frames
+    except Exception:  # any failure: only a progress bar's total depends on it
+        return None
 
 
 # -- writing each source's files ------------------------------------------------------------------------
