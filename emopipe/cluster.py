@@ -107,7 +107,8 @@ class Worker:
                 registry = CollectorRegistry()
                 self.metrics = PipelineMetrics(registry, queues=("frames", "results"))
                 self.exporter = MetricsExporter(registry, port=metrics_port, host=config.metrics_host,
-                                                pushgateway=config.pushgateway, grouping_key={"instance": name})
+                                                pushgateway=config.pushgateway, grouping_key={"instance": name},
+                                                run_state=self.metrics.set_run_state)
                 self.exporter.start()  # before the engines load, so scrapes see the start-up
             self.analyzer.open()
         except EmopipeError as exc:  # (weights missing, a bad option): the driver reports it as one process would
