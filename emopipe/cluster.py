@@ -11,8 +11,9 @@ sources go to another worker, up to ``--ray-retries`` times each; a source redon
 row is ever duplicated. The output folder must be storage every worker sees at the same path (docs/cluster.md).
 
 Seeing it run: the driver draws one progress bar over all sources (frames done of the total their containers
-declare, probed on the driver as the run starts; aggregate frames/s; workers alive), polling each busy worker's
-frame count while its share runs — a worker answers :meth:`Worker.progress` on a second thread. With
+declare, probed on the driver as the run starts; aggregate frames/s; workers alive), reading each busy worker's
+frame count from a small board actor the workers tell as their shares run (a worker keeps one thread: its CUDA
+work never changes threads). With
 ``--metrics-port P`` each worker serves its own metrics (worker N on P+1+N; P 0: a free port each) and with
 ``--pushgateway`` pushes them with its name as ``instance``; ``summary.json``'s ``ray`` section says where.
 """
@@ -61,24 +62,48 @@ class RayOptions:
                    gpus_per_worker=config.ray_gpus_per_worker, retries=config.ray_retries)
 
 
-class _Counter(Observer):
-    """Frames and faces a worker has written in its current share, read by the driver while the share runs."""
+class ProgressBoard:
+    """A small Ray actor the workers tell how far their running share is, so the driver's bar moves within shares.
+
+    Pushed by the workers rather than asked of them: a worker stays a one-thread actor, so all its CUDA work
+    (engines built, warmed and CUDA graphs captured, then every share) runs on the thread that started it."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.share, self.frames, self.faces = -1, 0, 0
+        self.latest: dict[str, tuple[int, int, int]] = {}
 
-    def frame(self, result: FrameResult, latency_s: float) -> None:  # (one writer thread: no lock needed)
+    def update(self, name: str, share: int, frames: int, faces: int) -> None:
+        self.latest[name] = (share, frames, faces)
+
+    def read(self) -> dict[str, tuple[int, int, int]]:
+        return dict(self.latest)
+
+
+class _Counter(Observer):
+    """Frames and faces a worker has written in its current share, told to the board at most every POLL_S."""
+
+    def __init__(self, name: str, board: Any = None) -> None:
+        self.name = name
+        self.board = board
+        self.share, self.frames, self.faces = -1, 0, 0
+        self._told = -float("inf")
+
+    def frame(self, result: FrameResult, latency_s: float) -> None:  # (the pipeline's one writer thread)
         self.frames += 1
         self.faces += len(result.faces)
+        if time.monotonic() - self._told >= POLL_S:
+            self.tell()
 
     def reset(self, share: int) -> None:
-        with self._lock:
-            self.share, self.frames, self.faces = share, 0, 0
+        self.share, self.frames, self.faces = share, 0, 0
+        self._told = -float("inf")  # the share's first frame is told at once
+
+    def tell(self) -> None:
+        self._told = time.monotonic()
+        if self.board is not None:
+            self.board.update.remote(self.name, self.share, self.frames, self.faces)  # (no reply awaited)
 
     def snapshot(self) -> tuple[int, int, int]:
-        with self._lock:
-            return self.share, self.frames, self.faces
+        return self.share, self.frames, self.faces
 
 
 class Worker:
@@ -88,7 +113,7 @@ class Worker:
     shares; with ``--pushgateway`` it pushes them after each share, grouped by its name as ``instance``."""
 
     def __init__(self, config: RunConfig, cwd: str | None = None, name: str = "emopipe-worker",
-                 metrics_port: int | None = None) -> None:
+                 metrics_port: int | None = None, board: Any = None) -> None:
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
@@ -96,7 +121,7 @@ class Worker:
         self.name = name
         self.where = f"{socket.gethostname()}:{os.getpid()}"
         self.error: EmopipeError | None = None
-        self.counter = _Counter()
+        self.counter = _Counter(name, board)
         self.metrics: PipelineMetrics | None = None
         self.exporter: MetricsExporter | None = None
         self.analyzer = Analyzer(config)
@@ -120,7 +145,7 @@ class Worker:
         return {"error": self.error, **self._identity()}
 
     def progress(self) -> tuple[int, int, int]:
-        """(share, frames, faces) of the share running now: answered on the actor's second thread."""
+        """(share, frames, faces) of the last share (the board has them while a share runs)."""
         return self.counter.snapshot()
 
     def process(self, share: Sequence[PlannedSource], share_id: int = 0) -> dict[str, Any]:
@@ -132,6 +157,7 @@ class Worker:
         # the exporter is not handed over: Analyzer.process would stop serving at the share's end
         results, summary, interrupted = self.analyzer.process(share, config, metrics=self.metrics,
                                                               observers=[self.counter])
+        self.counter.tell()  # the share's last count
         if self.exporter is not None:
             self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far
         return {"results": results, "summary": summary.as_dict(), "interrupted": interrupted, "worker": self.where,
@@ -270,6 +296,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     count, per_gpu, per_cpu = _sizing(options)
     worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
     actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0)(Worker)
+    board = ray.remote(num_cpus=0)(ProgressBoard).remote() if seen.bar is not None else None
     spawned = 0
     name_of: dict[int, str] = {}  # id(actor handle) → its name
     workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, died
@@ -278,9 +305,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         nonlocal spawned
         name = WORKER_NAME.format(spawned)
         port = worker_metrics_port(config.metrics_port, spawned)
-        # two calls at once: progress() answers while process() runs (the driver never sends two shares at once)
-        actor = actor_class.options(name=name, get_if_exists=False, max_concurrency=2).remote(config, os.getcwd(), name,
-                                                                                            port)
+        actor = actor_class.options(name=name, get_if_exists=False).remote(config, os.getcwd(), name, port, board)
         name_of[id(actor)] = name
         workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "died": False}
         spawned += 1
@@ -314,7 +339,6 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         met(reply)
     seen.draw()
     in_flight: dict[Any, tuple[Any, list[PlannedSource], int]] = {}  # share ref → (actor, share, share id)
-    polls: dict[Any, tuple[Any, int]] = {}  # progress() ref → (actor, share id)
     shares = 0
     failures = 0
     interrupted = False
@@ -327,22 +351,11 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             on_result(result)
 
     def poll() -> None:
-        """Take the progress answers that came, ask the busy workers again, redraw."""
-        if polls:
-            answered, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0)
-            for ref in answered:
-                actor, share_id = polls.pop(ref)
-                try:
-                    current, frames, faces = ray.get(ref)
-                except RayActorError:
-                    continue  # its share's reply says it died
-                met({"name": name_of[id(actor)], "where": workers[name_of[id(actor)]]["where"]})
-                if current == share_id and share_id in seen.running:
+        """Read how far the running shares are (as their workers last told the board) and redraw."""
+        if board is not None:
+            for name, (share_id, frames, faces) in ray.get(board.read.remote()).items():
+                if share_id in seen.running and workers[name]["died"] is False:
                     seen.running[share_id] = (frames, faces)
-        asked = {id(actor) for actor, _ in polls.values()}
-        for actor, _, share_id in in_flight.values():
-            if id(actor) not in asked:
-                polls[actor.progress.remote()] = (actor, share_id)
         seen.draw()
 
     try:

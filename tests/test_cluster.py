@@ -24,7 +24,7 @@ from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
-from emopipe.cluster import WORKER_NAME, RayOptions, Worker, run_on_ray  # noqa: E402
+from emopipe.cluster import WORKER_NAME, ProgressBoard, RayOptions, Worker, run_on_ray  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -163,8 +163,8 @@ def test_the_drivers_bar_reaches_every_frame_with_both_workers_alive(tmp_path, l
 class GatedWorker(Worker):
     """A worker whose pipeline waits after each frame it writes until the test lets it go on (a file appears)."""
 
-    def __init__(self, gate: str, config: RunConfig) -> None:
-        super().__init__(config)
+    def __init__(self, gate: str, config: RunConfig, board) -> None:
+        super().__init__(config, name="gated", board=board)
         count = self.counter.frame
 
         def frame(result, latency_s) -> None:
@@ -179,20 +179,30 @@ def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, f
     folder, config = five_clips
     plan = Analyzer(config).plan_many([str(folder / "clip1.mp4")], tmp_path / "out")
     gate = tmp_path / "go"
-    worker = ray.remote(max_concurrency=2)(GatedWorker).remote(str(gate), config)  # as the driver starts them
+    board = ray.remote(num_cpus=0)(ProgressBoard).remote()
+    worker = ray.remote(GatedWorker).remote(str(gate), config, board)  # one thread, as the driver starts them
+
+    def told(want: tuple[int, int]) -> tuple[int, int, int] | None:
+        deadline = time.monotonic() + 300  # (only against a hang: the loop waits for the count to be told)
+        while (now := ray.get(board.read.remote(), timeout=120).get("gated")) is None or now[:2] != want:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        return now
+
     try:
         running = worker.process.remote(plan.todo, 7)
-        deadline = time.monotonic() + 300  # (only against a hang: the loop waits for the first frame's count)
-        while (now := ray.get(worker.progress.remote(), timeout=120))[:2] != (7, 1) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert now[:2] == (7, 1)  # share 7, one frame written: said while the share runs
+        now = told((7, 1))
+        assert now is not None and now[:2] == (7, 1)  # share 7, one frame written: told while the share runs
         assert ray.wait([running], timeout=0)[0] == []  # (the gate holds it)
         gate.touch()
         reply = ray.get(running)
         assert [r.frames for r in reply["results"]] == [3]
+        assert told((7, 3)) == (7, 3, reply["results"][0].faces)  # the share's last count is told at its end
         assert ray.get(worker.progress.remote()) == (7, 3, reply["results"][0].faces)
     finally:
         ray.kill(worker, no_restart=True)
+        ray.kill(board, no_restart=True)
 
 
 def _free_ports(n: int) -> int:
