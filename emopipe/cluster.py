@@ -1,9 +1,10 @@
 """The many-source command on a Ray cluster: each worker an :class:`emopipe.Analyzer`, warmed once.
 
-The driver (the ``emopipe ... --ray`` process) plans the run exactly as one process does
-(:meth:`Analyzer.plan_many`: the sources, their output files, the manifest, ``--resume``), starts one Ray actor
-per GPU (``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs), and hands the sources
-out dynamically, a few at a time, largest file first, so one long video never leaves the other GPUs idle. Each
+The driver (the ``emopipe ... --ray`` process) connects to Ray and starts one actor per GPU
+(``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs) first, so the workers' start-up
+overlaps the rest; meanwhile it plans the run exactly as one process does (:meth:`Analyzer.plan_many`: the
+sources, their output files, the manifest, ``--resume``), then hands the sources out dynamically, a few at a time
+(``DEPTH`` shares queued per worker), largest file first, so one long video never leaves the other GPUs idle. Each
 worker runs its share through one pipeline (:meth:`Analyzer.process`) and writes the rows files itself, under
 their partial names until complete; the driver appends each source's manifest line as results come back and
 writes ``summary.json``. A worker that dies (killed, out of memory, node lost) is replaced and its unfinished
@@ -29,17 +30,20 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from emopipe.api import Analyzer, ManyOutcome, ManyPlan, finish_many, report_many
+# Light imports only: the driver starts Ray and its workers before it loads PyTorch (for planning), so the
+# workers' own start-up runs meanwhile; the pipeline's modules are imported where they are used.
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
-from emopipe.pipeline.analysis import ProgressBar
-from emopipe.pipeline.archive import PlannedSource, SourceResult, expected_frames
-from emopipe.pipeline.runner import Observer
-from emopipe.types import FrameResult
+
+if TYPE_CHECKING:
+    from emopipe.api import ManyOutcome, ManyPlan
+    from emopipe.pipeline.analysis import ProgressBar
+    from emopipe.pipeline.archive import PlannedSource, SourceResult
+    from emopipe.types import FrameResult
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +82,11 @@ class ProgressBoard:
         return dict(self.latest)
 
 
-class _Counter(Observer):
-    """Frames and faces a worker has written in its current share, told to the board at most every POLL_S."""
+class _Counter:
+    """Frames and faces a worker has written in its current share, told to the board at most every POLL_S.
+
+    A pipeline observer (emopipe.pipeline.runner.Observer's hooks; not subclassed, so this module loads no
+    PyTorch): only ``frame`` counts, the other hooks do nothing."""
 
     def __init__(self, name: str, board: Any = None) -> None:
         self.name = name
@@ -105,6 +112,16 @@ class _Counter(Observer):
     def snapshot(self) -> tuple[int, int, int]:
         return self.share, self.frames, self.faces
 
+    def stage(self, stage: str, seconds: float) -> None: ...
+
+    def batch(self, size: int, real: int, seconds: float) -> None: ...
+
+    def frame_split(self, queued_s: float, processing_s: float) -> None: ...
+
+    def queue_depth(self, name: str, depth: int) -> None: ...
+
+    def dropped(self, n: int) -> None: ...
+
 
 class Worker:
     """One Ray actor: an Analyzer built and warmed when the actor starts, then any number of shares.
@@ -124,6 +141,8 @@ class Worker:
         self.counter = _Counter(name, board)
         self.metrics: PipelineMetrics | None = None
         self.exporter: MetricsExporter | None = None
+        from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
+
         self.analyzer = Analyzer(config)
         try:
             if metrics_port is not None or config.pushgateway:
@@ -152,6 +171,7 @@ class Worker:
         """Run ``share`` (rows files and per-source summaries written here); the results go back to the driver."""
         if self.error is not None:
             raise self.error
+        began = time.perf_counter()
         self.counter.reset(share_id)
         config = self.analyzer.source_config("many-sources.mp4", output=None, summary=None)
         # the exporter is not handed over: Analyzer.process would stop serving at the share's end
@@ -161,7 +181,7 @@ class Worker:
         if self.exporter is not None:
             self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far
         return {"results": results, "summary": summary.as_dict(), "interrupted": interrupted, "worker": self.where,
-                **self._identity()}
+                "seconds": time.perf_counter() - began, **self._identity()}
 
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
@@ -213,6 +233,8 @@ class _Progress:
         for uri in self.uris:
             if self._stop.is_set():
                 return
+            from emopipe.pipeline.archive import expected_frames
+
             self.expected[uri] = expected_frames(uri, config)
 
     def finished(self, result: SourceResult) -> None:
@@ -266,50 +288,107 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
     return workers, per_gpu, cpus_per_worker
 
 
+DEPTH = 2  # shares queued at a worker: the next waits at the actor while one runs, so no reply's round trip idles it
+
+
+class _Crew:
+    """The workers of a run: started, named, counted, replaced when they die, and killed at the end."""
+
+    def __init__(self, config: RunConfig, count: int, per_gpu: float, per_cpu: float, board: Any) -> None:
+        import ray
+
+        self.config = config
+        self.count, self.per_gpu = count, per_gpu
+        self.board = board
+        self.actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0)(Worker)
+        self.spawned = 0
+        self.live: dict[str, Any] = {}  # name → actor handle, for the workers not known dead
+        self.workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, busy_s, died
+
+    def spawn(self) -> str:
+        name = WORKER_NAME.format(self.spawned)
+        port = worker_metrics_port(self.config.metrics_port, self.spawned)
+        self.live[name] = self.actor_class.options(name=name, get_if_exists=False).remote(
+            self.config, os.getcwd(), name, port, self.board)
+        self.workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "busy_s": 0.0,
+                              "died": False}
+        self.spawned += 1
+        return name
+
+    def died(self, name: str) -> bool:
+        """Mark a worker dead; True the first time (one replacement per death, however many shares it held)."""
+        if self.workers[name]["died"]:
+            return False
+        self.workers[name]["died"] = True
+        self.live.pop(name, None)
+        return True
+
+    def dismiss(self, name: str) -> None:
+        import ray
+
+        actor = self.live.pop(name, None)
+        if actor is not None:
+            ray.kill(actor, no_restart=True)
+
+    def kill_all(self) -> None:
+        for name in list(self.live):
+            self.dismiss(name)
+
+
 def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str] | None = None,
                output_dir: str | Path | None = None, on_result: Callable[[SourceResult], None] | None = None,
                progress: bool = False) -> ManyOutcome:
     """The many-source run over Ray workers; the same files as :meth:`Analyzer.run_many` makes in one process.
 
-    ``progress``: one bar on stderr over every source (frames of the expected total, frames/s, faces, workers
-    alive), drawn as the one-process run draws its own.
+    Ray is started (or joined) and the workers spawned first; their start-up (imports, engines, warmup: seconds)
+    runs while this process loads PyTorch and plans the run (sources, outputs, manifest: checked as one process
+    checks them). ``progress``: one bar on stderr over every source (frames of the expected total, frames/s,
+    faces, workers alive), drawn as the one-process run draws its own.
     """
+    import ray
+
     if options.retries < 0:
         raise UsageError(f"--ray-retries must be ≥ 0, got {options.retries}")
-    plan = Analyzer(config).plan_many(sources, output_dir)  # checked here, before any worker starts
     started = time.perf_counter()
-    seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
+    _connect(options.address)
+    timeline = {"connect_s": time.perf_counter() - started}
+    count, per_gpu, per_cpu = _sizing(options)
+    worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
+    board = ray.remote(num_cpus=0)(ProgressBoard).remote() if progress else None
+    crew = _Crew(config, count, per_gpu, per_cpu, board)
     try:
-        outcome = _run(plan, config, options, seen, on_result, started)
+        for _ in range(count):
+            crew.spawn()
+        from emopipe.api import Analyzer, report_many
+        from emopipe.pipeline.analysis import ProgressBar
+
+        plan = Analyzer(config).plan_many(sources, output_dir)  # as one process checks it
+        timeline["plan_s"] = time.perf_counter() - started
+        for name in list(crew.live)[max(1, len(plan.todo)):]:  # fewer sources than workers
+            crew.dismiss(name)
+        seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
+        try:
+            outcome = _run(plan, config, options, seen, on_result, started, crew, timeline)
+        finally:
+            seen.close()  # the bar's last line, on its own line, before the summary's log lines
     finally:
-        seen.close()  # the bar's last line, on its own line, before the summary's log lines
+        crew.kill_all()
+        if board is not None:
+            ray.kill(board, no_restart=True)
     report_many(plan, outcome)
     return outcome
 
 
 def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
-         on_result: Callable[[SourceResult], None] | None, started: float) -> ManyOutcome:
+         on_result: Callable[[SourceResult], None] | None, started: float, crew: _Crew,
+         timeline: dict[str, float]) -> ManyOutcome:
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
-    _connect(options.address)
-    count, per_gpu, per_cpu = _sizing(options)
-    worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
-    actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0)(Worker)
-    board = ray.remote(num_cpus=0)(ProgressBoard).remote() if seen.bar is not None else None
-    spawned = 0
-    name_of: dict[int, str] = {}  # id(actor handle) → its name
-    workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, died
+    from emopipe.api import finish_many
+    from emopipe.pipeline.archive import SourceResult
 
-    def spawn() -> Any:
-        nonlocal spawned
-        name = WORKER_NAME.format(spawned)
-        port = worker_metrics_port(config.metrics_port, spawned)
-        actor = actor_class.options(name=name, get_if_exists=False).remote(config, os.getcwd(), name, port, board)
-        name_of[id(actor)] = name
-        workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "died": False}
-        spawned += 1
-        return actor
+    workers = crew.workers
 
     def met(identity: dict[str, Any]) -> None:
         """A worker answered: it is alive; say where its metrics are the first time they are known."""
@@ -325,20 +404,20 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     attempts: dict[str, int] = {}
     results: list[SourceResult] = []
     summaries: list[dict[str, Any]] = []
-    idle = [spawn() for _ in range(min(count, max(1, len(pending))))]
+    first = list(crew.live.items())
     try:  # every worker built and warm (or the user error that stops them all, as in one process)
-        replies = ray.get([a.ready.remote() for a in idle])
+        replies = ray.get([actor.ready.remote() for _, actor in first]) if pending else []
     except RayActorError:
         replies = []  # a worker that died while starting is replaced below, when its first share fails
+    timeline["ready_s"] = time.perf_counter() - started
     errors = [r["error"] for r in replies if r["error"] is not None]
     if errors:
-        for actor in idle:
-            ray.kill(actor, no_restart=True)
         raise errors[0]
     for reply in replies:
         met(reply)
     seen.draw()
-    in_flight: dict[Any, tuple[Any, list[PlannedSource], int]] = {}  # share ref → (actor, share, share id)
+    load = {name: 0 for name in crew.live}  # shares queued at each live worker
+    in_flight: dict[Any, tuple[str, list[PlannedSource], int]] = {}  # share ref → (worker, share, share id)
     shares = 0
     failures = 0
     interrupted = False
@@ -352,38 +431,39 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
 
     def poll() -> None:
         """Read how far the running shares are (as their workers last told the board) and redraw."""
-        if board is not None:
-            for name, (share_id, frames, faces) in ray.get(board.read.remote()).items():
+        if crew.board is not None:
+            for name, (share_id, frames, faces) in ray.get(crew.board.read.remote()).items():
                 if share_id in seen.running and workers[name]["died"] is False:
                     seen.running[share_id] = (frames, faces)
         seen.draw()
 
     try:
         while pending or in_flight:
-            while idle and pending:
+            while pending and (free := [n for n in crew.live if load.get(n, 0) < DEPTH]):
                 # guided: large shares while much is left (few pipeline restarts), single sources at the end
                 # (no worker left with a long tail); at most 16, which bounds the work a dead worker loses
-                size = options.chunk or max(1, min(16, len(pending) // (2 * count)))
+                size = options.chunk or max(1, min(16, len(pending) // (2 * crew.count)))
                 share = [pending.popleft() for _ in range(min(size, len(pending)))]
-                actor = idle.pop()
-                in_flight[actor.process.remote(share, shares)] = (actor, share, shares)
+                name = min(free, key=lambda n: load.get(n, 0))
+                load[name] = load.get(name, 0) + 1
+                in_flight[crew.live[name].process.remote(share, shares)] = (name, share, shares)
                 seen.running[shares] = (0, 0)
                 shares += 1
             if not in_flight:
                 break
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S if seen.bar is not None else None)
             for ref in done:
-                actor, share, share_id = in_flight.pop(ref)
+                name, share, share_id = in_flight.pop(ref)
+                load[name] = load.get(name, 1) - 1
                 seen.running.pop(share_id, None)  # its frames now count through its results (or not at all)
-                name = name_of[id(actor)]
                 try:
                     reply = ray.get(ref)
                 except RayActorError as exc:  # the worker died: its unfinished sources go elsewhere
-                    failures += 1
-                    workers[name]["died"] = True
-                    seen.alive.discard(name)
-                    logger.warning("%s died (%s); its %d source(s) go to another worker", name, type(exc).__name__,
-                                   len(share))
+                    if crew.died(name):
+                        failures += 1
+                        seen.alive.discard(name)
+                        logger.warning("%s died (%s); its sources go to another worker", name, type(exc).__name__)
+                        load[crew.spawn()] = 0
                     for source in share:
                         attempts[source.uri] = attempts.get(source.uri, 0) + 1
                         if attempts[source.uri] > options.retries:
@@ -392,7 +472,6 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                                                 exit_code=1, kind="WorkerDied"))
                         else:
                             pending.appendleft(source)
-                    idle.append(spawn())
                     continue
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
                     cause = exc.cause if isinstance(exc.cause, EmopipeError) else None
@@ -400,7 +479,6 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         record(SourceResult(source=source.uri, status="failed", error=str(cause or exc).splitlines()[0],
                                             exit_code=cause.exit_code if cause else 1,
                                             kind=type(cause).__name__ if cause else "WorkerError"))
-                    idle.append(actor)
                     continue
                 met(reply)
                 finished = {r.source for r in reply["results"]}
@@ -409,25 +487,24 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     workers[name]["sources"] += 1
                     workers[name]["frames"] += result.frames
                     workers[name]["faces"] += result.faces
+                workers[name]["busy_s"] += reply.get("seconds", 0.0)
                 pending.extendleft(s for s in share if s.uri not in finished)  # (not expected: interrupted)
                 summaries.append({**reply["summary"], "worker": reply["worker"], "name": name})
-                idle.append(actor)
             if seen.bar is not None:
                 poll()
+        timeline["done_s"] = time.perf_counter() - started
         if config.metrics_port is not None and config.metrics_linger > 0:
             logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",
                         config.metrics_linger)
             linger(config.metrics_linger)
     except KeyboardInterrupt:
         interrupted = True
-        for _, share, _ in in_flight.values():  # (their workers are killed below: Ray cancels no actor task by force)
+        for _, share, _ in in_flight.values():  # (their workers are killed after: Ray cancels no actor task by force)
             for source in share:  # their rows stay under partial names: the next --resume redoes them
                 record(SourceResult(source=source.uri, status="interrupted", exit_code=130))
-    finally:
-        for actor in idle + [a for a, _, _ in in_flight.values()]:
-            ray.kill(actor, no_restart=True)
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
-                       ray={"workers": count, "gpus_per_worker": per_gpu, "worker_failures": failures,
+                       ray={"workers": crew.count, "gpus_per_worker": crew.per_gpu, "worker_failures": failures,
+                            "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},
                             "per_worker": workers, "metrics": {n: w["metrics"] for n, w in workers.items()
                                                                if w["metrics"]},
                             "worker_summaries": summaries})

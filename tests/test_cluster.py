@@ -90,6 +90,13 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert sorted(r.status for r in outcome.results) == ["ok"] * 5
     assert outcome.run["ray"]["workers"] == 2 and outcome.run["ray"]["worker_failures"] == 0
     assert len({s["worker"] for s in outcome.run["ray"]["worker_summaries"]}) == 2  # both took a share
+    ray_facts = outcome.run["ray"]
+    timeline = ray_facts["timeline"]  # where the run's time went: Ray up, planned, workers warm, last reply
+    assert 0 <= timeline["connect_s"] <= timeline["plan_s"] <= timeline["done_s"]
+    assert timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
+    assert ray_facts["shares"] == len(ray_facts["worker_summaries"]) >= 2
+    assert all(w["busy_s"] > 0 and w["sources"] >= 1 for w in ray_facts["per_worker"].values())
+    assert sum(w["sources"] for w in ray_facts["per_worker"].values()) == 5
     assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
     assert len(all_rows(tmp_path / "one")) == 5
     lines = Manifest(tmp_path / "ray").previous()

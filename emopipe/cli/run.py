@@ -190,6 +190,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if config.ray:
+        return run_on_cluster(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
 
     from prometheus_client import CollectorRegistry
@@ -198,8 +200,6 @@ def run(args: argparse.Namespace) -> int:
     from emopipe.observe.exposition import MetricsExporter, grouping_key
     from emopipe.observe.metrics import PipelineMetrics
 
-    if config.ray:
-        return run_on_cluster(config)
     if config.many:
         return run_many(config)
     analyzer = Analyzer(config)
@@ -250,6 +250,9 @@ def run_on_cluster(config: RunConfig) -> int:
     except ImportError:
         raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
     from emopipe.cluster import RayOptions, run_on_ray
+
+    # Ray first: its workers start (PyTorch, engines, warmup) while this process loads PyTorch to plan the run
+    logger.info("starting: connecting to Ray (%s), then its workers start while the run is planned …", config.ray)
 
     outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report,
                          progress=not config.no_progress and sys.stderr.isatty())
