@@ -62,7 +62,7 @@ class Camera:
     source: LiveSource | None = None  # None when it could not be opened
     error: EmopipeError | None = None  # could not be opened, or lost for good
     ended: bool = False  # its frames stopped coming for good (lost, --end, --max-frames, stopped)
-    yielded: int = 0  # frames handed to the pipeline
+    offered: int = 0  # frames handed to the fleet's inbox (each is written or dropped, unless the run stops)
     written: int = 0  # frames whose rows were written
     faces: int = 0
     inbox_dropped: int = 0  # replaced in the fleet's inbox or the pipeline's slot before they were taken
@@ -133,6 +133,7 @@ class FleetSource:
         assert camera.source is not None
         try:
             for frame in camera.source:
+                camera.offered += 1  # (before the frame is in the inbox: a check never counts it done too early)
                 if self._inbox.offer(camera.position, replace(frame, stream=camera.position)) is not None:  # type: ignore[type-var]
                     camera.inbox_dropped += 1
                     camera.stats.dropped(1)
@@ -155,7 +156,6 @@ class FleetSource:
                 if all(c.ended for c in self.cameras) and self._inbox.empty():
                     return
                 continue
-            self.cameras[frame.stream].yielded += 1
             yield frame
 
     def stop(self) -> None:
@@ -212,17 +212,19 @@ class FleetSink(Sink):
                                      camera.writer)
 
     def write(self, result: FrameResult) -> None:
+        # First, a camera that ended, all of whose frames are out, is finished (here, before the next frame's
+        # rows: the observers have seen its last frame by now, so its summary has every latency).
+        for other in self.fleet.cameras:
+            if other.ended and other.result is None and other.written + other.inbox_dropped >= other.offered:
+                self.fleet.finish(other, interrupted=False)
         camera = self.fleet.cameras[result.frame.stream]
         if camera.sink is None or camera.result is not None:
-            return  # (a camera finished early: nothing of it can still come)
+            return  # (never: a camera is finished only once all its frames are out)
         camera.sink.write(result)
         camera.written += 1
         camera.faces += len(result.faces)
         if camera.hub is not None or self.fleet.window_hub is not None:
             self._show(camera, result)
-        for other in self.fleet.cameras:  # a camera that ended, all of whose frames are out, is finished now
-            if other.ended and other.result is None and other.written + other.inbox_dropped >= other.yielded:
-                self.fleet.finish(other, interrupted=False)
 
     def _show(self, camera: Camera, result: FrameResult) -> None:
         from emopipe.observe.livepage import draw_numbers, tile
