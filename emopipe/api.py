@@ -265,6 +265,10 @@ class Analyzer:
                 pipeline.run()
             except KeyboardInterrupt:
                 interrupted = True
+            except Exception:  # a stage failed: each camera's rows so far are kept, its manifest line says so
+                with contextlib.suppress(Exception):
+                    fleet.finish_all(interrupted=True)
+                raise
             results = fleet.finish_all(interrupted)
             summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
                                        startup=models.startup(pipeline.first_written_at))

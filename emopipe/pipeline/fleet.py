@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,6 +66,7 @@ class Camera:
     written: int = 0  # frames whose rows were written
     faces: int = 0
     inbox_dropped: int = 0  # replaced in the fleet's inbox or the pipeline's slot before they were taken
+    on_drop: Callable[[int], None] | None = None  # drops in the fleet's inbox, to the metrics
     hub: Any = None  # its FrameHub (--serve)
     view: np.ndarray | None = None  # its newest annotated frame (--show tiles them)
     sink: RecordSink | None = None
@@ -137,6 +138,8 @@ class FleetSource:
                 if self._inbox.offer(camera.position, replace(frame, stream=camera.position)) is not None:  # type: ignore[type-var]
                     camera.inbox_dropped += 1
                     camera.stats.dropped(1)
+                    if camera.on_drop is not None:
+                        camera.on_drop(1)
                 if self._stop.is_set():
                     break
         except SourceUnavailableError as exc:  # lost for good: this camera ends, the others go on
@@ -338,7 +341,8 @@ class Fleet:
         if metrics is not None:
             for camera in self.cameras:
                 if camera.source is not None:
-                    watch_source(camera.source, metrics)
+                    watch_source(camera.source, metrics)  # its capture slot's drops, reconnections, up/down
+                    camera.on_drop = _drop_counter(metrics, camera.name)  # its drops in the fleet's inbox
                 else:
                     metrics.set_source_up(camera.name, False)
         return found
@@ -406,6 +410,14 @@ class Fleet:
             "latency_max_s": float(latencies[-1]) if latencies.size else None,
             "error": str(camera.error) if camera.error is not None else None,
         }
+
+
+def _drop_counter(metrics: Any, name: str) -> Callable[[int], None]:
+    def dropped(n: int) -> None:
+        metrics.frames_dropped(n)
+        metrics.source_frames_dropped(name, n)
+
+    return dropped
 
 
 def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tuple[list[PlannedSource], Manifest]:
