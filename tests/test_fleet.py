@@ -10,6 +10,7 @@ Every wait is a poll against a generous deadline: nothing depends on how fast th
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from emopipe.observe.metrics import OTHER_SOURCE, PipelineMetrics
 from emopipe.pipeline.fleet import Camera, FleetSource, plan_fleet
 from emopipe.pipeline.live import LiveStats
 from emopipe.pipeline.runner import NewestPerStream
+from emopipe.vision.annotate import PALETTE
 from tests.support import synth
 from tests.support.processes import interruptible
 from tests.support.prometheus_helpers import scrape
@@ -316,6 +318,13 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
 
 # -- the command: three real streams, one killed and restarted -------------------------------------------
 
+def _complete_rows(path: Path) -> list[dict]:
+    """The rows of a live JSONL file so far; a last line still being written is left out."""
+    text = path.read_text()
+    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+    return [json.loads(line) for line in lines]
+
+
 def _wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -422,3 +431,46 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
         assert camera["frames"] >= 4 and camera["faces"] == len(rows)
         assert camera["frames_dropped"] > 0 and 0 < camera["latency_p50_s"] <= camera["latency_p99_s"]
     assert summary["interrupted"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_show_tiles_every_stream_in_one_window(tmp_path, models_home, checkpoints):
+    from tests.support.streams import Xvfb, need
+
+    need("xwininfo")
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    out, log = tmp_path / "out", tmp_path / "emopipe.log"
+    with Xvfb(size=(1280, 720)) as screen, MjpegServer(clip.path) as one, MjpegServer(clip.path) as two, \
+            open(log, "w") as log_file:
+        env = {**os.environ, "DISPLAY": screen.display}
+        proc = subprocess.Popen([sys.executable, "-m", "emopipe", one.url, two.url, "--show", "--weights",
+                                 str(checkpoints[8]), "-o", str(out), "--format", "jsonl", "--metrics-port", "0",
+                                 "--no-progress"], cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in (one, two)]
+            _wait_for(lambda: all(f.exists() and len(f.read_text().splitlines()) >= 2 for f in files), 120, proc,
+                      log, "not both cameras' rows")
+            time.sleep(1.0)  # the window draws the newest tiles
+            tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", screen.display], capture_output=True,
+                                  text=True, timeout=30).stdout
+            assert "emopipe: 2 streams" in tree, tree[-2000:]
+            image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
+            # two cells side by side in the window, each with its stream's face annotated in its track's colour
+            # (read after the screenshot: a frame is drawn after its rows are written; a row being written is left out)
+            tracks = {row["track_id"] for f in files for row in _complete_rows(f)}
+            colours = np.array([PALETTE[(t - 1) % len(PALETTE)] for t in tracks])
+            near = (np.abs(image[:, :, None, :].astype(int) - colours[None, None]).max(axis=3) < 40).any(axis=2)
+            # the window: the largest region that is not the black screen (the pointer is a small one)
+            count, _, boxes, _ = cv2.connectedComponentsWithStats((image.max(axis=2) > 0).astype(np.uint8))
+            window = max(range(1, count), key=lambda i: boxes[i, cv2.CC_STAT_AREA])
+            middle = boxes[window, cv2.CC_STAT_LEFT] + boxes[window, cv2.CC_STAT_WIDTH] // 2
+            assert near[:, :middle].sum() > 40 and near[:, middle:].sum() > 40, "not both streams tiled"
+            proc.send_signal(signal.SIGTERM)  # as Ctrl-C: everything computed is written
+            assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(e["status"] for e in lines) == ["interrupted", "interrupted"]
