@@ -45,7 +45,8 @@ class RunConfig:
     """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source."""
 
     source: str | None = None  # a video, image, folder of images, webcam:N or a stream URL
-    # several sources in one run (Analyzer.run_many): as given, expanded by emopipe.io.inputs
+    # several sources in one run (Analyzer.run_many; cameras and streams: Analyzer.run_fleet): as given, expanded
+    # by emopipe.io.inputs
     sources: tuple[str, ...] = ()
     list_files: tuple[str, ...] = ()  # --list FILE: one source per line
     recursive: bool = False  # folders: their subfolders' videos too

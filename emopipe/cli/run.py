@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
                              "in one process, warmed once, with a rows file per source in the -o folder (a folder "
                              "holding videos gives its videos, its images are skipped; a folder of images only is "
-                             "one image sequence)")
+                             "one image sequence). Several cameras or streams (and --webcam N beside them) run live in "
+                             "one process, a rows file per camera in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")
