@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -266,6 +267,60 @@ def test_the_fleet_source_interleaves_cameras_and_a_lost_one_never_stops_the_oth
     assert not fleet[0].ended or fleet[0].error is None
     assert seen[0] >= 40 and seen[2] >= 40  # … and a and c kept coming, each with its own frame numbers
     assert 1 <= seen[1] <= 5 and fleet[0].source is not None and fleet[0].source.reconnects == 0
+
+
+def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_is_an_error(cameras, tmp_path):
+    from contextlib import ExitStack
+
+    from emopipe.pipeline.fleet import Fleet
+
+    def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
+        raise SourceUnavailableError(f"cannot open the stream {uri}: connection refused")
+
+    CAPTURES.register("refused", refuse)
+    try:
+        config = RunConfig(open_timeout=2, read_timeout=0.5)
+        planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], tmp_path / "one")
+        fleet = Fleet(config, planned, tmp_path / "one", manifest)
+        with ExitStack() as stack:
+            source = fleet.open(stack)
+            assert [c.source is not None for c in fleet.cameras] == [True, False]
+            assert "connection refused" in str(fleet.cameras[1].error) and fleet.cameras[1].ended
+            assert next(iter(source)).stream == 0  # the camera that opened runs
+            assert fleet.numbers()["streams"][1]["state"] == "lost"
+        planned, manifest = plan_fleet(config, ["refused://c", "refused://d"], tmp_path / "none")
+        with ExitStack() as stack, pytest.raises(SourceUnavailableError, match="refused://c") as raised:
+            Fleet(config, planned, tmp_path / "none", manifest).open(stack)
+        assert raised.value.exit_code == 7
+    finally:
+        CAPTURES.unregister("refused")
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["http://127.0.0.1:{port}/a.mjpg", "http://127.0.0.1:{port}/b.mjpg", "-o", "{tmp}/out"], 7,
+     r"cannot open the stream http://127\.0\.0\.1:\d+/a\.mjpg: nothing is listening"),
+    (["rtsp://cam/a", "rtsp://cam/b", "--record", "{tmp}/x.mp4", "-o", "{tmp}/out"], 2,
+     r"--record: not for several cameras"),
+    (["rtsp://cam/a", "{tmp}/clip.mp4"], 2, r"cannot share a run"),
+    (["rtsp://cam/a", "rtsp://cam/b", "--metrics-max-sources", "-1"], 2, r"--metrics-max-sources"),
+])
+def test_the_command_refuses_a_fleet_with_one_line_and_its_exit_code(argv, code, message, tmp_path, capsys):
+    import logging
+
+    from emopipe.cli import app as cli
+
+    port = free_port()
+    argv = [a.format(tmp=tmp_path, port=port) for a in argv]
+    logger = logging.getLogger("emopipe")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    try:
+        got = cli.main([*argv, "--metrics-port", "0", "--open-timeout", "2"])
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert got == code, err
+    assert len(lines) == 1 and re.search(message, lines[0]), err
 
 
 # -- in process: three cameras through one pipeline, one lost for good -------------------------------------
