@@ -19,9 +19,10 @@ to ``DIR/manifest.jsonl``. The run ends when every camera has ended, or on Ctrl-
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -65,7 +66,10 @@ class Camera:
     offered: int = 0  # frames handed to the fleet's inbox (each is written or dropped, unless the run stops)
     written: int = 0  # frames whose rows were written
     faces: int = 0
-    inbox_dropped: int = 0  # replaced in the fleet's inbox or the pipeline's slot before they were taken
+    # replaced before they were taken: in the fleet's inbox (counted by its forwarding thread) and in the
+    # pipeline's slot (by the reader thread); each counter has one writer, so no increment is lost
+    inbox_dropped: int = 0
+    slot_dropped: int = 0
     on_drop: Callable[[int], None] | None = None  # drops in the fleet's inbox, to the metrics
     hub: Any = None  # its FrameHub (--serve)
     view: np.ndarray | None = None  # its newest annotated frame (--show tiles them)
@@ -85,7 +89,7 @@ class Camera:
 
     @property
     def dropped(self) -> int:
-        return self.inbox_dropped + (self.source.dropped if self.source is not None else 0)
+        return self.inbox_dropped + self.slot_dropped + (self.source.dropped if self.source is not None else 0)
 
     def numbers(self) -> dict[str, Any]:
         """Its numbers of the moment (the page's cell, /stats.json), with its state."""
@@ -151,11 +155,11 @@ class FleetSource:
         finally:
             camera.ended = True
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Frame]:
         while not self._stop.is_set():
             try:
                 frame: Frame = self._inbox.get(timeout=0.1)
-            except Exception:  # queue.Empty: nothing new from any camera yet
+            except queue.Empty:  # nothing new from any camera yet
                 if all(c.ended for c in self.cameras) and self._inbox.empty():
                     return
                 continue
@@ -194,7 +198,7 @@ class FleetObserver(Observer):
 
     def stream_dropped(self, stream: int, n: int) -> None:
         camera = self.fleet.cameras[stream]
-        camera.inbox_dropped += n
+        camera.slot_dropped += n
         camera.stats.dropped(n)
 
 
@@ -218,7 +222,8 @@ class FleetSink(Sink):
         # First, a camera that ended, all of whose frames are out, is finished (here, before the next frame's
         # rows: the observers have seen its last frame by now, so its summary has every latency).
         for other in self.fleet.cameras:
-            if other.ended and other.result is None and other.written + other.inbox_dropped >= other.offered:
+            out = other.written + other.inbox_dropped + other.slot_dropped
+            if other.ended and other.result is None and out >= other.offered:
                 self.fleet.finish(other, interrupted=False)
         camera = self.fleet.cameras[result.frame.stream]
         if camera.sink is None or camera.result is not None:
