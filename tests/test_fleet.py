@@ -371,6 +371,32 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
     assert _value(registry, "emopipe_frames_total") == summary["frames"]
 
 
+@pytest.mark.slow
+def test_faces_of_different_cameras_share_an_emonet_batch(cameras, tmp_path, models_home, checkpoints, shared_dir,
+                                                          monkeypatch):
+    from emopipe.api import Analyzer
+    from emopipe.pipeline.runner import Pipeline
+
+    face = cv2.resize(cv2.imread(str(shared_dir / "data" / "faces" / "1face.png")), (96, 96))
+    cameras.images.update(a=face, b=face)
+    cameras.fps = 10.0
+    batches: list[set[int]] = []  # the cameras (streams) of each EmoNet batch's real faces
+    infer = Pipeline._infer
+
+    def spy(self, found, assembler):  # type: ignore[no-untyped-def]
+        batches.extend({slot.key[0] for slot in batch.slots} for batch in found)
+        return infer(self, found, assembler)
+
+    monkeypatch.setattr(Pipeline, "_infer", spy)
+    with Analyzer(sources=("fleettest://a", "fleettest://b"), weights=str(checkpoints[8]), device="cpu",
+                  models_dir=str(models_home), batch_size=2) as analyzer:
+        # a partial batch waits up to 2 s for a face: long enough for the other camera's next frame
+        outcome = analyzer.run_fleet(output_dir=tmp_path / "out", end=5.0, max_wait_ms=2000.0)
+    assert outcome.exit_code == 0, outcome.run
+    assert {1, 0} in batches, batches  # one static batch holding a face of each camera
+    assert all(c["frames"] >= 2 and c["faces"] == c["frames"] for c in outcome.run["cameras"])
+
+
 # -- the command: three real streams, one killed and restarted -------------------------------------------
 
 def _complete_rows(path: Path) -> list[dict]:
