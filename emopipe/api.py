@@ -230,6 +230,9 @@ class Analyzer:
         fleet_config = replace(given, sources=wanted)
         if not fleet_config.fleet:
             raise UsageError(f"{', '.join(wanted)}: not cameras or streams; run_many reads files")
+        if self.models is None and not self.config.fleet:  # made without its cameras: give the engines live defaults
+            self.config = replace(self.config, sources=wanted)
+            self._base = replace(self.config, source=wanted[0], webcam=None).resolved(self._device_type)
         # each camera's options resolved as for one live source (the output folder is not a rows file)
         config = self.source_config(wanted[0], **{**options, "sources": wanted, "output": None, "summary": None})
         directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))

@@ -146,6 +146,8 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
                            ({"resume": True}, "--resume")):
         with pytest.raises(UsageError, match=message):
             plan_fleet(RunConfig(**flags), sources, tmp_path / "other")
+    with pytest.raises(UsageError, match="the output is a folder"):
+        plan_fleet(config, sources, tmp_path / "rows.csv")
 
 
 # -- the page: a grid, a cell per stream ----------------------------------------------------------------

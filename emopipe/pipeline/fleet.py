@@ -124,6 +124,12 @@ class FleetSource:
         for camera in self.cameras:
             if camera.source is None:
                 camera.ended = True
+
+    def _start(self) -> None:
+        """Start forwarding when the pipeline starts reading: frames replaced while the models load are skipped,
+        not dropped, and each camera's --end counts from then (its capture thread keeps it drained till then)."""
+        for camera in self.cameras:
+            if camera.source is None:
                 continue
             thread = threading.Thread(target=self._forward, args=(camera,), name=f"emopipe-camera-{camera.position}",
                                       daemon=True)
@@ -156,6 +162,8 @@ class FleetSource:
             camera.ended = True
 
     def __iter__(self) -> Iterator[Frame]:
+        if not self._threads:
+            self._start()
         while not self._stop.is_set():
             try:
                 frame: Frame = self._inbox.get(timeout=0.1)
@@ -406,6 +414,7 @@ class Fleet:
             "faces": camera.faces,
             "frames_captured": source.captured if source is not None else 0,
             "frames_dropped": camera.dropped,
+            "frames_skipped_at_start": source.skipped if source is not None else 0,  # while the models loaded
             "drop_rate": camera.dropped / offered if offered else 0.0,
             "reconnects": source.reconnects if source is not None else 0,
             "reopen_failures": source.reopen_failures if source is not None else 0,
@@ -438,8 +447,10 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tu
                          "for these")
     if config.detect_every > 1:
         raise UsageError("--detect-every with several cameras is not supported yet; run one emopipe per camera")
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"-o {directory}: with several cameras the output is a folder, and this is a file")
+    if (directory.exists() and not directory.is_dir()) or (directory.suffix.lower() in (".csv", ".jsonl")
+                                                          and not directory.exists()):
+        raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
+                         "goes in it); give a folder name")
     manifest = Manifest(directory)
     if manifest.path.exists():
         raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
