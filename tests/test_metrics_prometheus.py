@@ -402,7 +402,10 @@ def test_a_file_run_of_the_cli_serves_lingers_and_every_expression_returns_data(
             final: dict = {}
             while time.monotonic() < deadline and proc.poll() is None:
                 values = scrape(url)
-                if sample(values, "emopipe_frames_total") == video.frame_count and values == final:
+                # (finished: the files are written after the last frame, which takes more than a scrape interval
+                # on a slow CPU, so two equal scrapes alone may both come before the end)
+                if (sample(values, "emopipe_frames_total") == video.frame_count and values == final
+                        and sample(values, "emopipe_run_state", mode="file", state="finished") == 1):
                     break
                 final = values
                 time.sleep(0.5)
