@@ -41,7 +41,8 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
     rng = random.Random(seed)
     metrics.observe_startup(load_s=_jitter(rng, 1.4, 0.1), warmup_s=_jitter(rng, 4.1, 0.1))
     metrics.set_run_state("running")
-    metrics.set_source_up("rtsp://camera.local/demo" if live else "/data/demo.mp4", True)
+    source = "rtsp://camera.local/demo" if live else "/data/demo.mp4"
+    metrics.set_source_up(source, True)
     frames: queue.Queue[tuple[float, float] | None] = queue.Queue(maxsize=8)
 
     def reader() -> None:
@@ -56,10 +57,12 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
             if index % 211 == 50 and live:
                 metrics.reopen_failed()  # one failed attempt, then the stream is back
                 metrics.reconnect()
+                metrics.source_reconnect(source)
             try:
                 frames.put_nowait((capture - _jitter(rng, 0.004), time.monotonic()))
             except queue.Full:
                 metrics.frames_dropped()
+                metrics.source_frames_dropped(source)
             metrics.set_queue_depth("frames", frames.qsize())
             index += 1
             next_at += period
@@ -96,6 +99,7 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
                     metrics.observe_stage("write", _jitter(rng_w, 0.0002))
                     done = time.monotonic()
                     metrics.observe_frame(done - read_at, n)
+                    metrics.observe_source_frame(source, done - read_at, n)
                     metrics.observe_frame_split(taken_at - read_at, done - taken_at)
                     if live:
                         metrics.observe_capture_latency(done - captured_at)

@@ -43,6 +43,8 @@ from emopipe.pipeline.archive import (
     plan_outputs,
     write_run_summary,
 )
+from emopipe.pipeline.fleet import Fleet, FleetOutcome, plan_fleet
+from emopipe.pipeline.live import CaptureLatencyMetrics
 from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options
 from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
 from emopipe.pipeline.sinks import FaceRecorder
@@ -77,7 +79,7 @@ class Analyzer:
         # the engine-shaping options, resolved for this device (files' defaults: a live source gets
         # live settings only where the analyzer was made for one)
         probe = self.config if (self.config.source or self.config.webcam is not None) else \
-            replace(self.config, source="analyzer")
+            replace(self.config, source=self.config.sources[0] if self.config.fleet else "analyzer")
         self._base = probe.resolved(self._device_type)
         self.models: Models | None = None
         self.summaries: list[RunSummary] = []
@@ -215,6 +217,76 @@ class Analyzer:
         return outcome
 
 
+    def run_fleet(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
+                  metrics: Any = None, exporter: Any = None, progress: bool = False, **options: Any) -> FleetOutcome:
+        """Several cameras and streams in one pipeline (emopipe.pipeline.fleet): a rows file and a summary per
+        camera in ``output_dir``, ``manifest.jsonl`` (a line per camera as it ends) and ``summary.json`` with a
+        ``cameras`` list. Runs until every camera has ended (``--end``, ``--max-frames``, or lost past
+        ``--reconnect-timeout``), or Ctrl-C / SIGTERM (``FleetOutcome.interrupted``)."""
+        given = RunConfig.from_options(self.config, **options)
+        wanted = tuple(sources) if sources is not None else given.sources
+        if not wanted:
+            raise UsageError("no camera or stream given")
+        fleet_config = replace(given, sources=wanted)
+        if not fleet_config.fleet:
+            raise UsageError(f"{', '.join(wanted)}: not cameras or streams; run_many reads files")
+        if self.models is None and not self.config.fleet:  # made without its cameras: give the engines live defaults
+            self.config = replace(self.config, sources=wanted)
+            self._base = replace(self.config, source=wanted[0], webcam=None).resolved(self._device_type)
+        # each camera's options resolved as for one live source (the output folder is not a rows file)
+        config = self.source_config(wanted[0], **{**options, "sources": wanted, "output": None, "summary": None})
+        directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
+        planned, manifest = plan_fleet(replace(config, summary=given.summary, annotate=given.annotate,
+                                               record=given.record, report=given.report), wanted, directory)
+        started = time.perf_counter()
+        interrupted = False
+        fleet = Fleet(config, planned, directory, manifest)
+        with ExitStack() as stack:
+            _sigterm_as_ctrl_c(stack)
+            source = fleet.open(stack, None if metrics is None else metrics.registry)
+            if exporter is not None:
+                stack.enter_context(exporter)
+            models = self.open().models
+            assert models is not None
+            if not config.no_warmup:
+                for height, width in fleet.frame_sizes():
+                    models.warm_detector(height, width)
+            if metrics is not None:
+                metrics.observe_startup(models.load_s, models.warmup_s)
+                metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+            watching: list[Any] = fleet.observers(metrics)
+            if metrics is not None:
+                watching += [MetricsObserver(metrics, [c.name for c in fleet.cameras]), CaptureLatencyMetrics(metrics)]
+                metrics.set_run_state("running")
+            if progress:
+                bar = ProgressBar(None)
+                watching.append(bar)
+                stack.callback(bar.close)
+            pipeline = Pipeline(source, models.detector, models.cropper, models.engine,
+                                sinks=[fleet.sink(models.labels)], observers=watching, settings=fleet.settings())
+            try:
+                pipeline.run()
+            except KeyboardInterrupt:
+                interrupted = True
+            except Exception:  # a stage failed: each camera's rows so far are kept, its manifest line says so
+                with contextlib.suppress(Exception):
+                    fleet.finish_all(interrupted=True)
+                raise
+            results = fleet.finish_all(interrupted)
+            summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+                                       startup=models.startup(pipeline.first_written_at))
+            wall_s = time.perf_counter() - started
+            outcome = FleetOutcome(results, {}, interrupted)
+            outcome.run = finish_many(
+                ManyPlan(config, directory, manifest, planned, planned, []), results, summary, interrupted, wall_s,
+                self.summaries, cameras=[c.facts for c in fleet.cameras],
+                timestamps="wall-clock capture time, Unix seconds (UTC)",
+                page=fleet.server.url if fleet.server is not None else None).run
+            if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
+                state = "interrupted" if interrupted else "failed" if outcome.exit_code else "finished"
+                exporter.finish(linger_after=not interrupted, state=state)
+        return outcome
+
     def run_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
                  metrics: Any = None, exporter: Any = None, on_result: Callable[[SourceResult], None] | None = None,
                  progress: bool = False, **options: Any) -> ManyOutcome:
@@ -249,8 +321,8 @@ class Analyzer:
             raise UsageError("no source given (files, folders, globs, --list FILE)")
         live = [redact_uri(u) for u in inputs.sources if is_live(u)]
         if live:
-            raise UsageError(f"{', '.join(live)}: several cameras or streams in one run are not supported yet; "
-                             "run one emopipe per camera")
+            raise UsageError(f"{', '.join(live)}: cameras and streams run as a fleet (Analyzer.run_fleet), "
+                             "not with files")
         directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
         if directory.exists() and not directory.is_dir():
             raise UsageError(f"-o {directory}: with several sources the output is a folder, and this is a file")
@@ -317,7 +389,8 @@ class Analyzer:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
-            watching: list[Any] = [*observers, *([MetricsObserver(metrics)] if metrics is not None else [])]
+            names = [p.uri for p in todo]  # (redacted by the metrics; past --metrics-max-sources: "other")
+            watching: list[Any] = [*observers, *([MetricsObserver(metrics, names)] if metrics is not None else [])]
             if progress:
                 bar = ProgressBar(None)
                 watching.append(bar)

@@ -36,6 +36,8 @@ CUDA_FRAMES_PER_DETECT_BATCH = 8
 DEFAULT_METRICS_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_MAX_WAIT_MS = 5.0
+DEFAULT_METRICS_MAX_SOURCES = 64  # emopipe.observe.metrics.DEFAULT_MAX_SOURCES, without importing prometheus
+FLEET_CUDA_BATCH = 4  # several cameras on CUDA: frames per detector call and faces per EmoNet batch, at most
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class RunConfig:
     """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source."""
 
     source: str | None = None  # a video, image, folder of images, webcam:N or a stream URL
-    # several sources in one run (Analyzer.run_many): as given, expanded by emopipe.io.inputs
+    # several sources in one run (Analyzer.run_many; cameras and streams: Analyzer.run_fleet): as given, expanded
+    # by emopipe.io.inputs
     sources: tuple[str, ...] = ()
     list_files: tuple[str, ...] = ()  # --list FILE: one source per line
     recursive: bool = False  # folders: their subfolders' videos too
@@ -95,6 +98,7 @@ class RunConfig:
     metrics_host: str = DEFAULT_METRICS_HOST
     metrics_linger: float = 0.0
     pushgateway: str | None = None
+    metrics_max_sources: int = DEFAULT_METRICS_MAX_SOURCES  # sources with a `source` label; the rest: "other"
     # live mode
     webcam: int | None = None
     show: bool = False
@@ -146,6 +150,8 @@ class RunConfig:
             raise UsageError(f"--webcam takes a camera index ≥ 0, got {self.webcam}")
         if self.webcam is not None and self.source:
             raise UsageError(f"give either SOURCE ({self.source}) or --webcam {self.webcam}, not both")
+        if not (isinstance(self.metrics_max_sources, int) and self.metrics_max_sources >= 0):
+            raise UsageError(f"--metrics-max-sources must be a whole number ≥ 0, got {self.metrics_max_sources}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise UsageError(f"--metrics-port must be between 0 and 65535, got {self.metrics_port}")
 
@@ -171,6 +177,17 @@ class RunConfig:
     def many(self) -> bool:
         """Several sources (or a collection: a folder of videos, a glob, a list file) in one run."""
         return bool(self.sources or self.list_files or self.ray)
+
+    @property
+    def fleet(self) -> bool:
+        """Several sources that are cameras or streams: one live run for all of them (emopipe.pipeline.fleet).
+        Cameras and files in one run are refused: a file is read as fast as possible, a camera at its pace."""
+        live = [s for s in self.sources if is_live(s)]
+        if live and len(live) < len(self.sources):
+            files = [s for s in self.sources if not is_live(s)]
+            raise UsageError(f"cameras and streams ({', '.join(redact_uri(s) for s in live[:3])}) and files "
+                             f"({', '.join(files[:3])}) cannot share a run: run the files and the cameras apart")
+        return bool(live)
 
     # -- what kind of run ----------------------------------------------------------------------
 
@@ -200,7 +217,7 @@ class RunConfig:
         cuda = device_type == "cuda"
         values: dict[str, Any] = {"source": self.uri, "webcam": None}
         if live:
-            values.update(self._live_defaults())
+            values.update(self._live_defaults(cuda))
         else:
             used = [flag for flag, value in (("--show", self.show), ("--serve", self.serve), ("--record", self.record))
                     if value]
@@ -222,7 +239,7 @@ class RunConfig:
             raise UsageError("--metrics-linger needs --metrics-port (there is nothing to scrape otherwise)")
         return replace(self, **values)
 
-    def _live_defaults(self) -> dict[str, Any]:
+    def _live_defaults(self, cuda: bool) -> dict[str, Any]:
         if self.start is not None:
             raise UsageError("--start applies to files; a camera or stream starts now (--end SECONDS: how long to run)")
         if self.decoder == "nvdec":
@@ -232,8 +249,11 @@ class RunConfig:
             if self.record:
                 raise UsageError("--annotate and --record both record the annotated stream; give one")
             record = self.annotate
-        return {"detector": self.detector or LIVE_DETECTOR, "batch_size": self.batch_size or 1,
-                "detect_batch": self.detect_batch or 1, "output": self.output or default_output(self.uri),
+        # several cameras on a GPU: their frames and faces share small static batches (a partial one runs
+        # after --max-wait-ms, so no camera waits for another); one camera, or the CPU: batches of one
+        shared = min(FLEET_CUDA_BATCH, len(self.sources)) if cuda and len(self.sources) > 1 else 1
+        return {"detector": self.detector or LIVE_DETECTOR, "batch_size": self.batch_size or shared,
+                "detect_batch": self.detect_batch or shared, "output": self.output or default_output(self.uri),
                 "record": record, "annotate": None}
 
     # -- outputs -------------------------------------------------------------------------------

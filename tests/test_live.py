@@ -362,7 +362,7 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     (["http://127.0.0.1:{port}/cam.mjpg", "--show", "-o", "{tmp}/x.csv"], 2, r"--show needs a display.*--serve"),
     (["http://127.0.0.1:{port}/cam.mjpg", "--serve", "somewhere"], 2, r"--serve takes HOST:PORT"),
     (["http://127.0.0.1:{port}/cam.mjpg", "--start", "3"], 2, r"--start applies to files"),
-    (["rtsp://cam/x", "--webcam", "0"], 2, r"either SOURCE"),
+    (["{tmp}/clip.mp4", "--webcam", "0"], 2, r"cameras and streams \(webcam:0\) and files .* cannot share a run"),
     (["-o", "{tmp}/x.csv"], 2, r"give a SOURCE"),
     (["{tmp}/clip.mp4", "--serve", ":8080"], 2, r"--serve: for a camera or a network stream"),
 ])

@@ -47,6 +47,7 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None
 # -- names, units, buckets ---------------------------------------------------------------------
 
 def test_every_metric_is_in_the_namespace_with_base_units(registry, pm):
+    pm.source_label("rtsp://camera/x")  # the per-source series exist once a run names its sources
     families = list(registry.collect())
     assert len(families) >= 15
     for family in families:
@@ -59,7 +60,8 @@ def test_every_metric_is_in_the_namespace_with_base_units(registry, pm):
     histograms = [f for f in families if f.type == "histogram"]
     assert {f.name for f in histograms} == {"emopipe_frame_latency_seconds", "emopipe_inference_batch_seconds",
                                             "emopipe_stage_seconds", "emopipe_capture_latency_seconds",
-                                            "emopipe_frame_queue_seconds", "emopipe_frame_processing_seconds"}
+                                            "emopipe_frame_queue_seconds", "emopipe_frame_processing_seconds",
+                                            "emopipe_source_frame_latency_seconds"}
 
 
 def test_buckets_cover_half_a_millisecond_to_ten_minutes(registry, pm):

@@ -71,7 +71,7 @@ def prometheus(tmp_path_factory) -> Iterator[tuple[PrometheusServer, dict[str, i
 
 
 def every_expression(instance: str) -> list[Expression]:
-    return (dashboard_expressions({"datasource": "prometheus", "job": ".*", "instance": instance})
+    return (dashboard_expressions({"datasource": "prometheus", "job": ".*", "instance": instance, "source": ".*"})
             + recording_expressions() + alert_expressions())
 
 
@@ -166,7 +166,7 @@ def test_no_panel_mixes_runs():
     # "Totals" once summed stale Pushgateway groups with live targets, and the stage panels merged every
     # instance: each aggregation must keep job and instance apart.
     aggregations = 0
-    for expression in dashboard_expressions({"datasource": "p", "job": ".*", "instance": ".*"}):
+    for expression in dashboard_expressions({"datasource": "p", "job": ".*", "instance": ".*", "source": ".*"}):
         if expression.where.startswith("dashboard variable"):
             continue
         assert not re.search(r"\b(sum|max|min|avg|count)\s*\(", expression.promql), \
@@ -182,7 +182,8 @@ def test_dashboard_and_rules_use_only_metrics_emopipe_exposes_and_show_all_of_th
     registry = a_metrics_registry()
     exposed = {s.name for family in registry.collect() for s in family.samples}
     families = {family.name for family in registry.collect()}
-    texts = [e.promql for e in dashboard_expressions({"datasource": "p", "job": ".*", "instance": ".*"})]
+    variables = {"datasource": "p", "job": ".*", "instance": ".*", "source": ".*"}
+    texts = [e.promql for e in dashboard_expressions(variables)]
     texts += [r["expr"] for r in rules("record") + rules("alert")]
     used = {name for text in texts for name in re.findall(r"(?<![\w:])emopipe_[a-z0-9_]+(?![\w:])", text)}
     assert used and used <= exposed, f"not exposed by emopipe: {sorted(used - exposed)}"
@@ -343,7 +344,7 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
         assert not got, got
         # the dashboard's whole-run panels (no rate windows) work for a pushed run
         whole_run = [e for e in dashboard_expressions({"datasource": "p", "job": x.PUSH_JOB,
-                                                       "instance": "batch-host"})
+                                                       "instance": "batch-host", "source": ".*"})
                      if "[" not in e.promql and "emopipe_queue_depth" not in e.promql]
         assert len(whole_run) >= 8
         problems = wait_for_data(prom, whole_run, since, timeout=20, instance="batch-host")
@@ -401,7 +402,10 @@ def test_a_file_run_of_the_cli_serves_lingers_and_every_expression_returns_data(
             final: dict = {}
             while time.monotonic() < deadline and proc.poll() is None:
                 values = scrape(url)
-                if sample(values, "emopipe_frames_total") == video.frame_count and values == final:
+                # (finished: the files are written after the last frame, which takes more than a scrape interval
+                # on a slow CPU, so two equal scrapes alone may both come before the end)
+                if (sample(values, "emopipe_frames_total") == video.frame_count and values == final
+                        and sample(values, "emopipe_run_state", mode="file", state="finished") == 1):
                     break
                 final = values
                 time.sleep(0.5)
@@ -462,8 +466,8 @@ def test_a_file_run_of_the_cli_serves_lingers_and_every_expression_returns_data(
 def test_prometheus_helpers_find_every_panel_query():
     # guards the parsing the live tests rely on: every target expr is found, variables substituted
     panels = [p for p in dashboard_panels() if p["type"] != "row"]
-    exprs = dashboard_expressions({"datasource": "p", "job": "J", "instance": "I"})
-    assert len(exprs) == sum(len(p["targets"]) for p in panels) + 2  # + the job and instance variables
+    exprs = dashboard_expressions({"datasource": "p", "job": "J", "instance": "I", "source": "S"})
+    assert len(exprs) == sum(len(p["targets"]) for p in panels) + 3  # + the job, instance and source variables
     assert all("$" not in e.promql for e in exprs)
     assert all('instance=~"I"' in e.promql for e in exprs if e.where.startswith("dashboard:"))
     assert json.loads(DASHBOARD.read_text())  # valid JSON

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
                              "in one process, warmed once, with a rows file per source in the -o folder (a folder "
                              "holding videos gives its videos, its images are skipped; a folder of images only is "
-                             "one image sequence)")
+                             "one image sequence). Several cameras or streams (and --webcam N beside them) run live in "
+                             "one process, a rows file per camera in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")
@@ -146,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
                          help="after a file run, keep serving /metrics this long so Prometheus scrapes the "
                               "final values (SIGTERM or Ctrl-C ends it early)")
+    metrics.add_argument("--metrics-max-sources", type=int, default=RunConfig.metrics_max_sources, metavar="N",
+                         help="per-source series (emopipe_source_*) carry a `source` label for the first N sources; "
+                              "later ones are counted together as source=\"other\"")
     metrics.add_argument("--pushgateway", default=None, metavar="URL",
                          help=f"push the final metrics to this Pushgateway (job {PUSH_JOB}, grouped by "
                               "instance=host name and source)")
@@ -179,10 +183,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig the parsed options describe (the only place the command line meets the library).
 
     One plain source is ``source``; several, or a collection (a folder of videos, a glob, --list), are
-    ``sources``."""
+    ``sources``. ``--webcam N`` beside other sources is one more camera of the run (``webcam:N``)."""
     values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if f.name not in ("source", "sources")}
     values["list_files"] = tuple(args.list_files)
-    inputs = expand_inputs(args.sources, args.list_files, recursive=args.recursive)
+    items = list(args.sources)
+    if args.webcam is not None and (items or args.list_files):
+        items.append(f"webcam:{args.webcam}")
+        values["webcam"] = None
+    inputs = expand_inputs(items, args.list_files, recursive=args.recursive)
     if inputs.collection:
         return RunConfig(sources=inputs.sources, **values)
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
@@ -190,7 +198,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    if config.ray:
+    if config.ray and not config.fleet:  # before PyTorch loads: the workers start meanwhile (cameras refuse --ray)
         return run_on_cluster(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
 
@@ -200,13 +208,15 @@ def run(args: argparse.Namespace) -> int:
     from emopipe.observe.exposition import MetricsExporter, grouping_key
     from emopipe.observe.metrics import PipelineMetrics
 
+    if config.fleet:
+        return run_fleet(config)
     if config.many:
         return run_many(config)
     analyzer = Analyzer(config)
     config = analyzer.source_config()
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(config.batch_size or 1),),
-                              mode="live" if config.live else "file")
+                              mode="live" if config.live else "file", max_sources=config.metrics_max_sources)
     exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
                                linger_s=config.metrics_linger, pushgateway=config.pushgateway,
                                grouping_key=grouping_key(), run_state=metrics.set_run_state)
@@ -259,6 +269,39 @@ def run_on_cluster(config: RunConfig) -> int:
     return _exit_code(outcome)
 
 
+def run_fleet(config: RunConfig) -> int:
+    """Several cameras and streams in one process (emopipe.pipeline.fleet): exit 0 when every camera ended as
+    asked (--end, --max-frames), 7 when every camera was lost (or none opened), 9 when some were, 130 when
+    interrupted (Ctrl-C, SIGTERM) — the usual end of a live run."""
+    from prometheus_client import CollectorRegistry
+
+    from emopipe.api import Analyzer
+    from emopipe.observe.exposition import MetricsExporter, grouping_key
+    from emopipe.observe.metrics import PipelineMetrics
+
+    analyzer = Analyzer(config)
+    resolved = analyzer.source_config(config.sources[0], output=None, summary=None)
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(resolved.batch_size or 1),),
+                              mode="live", max_sources=config.metrics_max_sources)
+    exporter = MetricsExporter(registry, port=resolved.metrics_port, host=config.metrics_host,
+                               linger_s=config.metrics_linger, pushgateway=config.pushgateway,
+                               grouping_key=grouping_key(), run_state=metrics.set_run_state)
+    try:
+        outcome = analyzer.run_fleet(metrics=metrics, exporter=exporter,
+                                     progress=not config.no_progress and sys.stderr.isatty())
+    finally:
+        analyzer.close()
+    run = outcome.run
+    statuses = [r.status for r in outcome.results]
+    logger.info("%d cameras: %d ok, %d lost, %d interrupted; %d frames, %d faces in %.1f s; manifest %s",
+                len(statuses), statuses.count("ok"), statuses.count("failed"), statuses.count("interrupted"),
+                run["frames"], run["faces"], run["wall_s"], run["manifest"])
+    for failed in outcome.failed:
+        print(f"emopipe: error: {failed.error}", file=sys.stderr)
+    return outcome.exit_code
+
+
 def run_many(config: RunConfig) -> int:
     """Several sources in one process: exit 0 when every source is ok (or was done before), 9 when some
     failed, 130 when interrupted."""
@@ -272,7 +315,7 @@ def run_many(config: RunConfig) -> int:
     exporter = metrics = None
     if config.metrics_port is not None or config.pushgateway:
         registry = CollectorRegistry()
-        metrics = PipelineMetrics(registry, queues=("frames", "results"))
+        metrics = PipelineMetrics(registry, queues=("frames", "results"), max_sources=config.metrics_max_sources)
         exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
                                    linger_s=config.metrics_linger, pushgateway=config.pushgateway,
                                    grouping_key=grouping_key(), run_state=metrics.set_run_state)

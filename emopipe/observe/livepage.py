@@ -9,6 +9,11 @@ The page (``/``) shows the annotated stream (``/stream.mjpg``, multipart MJPEG, 
 shows in an ``<img>``) and the current numbers (``/stats.json``: frames per second, capture → result
 latency, faces, drops, reconnections); ``/frame.jpg`` is the newest frame and ``/metrics`` the
 Prometheus metrics, so a headless GPU box needs nothing but a browser.
+
+Several cameras in one run (a fleet): the page is a grid, a cell per stream with its own numbers and its
+newest frame (``/frame/K.jpg``, polled, so any number of cameras stays within a browser's few connections
+per host; ``/stream/K.mjpg`` streams one), and ``/stats.json`` lists the streams; :func:`tile` lays the
+streams side by side for the window.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import html
 import json
 import logging
+import math
+import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -253,6 +260,103 @@ def render_page(numbers: Mapping[str, Any]) -> str:
     )
 
 
+def tile(images: Sequence[np.ndarray | None], width: int = 1280) -> np.ndarray:
+    """Several streams' newest frames side by side in one image ``width`` wide (``--show`` with several
+    cameras): a grid of equal cells, each frame scaled to fit its cell; a stream without a frame is grey."""
+    if not images:
+        raise ValueError("tile needs at least one image")
+    columns = math.ceil(math.sqrt(len(images)))
+    rows = math.ceil(len(images) / columns)
+    cell_w = width // columns
+    cell_h = max(1, cell_w * 9 // 16)
+    canvas = np.full((rows * cell_h, columns * cell_w, 3), 40, dtype=np.uint8)
+    for k, image in enumerate(images):
+        if image is None:
+            continue
+        scale = min(cell_w / image.shape[1], cell_h / image.shape[0])
+        w, h = max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale))
+        x, y = (k % columns) * cell_w + (cell_w - w) // 2, (k // columns) * cell_h + (cell_h - h) // 2
+        canvas[y:y + h, x:x + w] = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA)
+    return canvas
+
+
+_GRID = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>emopipe live: {count} streams</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body {{ margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; }}
+header {{ padding: 8px 14px; }} a {{ color: #8cf; }} .k {{ color: #999; }} .bad {{ color: #f66; }}
+#grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 8px; padding: 8px; }}
+.cell {{ background: #1b1b1b; }} .cell img {{ width: 100%; display: block; }}
+.cell img.stale {{ opacity: 0.35; filter: grayscale(1); }}
+.nums {{ padding: 4px 8px; display: flex; flex-wrap: wrap; gap: 10px; }}
+</style></head>
+<body>
+<header><b>emopipe</b> <span class="k">{count} streams</span>
+ <a href="stats.json">stats.json</a> <a href="metrics">metrics</a></header>
+<div id="grid">
+{cells}
+</div>
+<script>
+function ms(s) {{ return s === null || s === undefined ? "-" : (s * 1000).toFixed(0) + " ms"; }}
+function set(k, name, text) {{ document.getElementById(name + "-" + k).textContent = text; }}
+async function refresh() {{
+  try {{
+    const n = await (await fetch("stats.json", {{cache: "no-store"}})).json();
+    n.streams.forEach((s, k) => {{
+      set(k, "fps", s.fps === null ? "-" : s.fps.toFixed(1));
+      set(k, "latency", ms(s.latency_p50_s)); set(k, "latency99", ms(s.latency_p99_s));
+      set(k, "faces", s.faces); set(k, "frames", s.frames); set(k, "dropped", s.frames_dropped);
+      set(k, "reconnects", s.reconnects);
+      const stale = s.outage_s !== null && s.outage_s !== undefined;
+      const state = document.getElementById("state-" + k);
+      state.textContent = stale ? s.state + " (" + s.outage_s.toFixed(0) + " s old)" : s.state;
+      state.className = s.state === "live" ? "" : "bad";
+      document.getElementById("view-" + k).className = stale ? "stale" : "";
+    }});
+  }} catch (e) {{ }}
+}}
+function follow(k) {{  // the newest frame of stream k, one request at a time
+  const view = document.getElementById("view-" + k);
+  view.onload = view.onerror = () => setTimeout(() => {{ view.src = "frame/" + k + ".jpg?t=" + Date.now(); }}, 150);
+}}
+for (let k = 0; k < {count}; k++) follow(k);
+setInterval(refresh, 500);
+</script>
+</body></html>
+"""
+
+_CELL = """<div class="cell" id="stream-{k}">
+ <img id="view-{k}" class="{view_class}" src="frame/{k}.jpg" alt="stream {k}">
+ <div class="nums"><b>{source}</b> <span id="state-{k}" class="{state_class}">{state}</span></div>
+ <div class="nums"><span><b id="fps-{k}">{fps}</b> <span class="k">fps</span></span>
+  <span><span class="k">p50</span> <span id="latency-{k}">{latency}</span></span>
+  <span><span class="k">p99</span> <span id="latency99-{k}">{latency99}</span></span>
+  <span><span class="k">faces</span> <span id="faces-{k}">{faces}</span></span>
+  <span><span class="k">frames</span> <span id="frames-{k}">{frames}</span></span>
+  <span><span class="k">dropped</span> <span id="dropped-{k}">{dropped}</span></span>
+  <span><span class="k">reconnects</span> <span id="reconnects-{k}">{reconnects}</span></span></div>
+</div>"""
+
+
+def render_grid(numbers: Mapping[str, Any]) -> str:
+    """The fleet's page: a cell per stream (``numbers["streams"]``), filled in now and refreshed by the script."""
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1000:.0f} ms"
+
+    cells = []
+    for k, n in enumerate(numbers.get("streams", [])):
+        fps, state = n.get("fps"), str(n.get("state", "starting"))
+        cells.append(_CELL.format(
+            k=k, source=html.escape(str(n.get("source", ""))), state=html.escape(state),
+            state_class="" if state == "live" else "bad", view_class="stale" if n.get("outage_s") is not None else "",
+            fps="-" if fps is None else f"{fps:.1f}", latency=ms(n.get("latency_p50_s")),
+            latency99=ms(n.get("latency_p99_s")), faces=int(n.get("faces", 0)), frames=int(n.get("frames", 0)),
+            dropped=int(n.get("frames_dropped", 0)), reconnects=int(n.get("reconnects", 0))))
+    return _GRID.format(count=len(cells), cells="\n".join(cells))
+
+
 def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
     """``HOST:PORT``, ``:PORT``, ``PORT`` or ``[IPv6]:PORT`` → (host, port)."""
     host, _, port_text = text.rpartition(":")
@@ -267,20 +371,30 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
 
 
 class LiveServer:
-    """The live page, its MJPEG stream, the numbers and /metrics, on a threaded standard-library server."""
+    """The live page, its MJPEG stream, the numbers and /metrics, on a threaded standard-library server.
 
-    def __init__(self, host: str, port: int, hub: FrameHub, numbers: Callable[[], dict[str, Any]],
+    ``hub`` is one stream's; a sequence of hubs (a fleet) serves the grid page, ``/frame/K.jpg`` and
+    ``/stream/K.mjpg`` per stream, and ``numbers()`` then returns ``{"streams": [one dict per stream], …}``.
+    """
+
+    def __init__(self, host: str, port: int, hub: FrameHub | Sequence[FrameHub], numbers: Callable[[], dict[str, Any]],
                  metrics: Callable[[], tuple[bytes, str]] | None = None) -> None:
-        self.hub = hub
+        self.grid = not isinstance(hub, FrameHub)
+        hubs = list(hub) if not isinstance(hub, FrameHub) else [hub]
+        if not hubs:
+            raise ValueError("LiveServer needs at least one FrameHub")
+        self.hub = hubs[0]
         self.numbers = numbers
         self.metrics = metrics
-        self.encoder = JpegEncoder(hub)
+        self.encoders = [JpegEncoder(h) for h in hubs]
+        self.encoder = self.encoders[0]
         self.closing = threading.Event()
         handler = type("LiveHandler", (_Handler,), {"live": self})
         try:
             self.httpd = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
-            self.encoder.close()
+            for encoder in self.encoders:
+                encoder.close()
             raise UsageError(f"cannot serve the live page on {host}:{port}: {exc.strerror or exc}; "
                              "choose another --serve address") from None
         self.httpd.daemon_threads = True
@@ -300,7 +414,8 @@ class LiveServer:
         self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
-        self.encoder.close()
+        for encoder in self.encoders:
+            encoder.close()
         self._thread.join(timeout=5)
 
 
@@ -324,30 +439,42 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()
 
+    def _encoder(self, path: str, single: str, pattern: str) -> JpegEncoder | None:
+        """The encoder a frame or stream path names: ``single`` is stream 0, ``pattern`` has stream K."""
+        if path == single:
+            return self.live.encoder
+        found = re.fullmatch(pattern, path)
+        if found is not None and int(found.group(1)) < len(self.live.encoders):
+            return self.live.encoders[int(found.group(1))]
+        return None
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         live = self.live
+        frame = self._encoder(path, "/frame.jpg", r"/frame/(\d{1,6})\.jpg")
+        stream = self._encoder(path, "/stream.mjpg", r"/stream/(\d{1,6})\.mjpg")
         if path in ("/", "/index.html"):
-            self._send(render_page(live.numbers()).encode(), "text/html; charset=utf-8")
+            page = render_grid(live.numbers()) if live.grid else render_page(live.numbers())
+            self._send(page.encode(), "text/html; charset=utf-8")
         elif path == "/stats.json":
             self._send(json.dumps(live.numbers()).encode(), "application/json")
-        elif path == "/frame.jpg":
-            live.encoder.watch()
+        elif frame is not None:
+            frame.watch()
             try:
-                _, jpeg = live.encoder.latest(timeout=2.0)
+                _, jpeg = frame.latest(timeout=2.0)
             finally:
-                live.encoder.unwatch()
+                frame.unwatch()
             self._send(jpeg, "image/jpeg")
-        elif path == "/stream.mjpg":
-            self._stream()
+        elif stream is not None:
+            self._stream(stream)
         elif path == "/metrics" and live.metrics is not None:
             body, content_type = live.metrics()
             self._send(body, content_type)
         else:
-            self._send(b"not found: try / (the live page), /stream.mjpg, /frame.jpg, /stats.json or /metrics\n",
-                       "text/plain; charset=utf-8", HTTPStatus.NOT_FOUND)
+            self._send(b"not found: try / (the live page), /stream.mjpg, /frame.jpg, /frame/K.jpg, /stream/K.mjpg, "
+                       b"/stats.json or /metrics\n", "text/plain; charset=utf-8", HTTPStatus.NOT_FOUND)
 
-    def _stream(self) -> None:
+    def _stream(self, encoder: JpegEncoder) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={BOUNDARY}")
         self.send_header("Cache-Control", "no-store")
@@ -357,11 +484,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return
         live = self.live
-        live.encoder.watch()
+        encoder.watch()
         seq = -1
         try:
             while not live.closing.is_set():
-                current, jpeg = live.encoder.latest(2.0) if seq < 0 else live.encoder.newer(seq, timeout=1.0)
+                current, jpeg = encoder.latest(2.0) if seq < 0 else encoder.newer(seq, timeout=1.0)
                 if current == seq:
                     continue
                 seq = current
@@ -371,7 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             pass  # the viewer went away
         finally:
-            live.encoder.unwatch()
+            encoder.unwatch()
 
 
 # -- the window --------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
+from emopipe.io.uris import redact_uri
+
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "emopipe"
@@ -43,6 +45,10 @@ RUN_STATES = ("starting", "running", "finished", "failed", "interrupted")
 RUN_MODES = ("file", "live")
 # Build-info labels always present (value "unknown"/"none" when a fact is missing), so the
 # dashboard's table keeps its columns whatever engine produced the facts.
+# Per-source series get a `source` label for this many sources; later ones share source="other", so a fleet
+# of thousands of cameras (or a folder of thousands of files) cannot grow the series without bound.
+DEFAULT_MAX_SOURCES = 64
+OTHER_SOURCE = "other"
 BUILD_INFO_LABELS = ("version", "torch_version", "cuda_version", "cudnn_version", "gpu", "model",
                      "precision", "backend", "cudnn_benchmark")
 
@@ -62,17 +68,25 @@ class PipelineMetrics:
     - :meth:`observe_frame` per frame, once its results are written: latency from the frame being
       read to its results written, and its number of faces; the first frame is phase ``first``;
     - live mode: :meth:`frames_dropped`, :meth:`reconnect`, :meth:`observe_capture_latency`
-      (capture timestamp → result written).
+      (capture timestamp → result written);
+    - per source (``source`` label, credentials removed; the first ``max_sources`` sources by name, the
+      rest as ``other``): :meth:`observe_source_frame`, :meth:`source_frames_dropped`,
+      :meth:`source_reconnect`, :meth:`set_source_up`. The run-level series above count every source.
     """
 
     def __init__(self, registry: CollectorRegistry, *, info: Mapping[str, str] | None = None,
-                 queues: Sequence[str] = (), batch_sizes: Sequence[int] = (), mode: str = "file") -> None:
+                 queues: Sequence[str] = (), batch_sizes: Sequence[int] = (), mode: str = "file",
+                 max_sources: int = DEFAULT_MAX_SOURCES) -> None:
         """``info`` are the build-info labels (default: :func:`build_info` without an engine);
         ``queues`` are queue names to expose at depth 0 before their first :meth:`set_queue_depth`;
         ``batch_sizes`` the engine's static batch sizes, exposed at zero count before their first batch;
-        ``mode`` is ``file`` or ``live`` (the ``mode`` label of ``emopipe_run_state``)."""
+        ``mode`` is ``file`` or ``live`` (the ``mode`` label of ``emopipe_run_state``); ``max_sources`` bounds
+        the ``source`` label's values (later sources are counted as ``other``)."""
         if mode not in RUN_MODES:
             raise ValueError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
+        if max_sources < 0:
+            raise ValueError(f"max_sources must be ≥ 0, got {max_sources}")
+        self.max_sources = max_sources
         self.registry = registry
         common: dict[str, Any] = {"namespace": NAMESPACE, "registry": registry}
         latency: dict[str, Any] = {**common, "buckets": LATENCY_BUCKETS}
@@ -114,6 +128,16 @@ class PipelineMetrics:
                                        "failed (refused, unreachable, or no frame)", **common)
         self.source_up = Gauge("source_up", "1 while a live source's frames arrive, 0 while it is lost and "
                                "reconnecting", ["source"], **common)
+        self.source_frames = Counter("source_frames", "Frames processed (results written), by source", ["source"],
+                                     **common)
+        self.source_faces = Counter("source_faces", "Faces whose results were written, by source", ["source"],
+                                    **common)
+        self.source_dropped = Counter("source_frames_dropped", "Frames of a live source dropped because the "
+                                      "pipeline could not keep up, by source", ["source"], **common)
+        self.source_reconnects = Counter("source_reconnects", "Times a live source was reopened, by source",
+                                         ["source"], **common)
+        self.source_latency = Histogram("source_frame_latency_seconds", "A frame read (live: captured) → its "
+                                        "results written, by source", ["source"], **latency)
         self.capture_latency = Histogram("capture_latency_seconds",
                                          "Live mode: capture timestamp of a frame → its results written", **latency)
         self.run_state = Gauge("run_state", "1 for what the run is doing: starting (engines loading and warming), "
@@ -139,6 +163,9 @@ class PipelineMetrics:
         self.set_run_state("starting")
 
         self._lock = threading.Lock()
+        self._labels: dict[str, str] = {}  # source (redacted) → its label: itself, or "other" past max_sources
+        self._named = 0
+        self._other_up: set[str] = set()  # the "other" sources whose frames arrive
         self._frames_seen = 0
         self._steady_batches: dict[int, Any] = {}  # batch size → its steady-phase histogram child
         self._slots = 0
@@ -249,9 +276,51 @@ class PipelineMetrics:
     def reopen_failed(self) -> None:
         self.reopen_failures.inc()
 
+    def source_label(self, source: str) -> str:
+        """The ``source`` label of ``source``: its URI without credentials, or ``other`` once ``max_sources``
+        sources have their own. A source's series all exist (at zero) from its first mention."""
+        name = redact_uri(source)
+        with self._lock:
+            label = self._labels.get(name)
+            if label is not None:
+                return label
+            if self._named < self.max_sources:
+                label = name
+                self._named += 1
+            else:
+                label = OTHER_SOURCE
+            self._labels[name] = label
+        for counter in (self.source_frames, self.source_faces, self.source_dropped, self.source_reconnects):
+            counter.labels(source=label)  # (once per source name: later calls find the label above)
+        self.source_latency.labels(source=label)
+        return label
+
     def set_source_up(self, source: str, up: bool) -> None:
-        """``source`` as users see it, credentials removed (emopipe.io.uris.redact_uri)."""
-        self.source_up.labels(source=source).set(1 if up else 0)
+        """1 while ``source``'s frames arrive; ``other`` counts how many of the sources past the bound are up."""
+        label = self.source_label(source)
+        if label != OTHER_SOURCE:
+            self.source_up.labels(source=label).set(1 if up else 0)
+            return
+        with self._lock:
+            (self._other_up.add if up else self._other_up.discard)(redact_uri(source))
+            self.source_up.labels(source=label).set(len(self._other_up))
+
+    def observe_source_frame(self, source: str, latency_s: float, faces: int) -> None:
+        """One frame of ``source`` written (the run-level series are fed by :meth:`observe_frame`)."""
+        _check_seconds(latency_s, "frame latency")
+        label = self.source_label(source)
+        self.source_latency.labels(source=label).observe(latency_s)
+        self.source_frames.labels(source=label).inc()
+        if faces:
+            self.source_faces.labels(source=label).inc(faces)
+
+    def source_frames_dropped(self, source: str, n: int = 1) -> None:
+        if n < 0:
+            raise ValueError(f"dropped frames must be ≥ 0, got {n}")
+        self.source_dropped.labels(source=self.source_label(source)).inc(n)
+
+    def source_reconnect(self, source: str) -> None:
+        self.source_reconnects.labels(source=self.source_label(source)).inc()
 
     def observe_capture_latency(self, seconds: float) -> None:
         _check_seconds(seconds, "capture latency")

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +124,8 @@ class SourceRun:
             self.observers.append(bar)
             self.finishers.append(lambda summary: bar.close())
         if self.metrics is not None:
-            self.observers.append(MetricsObserver(self.metrics))
+            names = [self.source.info.uri] if self.source is not None else []
+            self.observers.append(MetricsObserver(self.metrics, names))
             if self.live is not None:
                 self.observers += self.live.observers(self.metrics)  # (up/down as the camera comes and goes)
             elif self.source is not None:  # a file: up while it is read, down once its frames are all read
@@ -206,10 +207,17 @@ class ProgressBar(Observer):
 
 
 class MetricsObserver(Observer):
-    """Feeds the pipeline's observations into the Prometheus metrics."""
+    """Feeds the pipeline's observations into the Prometheus metrics; with ``sources`` (each stream's name,
+    by ``Frame.stream``) also the per-source series."""
 
-    def __init__(self, metrics: Any) -> None:
+    def __init__(self, metrics: Any, sources: Sequence[str] = ()) -> None:
         self.metrics = metrics
+        self.sources = list(sources)
+        for name in self.sources:
+            metrics.source_label(name)  # every source's series at zero from the first scrape
+
+    def _source(self, stream: int) -> str | None:
+        return self.sources[stream] if 0 <= stream < len(self.sources) else None
 
     def stage(self, stage: str, seconds: float) -> None:
         self.metrics.observe_stage(stage, seconds)
@@ -219,6 +227,9 @@ class MetricsObserver(Observer):
 
     def frame(self, result: FrameResult, latency_s: float) -> None:
         self.metrics.observe_frame(latency_s, len(result.faces), detected=result.detected)
+        source = self._source(result.frame.stream)
+        if source is not None:
+            self.metrics.observe_source_frame(source, latency_s, len(result.faces))
 
     def frame_split(self, queued_s: float, processing_s: float) -> None:
         self.metrics.observe_frame_split(queued_s, processing_s)
@@ -228,6 +239,11 @@ class MetricsObserver(Observer):
 
     def dropped(self, n: int) -> None:
         self.metrics.frames_dropped(n)
+
+    def stream_dropped(self, stream: int, n: int) -> None:
+        source = self._source(stream)
+        if source is not None:
+            self.metrics.source_frames_dropped(source, n)
 
 
 def _track_outputs_or_warn(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:

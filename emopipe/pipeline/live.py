@@ -224,13 +224,7 @@ class LiveMode:
 
     def observers(self, metrics: Any) -> list[Observer]:
         assert self.source is not None and self.stats is not None
-        source = self.source
-        source.on_drop = metrics.frames_dropped
-        source.on_reconnect = metrics.reconnect
-        source.on_reopen_failed = metrics.reopen_failed
-        name = source.info.uri  # (redacted)
-        source.on_up = lambda up: metrics.set_source_up(name, up)
-        metrics.set_source_up(name, source.up)
+        watch_source(self.source, metrics)
         return [self.stats, CaptureLatencyMetrics(metrics)]
 
     def summary(self, pipeline: Pipeline) -> dict[str, Any]:
@@ -270,6 +264,25 @@ class LiveMode:
             f"dropped ({facts['drop_rate']:.1%}), {source.reconnects} reconnection(s); "
             f"capture → result p50 {ms(p50)}, p99 {ms(p99)}")
         return facts
+
+
+def watch_source(source: LiveSource, metrics: Any) -> None:
+    """A live source's drops, reconnections and up/down state into the run-level and per-source metrics."""
+    name = source.info.uri  # (redacted)
+
+    def dropped(n: int) -> None:
+        metrics.frames_dropped(n)
+        metrics.source_frames_dropped(name, n)
+
+    def reconnected() -> None:
+        metrics.reconnect()
+        metrics.source_reconnect(name)
+
+    source.on_drop = dropped
+    source.on_reconnect = reconnected
+    source.on_reopen_failed = metrics.reopen_failed
+    source.on_up = lambda up: metrics.set_source_up(name, up)
+    metrics.set_source_up(name, source.up)
 
 
 def _metrics_page(registry: Any) -> Any:

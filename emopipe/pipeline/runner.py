@@ -14,7 +14,8 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
 from typing import Any, Protocol
@@ -112,6 +113,50 @@ class Observer:
 
     def dropped(self, n: int) -> None: ...
 
+    def stream_dropped(self, stream: int, n: int) -> None:
+        """The same drops, by the stream (camera) they came from: several cameras keep their own counts."""
+
+
+class NewestPerStream:
+    """Live: one waiting item per stream, handed out in the order the streams started waiting.
+
+    A newer frame of a stream replaces its waiting one (a drop) and keeps its place in line, so with
+    several cameras each keeps only its newest frame and none waits behind another's stream of frames;
+    with one camera it is a one-frame slot. ``put`` (the end sentinel) never replaces and never blocks.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting: OrderedDict[Hashable, Any] = OrderedDict()
+        self._ends = 0
+
+    def offer(self, stream: Hashable, item: Any) -> Any | None:
+        """Hand over ``item`` as ``stream``'s newest; returns the item it replaced (None when there was none)."""
+        with self._cond:
+            replaced = self._waiting.get(stream)
+            self._waiting[stream] = item  # (an existing key keeps its position)
+            self._cond.notify()
+            return replaced
+
+    def put(self, item: Any, timeout: float | None = None) -> None:
+        with self._cond:
+            self._ends += 1
+            self._waiting[("end", self._ends)] = item
+            self._cond.notify()
+
+    def get(self, timeout: float | None = None) -> Any:
+        with self._cond:
+            if not self._cond.wait_for(lambda: bool(self._waiting), timeout):
+                raise queue.Empty
+            return self._waiting.popitem(last=False)[1]
+
+    def qsize(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    def empty(self) -> bool:
+        return self.qsize() == 0
+
 
 FrameKey = tuple[int, int]  # (stream, index): a frame's identity in a run
 
@@ -157,8 +202,9 @@ class Pipeline:
         self.settings = settings or PipelineSettings()
         self.device = engine.device
         self._stop = threading.Event()
-        self._frames: queue.Queue[Any] = queue.Queue(maxsize=1 if self.settings.live else
-                                                     max(2, self.settings.queue_frames))
+        # live: each stream's newest frame only (one slot per camera); files: frames decoded ahead, in order
+        self._frames: Any = (NewestPerStream() if self.settings.live else
+                             queue.Queue(maxsize=max(2, self.settings.queue_frames)))
         self._results: queue.Queue[Any] = queue.Queue(maxsize=max(2, 2 * engine.batch_size))
         self._latencies: list[float] = []
         self._taken: dict[FrameKey, float] = {}  # when the GPU thread took each frame (until it is written)
@@ -252,19 +298,13 @@ class Pipeline:
         return False
 
     def _put_newest(self, frame: Frame) -> None:
-        """Live: hand the GPU thread only the newest frame; one still waiting is dropped and counted."""
-        while True:
-            try:
-                self._frames.put_nowait(frame)
-                return
-            except queue.Full:
-                try:
-                    self._frames.get_nowait()
-                except queue.Empty:
-                    continue  # the GPU thread took it meanwhile
-                self.frames_dropped += 1
-                for o in self.observers:
-                    o.dropped(1)
+        """Live: hand the GPU thread only each stream's newest frame; one still waiting is dropped and counted."""
+        if self._frames.offer(frame.stream, frame) is None:
+            return
+        self.frames_dropped += 1
+        for o in self.observers:
+            o.dropped(1)
+            o.stream_dropped(frame.stream, 1)
 
     def _next_frame(self, due_in: float | None = None) -> Any:
         """The next frame; _DUE once ``due_in`` seconds passed without one (a partial batch is due)."""

@@ -1,0 +1,490 @@
+"""Camera fleets: several cameras and streams in one process, through one pipeline (``emopipe rtsp://a
+http://b --webcam 0 -o DIR``, or ``--list cameras.txt``).
+
+Each camera is a :class:`~emopipe.io.live.LiveSource` of its own: its capture thread keeps only its newest
+frame, counts its drops and reconnects on its own with backoff, so a lost camera never stops the others. A
+forwarding thread per camera hands that newest frame to the fleet's inbox (:class:`NewestPerStream`: one
+frame per camera, a newer one replacing it), and the pipeline's GPU thread takes the cameras' frames in
+turn: frames of all cameras share the detector's and EmoNet's small static batches, a partial batch runs
+after ``--max-wait-ms``, and no camera's frames queue behind another's.
+
+On the writer thread, :class:`FleetSink` hands each frame to its camera's tracker and rows file (in
+``DIR``, named as a many-source run names them, written in place as the rows come) and its view for
+``--serve`` / ``--show``. A camera that has ended (lost past ``--reconnect-timeout``, or at ``--end`` /
+``--max-frames``) is finished once its last frame is out: its summary is written and its line appended
+to ``DIR/manifest.jsonl``. The run ends when every camera has ended, or on Ctrl-C / SIGTERM; then
+``DIR/summary.json`` gets the run and a ``cameras`` list.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from emopipe.config import RunConfig
+from emopipe.errors import (
+    INTERRUPTED_EXIT_CODE,
+    SOME_SOURCES_FAILED_EXIT_CODE,
+    EmopipeError,
+    OutputError,
+    SourceUnavailableError,
+    UsageError,
+)
+from emopipe.io.live import LiveOptions, LiveSource
+from emopipe.io.records import RecordWriter, ensure_writable, open_writer
+from emopipe.io.uris import redact_uri
+from emopipe.pipeline.archive import MANIFEST, Manifest, PlannedSource, SourceResult, _write_json, plan_outputs
+from emopipe.pipeline.live import LiveStats, _metrics_page, watch_source
+from emopipe.pipeline.runner import NewestPerStream, Observer, PipelineSettings, Sink
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.pipeline.timing import percentile
+from emopipe.types import Frame, FrameResult, SourceInfo
+
+logger = logging.getLogger(__name__)
+
+TILE_WIDTH = 1280  # --show: the tiled window's width in pixels
+
+
+@dataclass
+class Camera:
+    """One camera of a fleet: its source, its numbers, its files, and how far its frames have got."""
+
+    planned: PlannedSource
+    stats: LiveStats
+    source: LiveSource | None = None  # None when it could not be opened
+    error: EmopipeError | None = None  # could not be opened, or lost for good
+    ended: bool = False  # its frames stopped coming for good (lost, --end, --max-frames, stopped)
+    offered: int = 0  # frames handed to the fleet's inbox (each is written or dropped, unless the run stops)
+    written: int = 0  # frames whose rows were written
+    faces: int = 0
+    # replaced before they were taken: in the fleet's inbox (counted by its forwarding thread) and in the
+    # pipeline's slot (by the reader thread); each counter has one writer, so no increment is lost
+    inbox_dropped: int = 0
+    slot_dropped: int = 0
+    on_drop: Callable[[int], None] | None = None  # drops in the fleet's inbox, to the metrics
+    hub: Any = None  # its FrameHub (--serve)
+    view: np.ndarray | None = None  # its newest annotated frame (--show tiles them)
+    sink: RecordSink | None = None
+    writer: RecordWriter | None = None
+    result: SourceResult | None = None  # once finished
+    facts: dict[str, Any] = field(default_factory=dict)  # its figures when it finished (its summary)
+    started_s: float = field(default_factory=time.perf_counter)
+
+    @property
+    def position(self) -> int:
+        return self.planned.position
+
+    @property
+    def name(self) -> str:
+        return redact_uri(self.planned.uri)
+
+    @property
+    def dropped(self) -> int:
+        return self.inbox_dropped + self.slot_dropped + (self.source.dropped if self.source is not None else 0)
+
+    def numbers(self) -> dict[str, Any]:
+        """Its numbers of the moment (the page's cell, /stats.json), with its state."""
+        numbers = self.stats.numbers()
+        numbers["frames_dropped"] = self.dropped
+        numbers["up"] = self.source is not None and self.source.up
+        if self.error is not None:
+            numbers["state"] = "lost"
+            numbers["error"] = str(self.error)
+        elif self.ended:
+            numbers["state"] = "ended"
+        return numbers
+
+
+class FleetSource:
+    """The cameras' frames as one live source: each camera's newest frame, the cameras in turn.
+
+    Iteration ends once every camera has ended; a camera lost for good is recorded on its :class:`Camera`
+    (``error``) and the others go on.
+    """
+
+    decoder = "opencv"
+
+    def __init__(self, cameras: Sequence[Camera]) -> None:
+        self.cameras = list(cameras)
+        self._inbox = NewestPerStream()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        first = next(c.source for c in self.cameras if c.source is not None)
+        self.info = SourceInfo(uri=f"{len(self.cameras)} cameras", kind=first.info.kind, fps=None, frame_count=None,
+                               width=first.info.width, height=first.info.height)
+        for camera in self.cameras:
+            if camera.source is None:
+                camera.ended = True
+
+    def _start(self) -> None:
+        """Start forwarding when the pipeline starts reading: frames replaced while the models load are skipped,
+        not dropped, and each camera's --end counts from then (its capture thread keeps it drained till then)."""
+        for camera in self.cameras:
+            if camera.source is None:
+                continue
+            thread = threading.Thread(target=self._forward, args=(camera,), name=f"emopipe-camera-{camera.position}",
+                                      daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    @property
+    def expected_frames(self) -> int | None:
+        return None
+
+    def _forward(self, camera: Camera) -> None:
+        assert camera.source is not None
+        try:
+            for frame in camera.source:
+                camera.offered += 1  # (before the frame is in the inbox: a check never counts it done too early)
+                if self._inbox.offer(camera.position, replace(frame, stream=camera.position)) is not None:  # type: ignore[type-var]
+                    camera.inbox_dropped += 1
+                    camera.stats.dropped(1)
+                    if camera.on_drop is not None:
+                        camera.on_drop(1)
+                if self._stop.is_set():
+                    break
+        except SourceUnavailableError as exc:  # lost for good: this camera ends, the others go on
+            camera.error = exc
+            logger.warning("%s; the other cameras go on", exc)
+        except Exception as exc:  # a decoder's own failure: likewise
+            camera.error = SourceUnavailableError(f"reading {camera.name} failed: {exc}")
+            logger.warning("%s; the other cameras go on", camera.error)
+        finally:
+            camera.ended = True
+
+    def __iter__(self) -> Iterator[Frame]:
+        if not self._threads:
+            self._start()
+        while not self._stop.is_set():
+            try:
+                frame: Frame = self._inbox.get(timeout=0.1)
+            except queue.Empty:  # nothing new from any camera yet
+                if all(c.ended for c in self.cameras) and self._inbox.empty():
+                    return
+                continue
+            yield frame
+
+    def stop(self) -> None:
+        """End the run after the current frames (the window's q key)."""
+        self._stop.set()
+        for camera in self.cameras:
+            if camera.source is not None:
+                camera.source.stop()
+
+    def close(self) -> None:
+        self.stop()
+        for camera in self.cameras:
+            if camera.source is not None:
+                camera.source.close()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+
+    def __enter__(self) -> FleetSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FleetObserver(Observer):
+    """Each frame's numbers to its camera (latency, faces), and drops in the pipeline to the camera they hit."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def frame(self, result: FrameResult, latency_s: float) -> None:
+        self.fleet.cameras[result.frame.stream].stats.frame(result, latency_s)
+
+    def stream_dropped(self, stream: int, n: int) -> None:
+        camera = self.fleet.cameras[stream]
+        camera.slot_dropped += n
+        camera.stats.dropped(n)
+
+
+class FleetSink(Sink):
+    """Each frame to its camera's rows and views; a camera that has ended is finished once its frames are out."""
+
+    def __init__(self, fleet: Fleet, labels: Sequence[str]) -> None:
+        self.fleet = fleet
+        self.labels = tuple(labels)
+        config = fleet.config
+        for camera in fleet.cameras:
+            if camera.source is None:
+                continue
+            # live rows are written in place, as they come: a file that grows while the camera runs
+            camera.writer = open_writer(camera.planned.rows, fmt=config.format, labels=self.labels,
+                                        landmarks=config.landmarks, in_place=True)
+            camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth),
+                                     camera.writer)
+
+    def write(self, result: FrameResult) -> None:
+        # First, a camera that ended, all of whose frames are out, is finished (here, before the next frame's
+        # rows: the observers have seen its last frame by now, so its summary has every latency).
+        for other in self.fleet.cameras:
+            out = other.written + other.inbox_dropped + other.slot_dropped
+            if other.ended and other.result is None and out >= other.offered:
+                self.fleet.finish(other, interrupted=False)
+        camera = self.fleet.cameras[result.frame.stream]
+        if camera.sink is None or camera.result is not None:
+            return  # (never: a camera is finished only once all its frames are out)
+        camera.sink.write(result)
+        camera.written += 1
+        camera.faces += len(result.faces)
+        if camera.hub is not None or self.fleet.window_hub is not None:
+            self._show(camera, result)
+
+    def _show(self, camera: Camera, result: FrameResult) -> None:
+        from emopipe.observe.livepage import draw_numbers, tile
+        from emopipe.vision.annotate import draw
+
+        assert camera.sink is not None
+        image = draw_numbers(draw(result.frame.bgr, camera.sink.last_records), camera.numbers())
+        if camera.hub is not None:
+            camera.hub.publish(image)
+        if self.fleet.window_hub is not None:
+            camera.view = image
+            self.fleet.window_hub.publish(tile([c.view for c in self.fleet.cameras], TILE_WIDTH))
+
+    def close(self) -> None:
+        errors: list[BaseException] = []
+        for camera in self.fleet.cameras:
+            if camera.writer is not None:
+                try:
+                    camera.writer.commit(True)  # (in place: closes it)
+                except BaseException as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+class Fleet:
+    """Everything a fleet run adds, in the order the run needs it (the counterpart of LiveMode for one camera)."""
+
+    def __init__(self, config: RunConfig, planned: Sequence[PlannedSource], directory: Path,
+                 manifest: Manifest) -> None:
+        """``config`` is resolved for a live source (live defaults applied, options checked)."""
+        from emopipe.observe.livepage import parse_address
+        from emopipe.observe.window import check_display
+
+        self.config = config
+        self.directory = directory
+        self.manifest = manifest
+        self.options = LiveOptions(open_timeout_s=config.open_timeout, read_timeout_s=config.read_timeout,
+                                   reconnect_timeout_s=config.reconnect_timeout, max_frames=config.max_frames,
+                                   duration_s=config.end)
+        self.serve_address = parse_address(config.serve) if config.serve else None
+        if config.show:
+            check_display()
+        self.cameras = [Camera(p, LiveStats(redact_uri(p.uri))) for p in planned]
+        self.source: FleetSource | None = None
+        self.server: Any = None
+        self.window_hub: Any = None
+        self._lock = threading.Lock()
+
+    def open(self, stack: ExitStack, registry: Any = None) -> FleetSource:
+        """Serve the page, open every camera at once (one that cannot be opened is recorded as failed; if none
+        can, its error is raised before any model loads), then open the window."""
+        from emopipe.observe.livepage import FrameHub, LiveServer
+        from emopipe.observe.window import WindowView
+
+        if self.serve_address:
+            for camera in self.cameras:
+                camera.hub = FrameHub()
+                stack.callback(camera.hub.close)
+            self.server = LiveServer(*self.serve_address, [c.hub for c in self.cameras], self.numbers,
+                                     metrics=None if registry is None else _metrics_page(registry))
+            stack.callback(self.server.close)
+            logger.info("live page on %s (%d streams)", self.server.url, len(self.cameras))
+        openers = [threading.Thread(target=self._open_camera, args=(c,), daemon=True) for c in self.cameras]
+        for thread in openers:
+            thread.start()
+        for thread in openers:
+            thread.join()
+        for camera in self.cameras:
+            if camera.source is not None:
+                stack.callback(camera.source.close)
+        opened = [c for c in self.cameras if c.source is not None]
+        if not opened:
+            raise self.cameras[0].error or SourceUnavailableError("no camera could be opened")
+        for camera in self.cameras:
+            if camera.source is None:
+                logger.warning("%s; the other cameras go on without it", camera.error)
+        self.source = stack.enter_context(FleetSource(self.cameras))
+        if self.config.show:
+            self.window_hub = FrameHub()
+            stack.callback(self.window_hub.close)
+            window = WindowView(self.window_hub, f"emopipe: {len(self.cameras)} streams", on_quit=self.source.stop)
+            stack.callback(window.close)
+        return self.source
+
+    def _open_camera(self, camera: Camera) -> None:
+        try:
+            camera.source = LiveSource(camera.planned.uri, options=self.options)
+            camera.stats.source = camera.source
+            info = camera.source.info
+            logger.info("camera %d, %s: %d×%d, reading live (newest frame only)", camera.position, info.uri,
+                        info.width, info.height)
+        except EmopipeError as exc:
+            camera.error = exc
+
+    def frame_sizes(self) -> list[tuple[int, int]]:
+        """The cameras' frame sizes (height, width), each once: the detector is warmed for each."""
+        sizes = [(c.source.info.height, c.source.info.width) for c in self.cameras if c.source is not None]
+        return list(dict.fromkeys(sizes))
+
+    def settings(self) -> PipelineSettings:
+        return PipelineSettings(detect_batch=self.config.detect_batch or 1, queue_frames=1, live=True,
+                                max_wait_s=self.config.max_wait_ms / 1000)
+
+    def sink(self, labels: Sequence[str]) -> FleetSink:
+        return FleetSink(self, labels)
+
+    def observers(self, metrics: Any) -> list[Observer]:
+        """The cameras' numbers; with ``metrics``, each camera's drops, reconnections and state into them."""
+        found: list[Observer] = [FleetObserver(self)]
+        if metrics is not None:
+            for camera in self.cameras:
+                if camera.source is not None:
+                    watch_source(camera.source, metrics)  # its capture slot's drops, reconnections, up/down
+                    camera.on_drop = _drop_counter(metrics, camera.name)  # its drops in the fleet's inbox
+                else:
+                    metrics.set_source_up(camera.name, False)
+        return found
+
+    def numbers(self) -> dict[str, Any]:
+        """The page's /stats.json: every stream's numbers, in the cameras' order."""
+        streams = [c.numbers() for c in self.cameras]
+        return {"streams": streams, "cameras": len(streams), "live": sum(s["state"] == "live" for s in streams)}
+
+    # -- each camera's end, and the run's ----------------------------------------------------------
+
+    def finish(self, camera: Camera, interrupted: bool) -> SourceResult:
+        """Close the camera's rows, write its summary and its manifest line (once)."""
+        with self._lock:
+            if camera.result is not None:
+                return camera.result
+            outputs: dict[str, str] = {}
+            if camera.writer is not None:
+                camera.writer.commit(True)
+                outputs["rows"] = str(camera.planned.rows)
+            error = camera.error
+            status = "interrupted" if interrupted and error is None else "failed" if error is not None else "ok"
+            facts = self.camera_facts(camera)
+            result = SourceResult(source=camera.name, status=status, frames=camera.written, faces=camera.faces,
+                                  rows=camera.writer.rows_written if camera.writer is not None else 0,
+                                  seconds=round(time.perf_counter() - camera.started_s, 4),
+                                  error=str(error) if error else None,
+                                  exit_code=error.exit_code if error else (130 if interrupted else None),
+                                  kind=type(error).__name__ if error else None, outputs=outputs)
+            camera.facts = {**facts, "status": status, "outputs": dict(outputs)}
+            if outputs:
+                _write_json(camera.planned.summary, camera.facts)
+                result.outputs["summary"] = str(camera.planned.summary)
+            self.manifest.append(result.as_dict())
+            camera.result = result
+            logger.info("%s %s — %d frames, %d faces, %d dropped, %d reconnection(s)%s", status, camera.name,
+                        camera.written, camera.faces, camera.dropped,
+                        camera.source.reconnects if camera.source is not None else 0,
+                        f": {error}" if error else "")
+            return result
+
+    def finish_all(self, interrupted: bool) -> list[SourceResult]:
+        """The run ended: every camera not finished yet is (interrupted, on Ctrl-C or SIGTERM)."""
+        return [self.finish(c, interrupted=interrupted) for c in self.cameras]
+
+    def camera_facts(self, camera: Camera) -> dict[str, Any]:
+        """A camera's figures for its summary and the run's ``cameras`` list."""
+        source = camera.source
+        latencies = np.sort(camera.stats.run_latencies())
+        offered = camera.written + camera.dropped
+        return {
+            "source": camera.name,
+            "rows_file": str(camera.planned.rows),
+            "timestamps": "wall-clock capture time, Unix seconds (UTC)",
+            "frames": camera.written,
+            "faces": camera.faces,
+            "frames_captured": source.captured if source is not None else 0,
+            "frames_dropped": camera.dropped,
+            "frames_skipped_at_start": source.skipped if source is not None else 0,  # while the models loaded
+            "drop_rate": camera.dropped / offered if offered else 0.0,
+            "reconnects": source.reconnects if source is not None else 0,
+            "reopen_failures": source.reopen_failures if source is not None else 0,
+            "capture_fps": source.run_fps if source is not None else None,
+            "latency_p50_s": percentile(latencies, 0.5),
+            "latency_p99_s": percentile(latencies, 0.99),
+            "latency_max_s": float(latencies[-1]) if latencies.size else None,
+            "error": str(camera.error) if camera.error is not None else None,
+        }
+
+
+def _drop_counter(metrics: Any, name: str) -> Callable[[int], None]:
+    def dropped(n: int) -> None:
+        metrics.frames_dropped(n)
+        metrics.source_frames_dropped(name, n)
+
+    return dropped
+
+
+def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tuple[list[PlannedSource], Manifest]:
+    """Each camera's files in ``directory`` (named as a many-source run names them: the redacted URL without
+    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens."""
+    unsupported = [flag for flag, used in (("--record", config.record), ("--annotate", config.annotate),
+                                           ("--report", config.report), ("--resume", config.resume),
+                                           ("--ray", config.ray), ("--summary", config.summary))
+                   if used]
+    if unsupported:
+        raise UsageError(f"{', '.join(unsupported)}: not for several cameras in one run (each camera's rows and "
+                         f"summary go in the -o folder, the run's in its summary.json); run one emopipe per camera "
+                         "for these")
+    if config.detect_every > 1:
+        raise UsageError("--detect-every with several cameras is not supported yet; run one emopipe per camera")
+    if (directory.exists() and not directory.is_dir()) or (directory.suffix.lower() in (".csv", ".jsonl")
+                                                          and not directory.exists()):
+        raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
+                         "goes in it); give a folder name")
+    manifest = Manifest(directory)
+    if manifest.path.exists():
+        raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
+    planned = plan_outputs(sources, directory, config.format or "csv")
+    clash = next((p.rows for p in planned if p.rows.exists()), None)
+    if clash is not None:
+        raise UsageError(f"{clash} exists (from an earlier run); choose another output folder")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
+    ensure_writable(directory / MANIFEST, "manifest")
+    return planned, manifest
+
+
+@dataclass
+class FleetOutcome:
+    """How a fleet run ended: a result per camera, the run's summary (``DIR/summary.json``)."""
+
+    results: list[SourceResult]
+    run: dict[str, Any]
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[SourceResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
+    def exit_code(self) -> int:
+        """130 interrupted; 7 every camera lost (or none opened); 9 some lost; 0 every camera ended as asked."""
+        if self.interrupted:
+            return INTERRUPTED_EXIT_CODE
+        if self.failed and len(self.failed) == len(self.results):
+            return SourceUnavailableError.exit_code
+        if self.failed:
+            return SOME_SOURCES_FAILED_EXIT_CODE
+        return 0

@@ -1,0 +1,559 @@
+"""Camera fleets: several cameras and streams in one process (issue 21 items 6 and 7).
+
+Model-free parts (the per-camera inbox, the label bound, file names, the grid page, the fleet's source with
+in-process cameras) run at once. Two end-to-end runs use the real BlazeFace weights and a random EmoNet on the
+CPU: in process, three cameras of which one is lost for good while the others go on; and the command with three
+real HTTP MJPEG streams (Debian's ffmpeg on 127.0.0.1), one killed and restarted while the others keep flowing.
+Every wait is a poll against a generous deadline: nothing depends on how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from emopipe.cli.run import build_parser, config_from_args
+from emopipe.config import RunConfig
+from emopipe.errors import SourceUnavailableError, UsageError
+from emopipe.io.live import LiveOptions, LiveSource
+from emopipe.io.uris import CAPTURES
+from emopipe.observe.livepage import FrameHub, LiveServer, tile
+from emopipe.observe.metrics import OTHER_SOURCE, PipelineMetrics
+from emopipe.pipeline.fleet import Camera, FleetSource, plan_fleet
+from emopipe.pipeline.live import LiveStats
+from emopipe.pipeline.runner import NewestPerStream
+from emopipe.vision.annotate import PALETTE
+from tests.support import synth
+from tests.support.processes import interruptible
+from tests.support.prometheus_helpers import scrape
+from tests.support.streams import MjpegServer, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+# -- the inbox: each camera's newest frame, the cameras in turn ------------------------------------------
+
+def test_each_stream_keeps_only_its_newest_item_and_streams_are_served_in_turn():
+    inbox = NewestPerStream()
+    assert inbox.offer(0, "a0") is None
+    assert inbox.offer(1, "b0") is None
+    assert inbox.offer(0, "a1") == "a0"  # camera 0's newer frame replaces its waiting one (a drop) …
+    assert inbox.offer(2, "c0") is None  # … and never another camera's
+    inbox.put("END")
+    assert inbox.qsize() == 4
+    assert [inbox.get(timeout=1) for _ in range(4)] == ["a1", "b0", "c0", "END"]  # camera 0 kept its turn
+    assert inbox.empty()
+    with pytest.raises(queue.Empty):
+        inbox.get(timeout=0.01)
+
+
+# -- metrics per source, bounded ---------------------------------------------------------------------------
+
+def test_per_source_series_have_a_redacted_source_label_up_to_the_bound_then_other():
+    registry = CollectorRegistry()
+    pm = PipelineMetrics(registry, mode="live", max_sources=2)
+    first, second = "rtsp://admin:secret@cam1/stream", "http://cam2/feed?token=abc"
+    third, fourth = "rtsp://cam3/stream", "webcam:0"
+    for source in (first, second, third, fourth):
+        pm.set_source_up(source, True)
+    assert [pm.source_label(s) for s in (first, second, third, fourth)] == [
+        "rtsp://admin:***@cam1/stream", "http://cam2/feed?token=***", OTHER_SOURCE, OTHER_SOURCE]
+    pm.observe_source_frame(first, 0.05, faces=2)
+    pm.observe_source_frame(third, 0.07, faces=1)
+    pm.observe_source_frame(fourth, 0.09, faces=0)
+    pm.source_frames_dropped(third, 3)
+    pm.source_reconnect(first)
+    label = "rtsp://admin:***@cam1/stream"
+    assert _value(registry, "emopipe_source_frames_total", source=label) == 1
+    assert _value(registry, "emopipe_source_faces_total", source=label) == 2
+    assert _value(registry, "emopipe_source_reconnects_total", source=label) == 1
+    assert _value(registry, "emopipe_source_frame_latency_seconds_count", source=label) == 1
+    assert _value(registry, "emopipe_source_frames_total", source=OTHER_SOURCE) == 2  # the sources past the bound
+    assert _value(registry, "emopipe_source_frames_dropped_total", source=OTHER_SOURCE) == 3
+    assert _value(registry, "emopipe_source_up", source=OTHER_SOURCE) == 2  # how many of them are up
+    pm.set_source_up(third, False)
+    assert _value(registry, "emopipe_source_up", source=OTHER_SOURCE) == 1
+    # a named source's series exist at zero from its first mention, so rate() sees its first frame
+    assert _value(registry, "emopipe_source_frames_total", source="http://cam2/feed?token=***") == 0
+    labels = {s.labels.get("source") for family in registry.collect() for s in family.samples}
+    assert labels - {None} == {label, "http://cam2/feed?token=***", OTHER_SOURCE}
+    assert not any("secret" in str(s.labels) or "abc" in str(s.labels)
+                   for family in registry.collect() for s in family.samples)
+    # the run-level series are not per source
+    assert _value(registry, "emopipe_frames_total") == 0
+
+
+def test_the_source_bound_is_a_run_option_and_is_checked():
+    assert RunConfig().metrics_max_sources == 64
+    args = build_parser().parse_args(["rtsp://a/x", "rtsp://b/x", "--metrics-max-sources", "2"])
+    assert config_from_args(args).metrics_max_sources == 2
+    with pytest.raises(UsageError, match="--metrics-max-sources"):
+        RunConfig(metrics_max_sources=-1)
+
+
+# -- what a fleet is, and where its files go ---------------------------------------------------------------
+
+def test_cameras_streams_webcams_and_list_files_make_one_fleet(tmp_path):
+    cameras = tmp_path / "cameras.txt"
+    cameras.write_text("# the shop floor\nrtsp://user:pw@10.0.0.5/main\n\nhttp://10.0.0.6/video.mjpg\n")
+    config = config_from_args(build_parser().parse_args(["rtsp://a/x", "http://c/feed", "--webcam", "0"]))
+    assert config.sources == ("rtsp://a/x", "http://c/feed", "webcam:0") and config.webcam is None and config.fleet
+    config = config_from_args(build_parser().parse_args(["--list", str(cameras), "--webcam", "1"]))
+    assert config.sources == ("rtsp://user:pw@10.0.0.5/main", "http://10.0.0.6/video.mjpg", "webcam:1")
+    assert config.fleet
+    assert not config_from_args(build_parser().parse_args(["a.mp4", "b.mp4"])).fleet
+    mixed = config_from_args(build_parser().parse_args(["rtsp://a/x", str(tmp_path / "clip.mp4")]))
+    with pytest.raises(UsageError, match="cannot share a run"):
+        _ = mixed.fleet
+
+
+def test_each_camera_gets_its_own_safely_named_files(tmp_path):
+    sources = ["webcam:0", "webcam:1", "rtsp://admin:secret@cam.local/live", "rtsp://viewer:other@cam.local/live",
+               "http://cam.local:8080/live?token=abc", "http://cam.local:8080/live?token=def"]
+    config = RunConfig(format="jsonl")
+    planned, manifest = plan_fleet(config, sources, tmp_path / "out")
+    names = [p.rows.name for p in planned]
+    assert names == ["webcam0.emotions.jsonl", "webcam1.emotions.jsonl", "cam.local_live.emotions.jsonl",
+                     "cam.local_live-2.emotions.jsonl", "cam.local_8080_live.emotions.jsonl",
+                     "cam.local_8080_live-2.emotions.jsonl"]
+    assert all(p.rows.parent == tmp_path / "out" for p in planned)
+    assert len({p.summary for p in planned}) == len(sources)
+    assert not any(secret in name for name in names for secret in ("secret", "other", "abc", "def", "admin"))
+    assert manifest.path == tmp_path / "out" / "manifest.jsonl"
+    # an earlier run's folder is not overwritten
+    manifest.append({"source": "webcam:0", "status": "ok"})
+    with pytest.raises(UsageError, match="earlier run"):
+        plan_fleet(config, sources, tmp_path / "out")
+    for flags, message in (({"record": "x.mp4"}, "--record"), ({"detect_every": 2}, "--detect-every"),
+                           ({"resume": True}, "--resume")):
+        with pytest.raises(UsageError, match=message):
+            plan_fleet(RunConfig(**flags), sources, tmp_path / "other")
+    with pytest.raises(UsageError, match="the output is a folder"):
+        plan_fleet(config, sources, tmp_path / "rows.csv")
+
+
+# -- the page: a grid, a cell per stream ----------------------------------------------------------------
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, "", b""
+
+
+def test_the_served_page_shows_every_stream_in_a_grid_with_its_own_numbers_and_frames():
+    hubs = [FrameHub() for _ in range(3)]
+    streams = [{"source": f"rtsp://cam{k}/x", "state": "live" if k != 1 else "reconnecting", "fps": 10.0 + k,
+                "latency_p50_s": 0.02, "latency_p99_s": 0.05, "faces": k, "frames": 100 * k,
+                "frames_dropped": k, "reconnects": 1 if k == 1 else 0, "outage_s": 3.0 if k == 1 else None}
+               for k in range(3)]
+    server = LiveServer("127.0.0.1", 0, hubs, lambda: {"streams": streams, "cameras": 3})
+    try:
+        for k, hub in enumerate(hubs):
+            hub.publish(np.full((60, 80, 3), 60 * k, dtype=np.uint8))
+        status, kind, body = _get(server.url)
+        page = body.decode()
+        assert status == 200 and kind.startswith("text/html")
+        assert all(f'id="stream-{k}"' in page and f'src="frame/{k}.jpg"' in page for k in range(3))
+        assert "rtsp://cam2/x" in page and 'id="fps-2">12.0<' in page and 'id="reconnects-1">1<' in page
+        assert 'id="view-1" class="stale"' in page  # the lost stream's frame is marked stale
+        stats = json.loads(_get(server.url + "stats.json")[2])
+        assert [s["source"] for s in stats["streams"]] == ["rtsp://cam0/x", "rtsp://cam1/x", "rtsp://cam2/x"]
+        for k in range(3):
+            status, kind, jpeg = _get(f"{server.url}frame/{k}.jpg")
+            image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+            assert status == 200 and kind == "image/jpeg" and image.shape == (60, 80, 3)
+            assert abs(float(image.mean()) - 60 * k) < 4  # its own stream's frame
+        assert _get(f"{server.url}frame/3.jpg")[0] == 404
+    finally:
+        server.close()
+
+
+def test_tiles_put_every_stream_in_one_window():
+    images = [np.full((120, 160, 3), 50, np.uint8), None, np.full((240, 320, 3), 200, np.uint8)]
+    tiled = tile(images, width=640)
+    assert tiled.shape == (2 * 180, 2 * 320, 3)  # a 2×2 grid of 16:9 cells
+    assert tiled[90, 160].tolist() == [50, 50, 50] and tiled[270, 160].tolist() == [200, 200, 200]
+    assert tiled[90, 480].tolist() == [40, 40, 40]  # no frame yet: grey
+
+
+# -- the fleet's source, with in-process cameras ---------------------------------------------------------
+
+class ScriptedCamera:
+    """Frames of ``image`` at ``fps``; after ``frames`` reads the stream breaks."""
+
+    def __init__(self, image: np.ndarray, fps: float, frames: int | None = None) -> None:
+        self.image, self.interval, self.frames = image, 1.0 / fps, frames
+        self.reads = 0
+        self._next = time.perf_counter()
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        if self.frames is not None and self.reads >= self.frames:
+            return False, None
+        self._next += self.interval
+        time.sleep(max(0.0, self._next - time.perf_counter()))
+        self.reads += 1
+        return True, self.image.copy()
+
+    def get(self, prop: int) -> float:
+        return 0.0
+
+    def release(self) -> None:
+        pass
+
+
+class Cameras:
+    """The ``fleettest://NAME`` capture scheme: NAME's camera as a test scripts it; ``lost`` names never reopen."""
+
+    def __init__(self) -> None:
+        self.images: dict[str, np.ndarray] = {}
+        self.breaks: dict[str, int] = {}
+        self.opened: dict[str, int] = {}
+        self.fps = 20.0
+
+    def __call__(self, uri: str, options: LiveOptions) -> ScriptedCamera:
+        name = uri.split("://", 1)[1]
+        self.opened[name] = self.opened.get(name, 0) + 1
+        if name in self.breaks and self.opened[name] > 1:
+            raise SourceUnavailableError(f"cannot open the stream {uri}: connection refused")
+        return ScriptedCamera(self.images.get(name, np.full((72, 96, 3), 90, np.uint8)), self.fps,
+                              self.breaks.get(name))
+
+
+@pytest.fixture
+def cameras():
+    scripted = Cameras()
+    CAPTURES.register("fleettest", scripted)
+    try:
+        yield scripted
+    finally:
+        CAPTURES.unregister("fleettest")
+
+
+def test_the_fleet_source_interleaves_cameras_and_a_lost_one_never_stops_the_others(cameras, tmp_path):
+    cameras.breaks["b"] = 5
+    options = LiveOptions(open_timeout_s=5, read_timeout_s=0.5, reconnect_timeout_s=0.5, backoff_s=(0.05, 0.1))
+    fleet = [Camera(planned, LiveStats(planned.uri), source=LiveSource(planned.uri, options=options))
+             for planned in plan_fleet(RunConfig(), [f"fleettest://{n}" for n in "abc"],
+                                       tmp_path / "out")[0]]
+    source = FleetSource(fleet)
+    seen: dict[int, int] = {0: 0, 1: 0, 2: 0}
+    try:
+        deadline = time.monotonic() + 60
+        for frame in source:
+            seen[frame.stream] += 1
+            if (fleet[1].ended and min(seen[0], seen[2]) >= 40) or time.monotonic() > deadline:
+                break
+    finally:
+        source.close()
+    assert fleet[1].ended and "lost" in str(fleet[1].error)  # b gave up after its reconnect timeout …
+    assert not fleet[0].ended or fleet[0].error is None
+    assert seen[0] >= 40 and seen[2] >= 40  # … and a and c kept coming, each with its own frame numbers
+    assert 1 <= seen[1] <= 5 and fleet[0].source is not None and fleet[0].source.reconnects == 0
+
+
+def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_is_an_error(cameras, tmp_path):
+    from contextlib import ExitStack
+
+    from emopipe.pipeline.fleet import Fleet
+
+    def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
+        raise SourceUnavailableError(f"cannot open the stream {uri}: connection refused")
+
+    CAPTURES.register("refused", refuse)
+    try:
+        config = RunConfig(open_timeout=2, read_timeout=0.5)
+        planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], tmp_path / "one")
+        fleet = Fleet(config, planned, tmp_path / "one", manifest)
+        with ExitStack() as stack:
+            source = fleet.open(stack)
+            assert [c.source is not None for c in fleet.cameras] == [True, False]
+            assert "connection refused" in str(fleet.cameras[1].error) and fleet.cameras[1].ended
+            assert next(iter(source)).stream == 0  # the camera that opened runs
+            assert fleet.numbers()["streams"][1]["state"] == "lost"
+        planned, manifest = plan_fleet(config, ["refused://c", "refused://d"], tmp_path / "none")
+        with ExitStack() as stack, pytest.raises(SourceUnavailableError, match="refused://c") as raised:
+            Fleet(config, planned, tmp_path / "none", manifest).open(stack)
+        assert raised.value.exit_code == 7
+    finally:
+        CAPTURES.unregister("refused")
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["http://127.0.0.1:{port}/a.mjpg", "http://127.0.0.1:{port}/b.mjpg", "-o", "{tmp}/out"], 7,
+     r"cannot open the stream http://127\.0\.0\.1:\d+/a\.mjpg: nothing is listening"),
+    (["rtsp://cam/a", "rtsp://cam/b", "--record", "{tmp}/x.mp4", "-o", "{tmp}/out"], 2,
+     r"--record: not for several cameras"),
+    (["rtsp://cam/a", "{tmp}/clip.mp4"], 2, r"cannot share a run"),
+    (["rtsp://cam/a", "rtsp://cam/b", "--metrics-max-sources", "-1"], 2, r"--metrics-max-sources"),
+])
+def test_the_command_refuses_a_fleet_with_one_line_and_its_exit_code(argv, code, message, tmp_path, capsys):
+    import logging
+
+    from emopipe.cli import app as cli
+
+    port = free_port()
+    argv = [a.format(tmp=tmp_path, port=port) for a in argv]
+    logger = logging.getLogger("emopipe")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    try:
+        got = cli.main([*argv, "--metrics-port", "0", "--open-timeout", "2"])
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert got == code, err
+    assert len(lines) == 1 and re.search(message, lines[0]), err
+
+
+# -- in process: three cameras through one pipeline, one lost for good -------------------------------------
+
+@pytest.mark.slow
+def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_the_others_go_on(
+        cameras, tmp_path, models_home, checkpoints, shared_dir):
+    from emopipe.api import Analyzer
+
+    face = cv2.imread(str(shared_dir / "data" / "faces" / "1face.png"))
+    cameras.images["a"] = cv2.resize(face, (96, 96))
+    cameras.breaks["b"] = 6  # b breaks after 6 frames and is refused from then on: lost for good
+    cameras.fps = 10.0
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry, mode="live", max_sources=2)
+    out = tmp_path / "out"
+    uris = ["fleettest://a", "fleettest://b", "fleettest://c"]
+    with Analyzer(sources=tuple(uris), weights=str(checkpoints[8]), device="cpu", models_dir=str(models_home),
+                  format="jsonl") as analyzer:
+        outcome = analyzer.run_fleet(output_dir=out, metrics=metrics, end=6.0, read_timeout=0.5,
+                                     reconnect_timeout=1.0, max_wait_ms=5.0, batch_size=1)
+    assert outcome.exit_code == 9 and not outcome.interrupted  # one of several cameras lost: 9
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    # b was finished while a and c were still running: its line comes first (a and c end at --end, in any order)
+    assert (lines[0]["source"], lines[0]["status"]) == ("fleettest://b", "failed")
+    assert sorted((e["source"], e["status"]) for e in lines[1:]) == [("fleettest://a", "ok"), ("fleettest://c", "ok")]
+    assert lines[0]["exit_code"] == 7 and "lost" in lines[0]["error"]
+    rows = [json.loads(line) for line in (out / "a.emotions.jsonl").read_text().splitlines()]
+    assert rows and {r["source"] for r in rows} == {"fleettest://a"}
+    assert all(isinstance(r["timestamp_s"], float) and r["timestamp_s"] > 1e9 for r in rows)  # wall-clock
+    for name in "bc":  # faceless cameras: header-free JSONL files, present
+        assert (out / f"{name}.emotions.jsonl").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    by_source = {c["source"]: c for c in summary["cameras"]}
+    assert set(by_source) == set(uris)
+    assert by_source["fleettest://c"]["frames"] > by_source["fleettest://b"]["frames"]  # c went on after b died
+    assert by_source["fleettest://a"]["faces"] == len(rows) and by_source["fleettest://a"]["latency_p50_s"] > 0
+    assert all(c["latency_p99_s"] >= c["latency_p50_s"] for c in summary["cameras"] if c["frames"])
+    assert summary["failed"] == 1 and summary["ok"] == 2 and summary["frames"] == sum(
+        c["frames"] for c in summary["cameras"])
+    each = json.loads((out / "c.emotions.summary.json").read_text())
+    assert each["status"] == "ok" and each["frames"] == by_source["fleettest://c"]["frames"]
+    # per-source metrics: a and b by name, c past the bound of 2 as "other"; the run-level series count all
+    assert _value(registry, "emopipe_source_frames_total", source="fleettest://a") == by_source["fleettest://a"][
+        "frames"]
+    assert _value(registry, "emopipe_source_frames_total", source=OTHER_SOURCE) == by_source["fleettest://c"]["frames"]
+    assert _value(registry, "emopipe_source_up", source="fleettest://b") == 0
+    assert _value(registry, "emopipe_frames_total") == summary["frames"]
+
+
+@pytest.mark.slow
+def test_faces_of_different_cameras_share_an_emonet_batch(cameras, tmp_path, models_home, checkpoints, shared_dir,
+                                                          monkeypatch):
+    from emopipe.api import Analyzer
+    from emopipe.pipeline.runner import Pipeline
+
+    face = cv2.resize(cv2.imread(str(shared_dir / "data" / "faces" / "1face.png")), (96, 96))
+    cameras.images.update(a=face, b=face)
+    cameras.fps = 10.0
+    batches: list[set[int]] = []  # the cameras (streams) of each EmoNet batch's real faces
+    infer = Pipeline._infer
+
+    def spy(self, found, assembler):  # type: ignore[no-untyped-def]
+        batches.extend({slot.key[0] for slot in batch.slots} for batch in found)
+        return infer(self, found, assembler)
+
+    monkeypatch.setattr(Pipeline, "_infer", spy)
+    with Analyzer(sources=("fleettest://a", "fleettest://b"), weights=str(checkpoints[8]), device="cpu",
+                  models_dir=str(models_home), batch_size=2) as analyzer:
+        # a partial batch waits up to 2 s for a face: long enough for the other camera's next frame
+        outcome = analyzer.run_fleet(output_dir=tmp_path / "out", end=5.0, max_wait_ms=2000.0)
+    assert outcome.exit_code == 0, outcome.run
+    assert {1, 0} in batches, batches  # one static batch holding a face of each camera
+    assert all(c["frames"] >= 2 and c["faces"] == c["frames"] for c in outcome.run["cameras"])
+
+
+# -- the command: three real streams, one killed and restarted -------------------------------------------
+
+def _complete_rows(path: Path) -> list[dict]:
+    """The rows of a live JSONL file so far; a last line still being written is left out."""
+    text = path.read_text()
+    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+    return [json.loads(line) for line in lines]
+
+
+def _wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{what} (emopipe exit code {proc.poll()})\n--- log ---\n{log.read_text()[-4000:]}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnects(
+        tmp_path, models_home, checkpoints):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    page_port, metrics_port = free_port(), free_port()
+    page = f"http://127.0.0.1:{page_port}/"
+    out, log = tmp_path / "out", tmp_path / "emopipe.log"
+    servers = [MjpegServer(clip.path) for _ in range(3)]
+    listing = tmp_path / "cameras.txt"
+    listing.write_text(f"# two cameras from a list, one on the command line\n{servers[1].url}\n{servers[2].url}\n")
+    for server in servers:
+        server.start()
+    proc: subprocess.Popen | None = None
+    try:
+        with open(log, "w") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "emopipe", servers[0].url, "--list", str(listing), "--weights",
+                 str(checkpoints[8]), "-o", str(out), "--format", "jsonl", "--serve", f"127.0.0.1:{page_port}",
+                 "--metrics-port", str(metrics_port), "--metrics-max-sources", "2", "--read-timeout", "1",
+                 "--reconnect-timeout", "120", "--batch-size", "2", "--no-progress"],
+                cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=interruptible)
+
+        def streams() -> list[dict]:
+            """The page's numbers per stream, in the order of the servers (the list file's cameras come first
+            in the run: the stats are matched by URL)."""
+            try:
+                found = {s["source"]: s for s in json.loads(_get(page + "stats.json", timeout=2)[2])["streams"]}
+                return [found[server.url] for server in servers]
+            except (OSError, ValueError, KeyError):
+                return []
+
+        def frames() -> list[int]:
+            return [s["frames"] for s in streams()] or [0, 0, 0]
+
+        _wait_for(lambda: min(frames()) >= 2, 120, proc, log, "not every camera's frames were processed")
+        html_page = _get(page, timeout=5)[2].decode()
+        assert all(f'id="stream-{k}"' in html_page for k in range(3))
+        assert all(server.url in html_page for server in servers)
+
+        # camera 1 dies: only it goes down and reconnects; cameras 0 and 2 keep flowing all the while
+        servers[1].kill()
+        _wait_for(lambda: streams()[1]["state"] == "reconnecting", 30, proc, log, "camera 1 not seen as lost")
+        during = frames()
+        _wait_for(lambda: all(now >= before + 2 for k, (before, now) in enumerate(zip(during, frames())) if k != 1),
+                  90, proc, log, "cameras 0 and 2 did not keep flowing while camera 1 was down")
+        down = streams()
+        assert down[1]["state"] == "reconnecting" and not down[1]["up"]
+        assert down[0]["state"] == down[2]["state"] == "live"
+        scraped = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        up = {dict(labels)["source"]: v for (name, labels), v in scraped.items() if name == "emopipe_source_up"}
+        assert sorted(up.values()) == [0, 1, 1]  # two by name (the bound is 2), the third as "other"
+        assert up.get(servers[1].url, up.get(OTHER_SOURCE)) == 0
+        servers[1].start()
+        _wait_for(lambda: streams()[1]["reconnects"] >= 1 and streams()[1]["state"] == "live", 90, proc, log,
+                  "camera 1 did not reconnect")
+        back = frames()[1]
+        _wait_for(lambda: frames()[1] >= back + 2, 90, proc, log, "camera 1's frames did not resume")
+        now = streams()
+        assert [s["reconnects"] for s in now] == [0, now[1]["reconnects"], 0]  # only camera 1 reconnected
+
+        scraped = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        reconnects = {dict(labels)["source"]: v for (name, labels), v in scraped.items()
+                      if name == "emopipe_source_reconnects_total"}
+        assert len(reconnects) == 3 and OTHER_SOURCE in reconnects  # the third source past the bound: "other"
+        assert sorted(reconnects.values()) == [0, 0, now[1]["reconnects"]]
+        assert reconnects.get(servers[1].url, reconnects[OTHER_SOURCE]) == now[1]["reconnects"]
+        frames_by_source = {dict(labels)["source"]: v for (name, labels), v in scraped.items()
+                            if name == "emopipe_source_frames_total"}
+        assert len(frames_by_source) == 3 and min(frames_by_source.values()) >= 2
+        assert scraped[("emopipe_stream_reconnects_total", frozenset())] == now[1]["reconnects"]  # run-level
+
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: every camera's files complete, exit 130
+        assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for server in servers:
+            server.kill()
+
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(e["source"] for e in lines) == sorted(s.url for s in servers)
+    assert all(e["status"] == "interrupted" for e in lines)
+    summary = json.loads((out / "summary.json").read_text())
+    by_url = {c["source"]: c for c in summary["cameras"]}
+    cameras_ = [by_url[server.url] for server in servers]
+    assert [c["reconnects"] for c in cameras_] == [0, cameras_[1]["reconnects"], 0] and cameras_[1]["reconnects"] >= 1
+    for camera in cameras_:
+        rows = [json.loads(line) for line in Path(camera["rows_file"]).read_text().splitlines()]
+        assert rows and {r["source"] for r in rows} == {camera["source"]}
+        assert camera["frames"] >= 4 and camera["faces"] == len(rows)
+        assert camera["frames_dropped"] > 0 and 0 < camera["latency_p50_s"] <= camera["latency_p99_s"]
+    assert summary["interrupted"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_show_tiles_every_stream_in_one_window(tmp_path, models_home, checkpoints):
+    from tests.support.streams import Xvfb, need
+
+    need("xwininfo")
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    out, log = tmp_path / "out", tmp_path / "emopipe.log"
+    with Xvfb(size=(1280, 720)) as screen, MjpegServer(clip.path) as one, MjpegServer(clip.path) as two, \
+            open(log, "w") as log_file:
+        env = {**os.environ, "DISPLAY": screen.display}
+        proc = subprocess.Popen([sys.executable, "-m", "emopipe", one.url, two.url, "--show", "--weights",
+                                 str(checkpoints[8]), "-o", str(out), "--format", "jsonl", "--metrics-port", "0",
+                                 "--no-progress"], cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in (one, two)]
+            _wait_for(lambda: all(f.exists() and len(f.read_text().splitlines()) >= 2 for f in files), 120, proc,
+                      log, "not both cameras' rows")
+            time.sleep(1.0)  # the window draws the newest tiles
+            tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", screen.display], capture_output=True,
+                                  text=True, timeout=30).stdout
+            assert "emopipe: 2 streams" in tree, tree[-2000:]
+            image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
+            # two cells side by side in the window, each with its stream's face annotated in its track's colour
+            # (read after the screenshot: a frame is drawn after its rows are written; a row being written is left out)
+            tracks = {row["track_id"] for f in files for row in _complete_rows(f)}
+            colours = np.array([PALETTE[(t - 1) % len(PALETTE)] for t in tracks])
+            near = (np.abs(image[:, :, None, :].astype(int) - colours[None, None]).max(axis=3) < 40).any(axis=2)
+            # the window: the largest region that is not the black screen (the pointer is a small one)
+            count, _, boxes, _ = cv2.connectedComponentsWithStats((image.max(axis=2) > 0).astype(np.uint8))
+            window = max(range(1, count), key=lambda i: boxes[i, cv2.CC_STAT_AREA])
+            middle = boxes[window, cv2.CC_STAT_LEFT] + boxes[window, cv2.CC_STAT_WIDTH] // 2
+            assert near[:, :middle].sum() > 40 and near[:, middle:].sum() > 40, "not both streams tiled"
+            proc.send_signal(signal.SIGTERM)  # as Ctrl-C: everything computed is written
+            assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(e["status"] for e in lines) == ["interrupted", "interrupted"]
