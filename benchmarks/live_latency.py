@@ -148,7 +148,7 @@ def random_emonet(folder: Path) -> Path:
 
 def run_rate(fps: float, args: argparse.Namespace, image: np.ndarray, checkpoint: Path, models: Path | None,
              detector: str, out: Path) -> dict:
-    from emopipe.cli import main as cli
+    from emopipe.cli import main as emopipe_main
     from emopipe.io.uris import CAPTURES
 
     cameras: list[PacedCamera] = []
@@ -168,7 +168,7 @@ def run_rate(fps: float, args: argparse.Namespace, image: np.ndarray, checkpoint
         argv += ["--models-dir", str(models)]
     log = io.StringIO()
     with contextlib.redirect_stderr(log):  # the command logs to the stderr of the moment
-        code = cli.main(argv)
+        code = emopipe_main(argv)
     (out / f"log-{name}.txt").write_text(log.getvalue())
     if code != 0:
         raise SystemExit(f"emopipe exited with {code} at {fps:g} fps; log: {out / f'log-{name}.txt'}\n"
