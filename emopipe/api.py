@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 _END = object()
 DEFAULT_OUTPUT_DIR = "emopipe-out"  # several sources: their files go in this folder unless -o says otherwise
 DEFAULT_PARALLEL = 2  # sources opened and decoded ahead at once
+FED_MAX_WAIT_S = 0.25  # longer than a full EmoNet batch takes to fill at a GPU's rate (64 faces: ~0.1 s)
 
 
 class Analyzer:
@@ -359,24 +360,30 @@ class Analyzer:
         return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
                         skipped, report=given.report)
 
-    def process(self, todo: Sequence[PlannedSource], config: RunConfig, *, manifest: Manifest | None = None,
-                on_result: Callable[[SourceResult], None] | None = None, metrics: Any = None, exporter: Any = None,
-                progress: bool = False, observers: Sequence[Observer] = (),
-                ) -> tuple[list[SourceResult], RunSummary, bool]:
-        """Run planned sources through one pipeline (what a cluster worker calls with its share):
-        (a result per source finished, the pipeline's summary, whether it was interrupted). ``observers``
-        see every frame as it is written (a cluster worker counts them for the driver's progress bar)."""
+    def source_chain(self, todo: Sequence[PlannedSource], config: RunConfig, feeding: bool = False) -> SourceChain:
+        """The chain :meth:`process` reads ``todo`` through; ``feeding``: one that takes more sources while it
+        runs (:meth:`SourceChain.extend`), as a cluster worker's does."""
         device = resolve_device(config.device)
-        todo = [replace(p, position=i) for i, p in enumerate(todo)]
+
+        def open_one(uri: str) -> Any:
+            return open_input(uri, decoder=config.decoder, device=device, start_s=config.start,
+                              end_s=config.end, max_frames=config.max_frames)
+
+        return SourceChain([replace(p, position=i) for i, p in enumerate(todo)], open_one,
+                           parallel=config.parallel or DEFAULT_PARALLEL, feeding=feeding)
+
+    def process(self, todo: Sequence[PlannedSource] | SourceChain, config: RunConfig, *,
+                manifest: Manifest | None = None, on_result: Callable[[SourceResult], None] | None = None,
+                metrics: Any = None, exporter: Any = None, progress: bool = False, observers: Sequence[Observer] = (),
+                ) -> tuple[list[SourceResult], RunSummary, bool]:
+        """Run planned sources through one pipeline: (a result per source finished, the pipeline's summary,
+        whether it was interrupted). ``todo`` may be a fed :meth:`source_chain` (a cluster worker's: the run
+        lasts until its feed ends). ``observers`` see every frame as it is written (a cluster worker counts
+        them for the driver's progress bar)."""
         interrupted = False
         with ExitStack() as stack:
             _sigterm_as_ctrl_c(stack)
-
-            def open_one(uri: str) -> Any:
-                return open_input(uri, decoder=config.decoder, device=device, start_s=config.start,
-                                  end_s=config.end, max_frames=config.max_frames)
-
-            chain = stack.enter_context(SourceChain(todo, open_one, parallel=config.parallel or DEFAULT_PARALLEL))
+            chain = stack.enter_context(todo if isinstance(todo, SourceChain) else self.source_chain(todo, config))
             chain.start()  # the first sources open while the engines load
             if exporter is not None:
                 stack.enter_context(exporter)
@@ -389,7 +396,9 @@ class Analyzer:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
-            names = [p.uri for p in todo]  # (redacted by the metrics; past --metrics-max-sources: "other")
+            chain.on_idle = sink.settle  # a fed chain waiting for sources: those written meanwhile finish
+            # (by position, growing with a fed chain; redacted by the metrics; past --metrics-max-sources: "other")
+            names = chain.uris
             watching: list[Any] = [*observers, *([MetricsObserver(metrics, names)] if metrics is not None else [])]
             if progress:
                 bar = ProgressBar(None)
@@ -397,7 +406,10 @@ class Analyzer:
                 stack.callback(bar.close)
             frames_per_batch = models.detector.batch_size * config.detect_every
             settings = PipelineSettings(detect_batch=models.detector.batch_size,
-                                        queue_frames=max(4, 2 * frames_per_batch), detect_every=config.detect_every)
+                                        queue_frames=max(4, 2 * frames_per_batch), detect_every=config.detect_every,
+                                        # a fed chain may wait for its next share: the last faces' unfilled
+                                        # batch then runs after this, not when the feed ends
+                                        max_wait_s=FED_MAX_WAIT_S if chain.feeding else None)
             pipeline = Pipeline(chain, models.detector, models.cropper, models.engine, sinks=[sink],
                                 observers=watching, settings=settings)
             try:

@@ -5,16 +5,16 @@ The driver (the ``emopipe ... --ray`` process) connects to Ray and starts one ac
 overlaps the rest; meanwhile it plans the run exactly as one process does (:meth:`Analyzer.plan_many`: the
 sources, their output files, the manifest, ``--resume``), then hands the sources out dynamically, a few at a time
 (``DEPTH`` shares queued per worker), largest file first, so one long video never leaves the other GPUs idle. Each
-worker runs its share through one pipeline (:meth:`Analyzer.process`) and writes the rows files itself, under
-their partial names until complete; the driver appends each source's manifest line as results come back and
+worker runs one pipeline for its whole life (:meth:`Analyzer.process` over a fed source chain): a share is added
+to it as it comes, so the GPU does not drain and refill between shares. The worker writes the rows files itself,
+under their partial names until complete; the driver appends each source's manifest line as results come back and
 writes ``summary.json``. A worker that dies (killed, out of memory, node lost) is replaced and its unfinished
 sources go to another worker, up to ``--ray-retries`` times each; a source redone replaces its partial file, so no
 row is ever duplicated. The output folder must be storage every worker sees at the same path (docs/cluster.md).
 
 Seeing it run: the driver draws one progress bar over all sources (frames done of the total their containers
 declare, probed on the driver as the run starts; aggregate frames/s; workers alive), reading each busy worker's
-frame count from a small board actor the workers tell as their shares run (a worker keeps one thread: its CUDA
-work never changes threads). With
+frame counts from a small board actor the workers tell as their shares run. With
 ``--metrics-port P`` each worker serves its own metrics (worker N on P+1+N; P 0: a free port each) and with
 ``--pushgateway`` pushes them with its name as ``instance``; ``summary.json``'s ``ray`` section says where.
 """
@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,54 +67,60 @@ class RayOptions:
 
 
 class ProgressBoard:
-    """A small Ray actor the workers tell how far their running share is, so the driver's bar moves within shares.
-
-    Pushed by the workers rather than asked of them: a worker stays a one-thread actor, so all its CUDA work
-    (engines built, warmed and CUDA graphs captured, then every share) runs on the thread that started it."""
+    """A small Ray actor the workers tell how far their running shares are, so the driver's bar moves within
+    shares (pushed by the workers: the driver never waits on a busy worker to read it)."""
 
     def __init__(self) -> None:
-        self.latest: dict[str, tuple[int, int, int]] = {}
+        self.latest: dict[str, dict[int, tuple[int, int]]] = {}
 
-    def update(self, name: str, share: int, frames: int, faces: int) -> None:
-        self.latest[name] = (share, frames, faces)
+    def update(self, name: str, shares: dict[int, tuple[int, int]]) -> None:
+        self.latest[name] = shares
 
-    def read(self) -> dict[str, tuple[int, int, int]]:
+    def read(self) -> dict[str, dict[int, tuple[int, int]]]:
         return dict(self.latest)
 
 
 class _Counter:
-    """Frames and faces a worker has written in its current share, told to the board at most every POLL_S.
+    """What a worker's pipeline has written: frames and faces per share (told to the board at most every POLL_S),
+    in all (frames, faces, stage seconds, EmoNet batches): the worker's summary.
 
     A pipeline observer (emopipe.pipeline.runner.Observer's hooks; not subclassed, so this module loads no
-    PyTorch): only ``frame`` counts, the other hooks do nothing."""
+    PyTorch), called on the pipeline's threads."""
 
     def __init__(self, name: str, board: Any = None) -> None:
         self.name = name
         self.board = board
-        self.share, self.frames, self.faces = -1, 0, 0
+        self.share_of: list[int] = []  # by source position: the share it came in
+        self.shares: dict[int, tuple[int, int]] = {}  # share id → (frames, faces) written, while it runs
+        self.frames = self.faces = self.batches = self.padded = 0
+        self.stage_seconds: dict[str, float] = {}
         self._told = -float("inf")
 
     def frame(self, result: FrameResult, latency_s: float) -> None:  # (the pipeline's one writer thread)
         self.frames += 1
         self.faces += len(result.faces)
-        if time.monotonic() - self._told >= POLL_S:
+        share = self.share_of[result.frame.stream]
+        frames, faces = self.shares.get(share, (0, 0))
+        self.shares[share] = (frames + 1, faces + len(result.faces))
+        if time.monotonic() - self._told >= POLL_S or frames == 0:  # (a share's first frame: at once)
             self.tell()
 
-    def reset(self, share: int) -> None:
-        self.share, self.frames, self.faces = share, 0, 0
-        self._told = -float("inf")  # the share's first frame is told at once
+    def done(self, share: int) -> None:
+        """A share's results go back to the driver (they count its frames from now): it is no longer running."""
+        self.shares.pop(share, None)
+        self.tell()
 
     def tell(self) -> None:
         self._told = time.monotonic()
         if self.board is not None:
-            self.board.update.remote(self.name, self.share, self.frames, self.faces)  # (no reply awaited)
+            self.board.update.remote(self.name, dict(self.shares))  # (no reply awaited)
 
-    def snapshot(self) -> tuple[int, int, int]:
-        return self.share, self.frames, self.faces
+    def stage(self, stage: str, seconds: float) -> None:
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
 
-    def stage(self, stage: str, seconds: float) -> None: ...
-
-    def batch(self, size: int, real: int, seconds: float) -> None: ...
+    def batch(self, size: int, real: int, seconds: float) -> None:
+        self.batches += 1
+        self.padded += size - real
 
     def frame_split(self, queued_s: float, processing_s: float) -> None: ...
 
@@ -123,8 +129,25 @@ class _Counter:
     def dropped(self, n: int) -> None: ...
 
 
+@dataclass
+class _Feed:
+    """One pipeline of a worker: its fed chain, the share of each source position, the results in order."""
+
+    chain: Any  # emopipe.pipeline.archive.SourceChain, fed
+    share_of: list[int] = field(default_factory=list)
+    results: list[SourceResult] = field(default_factory=list)
+    failure: BaseException | None = None
+    stopped: bool = False
+
+
 class Worker:
-    """One Ray actor: an Analyzer built and warmed when the actor starts, then any number of shares.
+    """One Ray actor: an Analyzer built and warmed as the actor starts, then one pipeline for its whole life.
+
+    Every share the driver sends is added to that pipeline's fed source chain, so the GPU does not drain
+    between shares; :meth:`process` returns a share's results once its last source is finished. All the CUDA
+    work (engines built, warmed and CUDA graphs captured, then the pipeline) runs on the worker's one serving
+    thread; the actor's methods only add sources and wait (the actor takes a few calls at once for that). A
+    pipeline that fails (a bug, the GPU out of memory) fails the shares in it and a new one takes the next.
 
     With ``metrics_port`` (0: a free one) it serves its Prometheus metrics for its whole life, over all its
     shares; with ``--pushgateway`` it pushes them after each share, grouped by its name as ``instance``."""
@@ -137,51 +160,127 @@ class Worker:
         self.config = config
         self.name = name
         self.where = f"{socket.gethostname()}:{os.getpid()}"
-        self.error: EmopipeError | None = None
+        self._metrics_port = metrics_port
+        self.error: EmopipeError | None = None  # a user error that stopped the engines (weights missing, …)
+        self.failure: BaseException | None = None  # what stopped the engines otherwise (a bug)
         self.counter = _Counter(name, board)
         self.metrics: PipelineMetrics | None = None
         self.exporter: MetricsExporter | None = None
+        self.feed: _Feed | None = None  # the running pipeline's, once the engines are ready
+        self.sources = 0  # finished, over all its pipelines
+        self.first_share_at: float | None = None
+        self.last_result_at: float | None = None
+        self._changed = threading.Condition()
+        self._opened = threading.Event()
         from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
         self.analyzer = Analyzer(config)
+        threading.Thread(target=self._serve, name="emopipe-worker", daemon=True).start()
+
+    def _serve(self) -> None:
+        """The serving thread: engines built and warmed, then a pipeline fed shares until the actor ends."""
         try:
-            if metrics_port is not None or config.pushgateway:
+            if self.metrics_wanted():
                 from prometheus_client import CollectorRegistry
 
                 registry = CollectorRegistry()
                 self.metrics = PipelineMetrics(registry, queues=("frames", "results"))
-                self.exporter = MetricsExporter(registry, port=metrics_port, host=config.metrics_host,
-                                                pushgateway=config.pushgateway, grouping_key={"instance": name},
+                self.exporter = MetricsExporter(registry, port=self._metrics_port, host=self.config.metrics_host,
+                                                pushgateway=self.config.pushgateway,
+                                                grouping_key={"instance": self.name},
                                                 run_state=self.metrics.set_run_state)
                 self.exporter.start()  # before the engines load, so scrapes see the start-up
             self.analyzer.open()
-        except EmopipeError as exc:  # (weights missing, a bad option): the driver reports it as one process would
+            config = self.analyzer.source_config("many-sources.mp4", output=None, summary=None)
+        except EmopipeError as exc:  # the driver reports it as one process would
             self.error = exc
+        except BaseException as exc:
+            self.failure = exc
+        if self.error is not None or self.failure is not None:
+            self._opened.set()
+            return
+        while True:
+            feed = _Feed(self.analyzer.source_chain([], config, feeding=True))
+            with self._changed:
+                self.feed = feed
+                self.counter.share_of = feed.share_of
+            self._opened.set()
+
+            def finished(result: SourceResult, feed: _Feed = feed) -> None:  # (in position order)
+                with self._changed:
+                    feed.results.append(result)
+                    self.sources += 1
+                    self.last_result_at = time.perf_counter()
+                    self._changed.notify_all()
+
+            try:
+                # (the exporter is not handed over: the pipeline's end would stop serving it)
+                self.analyzer.process(feed.chain, config, metrics=self.metrics, observers=[self.counter],
+                                      on_result=finished)
+            except BaseException as exc:
+                feed.failure = exc
+                logger.error("%s: its pipeline failed (%s); the next shares get a new one", self.name, exc)
+            finally:
+                with self._changed:
+                    feed.stopped = True
+                    self._changed.notify_all()
+
+    def metrics_wanted(self) -> bool:
+        return self._metrics_port is not None or bool(self.config.pushgateway)
 
     def ready(self) -> dict[str, Any]:
         """Who this worker is and where its metrics are, once its engines are built and warm; ``error`` is the
         user error that stopped them, else None."""
+        self._opened.wait()
+        if self.failure is not None:
+            raise self.failure
         return {"error": self.error, **self._identity()}
 
-    def progress(self) -> tuple[int, int, int]:
-        """(share, frames, faces) of the last share (the board has them while a share runs)."""
-        return self.counter.snapshot()
+    def progress(self) -> dict[int, tuple[int, int]]:
+        """(frames, faces) written so far of each share still running, by share id."""
+        return dict(self.counter.shares)
 
     def process(self, share: Sequence[PlannedSource], share_id: int = 0) -> dict[str, Any]:
-        """Run ``share`` (rows files and per-source summaries written here); the results go back to the driver."""
+        """Add ``share`` to the pipeline and wait for its sources to finish (rows files and per-source summaries
+        written here); their results go back to the driver."""
+        self.ready()
         if self.error is not None:
             raise self.error
         began = time.perf_counter()
-        self.counter.reset(share_id)
-        config = self.analyzer.source_config("many-sources.mp4", output=None, summary=None)
-        # the exporter is not handed over: Analyzer.process would stop serving at the share's end
-        results, summary, interrupted = self.analyzer.process(share, config, metrics=self.metrics,
-                                                              observers=[self.counter])
-        self.counter.tell()  # the share's last count
+        with self._changed:
+            feed = self.feed
+            assert feed is not None
+            if self.first_share_at is None:
+                self.first_share_at = began
+            feed.share_of.extend([share_id] * len(share))
+            positions = feed.chain.extend(share)
+            while len(feed.results) < positions.stop and not feed.stopped:
+                self._changed.wait(timeout=1.0)
+            if len(feed.results) < positions.stop:  # its pipeline failed under it: a bug, said as such
+                raise RuntimeError(f"{self.name}: its pipeline failed: {feed.failure}") from feed.failure
+            results = feed.results[positions.start:positions.stop]
+        self.counter.done(share_id)
         if self.exporter is not None:
             self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far
-        return {"results": results, "summary": summary.as_dict(), "interrupted": interrupted, "worker": self.where,
-                "seconds": time.perf_counter() - began, **self._identity()}
+        return {"results": results, "summary": self.summary(), "interrupted": False, "worker": self.where,
+                "seconds": time.perf_counter() - began, "busy_s": self.busy_s(), **self._identity()}
+
+    def busy_s(self) -> float:
+        """From its first share's arrival to its last source's end."""
+        if self.first_share_at is None or self.last_result_at is None:
+            return 0.0
+        return max(0.0, self.last_result_at - self.first_share_at)
+
+    def summary(self) -> dict[str, Any]:
+        """The worker's pipeline so far: what the driver's summary shows for it."""
+        counter, models = self.counter, self.analyzer.models
+        busy = self.busy_s()
+        return {"frames": counter.frames, "faces": counter.faces, "seconds": round(busy, 4),
+                "fps": counter.frames / busy if busy else 0.0, "faces_per_s": counter.faces / busy if busy else 0.0,
+                "sources": self.sources, "emonet_batches": counter.batches, "padded_faces": counter.padded,
+                "stage_seconds": {k: round(v, 4) for k, v in counter.stage_seconds.items()},
+                "load_s": round(models.load_s, 4) if models is not None else None,
+                "warmup_s": round(models.warmup_s, 4) if models is not None else None}
 
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
@@ -259,11 +358,13 @@ class _Progress:
             self.bar.close()
 
 
-def _connect(address: str) -> None:
+def _connect(address: str) -> bool:
+    """Connect to Ray (or start it here, ``local``); True when this call started or joined it (and the run
+    ends it), False when the process was already connected."""
     import ray
 
     if ray.is_initialized():
-        return  # e.g. a notebook or a test that started Ray itself
+        return False  # e.g. a notebook or a test that started Ray itself
     if address == LOCAL:
         ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     else:
@@ -272,6 +373,7 @@ def _connect(address: str) -> None:
         except ConnectionError as exc:
             raise UsageError(f"--ray {address}: no Ray cluster there ({exc}); start one (ray start --head) or use "
                              "--ray local") from None
+    return True
 
 
 def _sizing(options: RayOptions) -> tuple[int, float, float]:
@@ -288,7 +390,7 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
     return workers, per_gpu, cpus_per_worker
 
 
-DEPTH = 2  # shares queued at a worker: the next waits at the actor while one runs, so no reply's round trip idles it
+DEPTH = 2  # shares in a worker's pipeline at once: the next is there when one ends, so no round trip idles it
 
 
 class _Crew:
@@ -300,7 +402,9 @@ class _Crew:
         self.config = config
         self.count, self.per_gpu = count, per_gpu
         self.board = board
-        self.actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0)(Worker)
+        # (calls at once: DEPTH shares waiting on its pipeline, plus ready/progress)
+        self.actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0,
+                                      max_concurrency=DEPTH + 2)(Worker)
         self.spawned = 0
         self.live: dict[str, Any] = {}  # name → actor handle, for the workers not known dead
         self.workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, busy_s, died
@@ -350,7 +454,7 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     if options.retries < 0:
         raise UsageError(f"--ray-retries must be ≥ 0, got {options.retries}")
     started = time.perf_counter()
-    _connect(options.address)
+    ours = _connect(options.address)
     timeline = {"connect_s": time.perf_counter() - started}
     count, per_gpu, per_cpu = _sizing(options)
     worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
@@ -375,6 +479,11 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
         crew.kill_all()
         if board is not None:
             ray.kill(board, no_restart=True)
+        if ours:  # (now, not at exit: a local Ray's processes take a second or more to stop; said in the log)
+            ended = time.perf_counter()
+            ray.shutdown()
+            logger.info("Ray %s in %.1f s", "stopped" if options.address == LOCAL else "disconnected",
+                        time.perf_counter() - ended)
     report_many(plan, outcome)
     return outcome
 
@@ -403,7 +512,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     pending = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
     attempts: dict[str, int] = {}
     results: list[SourceResult] = []
-    summaries: list[dict[str, Any]] = []
+    summaries: dict[str, dict[str, Any]] = {}  # each worker's pipeline, as its latest reply says
     first = list(crew.live.items())
     try:  # every worker built and warm (or the user error that stops them all, as in one process)
         replies = ray.get([actor.ready.remote() for _, actor in first]) if pending else []
@@ -432,9 +541,10 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     def poll() -> None:
         """Read how far the running shares are (as their workers last told the board) and redraw."""
         if crew.board is not None:
-            for name, (share_id, frames, faces) in ray.get(crew.board.read.remote()).items():
-                if share_id in seen.running and workers[name]["died"] is False:
-                    seen.running[share_id] = (frames, faces)
+            for name, shares in ray.get(crew.board.read.remote()).items():
+                for share_id, (frames, faces) in shares.items():
+                    if share_id in seen.running and workers[name]["died"] is False:
+                        seen.running[share_id] = (frames, faces)
         seen.draw()
 
     try:
@@ -487,9 +597,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     workers[name]["sources"] += 1
                     workers[name]["frames"] += result.frames
                     workers[name]["faces"] += result.faces
-                workers[name]["busy_s"] += reply.get("seconds", 0.0)
+                workers[name]["busy_s"] = reply["busy_s"]
                 pending.extendleft(s for s in share if s.uri not in finished)  # (not expected: interrupted)
-                summaries.append({**reply["summary"], "worker": reply["worker"], "name": name})
+                summaries[name] = {**reply["summary"], "worker": reply["worker"], "name": name}
             if seen.bar is not None:
                 poll()
         timeline["done_s"] = time.perf_counter() - started
@@ -507,7 +617,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                             "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},
                             "per_worker": workers, "metrics": {n: w["metrics"] for n, w in workers.items()
                                                                if w["metrics"]},
-                            "worker_summaries": summaries})
+                            "worker_summaries": list(summaries.values())})
 
 
 def _size(uri: str) -> int:

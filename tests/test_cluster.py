@@ -94,7 +94,8 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     timeline = ray_facts["timeline"]  # where the run's time went: Ray up, planned, workers warm, last reply
     assert 0 <= timeline["connect_s"] <= timeline["plan_s"] <= timeline["done_s"]
     assert timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
-    assert ray_facts["shares"] == len(ray_facts["worker_summaries"]) >= 2
+    assert ray_facts["shares"] >= len(ray_facts["worker_summaries"]) == 2  # one pipeline summary per worker
+    assert sum(s["frames"] for s in ray_facts["worker_summaries"]) == FRAMES
     assert all(w["busy_s"] > 0 and w["sources"] >= 1 for w in ray_facts["per_worker"].values())
     assert sum(w["sources"] for w in ray_facts["per_worker"].values()) == 5
     assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
@@ -187,11 +188,11 @@ def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, f
     plan = Analyzer(config).plan_many([str(folder / "clip1.mp4")], tmp_path / "out")
     gate = tmp_path / "go"
     board = ray.remote(num_cpus=0)(ProgressBoard).remote()
-    worker = ray.remote(GatedWorker).remote(str(gate), config, board)  # one thread, as the driver starts them
+    worker = ray.remote(max_concurrency=4)(GatedWorker).remote(str(gate), config, board)  # as the driver starts it
 
-    def told(want: tuple[int, int]) -> tuple[int, int, int] | None:
+    def told(want: dict) -> dict | None:
         deadline = time.monotonic() + 300  # (only against a hang: the loop waits for the count to be told)
-        while (now := ray.get(board.read.remote(), timeout=120).get("gated")) is None or now[:2] != want:
+        while (now := ray.get(board.read.remote(), timeout=120).get("gated")) != want:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -199,17 +200,42 @@ def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, f
 
     try:
         running = worker.process.remote(plan.todo, 7)
-        now = told((7, 1))
-        assert now is not None and now[:2] == (7, 1)  # share 7, one frame written: told while the share runs
+        now = told({7: (1, 1)})
+        assert now == {7: (1, 1)}  # share 7, one frame (one face) written: told while the share runs
         assert ray.wait([running], timeout=0)[0] == []  # (the gate holds it)
+        assert ray.get(worker.progress.remote()) == {7: (1, 1)}  # (the worker answers while its share runs)
         gate.touch()
         reply = ray.get(running)
         assert [r.frames for r in reply["results"]] == [3]
-        assert told((7, 3)) == (7, 3, reply["results"][0].faces)  # the share's last count is told at its end
-        assert ray.get(worker.progress.remote()) == (7, 3, reply["results"][0].faces)
+        assert told({}) == {}  # the share's end is told: nothing of it is running any more
+        assert reply["summary"]["frames"] == 3 and reply["summary"]["faces"] == reply["results"][0].faces
     finally:
         ray.kill(worker, no_restart=True)
         ray.kill(board, no_restart=True)
+
+
+def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five_clips):
+    """Shares sent one after another are added to the worker's running pipeline (it does not drain and start
+    again): each share's results come back when its own sources are done, in order, rows as one process writes."""
+    folder, config = five_clips
+    with Analyzer(config) as analyzer:
+        analyzer.run_many(output_dir=tmp_path / "one")
+    plan = Analyzer(config).plan_many(None, tmp_path / "out")
+    worker = ray.remote(max_concurrency=4)(Worker).remote(config, name="fed")
+    try:
+        first = worker.process.remote(plan.todo[:2], 0)
+        second = worker.process.remote(plan.todo[2:3], 1)
+        assert [r.source for r in ray.get(first)["results"]] == [p.uri for p in plan.todo[:2]]
+        assert [r.source for r in ray.get(second)["results"]] == [plan.todo[2].uri]
+        third = ray.get(worker.process.remote(plan.todo[3:], 2))  # after the pipeline waited idle for it
+        assert [r.source for r in third["results"]] == [p.uri for p in plan.todo[3:]]
+        assert all(r.status == "ok" for r in third["results"])
+        assert third["summary"]["sources"] == 5 and third["summary"]["frames"] == FRAMES
+        assert third["summary"]["emonet_batches"] > 0
+    finally:
+        ray.kill(worker, no_restart=True)
+    assert same_rows(all_rows(tmp_path / "out"), all_rows(tmp_path / "one"))
+    assert not list((tmp_path / "out").rglob("*.partial"))
 
 
 def _free_ports(n: int) -> int:

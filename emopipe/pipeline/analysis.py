@@ -212,7 +212,7 @@ class MetricsObserver(Observer):
 
     def __init__(self, metrics: Any, sources: Sequence[str] = ()) -> None:
         self.metrics = metrics
-        self.sources = list(sources)
+        self.sources = sources  # (not copied: a fed chain's list grows as sources are added)
         for name in self.sources:
             metrics.source_label(name)  # every source's series at zero from the first scrape
 

@@ -5,9 +5,13 @@ The sources are read one after another into a single :class:`~emopipe.pipeline.r
 there is no pause between sources and the detector's and EmoNet's static batches are shared across them.
 Frames carry their source's position (``Frame.stream``); on the writer thread a :class:`PerSourceSink` hands
 each frame to that source's tracker and rows file, and — as frames arrive in order — finishes a source when
-the first frame of a later one arrives (or the run ends): its rows file is renamed from its partial name, its
-summary written and its line appended to the manifest. A source that cannot be opened or read is recorded as
-``failed`` and the others go on.
+its last frame is written (or the first frame of a later one arrives, or the run ends): its rows file is renamed
+from its partial name, its summary written and its line appended to the manifest. A source that cannot be
+opened or read is recorded as ``failed`` and the others go on.
+
+A chain can also be *fed* (``feeding=True``): sources are added while it runs (:meth:`SourceChain.extend`) and
+it waits for more until :meth:`SourceChain.end_feed`. A cluster worker runs one such chain through one pipeline
+for its whole life, so the GPU never drains between the shares the driver hands it.
 
 ``DIR/manifest.jsonl`` gets one JSON line per source as it finishes (append-only, flushed and synced, so it
 survives a killed run); ``--resume`` skips sources whose latest line says ``ok`` (or ``skipped``) and whose
@@ -157,6 +161,7 @@ class _Reading:
 
 
 _END = object()
+IDLE_POLL_S = 0.05  # a fed chain waiting for sources lets its sink finish the sources written meanwhile this often
 
 
 class SourceChain:
@@ -164,25 +169,32 @@ class SourceChain:
 
     ``open_one`` opens a source (a failure is recorded for that source; the chain goes on). Up to
     ``parallel`` sources are opened and decoded ahead, each on its own thread into a small bounded queue,
-    so the next source's first frames are ready when the current one ends.
+    so the next source's first frames are ready when the current one ends. ``feeding``: more sources come
+    through :meth:`extend` while the chain is read; it ends once :meth:`end_feed` is called and all are read.
     """
 
     def __init__(self, planned: Sequence[PlannedSource], open_one: Callable[[str], Source], parallel: int = 2,
-                 queue_frames: int = 32) -> None:
+                 queue_frames: int = 32, feeding: bool = False) -> None:
         if parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {parallel}")
         self.readings = [_Reading(p) for p in planned]
+        self.uris = [p.uri for p in planned]  # by position; a fed chain's grows (the metrics' source names)
         self._open_one = open_one
         self._parallel = parallel
         self._queue_frames = queue_frames
         self._stop = threading.Event()
         self._queues: dict[int, queue.Queue[Any]] = {}
         self._threads: list[threading.Thread] = []
+        self._ahead = threading.Lock()  # (sources are opened ahead from the reading thread and from extend)
+        self._more = threading.Condition()
+        self.feeding = feeding
+        self.on_idle: Callable[[], None] | None = None  # called while a fed chain waits for more sources
+        self.reading = 0  # the position being read
         self.started = 0  # sources whose reading has begun (in order)
         self.ended_early: str | None = None
         self.decoder = "opencv"
-        self.info = SourceInfo(uri=f"{len(planned)} sources", width=1, height=1, fps=None, frame_count=None,
-                               kind="video")
+        self.info = SourceInfo(uri=f"{len(planned)} sources" if not feeding else "fed sources", width=1, height=1,
+                               fps=None, frame_count=None, kind="video")
 
     # -- Source protocol ------------------------------------------------------------------------
 
@@ -197,13 +209,15 @@ class SourceChain:
 
     def close(self) -> None:
         self._stop.set()
+        with self._more:
+            self._more.notify_all()
         for thread in self._threads:
             thread.join(timeout=5.0)
 
     def __iter__(self) -> Iterator[Frame]:
-        for position in range(len(self.readings)):
-            if self._stop.is_set():
-                return
+        position = 0
+        while self._wait_for(position):
+            self.reading = position
             self._start_ahead(position)
             items = self._queues[position]
             while True:
@@ -212,6 +226,43 @@ class SourceChain:
                     break
                 yield item
             del self._queues[position]
+            position += 1
+
+    # -- feeding -----------------------------------------------------------------------------------
+
+    def extend(self, planned: Sequence[PlannedSource]) -> range:
+        """Add sources to a fed chain (numbered on from its last); their positions."""
+        with self._more:
+            if not self.feeding:
+                raise RuntimeError("sources are added only to a fed chain that has not ended")
+            first = len(self.readings)
+            for k, source in enumerate(planned):
+                self.readings.append(_Reading(replace(source, position=first + k)))
+                self.uris.append(source.uri)
+            self._more.notify_all()
+        self._start_ahead(self.reading)  # the new sources open now if the chain is near its end
+        return range(first, first + len(planned))
+
+    def end_feed(self) -> None:
+        """No more sources: the chain ends once those it has are read."""
+        with self._more:
+            self.feeding = False
+            self._more.notify_all()
+
+    def _wait_for(self, position: int) -> bool:
+        """Whether there is a source at ``position``, once there is one (a fed chain waits, calling
+        ``on_idle`` every IDLE_POLL_S); False when the chain has ended or is stopped."""
+        while True:
+            with self._more:
+                if self._stop.is_set():
+                    return False
+                if position < len(self.readings):
+                    return True
+                if not self.feeding:
+                    return False
+                self._more.wait(timeout=IDLE_POLL_S)
+            if self.on_idle is not None:
+                self.on_idle()
 
     # -- reading ahead ---------------------------------------------------------------------------
 
@@ -220,9 +271,13 @@ class SourceChain:
         self._start_ahead(0)
 
     def first_info(self) -> SourceInfo | None:
-        """The first source that opens (its frame size warms the detector); None if none does."""
-        for position, reading in enumerate(self.readings):
-            self._start_ahead(position)
+        """The first source that opens (its frame size warms the detector); None if none does (a fed chain
+        waits for its first sources)."""
+        position = 0
+        while self._wait_for(position):
+            reading = self.readings[position]
+            position += 1
+            self._start_ahead(position - 1)
             while reading.info is None and not reading.finished and not self._stop.is_set():
                 time.sleep(0.005)
             if reading.info is not None:
@@ -230,13 +285,15 @@ class SourceChain:
         return None
 
     def _start_ahead(self, position: int) -> None:
-        while self.started < min(len(self.readings), position + self._parallel):
-            k = self.started
-            self._queues[k] = queue.Queue(maxsize=self._queue_frames)
-            thread = threading.Thread(target=self._read, args=(k,), name=f"emopipe-source-{k}", daemon=True)
-            self._threads.append(thread)
-            self.started += 1
-            thread.start()
+        with self._ahead:
+            while self.started < min(len(self.readings), position + self._parallel):
+                k = self.started
+                self._queues[k] = queue.Queue(maxsize=self._queue_frames)
+                thread = threading.Thread(target=self._read, args=(k,), name=f"emopipe-source-{k}", daemon=True)
+                self._threads = [t for t in self._threads if t.is_alive()]  # (a fed chain reads many over its life)
+                self._threads.append(thread)
+                self.started += 1
+                thread.start()
 
     def _put(self, items: queue.Queue[Any], item: Any) -> bool:
         while not self._stop.is_set():
@@ -303,7 +360,9 @@ class SourceResult:
 
 
 class PerSourceSink(Sink):
-    """Hands each frame to its source's tracker and rows file; finishes sources as the frames move on."""
+    """Hands each frame to its source's tracker and rows file; finishes each source once its last frame is
+    written (or a later source's first frame comes, or the run ends). The writer thread writes; a fed chain's
+    reading thread calls :meth:`settle` while it waits for sources (a lock keeps them apart)."""
 
     def __init__(self, chain: SourceChain, config: RunConfig, labels: Sequence[str], manifest: Manifest | None,
                  on_result: Callable[[SourceResult], None] | None = None) -> None:
@@ -319,29 +378,42 @@ class PerSourceSink(Sink):
         self._faces = 0
         self._written = 0  # frames of the current source written
         self._first_result_s: float | None = None
+        self._lock = threading.RLock()
 
     def write(self, result: FrameResult) -> None:
         stream = result.frame.stream
-        self._finish_before(stream)
-        if self._sink is None:
-            self._open(stream)
-        assert self._sink is not None
-        self._sink.write(result)
-        self._faces += len(result.faces)
-        self._written += 1
+        with self._lock:
+            self._finish_before(stream)
+            if self._sink is None:
+                self._open(stream)
+            assert self._sink is not None
+            self._sink.write(result)
+            self._faces += len(result.faces)
+            self._written += 1
+            self._settle()
+
+    def settle(self) -> None:
+        """Finish the sources read to their end whose every frame is written (in order)."""
+        with self._lock:
+            self._settle()
+
+    def _settle(self) -> None:
+        readings = self.chain.readings
+        # (``finished`` is set after a source's last frame is counted, so its count is final then)
+        while self._next < len(readings) and readings[self._next].finished \
+                and self._written == readings[self._next].frames:
+            self._finish(self._next, interrupted=False)
 
     def close(self) -> None:
         """The run ended: each source read to its end with every frame written is finished; the first one
         that is not (the run was interrupted or failed in it) is marked interrupted; later ones never started."""
-        readings = self.chain.readings
-        while self._next < len(readings):
-            reading = readings[self._next]
-            if reading.finished and self._written == reading.frames:
-                self._finish(self._next, interrupted=False)
-                continue
-            if self._sink is not None or reading.frames or self.chain.started > self._next:
-                self._finish(self._next, interrupted=True)
-            break
+        with self._lock:
+            self._settle()
+            readings = self.chain.readings
+            if self._next < len(readings):
+                reading = readings[self._next]
+                if self._sink is not None or reading.frames or self.chain.started > self._next:
+                    self._finish(self._next, interrupted=True)
 
     def _open(self, stream: int) -> None:
         planned = self.chain.readings[stream].planned
