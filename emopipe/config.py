@@ -38,7 +38,7 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_MAX_WAIT_MS = 5.0
 DEFAULT_METRICS_MAX_SOURCES = 64  # emopipe.observe.metrics.DEFAULT_MAX_SOURCES, without importing prometheus
 FLEET_CUDA_BATCH = 16  # several cameras on CUDA: frames per detector call and faces per EmoNet batch, at most
-# (H100, 16 paced 720p30 cameras: batches of 4 held 400 frames/s, drops 35 %; 16: 477 frames/s, 0.9 %; docs/live.md)
+# (H100, 16 paced 720p30 cameras: batches of 4: 400 frames/s, drops 35 %; of 16: 477, 0.9 %; docs/benchmarks.md)
 
 
 @dataclass(frozen=True)

@@ -217,7 +217,7 @@ def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, f
 def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five_clips):
     """Shares sent one after another are added to the worker's running pipeline (it does not drain and start
     again): each share's results come back when its own sources are done, in order, rows as one process writes."""
-    folder, config = five_clips
+    _, config = five_clips
     with Analyzer(config) as analyzer:
         analyzer.run_many(output_dir=tmp_path / "one")
     plan = Analyzer(config).plan_many(None, tmp_path / "out")
