@@ -32,7 +32,10 @@ REPORT_SUFFIXES = (".html", ".htm")
 FILE_DETECTOR = "sfd"
 LIVE_DETECTOR = "blazeface"
 CUDA_BATCH_SIZE = 64  # faces per EmoNet batch on CUDA: full batches at 700–900 frames/s of one face
-CUDA_FRAMES_PER_DETECT_BATCH = 8
+# Frames per detector call for files on CUDA. Larger calls spread the per-call host work (launch, NMS, crop
+# bookkeeping) over more frames: BlazeFace's small fixed input makes 32 cheap (H100, 4 long 720p videos:
+# 824–883 frames/s against 679–699 at 8; docs/benchmarks.md); S3FD works near full resolution, so stays at 8.
+CUDA_FRAMES_PER_DETECT_BATCH = {"sfd": 8, "blazeface": 32, "blazeface_back": 32}
 DEFAULT_METRICS_PORT = 9478  # live mode serves here unless --metrics-port says otherwise
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_MAX_WAIT_MS = 5.0
@@ -225,8 +228,10 @@ class RunConfig:
             if used:
                 raise UsageError(f"{', '.join(used)}: for a camera or a network stream; for a file, --annotate "
                                  "writes the annotated video")
-            detect_batch = self.detect_batch or (-(-CUDA_FRAMES_PER_DETECT_BATCH // self.detect_every) if cuda else 1)
-            values.update(detector=self.detector or FILE_DETECTOR, batch_size=self.batch_size or
+            detector = self.detector or FILE_DETECTOR
+            detect_batch = self.detect_batch or (
+                -(-CUDA_FRAMES_PER_DETECT_BATCH.get(detector, 8) // self.detect_every) if cuda else 1)
+            values.update(detector=detector, batch_size=self.batch_size or
                           (CUDA_BATCH_SIZE if cuda else 1), detect_batch=detect_batch,
                           output=self.output or default_output(self.uri))
         values["precision"] = self.precision or ("fp16" if cuda else "fp32")

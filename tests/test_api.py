@@ -30,6 +30,10 @@ def test_defaults_are_resolved_for_the_device_and_the_kind_of_source():
     files_cpu = RunConfig(source="v.mp4", detect_every=3).resolved("cpu")
     assert (files_cpu.batch_size, files_cpu.precision, files_cpu.detect_batch) == (1, "fp32", 1)
     assert RunConfig(source="v.mp4", detect_every=3).resolved("cuda").detect_batch == 3
+    # BlazeFace's small fixed input: larger detector calls for files (fewer host steps a frame)
+    assert RunConfig(source="v.mp4", detector="blazeface_back").resolved("cuda").detect_batch == 32
+    assert RunConfig(source="v.mp4", detector="blazeface", detect_every=3).resolved("cuda").detect_batch == 11
+    assert RunConfig(source="v.mp4", detector="blazeface", detect_batch=4).resolved("cuda").detect_batch == 4
     live = RunConfig(source="rtsp://admin:pw@cam/s", annotate="rec.mp4").resolved("cuda")
     assert (live.detector, live.batch_size, live.detect_batch, live.metrics_port) == ("blazeface", 1, 1, 9478)
     assert (live.record, live.annotate) == ("rec.mp4", None)  # live: --annotate records the annotated stream

@@ -523,3 +523,21 @@ def test_blazeface_anchor_table_is_checked():
 
     with pytest.raises(CheckpointError, match="896×4"):
         BlazeFaceDetector(BlazeFace(), np.zeros((10, 4)), device="cpu")
+
+
+def test_a_batch_larger_than_the_resize_chunk_is_prepared_frame_by_frame_alike():
+    # The network input is built a few frames at a time (PREPARE_FRAMES): every slot of a large batch must
+    # be what that frame alone gives, the slots past the frames zero, whatever chunk a frame falls in.
+    from emopipe.vision.detectors.base import PREPARE_FRAMES
+
+    frames_n = 2 * PREPARE_FRAMES + 3
+    detector = S3FDDetector(random_s3fd(), device="cpu", working_size=48, batch_size=frames_n + 2)
+    rng = np.random.default_rng(5)
+    frames = torch.from_numpy(rng.integers(0, 256, (frames_n, 60, 80, 3), dtype=np.uint8))
+    batch = detector.network_input(frames)
+    assert batch.shape[0] == frames_n + 2
+    for i in range(frames_n):
+        alone = detector.network_input(frames[i:i + 1])
+        torch.testing.assert_close(batch[i], alone[0], rtol=0, atol=0)
+    assert not batch[frames_n:].any()
+    assert not torch.equal(batch[0], batch[PREPARE_FRAMES])  # (different frames: the check above can fail)

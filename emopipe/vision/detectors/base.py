@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 DETECTOR_PRECISIONS = ("fp32", "fp16")
 NMS_IOU = 0.3
 MAX_CANDIDATES = 2000  # per frame, best first, before NMS
+PREPARE_FRAMES = 8  # frames resized at once into the network input (bounds the float copy of full frames)
 
 
 # -- geometry ----------------------------------------------------------------------------------
@@ -279,15 +280,18 @@ class FaceDetector:
 
     def _prepare(self, frames: torch.Tensor, box: Letterbox) -> torch.Tensor:
         """Resize (keeping the aspect ratio) and letterbox into a full static batch."""
-        n = frames.shape[0]
-        x = frames.permute(0, 3, 1, 2).float()
-        if (box.resized_h, box.resized_w) != (box.frame_h, box.frame_w):
-            x = F.interpolate(x, size=(box.resized_h, box.resized_w), mode="bilinear", align_corners=False,
-                              antialias=True)
         assert self.input_size is not None
         height, width = self.input_size
-        batch = x.new_zeros((self.batch_size, 3, height, width))
-        batch[:n, :, box.pad_y:box.pad_y + box.resized_h, box.pad_x:box.pad_x + box.resized_w] = self._normalise(x)
+        batch = torch.zeros((self.batch_size, 3, height, width), dtype=torch.float32, device=frames.device)
+        # A few frames at a time: their full-resolution float copy is the largest buffer here (32 frames of
+        # 3840×2160 would take 3.2 GB), and each frame is resized on its own anyway.
+        for first in range(0, frames.shape[0], PREPARE_FRAMES):
+            x = frames[first:first + PREPARE_FRAMES].permute(0, 3, 1, 2).float()
+            if (box.resized_h, box.resized_w) != (box.frame_h, box.frame_w):
+                x = F.interpolate(x, size=(box.resized_h, box.resized_w), mode="bilinear", align_corners=False,
+                                  antialias=True)
+            batch[first:first + x.shape[0], :, box.pad_y:box.pad_y + box.resized_h,
+                  box.pad_x:box.pad_x + box.resized_w] = self._normalise(x)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
         return batch.to(dtype=self.dtype, memory_format=memory_format)
 
