@@ -135,7 +135,8 @@ def clip(tmp_path_factory) -> Path:
     return path
 
 
-def test_frames_timestamps_and_pixels_match_the_opencv_source(fake_nvdec, clip):
+def test_frames_timestamps_and_pixels_match_the_opencv_source(monkeypatch, fake_nvdec, clip):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # (a GPU host may have no second GPU)
     with VideoSource(clip) as cpu, NvdecVideoSource(clip, device="cuda:1") as gpu:
         assert gpu.info == cpu.info and gpu.expected_frames == COUNT
         expected, got = list(cpu), list(gpu)
@@ -324,3 +325,24 @@ def test_the_native_logger_is_kept_off_stdout_unless_the_user_asks(monkeypatch, 
     monkeypatch.setenv("LOGGER_LEVEL", "WARN")
     nvdec_unavailable(torch.device("cuda"))
     assert os.environ["LOGGER_LEVEL"] == "WARN"
+
+
+def test_every_reader_on_a_gpu_copies_on_one_stream(monkeypatch, fake_nvdec, clip):
+    # PyTorch caches freed GPU memory per stream: a stream per source let an archive's readers hold the
+    # buffers of every earlier one (19 GB after 64 clips on an H100). All readers of a GPU share one.
+    made = []
+
+    class CountedStream:
+        def __init__(self, device):
+            made.append(device)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "Stream", CountedStream)
+    monkeypatch.setattr(nvdec, "_copy_streams", {})
+    readers = [nvdec._NvdecReader(clip, 0) for _ in range(3)]
+    other_gpu = nvdec._NvdecReader(clip, 1)
+    assert readers[0]._stream is readers[1]._stream is readers[2]._stream
+    assert other_gpu._stream is not readers[0]._stream
+    assert made == [torch.device("cuda", 0), torch.device("cuda", 1)]
+    for reader in (*readers, other_gpu):
+        reader.release()

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,20 @@ def _upright(frames: torch.Tensor, quarter_turns: int) -> torch.Tensor:
     return torch.rot90(frames, -quarter_turns, dims=(1, 2)).contiguous() if quarter_turns else frames
 
 
+_copy_streams: dict[int, Any] = {}
+_copy_streams_lock = threading.Lock()
+
+
+def _copy_stream(gpu: int) -> Any:
+    """The side stream every NVDEC reader of this GPU copies its frames out on. One for all: PyTorch keeps freed
+    GPU memory cached per stream, so a stream per source kept each source's frame buffers apart (H100, 64-clip
+    archive: 19 GB at the end against 6 GB for one long video; docs/benchmarks.md)."""
+    with _copy_streams_lock:
+        if gpu not in _copy_streams:
+            _copy_streams[gpu] = torch.cuda.Stream(torch.device("cuda", gpu))
+        return _copy_streams[gpu]
+
+
 class _NvdecReader:
     """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
 
@@ -129,7 +144,7 @@ class _NvdecReader:
         self.quarter_turns = _clockwise_quarter_turns(path)
         # The frames are copied out on a stream of their own: on the pipeline's stream the copies
         # would queue behind detection and EmoNet, and those behind the copies.
-        self._stream = torch.cuda.Stream(torch.device("cuda", gpu)) if torch.cuda.is_available() else None
+        self._stream = _copy_stream(gpu) if torch.cuda.is_available() else None
         self._bgr: list[torch.Tensor] = []  # the last batch of decoded frames, each H×W×3 BGR
         self._pts: list[int] = []
         self._next = 0
