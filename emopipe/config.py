@@ -229,8 +229,8 @@ class RunConfig:
                 raise UsageError(f"{', '.join(used)}: for a camera or a network stream; for a file, --annotate "
                                  "writes the annotated video")
             detector = self.detector or FILE_DETECTOR
-            detect_batch = self.detect_batch or (
-                -(-CUDA_FRAMES_PER_DETECT_BATCH.get(detector, 8) // self.detect_every) if cuda else 1)
+            per_call = CUDA_FRAMES_PER_DETECT_BATCH.get(detector, CUDA_FRAMES_PER_DETECT_BATCH[FILE_DETECTOR])
+            detect_batch = self.detect_batch or (-(-per_call // self.detect_every) if cuda else 1)
             values.update(detector=detector, batch_size=self.batch_size or
                           (CUDA_BATCH_SIZE if cuda else 1), detect_batch=detect_batch,
                           output=self.output or default_output(self.uri))

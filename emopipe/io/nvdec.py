@@ -142,8 +142,8 @@ class _NvdecReader:
         self.fps = float(metadata.average_fps or 0.0)
         self.frame_count = float(metadata.num_frames or 0)
         self.quarter_turns = _clockwise_quarter_turns(path)
-        # The frames are copied out on a stream of their own: on the pipeline's stream the copies
-        # would queue behind detection and EmoNet, and those behind the copies.
+        # The frames are copied out on a side stream (the GPU's readers share it): on the pipeline's stream
+        # the copies would queue behind detection and EmoNet, and those behind the copies.
         self._stream = _copy_stream(gpu) if torch.cuda.is_available() else None
         self._bgr: list[torch.Tensor] = []  # the last batch of decoded frames, each H×W×3 BGR
         self._pts: list[int] = []
