@@ -245,8 +245,9 @@ def _report(result: SourceResult) -> None:
 def _exit_code(outcome: ManyOutcome) -> int:
     run = outcome.run
     logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
-                "%.1f s (%.0f frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
-                run["skipped"], run["frames"], run["faces"], run["wall_s"], run["fps"], run["manifest"])
+                "%.1f s (%s frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
+                run["skipped"], run["frames"], run["faces"], run["wall_s"],
+                f"{run['fps']:.0f}" if run["fps"] >= 10 else f"{run['fps']:.2g}", run["manifest"])  # (CPU: not "0")
     if outcome.interrupted:
         return INTERRUPTED_EXIT_CODE
     if outcome.failed:
