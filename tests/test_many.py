@@ -146,6 +146,29 @@ def test_the_chain_tags_each_frame_with_its_source_keeps_their_order_and_records
     assert all(s.closed for s in opened)
 
 
+def test_the_chain_names_the_decoders_its_sources_were_read_with(tmp_path):
+    # (a many-source run's summary said "opencv" whatever decoded its sources)
+    decoders = {"a": "nvdec", "b": "opencv", "c": "nvdec"}
+
+    def open_one(uri: str) -> FakeSource:
+        if uri == "missing":
+            raise InputNotFoundError("input not found: missing")
+        source = FakeSource(uri, 2)
+        source.decoder = decoders[uri]  # type: ignore[attr-defined]
+        return source
+
+    def read(uris: list[str]) -> str:
+        planned = [PlannedSource(i, u, tmp_path / f"{u}.csv", tmp_path / f"{u}.json") for i, u in enumerate(uris)]
+        with SourceChain(planned, open_one, parallel=2, queue_frames=2) as chain:
+            assert chain.decoder == "none"  # nothing opened yet
+            list(chain)
+        return chain.decoder
+
+    assert read(["a", "missing", "c"]) == "nvdec"
+    assert read(["a", "b", "c"]) == "nvdec+opencv"
+    assert read(["b"]) == "opencv"
+
+
 # -- the command, end to end (real BlazeFace, random EmoNet) ------------------------------------------------
 
 

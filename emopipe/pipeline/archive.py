@@ -192,7 +192,6 @@ class SourceChain:
         self.reading = 0  # the position being read
         self.started = 0  # sources whose reading has begun (in order)
         self.ended_early: str | None = None
-        self.decoder = "opencv"
         self.info = SourceInfo(uri=f"{len(planned)} sources" if not feeding else "fed sources", width=1, height=1,
                                fps=None, frame_count=None, kind="video")
 
@@ -200,6 +199,13 @@ class SourceChain:
 
     def expected_frames(self) -> int | None:
         return None
+
+    @property
+    def decoder(self) -> str:
+        """The decoders the opened sources were read with: ``nvdec``, ``opencv``, or ``nvdec+opencv`` when some
+        fell back (a codec NVDEC lacks); ``none`` before any opened."""
+        used = sorted({r.decoder for r in self.readings if r.info is not None})
+        return "+".join(used) or "none"
 
     def __enter__(self) -> SourceChain:
         return self
