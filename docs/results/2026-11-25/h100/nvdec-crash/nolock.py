@@ -1,5 +1,8 @@
 """python3 .gpu/nolock.py ARGS: `emopipe ARGS` with the NVDEC library lock taken out (for A/B timings only)."""
-import contextlib, runpy, sys
+
+import contextlib
+import runpy
+import sys
 
 import emopipe.io.nvdec as nvdec
 

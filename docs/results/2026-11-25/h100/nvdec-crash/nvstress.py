@@ -1,6 +1,9 @@
 """Stress PyNvVideoCodec readers opened, read and ended from several threads at once (the archive's pattern):
 does the glibc heap corruption seen once in a 64-clip run come from here?"""
-import sys, threading, time
+
+import sys
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -33,4 +36,7 @@ for t in pool:
     t.start()
 for t in pool:
     t.join()
-print(f"threads {threads} frames/reader {frames}: readers opened+ended {sum(done)} in {seconds:.0f} s, failures {len(failures)} {failures[:2]}")
+print(
+    f"threads {threads} frames/reader {frames}: readers opened+ended {sum(done)} in {seconds:.0f} s, "
+    f"failures {len(failures)} {failures[:2]}"
+)

@@ -1,7 +1,11 @@
 """Which PyNvVideoCodec calls race when readers are opened, read and ended on several threads at once?
 mode none: as emopipe does today; create: demuxer/decoder construction and end() under one process lock;
 all: every PyNvVideoCodec call (construction, get_batch_frames, metadata, end, and dropping the objects) under it."""
-import faulthandler, sys, threading, time
+
+import faulthandler
+import sys
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -9,13 +13,20 @@ import torch
 import emopipe.io.nvdec as nvdec
 
 faulthandler.enable(all_threads=True)
-clip, threads, seconds, frames, mode = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+clip, threads, seconds, frames, mode = (
+    Path(sys.argv[1]),
+    int(sys.argv[2]),
+    float(sys.argv[3]),
+    int(sys.argv[4]),
+    sys.argv[5],
+)
 LOCK = threading.RLock()
 real = nvdec._pynvvideocodec()
 
 
 class Locked:
     """A PyNvVideoCodec object whose calls (per mode) hold LOCK."""
+
     def __init__(self, obj, methods):
         self._obj, self._methods = obj, methods
 
@@ -23,9 +34,11 @@ class Locked:
         attr = getattr(self._obj, name)
         if name not in self._methods or not callable(attr):
             return attr
+
         def call(*a, **k):
             with LOCK:
                 return attr(*a, **k)
+
         return call
 
     def __del__(self):
@@ -39,11 +52,16 @@ class Module:
         attr = getattr(real, name)
         if name not in ("CreateDemuxer", "SimpleDecoder", "ThreadedDecoder") or mode == "none":
             return attr
-        methods = {"end"} if mode == "create" else {"end", "get_batch_frames", "get_stream_metadata",
-                                                    "GetTimebaseNum", "GetTimebaseDen"}
+        methods = (
+            {"end"}
+            if mode == "create"
+            else {"end", "get_batch_frames", "get_stream_metadata", "GetTimebaseNum", "GetTimebaseDen"}
+        )
+
         def make(*a, **k):
             with LOCK:
                 return Locked(attr(*a, **k), methods)
+
         return make
 
 
@@ -75,4 +93,7 @@ for t in pool:
     t.start()
 for t in pool:
     t.join()
-print(f"mode {mode} threads {threads} frames/reader {frames}: readers opened+ended {sum(done)} in {seconds:.0f} s, failures {len(failures)} {failures[:2]}")
+print(
+    f"mode {mode} threads {threads} frames/reader {frames}: readers opened+ended {sum(done)} in {seconds:.0f} s, "
+    f"failures {len(failures)} {failures[:2]}"
+)

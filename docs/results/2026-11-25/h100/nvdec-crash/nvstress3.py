@@ -1,6 +1,11 @@
 """NVDEC readers opened, read to the end and ended on several threads at once, with emopipe's library lock
 (lock) or without it (nolock): native crashes, and readers per second."""
-import contextlib, faulthandler, sys, threading, time
+
+import contextlib
+import faulthandler
+import sys
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -35,5 +40,7 @@ for t in pool:
     t.start()
 for t in pool:
     t.join()
-print(f"{mode} threads {threads}: {sum(done)} readers, {sum(frames)} frames in {seconds:.0f} s "
-      f"({sum(frames) / seconds:.0f} frames/s), failures {len(failures)} {failures[:2]}")
+print(
+    f"{mode} threads {threads}: {sum(done)} readers, {sum(frames)} frames in {seconds:.0f} s "
+    f"({sum(frames) / seconds:.0f} frames/s), failures {len(failures)} {failures[:2]}"
+)

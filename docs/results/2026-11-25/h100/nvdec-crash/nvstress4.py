@@ -2,7 +2,12 @@
 threaded: emopipe's (a SimpleDecoder probes the first frame, then a ThreadedDecoder with its own native decoding
 thread reads); noprobe: the ThreadedDecoder alone; simple: a SimpleDecoder reads (decodes in the caller's thread).
 lock/nolock: emopipe's library lock around every call, or none."""
-import contextlib, faulthandler, sys, threading, time
+
+import contextlib
+import faulthandler
+import sys
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -10,7 +15,13 @@ import torch
 import emopipe.io.nvdec as nvdec
 
 faulthandler.enable(all_threads=True)
-clip, threads, seconds, variant, lock = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+clip, threads, seconds, variant, lock = (
+    Path(sys.argv[1]),
+    int(sys.argv[2]),
+    float(sys.argv[3]),
+    sys.argv[4],
+    sys.argv[5],
+)
 if lock == "nolock":
     nvdec._library_lock = contextlib.nullcontext()
 
@@ -30,7 +41,9 @@ def open_simple(nvc, path, gpu):
     demuxer = nvc.CreateDemuxer(str(path))
     tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
     del demuxer
-    decoder = nvc.SimpleDecoder(str(path), gpu_id=gpu, use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
+    decoder = nvc.SimpleDecoder(
+        str(path), gpu_id=gpu, use_device_memory=True, output_color_type=nvc.OutputColorType.RGB
+    )
     return Simple(decoder), tick, decoder.simple_decoder.get_stream_metadata()
 
 
@@ -38,8 +51,13 @@ def open_noprobe(nvc, path, gpu):
     demuxer = nvc.CreateDemuxer(str(path))
     tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
     del demuxer
-    decoder = nvc.ThreadedDecoder(str(path), buffer_size=nvdec._DECODE_AHEAD, gpu_id=gpu, use_device_memory=True,
-                                  output_color_type=nvc.OutputColorType.RGB)
+    decoder = nvc.ThreadedDecoder(
+        str(path),
+        buffer_size=nvdec._DECODE_AHEAD,
+        gpu_id=gpu,
+        use_device_memory=True,
+        output_color_type=nvc.OutputColorType.RGB,
+    )
     return decoder, tick, decoder.get_stream_metadata()
 
 
@@ -71,5 +89,7 @@ for t in pool:
     t.start()
 for t in pool:
     t.join()
-print(f"{variant} {lock} threads {threads}: {sum(done)} readers, {sum(frames)} frames in {seconds:.0f} s "
-      f"({sum(frames) / seconds:.0f} frames/s), failures {len(failures)} {failures[:2]}")
+print(
+    f"{variant} {lock} threads {threads}: {sum(done)} readers, {sum(frames)} frames in {seconds:.0f} s "
+    f"({sum(frames) / seconds:.0f} frames/s), failures {len(failures)} {failures[:2]}"
+)

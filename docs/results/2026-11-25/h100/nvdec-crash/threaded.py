@@ -1,6 +1,9 @@
 """python3 .gpu/threaded.py ARGS: `emopipe ARGS` with the NVDEC reader as it was (a ThreadedDecoder after a
 SimpleDecoder probe), for A/B timings."""
-import importlib.util, runpy, sys
+
+import importlib.util
+import runpy
+import sys
 
 import emopipe.io  # noqa: F401
 
