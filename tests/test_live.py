@@ -476,10 +476,13 @@ def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_
     dropped = pipeline.frames_dropped + source.dropped
     assert dropped > 0 and registry.get_sample_value("emopipe_frames_dropped_total") == dropped
     assert np.all(np.diff(indexes) > 0) and (np.diff(indexes) - 1).sum() <= dropped
-    # Each frame was the newest when the GPU thread took it, right after the previous one: its latency is
-    # bounded by the time between two results plus one frame interval — never a growing queue.
-    bound = np.diff(written) + 1 / fps + 0.5
-    assert np.all(latencies[1:] <= bound), (latencies, bound)
+    # Each frame was the newest when the GPU thread took it, right after the previous one: it waited at most
+    # one processing period (the previous result's interval) and was processed within its own — never a growing
+    # queue, which would hold frames for several periods. Both intervals are measured, so a loaded machine that
+    # runs every step slower stretches the bound with them (a fixed slack over one interval failed under load).
+    intervals = np.diff(written)
+    bound = intervals[1:] + intervals[:-1] + 1 / fps + 0.5
+    assert np.all(latencies[2:] <= bound), (latencies, bound)
     assert latencies.max() < 2 * np.diff(written).max() + 1.0
     # the stall was noticed by the read timeout and survived by one reconnection
     assert source.reconnects == 1 and registry.get_sample_value("emopipe_stream_reconnects_total") == 1
