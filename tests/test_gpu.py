@@ -140,6 +140,36 @@ def test_cuda_graphs_replay_the_same_outputs_many_times(model):
             assert largest_difference(first, again) == 0.0, f"replay {replays} at batch {n} differs"
 
 
+def test_a_reused_nvdec_decoder_reads_what_a_new_one_reads(tmp_path, monkeypatch):
+    # Decoders are kept from source to source (reconfigure_decoder); checked here across sizes and after a
+    # source left mid-stream, against a new decoder per source.
+    from emopipe.io import nvdec
+
+    why = nvdec.nvdec_unavailable(torch.device("cuda"))
+    if why:
+        pytest.skip(f"NVDEC unavailable: {why}")
+    clips = [moving_face_video(tmp_path / f"{w}x{h}.mp4", frames=40, size=(w, h)).path
+             for w, h in ((640, 360), (320, 240), (1280, 720))]
+
+    def read(path: Path, stop: int | None = None) -> list[tuple[float, torch.Tensor]]:
+        with nvdec.NvdecVideoSource(path) as source:
+            return [(f.timestamp_s, f.pixels.clone()) for f in source if stop is None or f.index < stop]
+
+    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())
+    monkeypatch.setattr(nvdec._DecoderPool, "keep_idle", 0)
+    fresh = [read(path) for path in clips]
+    monkeypatch.setattr(nvdec._DecoderPool, "keep_idle", 4)
+    pool = nvdec._DecoderPool()
+    monkeypatch.setattr(nvdec, "_pool", pool)
+    read(clips[2], stop=5)  # left after five frames
+    reused = [read(path) for path in clips]
+    assert sum(len(kept) for kept in pool._idle.values()) == 1  # one decoder read them all
+    for new, old in zip(reused, fresh):
+        assert len(new) == len(old) == 40
+        assert all(a[0] == b[0] and torch.equal(a[1], b[1]) for a, b in zip(new, old))
+    pool.close()
+
+
 def test_nvdec_decodes_what_opencv_decodes(tmp_path):
     from emopipe.io.nvdec import NvdecVideoSource, nvdec_unavailable
     from emopipe.io.video import VideoSource

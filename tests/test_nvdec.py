@@ -66,14 +66,34 @@ def _open_or_raise(path: str) -> cv2.VideoCapture:
 
 
 class _Demuxer:
+    bit_depth: ClassVar[int] = 8  # (a test changes it: a stream of another bit depth)
+
     def __init__(self, path: str) -> None:
-        _open_or_raise(path).release()
+        capture = _open_or_raise(path)
+        self.width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+        self.height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        capture.release()
 
     def GetTimebaseNum(self) -> int:
         return 1
 
     def GetTimebaseDen(self) -> int:
         return TICKS_PER_SECOND
+
+    def GetNvCodecId(self) -> str:
+        return "cudaVideoCodec.MJPEG"
+
+    def ChromaFormat(self) -> str:
+        return "cudaVideoChromaFormat.420"
+
+    def BitDepth(self) -> int:
+        return self.bit_depth
+
+    def Width(self) -> int:
+        return self.width
+
+    def Height(self) -> int:
+        return self.height
 
 
 class _ThreadedDecoder:
@@ -85,6 +105,7 @@ class _ThreadedDecoder:
         self.capture = _open_or_raise(path)
         self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # NVDEC hands frames out as stored
         self.buffer_size, self.gpu_id, self.ended = buffer_size, gpu_id, False
+        self.reconfigured: list[str] = []
         _ThreadedDecoder.instances.append(self)
 
     def get_stream_metadata(self) -> types.SimpleNamespace:
@@ -102,6 +123,13 @@ class _ThreadedDecoder:
             frames.append(_Frame(torch.from_numpy(np.ascontiguousarray(bgr[..., ::-1])), pts))
         return frames
 
+    def reconfigure_decoder(self, path: str) -> None:
+        assert not self.ended
+        self.capture.release()
+        self.capture = _open_or_raise(path)
+        self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)
+        self.reconfigured.append(path)
+
     def end(self) -> None:
         self.ended = True
         self.capture.release()
@@ -110,10 +138,13 @@ class _ThreadedDecoder:
 class _SimpleDecoder(_ThreadedDecoder):
     """Decodes in the caller's thread (where its exceptions can be caught)."""
 
+    made: ClassVar[int] = 0
+
     def __init__(self, path: str, gpu_id: int = 0, use_device_memory: bool = True,
                  output_color_type: object = None) -> None:
         super().__init__(path, _DECODE_AHEAD, gpu_id, use_device_memory, output_color_type)
         _ThreadedDecoder.instances.remove(self)
+        _SimpleDecoder.made += 1
 
 
 @pytest.fixture
@@ -124,7 +155,9 @@ def fake_nvdec(monkeypatch):
     module.SimpleDecoder = _SimpleDecoder
     module.OutputColorType = types.SimpleNamespace(RGB="RGB")
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
+    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())  # no decoder or probe carried over from a test
     _ThreadedDecoder.instances.clear()
+    _SimpleDecoder.made = 0
     return module
 
 
@@ -140,7 +173,10 @@ def test_frames_timestamps_and_pixels_match_the_opencv_source(monkeypatch, fake_
     with VideoSource(clip) as cpu, NvdecVideoSource(clip, device="cuda:1") as gpu:
         assert gpu.info == cpu.info and gpu.expected_frames == COUNT
         expected, got = list(cpu), list(gpu)
-    assert _ThreadedDecoder.instances[0].gpu_id == 1 and _ThreadedDecoder.instances[-1].ended
+    decoder = _ThreadedDecoder.instances[-1]
+    assert decoder.gpu_id == 1 and not decoder.ended  # kept for the next source
+    nvdec._pool.close()  # (as at exit)
+    assert decoder.ended
     assert len(got) == len(expected) == COUNT
     for a, b in zip(expected, got):
         assert isinstance(b, DeviceFrame) and b.pixels.dtype == torch.uint8
@@ -346,3 +382,96 @@ def test_every_reader_on_a_gpu_copies_on_one_stream(monkeypatch, fake_nvdec, cli
     assert made == [torch.device("cuda", 0), torch.device("cuda", 1)]
     for reader in (*readers, other_gpu):
         reader.release()
+
+
+def _read_all(path: Path) -> list[tuple[int, float, np.ndarray]]:
+    with NvdecVideoSource(path) as source:
+        return [(f.index, f.timestamp_s, f.bgr) for f in source]
+
+
+def _same_frames(a: list[tuple[int, float, np.ndarray]], b: list[tuple[int, float, np.ndarray]]) -> bool:
+    return len(a) == len(b) and all(x[0] == y[0] and x[1] == y[1] and np.array_equal(x[2], y[2]) for x, y in zip(a, b))
+
+
+@pytest.fixture
+def small_clip(tmp_path) -> Path:
+    path = tmp_path / "small.avi"  # another resolution and frame count than `clip`
+    synth.write_video(path, synth.numbered_frames(12, size=(160, 96)), 10.0, fourcc="MJPG")
+    return path
+
+
+def test_one_decoder_reads_source_after_source(fake_nvdec, clip, small_clip):
+    # Setting a decoder up cost ~290 ms on the H100 and its probe as much; reusing one, ~16 ms.
+    first = _read_all(clip)
+    assert len(_ThreadedDecoder.instances) == 1 and _SimpleDecoder.made == 1
+    assert _same_frames(_read_all(clip), first)  # the kept decoder reads from the first frame again
+    small = _read_all(small_clip)
+    assert len(small) == 12 and small[0][2].shape == (96, 160, 3)
+    decoder = _ThreadedDecoder.instances[0]
+    assert len(_ThreadedDecoder.instances) == 1 and decoder.reconfigured == [str(clip), str(small_clip)]
+    assert _SimpleDecoder.made == 2  # a new stream format (another size) is probed; a known one is not
+
+
+def test_a_source_left_mid_stream_hands_back_a_decoder_that_starts_the_next_from_its_beginning(fake_nvdec, clip):
+    expected = _read_all(clip)
+    with NvdecVideoSource(clip) as source:
+        for frame in source:
+            if frame.index == 20:  # past the first batch of decoded frames
+                break
+    assert _same_frames(_read_all(clip), expected)
+    assert len(_ThreadedDecoder.instances) == 1
+
+
+def test_a_decoder_keeps_to_one_bit_depth_and_chroma_format(fake_nvdec, clip):
+    # PyNvVideoCodec aborts the process when a reused decoder meets another bit depth or chroma format.
+    _read_all(clip)
+    _Demuxer.bit_depth = 10
+    try:
+        _read_all(clip)
+    finally:
+        _Demuxer.bit_depth = 8
+    assert len(_ThreadedDecoder.instances) == 2 and _ThreadedDecoder.instances[0].reconfigured == []
+    _read_all(clip)  # 8-bit again: the first decoder
+    assert len(_ThreadedDecoder.instances) == 2 and _ThreadedDecoder.instances[0].reconfigured == [str(clip)]
+
+
+def test_sources_open_at_once_each_get_their_own_decoder_and_only_a_few_are_kept(fake_nvdec, clip):
+    sources = [NvdecVideoSource(clip) for _ in range(nvdec._DecoderPool.keep_idle + 2)]
+    assert len({id(s._cap.decoder) for s in sources}) == len(sources)
+    for source in sources:
+        source.close()
+    ended = [d.ended for d in _ThreadedDecoder.instances]
+    assert ended.count(False) == nvdec._DecoderPool.keep_idle and ended.count(True) == 2
+
+
+def test_a_decoder_that_failed_mid_stream_is_ended_not_kept(monkeypatch, fake_nvdec, clip):
+    class FailsAt30(_ThreadedDecoder):
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            if self.capture.get(cv2.CAP_PROP_POS_FRAMES) >= 30:
+                raise RuntimeError("DecodeFrame : \nError code : 1\nError Type : CUDA_ERROR_INVALID_VALUE\n")
+            return super().get_batch_frames(n)
+
+    monkeypatch.setattr(fake_nvdec, "ThreadedDecoder", FailsAt30)
+    with NvdecVideoSource(clip) as source:
+        assert len(list(source)) == 32  # two batches of 16
+    assert _ThreadedDecoder.instances[0].ended
+    _read_all(clip)
+    assert len(_ThreadedDecoder.instances) == 2  # a new one for the next source
+
+
+def test_a_failed_reconfiguration_sets_the_decoder_aside_unended(monkeypatch, fake_nvdec, clip, tmp_path):
+    # On the H100 a decoder whose reconfiguration failed never returned from its next call, end() included.
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    _read_all(clip)
+    kept = _ThreadedDecoder.instances[0]
+
+    def fails(path: str) -> None:
+        raise RuntimeError('CreateFormatContext : \nError Type : avformat_open_input returned error " No such file"')
+
+    monkeypatch.setattr(kept, "reconfigure_decoder", fails)
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: No such file$"):
+        NvdecVideoSource(clip)
+    assert not kept.ended and nvdec._pool._abandoned == [kept]
+    with open_input(clip, decoder="auto", device="cuda") as source:  # the next source: a new decoder
+        assert type(source) is NvdecVideoSource and len(list(source)) == COUNT
+    assert len(_ThreadedDecoder.instances) == 2 and not kept.ended

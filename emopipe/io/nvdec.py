@@ -17,10 +17,14 @@ Optional: ``pip install 'emopipe[nvdec]'`` (PyNvVideoCodec) and an NVIDIA driver
 decoding library (``libnvcuvid``; in a container, ``video`` among ``NVIDIA_DRIVER_CAPABILITIES``).
 ``--decoder auto`` (the default) uses it for video files on a CUDA device where it is installed and
 the codec is one NVDEC decodes, and OpenCV otherwise.
+
+Setting a decoder up costs far more than a 10-second clip's decoding, so decoders are kept from one source to
+the next in the process (:class:`_DecoderPool`), and a stream format is probed once.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -30,6 +34,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,29 +120,129 @@ def _copy_stream(gpu: int) -> Any:
         return _copy_streams[gpu]
 
 
+@dataclass(frozen=True)
+class _StreamFormat:
+    """What NVDEC must know of a video stream before decoding it, read from the container (under a millisecond)."""
+
+    gpu: int
+    codec: str
+    chroma: str
+    bit_depth: int
+    width: int
+    height: int
+
+    @property
+    def decoder_kind(self) -> tuple[int, str, str, int]:
+        """Streams one threaded decoder may move between: PyNvVideoCodec aborts the process when a reused decoder
+        meets another bit depth or chroma format (seen on the H100 with 2.2.4), so a decoder keeps to one."""
+        return self.gpu, self.codec, self.chroma, self.bit_depth
+
+
+class _DecoderPool:
+    """Threaded decoders kept from one source to the next. Setting one up costs ~290 ms and the probe before it as
+    much (H100, 720p H.264); pointing a kept one at the next file (``reconfigure_decoder``) ~16 ms, with the same
+    frames as a new one (docs/benchmarks.md). Each new decoder also starts a native thread, and thousands of them
+    started and stopped is where PyNvVideoCodec crashed (docs/benchmarks.md, "NVDEC with several sources")."""
+
+    keep_idle = 4  # per kind: more than a run's readers ever hand back at once (--parallel, 2 by default)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[int, str, str, int], list[Any]] = {}
+        self._probed: set[_StreamFormat] = set()  # formats whose first frame a probe decoded in this process
+        self._abandoned: list[Any] = []  # decoders a failed reconfiguration left hanging: never ended, never reused
+
+    def vouched_for(self, stream: _StreamFormat) -> bool:
+        with self._lock:
+            return stream in self._probed
+
+    def vouch_for(self, stream: _StreamFormat) -> None:
+        with self._lock:
+            self._probed.add(stream)
+
+    def take(self, path: Path, stream: _StreamFormat) -> Any:
+        """A decoder reading ``path`` from its first frame: a kept one pointed at it, or a new one."""
+        with self._lock:
+            idle = self._idle.get(stream.decoder_kind)
+            decoder = idle.pop() if idle else None
+        if decoder is None:
+            nvc = _pynvvideocodec()
+            return nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=stream.gpu,
+                                       use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
+        try:
+            decoder.reconfigure_decoder(str(path))
+        except Exception:
+            # After a failed reconfiguration the decoder's next call, end() included, never returns (seen on the
+            # H100): it is set aside, not ended. The container opened a moment ago, so this is a file changed
+            # or removed meanwhile.
+            with self._lock:
+                self._abandoned.append(decoder)
+            raise
+        return decoder
+
+    def give_back(self, stream: _StreamFormat, decoder: Any) -> None:
+        """``decoder``, done with its source (read to the end or not), for the next source of its kind."""
+        with self._lock:
+            idle = self._idle.setdefault(stream.decoder_kind, [])
+            if len(idle) < self.keep_idle:
+                idle.append(decoder)
+                return
+        _end(decoder)
+
+    def close(self) -> None:
+        """End every kept decoder (at exit: their native threads are stopped before the interpreter goes)."""
+        with self._lock:
+            idle = [d for kept in self._idle.values() for d in kept]
+            self._idle.clear()
+        for decoder in idle:
+            _end(decoder)
+
+
+def _end(decoder: Any) -> None:
+    try:
+        decoder.end()
+    except Exception as exc:  # ending a decoder that failed mid-stream: nothing left to save
+        logger.debug("NVDEC end: %s", _reason(exc))
+
+
+_pool = _DecoderPool()
+atexit.register(lambda: _pool.close())  # (the pool that is current at exit: tests replace it)
+
+
+def _stream_format(demuxer: Any, gpu: int) -> _StreamFormat:
+    return _StreamFormat(gpu=gpu, codec=str(demuxer.GetNvCodecId()), chroma=str(demuxer.ChromaFormat()),
+                         bit_depth=int(demuxer.BitDepth()), width=int(demuxer.Width()), height=int(demuxer.Height()))
+
+
 class _NvdecReader:
     """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
 
     def __init__(self, path: Path, gpu: int) -> None:
         nvc = _pynvvideocodec()
+        self.decoder: Any = None
         try:
             demuxer = nvc.CreateDemuxer(str(path))  # the container's time base, which the decoder does not give
             self.seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
+            self.stream = _stream_format(demuxer, gpu)
             del demuxer
             # The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by
             # throwing in its own thread, which aborts the process; a simple decoder throws here instead.
-            # So the first frame is decoded by one first, and streams it cannot decode stay with OpenCV.
-            probe = nvc.SimpleDecoder(str(path), gpu_id=gpu, use_device_memory=True,
-                                      output_color_type=nvc.OutputColorType.RGB)
-            if not probe.get_batch_frames(1):
-                raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
-            del probe
-            self.decoder = nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=gpu,
-                                               use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
+            # So the first frame of a stream format is decoded by one first, and streams it cannot decode stay
+            # with OpenCV. A format already decoded here needs no second probe.
+            if not _pool.vouched_for(self.stream):
+                probe = nvc.SimpleDecoder(str(path), gpu_id=gpu, use_device_memory=True,
+                                          output_color_type=nvc.OutputColorType.RGB)
+                if not probe.get_batch_frames(1):
+                    raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
+                del probe
+                _pool.vouch_for(self.stream)
+            self.decoder = _pool.take(path, self.stream)
             metadata = self.decoder.get_stream_metadata()
         except InputUnreadableError:
             raise
         except Exception as exc:
+            if self.decoder is not None:
+                _end(self.decoder)
             raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
         self.fps = float(metadata.average_fps or 0.0)
         self.frame_count = float(metadata.num_frames or 0)
@@ -149,6 +254,7 @@ class _NvdecReader:
         self._pts: list[int] = []
         self._next = 0
         self._first_pts: int | None = None
+        self._failed = False  # a decoding error: the decoder is ended, not kept
 
     def decode(self) -> float | None:
         """The next frame's time in ms from the first frame; None at the end or on a decoding error."""
@@ -157,6 +263,7 @@ class _NvdecReader:
                 decoded = self.decoder.get_batch_frames(_DECODE_AHEAD)
             except Exception as exc:
                 logger.debug("NVDEC: %s", _reason(exc))
+                self._failed = True
                 return None
             if not decoded:
                 return None
@@ -186,10 +293,13 @@ class _NvdecReader:
 
     def release(self) -> None:
         self._bgr, self._pts = [], []
-        try:
-            self.decoder.end()
-        except Exception as exc:  # ending a decoder that failed mid-stream: nothing left to save
-            logger.debug("NVDEC end: %s", _reason(exc))
+        decoder, self.decoder = self.decoder, None
+        if decoder is None:
+            return
+        if self._failed:
+            _end(decoder)
+        else:
+            _pool.give_back(self.stream, decoder)
 
 
 class NvdecVideoSource(VideoSource):
