@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -66,8 +67,6 @@ def _open_or_raise(path: str) -> cv2.VideoCapture:
 
 
 class _Demuxer:
-    bit_depth: ClassVar[int] = 8  # (a test changes it: a stream of another bit depth)
-
     def __init__(self, path: str) -> None:
         capture = _open_or_raise(path)
         self.width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
@@ -82,12 +81,6 @@ class _Demuxer:
 
     def GetNvCodecId(self) -> str:
         return "cudaVideoCodec.MJPEG"
-
-    def ChromaFormat(self) -> str:
-        return "cudaVideoChromaFormat.420"
-
-    def BitDepth(self) -> int:
-        return self.bit_depth
 
     def Width(self) -> int:
         return self.width
@@ -290,6 +283,52 @@ def test_pipeline_results_from_device_frames_equal_those_from_host_frames(fake_n
         np.testing.assert_allclose(b.crop_boxes, a.crop_boxes, atol=1e-4)
 
 
+def test_a_batch_of_frames_from_nvdec_and_opencv_together(fake_nvdec, models_home, tmp_path):
+    # An archive where NVDEC decodes one source and not the next (H.264 4:4:4, AV1 on an H100) puts frames of both
+    # into one batch; the device frames were once stacked alone and the run ended in an internal error (H100).
+    path = tmp_path / "two.mp4"
+    moving_face_video(path, frames=12, size=(400, 240), two_faces=True)
+
+    class Alternating:  # the NVDEC source, with every odd frame as OpenCV decodes it
+        def __init__(self, gpu: NvdecVideoSource, cpu: VideoSource) -> None:
+            self._gpu, self._cpu = gpu, cpu
+
+        def __getattr__(self, name: str):
+            return getattr(self._gpu, name)
+
+        def __iter__(self):
+            for on_gpu, on_cpu in zip(self._gpu, self._cpu):
+                yield on_gpu if on_gpu.index % 2 == 0 else on_cpu
+
+    def run(source) -> list:
+        results = []
+        sink = types.SimpleNamespace(write=results.append, close=lambda: None)
+        detector = create_detector("blazeface", device="cpu", batch_size=4)  # four frames, of both kinds, a call
+        pipeline = Pipeline(source, detector, FaceCropper(device=torch.device("cpu")), PixelEngine(batch_size=3),
+                            [sink], settings=PipelineSettings(detect_batch=4))
+        pipeline.run()
+        return results
+
+    with VideoSource(path) as cpu:
+        expected = run(cpu)
+    with VideoSource(path) as cpu, NvdecVideoSource(path) as gpu:
+        got = run(Alternating(gpu, cpu))
+    assert [type(r.frame) is DeviceFrame for r in got] == [i % 2 == 0 for i in range(12)]
+    assert sum(len(r.faces) for r in got) == sum(len(r.faces) for r in expected) == 24
+    for a, b in zip(expected, got):
+        np.testing.assert_allclose([f.valence for f in b.faces], [f.valence for f in a.faces], atol=1e-6)
+        np.testing.assert_allclose(b.crop_boxes, a.crop_boxes, atol=1e-4)
+    # Which frames share a batch above depends on the reader's pace; here one batch holds both kinds for sure.
+    with VideoSource(path) as cpu, NvdecVideoSource(path) as gpu:
+        host, device = list(cpu)[:3], list(gpu)[:3]
+        pipeline = Pipeline(cpu, create_detector("blazeface", device="cpu"), FaceCropper(device=torch.device("cpu")),
+                            PixelEngine(batch_size=3), [], settings=PipelineSettings())
+        pixels = pipeline._upload([device[0], host[1], device[2]])
+    assert pixels.shape == (3, 240, 400, 3)
+    for row, frame in zip(pixels, host):
+        np.testing.assert_array_equal(row.numpy(), frame.bgr)
+
+
 def test_a_resolution_change_within_a_decoded_batch(monkeypatch, fake_nvdec, clip):
     read = _ThreadedDecoder.get_batch_frames
 
@@ -422,17 +461,29 @@ def test_a_source_left_mid_stream_hands_back_a_decoder_that_starts_the_next_from
     assert len(_ThreadedDecoder.instances) == 1
 
 
-def test_a_decoder_keeps_to_one_bit_depth_and_chroma_format(fake_nvdec, clip):
-    # PyNvVideoCodec aborts the process when a reused decoder meets another bit depth or chroma format.
+def test_a_decoder_keeps_to_one_pixel_format(monkeypatch, fake_nvdec, clip):
+    # PyNvVideoCodec aborts the process when a reused decoder meets another bit depth or chroma format, and its
+    # demuxer calls every stream 8-bit 4:2:0; OpenCV's pixel format tells them apart.
+    real = nvdec._container_facts
+    facts = {"format": real(clip)}
+    assert facts["format"].pixel_format is not None  # (FFmpeg's tag for this MJPG clip's pixels)
+    monkeypatch.setattr(nvdec, "_container_facts", lambda path: facts["format"])
     _read_all(clip)
-    _Demuxer.bit_depth = 10
-    try:
-        _read_all(clip)
-    finally:
-        _Demuxer.bit_depth = 8
+    facts["format"] = replace(facts["format"], pixel_format=int.from_bytes(b"Y3\x0b\n", "little"))  # 10-bit 4:2:0
+    _read_all(clip)
     assert len(_ThreadedDecoder.instances) == 2 and _ThreadedDecoder.instances[0].reconfigured == []
+    assert _SimpleDecoder.made == 2  # and probed: another format
+    facts["format"] = real(clip)
     _read_all(clip)  # 8-bit again: the first decoder
     assert len(_ThreadedDecoder.instances) == 2 and _ThreadedDecoder.instances[0].reconfigured == [str(clip)]
+
+
+def test_a_stream_of_unknown_pixel_format_gets_its_own_probe_and_decoder(monkeypatch, fake_nvdec, clip):
+    monkeypatch.setattr(nvdec, "_container_facts", lambda path: nvdec._ContainerFacts(0, None))
+    first = _read_all(clip)
+    assert _same_frames(_read_all(clip), first)
+    assert _SimpleDecoder.made == 2 and len(_ThreadedDecoder.instances) == 2
+    assert all(d.ended and d.reconfigured == [] for d in _ThreadedDecoder.instances)
 
 
 def test_sources_open_at_once_each_get_their_own_decoder_and_only_a_few_are_kept(fake_nvdec, clip):

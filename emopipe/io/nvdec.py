@@ -90,15 +90,26 @@ def _reason(exc: BaseException) -> str:
     return kind or (lines[0] if lines else type(exc).__name__)
 
 
-def _clockwise_quarter_turns(path: Path) -> int:
-    """The rotation the container asks for (phones record it as metadata), which OpenCV applies and NVDEC does not."""
+@dataclass(frozen=True)
+class _ContainerFacts:
+    """What OpenCV (FFmpeg) reads from the container that PyNvVideoCodec does not give right."""
+
+    quarter_turns: int  # the rotation the container asks for (phones record it), which OpenCV applies and NVDEC not
+    pixel_format: int | None  # FFmpeg's tag for the decoded pixels ("I420": 8-bit 4:2:0, "444P", "Y3\x0b\n":
+    # 10-bit 4:2:0); None when unknown. PyNvVideoCodec's demuxer says 4:2:0 8-bit of every stream (seen on the H100).
+
+
+def _container_facts(path: Path) -> _ContainerFacts:
     _quiet_ffmpeg_logs()
     capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
     try:
-        degrees = capture.get(cv2.CAP_PROP_ORIENTATION_META) if capture.isOpened() else 0.0
+        opened = capture.isOpened()
+        degrees = capture.get(cv2.CAP_PROP_ORIENTATION_META) if opened else 0.0
+        code = capture.get(cv2.CAP_PROP_CODEC_PIXEL_FORMAT) if opened else -1.0
     finally:
         capture.release()
-    return round(degrees / 90) % 4 if math.isfinite(degrees) else 0
+    return _ContainerFacts(quarter_turns=round(degrees / 90) % 4 if math.isfinite(degrees) else 0,
+                           pixel_format=int(code) if math.isfinite(code) and code > 0 else None)
 
 
 def _upright(frames: torch.Tensor, quarter_turns: int) -> torch.Tensor:
@@ -122,20 +133,25 @@ def _copy_stream(gpu: int) -> Any:
 
 @dataclass(frozen=True)
 class _StreamFormat:
-    """What NVDEC must know of a video stream before decoding it, read from the container (under a millisecond)."""
+    """What NVDEC must know of a video stream before decoding it: the codec and size from PyNvVideoCodec's
+    demuxer (under a millisecond), the pixel format from OpenCV's look at the container."""
 
     gpu: int
     codec: str
-    chroma: str
-    bit_depth: int
+    pixel_format: int | None
     width: int
     height: int
 
     @property
-    def decoder_kind(self) -> tuple[int, str, str, int]:
+    def known(self) -> bool:
+        """Without the pixel format a stream gets its own probe and its own decoder, as every stream once did."""
+        return self.pixel_format is not None
+
+    @property
+    def decoder_kind(self) -> tuple[int, str, int | None]:
         """Streams one threaded decoder may move between: PyNvVideoCodec aborts the process when a reused decoder
         meets another bit depth or chroma format (seen on the H100 with 2.2.4), so a decoder keeps to one."""
-        return self.gpu, self.codec, self.chroma, self.bit_depth
+        return self.gpu, self.codec, self.pixel_format
 
 
 class _DecoderPool:
@@ -154,16 +170,17 @@ class _DecoderPool:
 
     def vouched_for(self, stream: _StreamFormat) -> bool:
         with self._lock:
-            return stream in self._probed
+            return stream.known and stream in self._probed
 
     def vouch_for(self, stream: _StreamFormat) -> None:
-        with self._lock:
-            self._probed.add(stream)
+        if stream.known:
+            with self._lock:
+                self._probed.add(stream)
 
     def take(self, path: Path, stream: _StreamFormat) -> Any:
         """A decoder reading ``path`` from its first frame: a kept one pointed at it, or a new one."""
         with self._lock:
-            idle = self._idle.get(stream.decoder_kind)
+            idle = self._idle.get(stream.decoder_kind) if stream.known else None
             decoder = idle.pop() if idle else None
         if decoder is None:
             nvc = _pynvvideocodec()
@@ -184,7 +201,7 @@ class _DecoderPool:
         """``decoder``, done with its source (read to the end or not), for the next source of its kind."""
         with self._lock:
             idle = self._idle.setdefault(stream.decoder_kind, [])
-            if len(idle) < self.keep_idle:
+            if stream.known and len(idle) < self.keep_idle:
                 idle.append(decoder)
                 return
         _end(decoder)
@@ -209,11 +226,6 @@ _pool = _DecoderPool()
 atexit.register(lambda: _pool.close())  # (the pool that is current at exit: tests replace it)
 
 
-def _stream_format(demuxer: Any, gpu: int) -> _StreamFormat:
-    return _StreamFormat(gpu=gpu, codec=str(demuxer.GetNvCodecId()), chroma=str(demuxer.ChromaFormat()),
-                         bit_depth=int(demuxer.BitDepth()), width=int(demuxer.Width()), height=int(demuxer.Height()))
-
-
 class _NvdecReader:
     """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
 
@@ -223,8 +235,11 @@ class _NvdecReader:
         try:
             demuxer = nvc.CreateDemuxer(str(path))  # the container's time base, which the decoder does not give
             self.seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
-            self.stream = _stream_format(demuxer, gpu)
+            codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())
             del demuxer
+            container = _container_facts(path)
+            self.quarter_turns = container.quarter_turns
+            self.stream = _StreamFormat(gpu, codec, container.pixel_format, width, height)
             # The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by
             # throwing in its own thread, which aborts the process; a simple decoder throws here instead.
             # So the first frame of a stream format is decoded by one first, and streams it cannot decode stay
@@ -246,7 +261,6 @@ class _NvdecReader:
             raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
         self.fps = float(metadata.average_fps or 0.0)
         self.frame_count = float(metadata.num_frames or 0)
-        self.quarter_turns = _clockwise_quarter_turns(path)
         # The frames are copied out on a side stream (the GPU's readers share it): on the pipeline's stream
         # the copies would queue behind detection and EmoNet, and those behind the copies.
         self._stream = _copy_stream(gpu) if torch.cuda.is_available() else None

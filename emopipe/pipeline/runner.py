@@ -354,13 +354,19 @@ class Pipeline:
     def _upload(self, batch: list[Frame]) -> torch.Tensor:
         """The batch's pixels on the device, N×H×W×3 uint8 BGR."""
         device_pixels = [frame.device_pixels for frame in batch]
-        if device_pixels[0] is not None:  # decoded on the GPU, copied out on the decoder's stream
-            on_device = [pixels for pixels in device_pixels if pixels is not None]
+        if any(pixels is not None for pixels in device_pixels):  # decoded on the GPU, copied out on its stream
             if self.device.type == "cuda":
                 main = torch.cuda.current_stream(self.device)
-                for pixels in on_device:  # the decoder's memory: not reused before this stream is done with it
-                    pixels.record_stream(main)
-            return torch.stack(on_device)
+                for pixels in device_pixels:  # the decoder's memory: not reused before this stream is done with it
+                    if pixels is not None:
+                        pixels.record_stream(main)
+            if all(pixels is not None for pixels in device_pixels):
+                return torch.stack(device_pixels)  # type: ignore[arg-type]
+            # A batch across a source NVDEC decodes and one it cannot (decoded by OpenCV): those frames are uploaded
+            # here, in their places (the device frames were once stacked alone: fewer rows than frames).
+            on_host = [frame.bgr for frame, pixels in zip(batch, device_pixels) if pixels is None]
+            uploaded = iter(torch.from_numpy(np.stack(on_host)).to(self.device).unbind(0))
+            return torch.stack([pixels if pixels is not None else next(uploaded) for pixels in device_pixels])
         images = [frame.bgr for frame in batch]
         if self.device.type != "cuda":
             return torch.from_numpy(np.stack(images))
