@@ -260,20 +260,23 @@ def test_auto_falls_back_to_opencv_when_nvdec_cannot_open_a_file(monkeypatch, fa
 
 # -- the pipeline with frames already on the device ---------------------------------------------
 
+def _run_pipeline(source, detect_batch: int = 1) -> tuple[list, object]:
+    """The rows a CPU pipeline (BlazeFace, a pixel-statistics engine) writes for ``source``, and its summary."""
+    results = []
+    sink = types.SimpleNamespace(write=results.append, close=lambda: None)
+    pipeline = Pipeline(source, create_detector("blazeface", device="cpu", batch_size=detect_batch),
+                        FaceCropper(device=torch.device("cpu")), PixelEngine(batch_size=3), [sink],
+                        settings=PipelineSettings(detect_batch=detect_batch))
+    pipeline.run()
+    return results, pipeline.summary()
+
+
 def test_pipeline_results_from_device_frames_equal_those_from_host_frames(fake_nvdec, models_home, tmp_path):
     path = tmp_path / "two.mp4"
     moving_face_video(path, frames=12, size=(400, 240), two_faces=True)
 
-    def run(source) -> list:
-        results = []
-        sink = types.SimpleNamespace(write=results.append, close=lambda: None)
-        pipeline = Pipeline(source, create_detector("blazeface", device="cpu"), FaceCropper(device=torch.device("cpu")),
-                            PixelEngine(batch_size=3), [sink], settings=PipelineSettings())
-        pipeline.run()
-        return results, pipeline.summary()
-
     with VideoSource(path) as cpu, NvdecVideoSource(path) as gpu:
-        (expected, cpu_summary), (got, gpu_summary) = run(cpu), run(gpu)
+        (expected, cpu_summary), (got, gpu_summary) = _run_pipeline(cpu), _run_pipeline(gpu)
     assert (cpu_summary.decoder, gpu_summary.decoder) == ("opencv", "nvdec")
     assert [r.frame.index for r in got] == list(range(12))
     assert sum(len(r.faces) for r in got) == sum(len(r.faces) for r in expected) == 24
@@ -300,19 +303,10 @@ def test_a_batch_of_frames_from_nvdec_and_opencv_together(fake_nvdec, models_hom
             for on_gpu, on_cpu in zip(self._gpu, self._cpu):
                 yield on_gpu if on_gpu.index % 2 == 0 else on_cpu
 
-    def run(source) -> list:
-        results = []
-        sink = types.SimpleNamespace(write=results.append, close=lambda: None)
-        detector = create_detector("blazeface", device="cpu", batch_size=4)  # four frames, of both kinds, a call
-        pipeline = Pipeline(source, detector, FaceCropper(device=torch.device("cpu")), PixelEngine(batch_size=3),
-                            [sink], settings=PipelineSettings(detect_batch=4))
-        pipeline.run()
-        return results
-
     with VideoSource(path) as cpu:
-        expected = run(cpu)
+        expected, _ = _run_pipeline(cpu, detect_batch=4)  # four frames, of both kinds, a detector call
     with VideoSource(path) as cpu, NvdecVideoSource(path) as gpu:
-        got = run(Alternating(gpu, cpu))
+        got, _ = _run_pipeline(Alternating(gpu, cpu), detect_batch=4)
     assert [type(r.frame) is DeviceFrame for r in got] == [i % 2 == 0 for i in range(12)]
     assert sum(len(r.faces) for r in got) == sum(len(r.faces) for r in expected) == 24
     for a, b in zip(expected, got):
