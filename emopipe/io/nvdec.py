@@ -164,7 +164,7 @@ class _DecoderPool:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[tuple[int, str, str, int], list[Any]] = {}
+        self._idle: dict[tuple[int, str, int | None], list[Any]] = {}
         self._probed: set[_StreamFormat] = set()  # formats whose first frame a probe decoded in this process
         self._abandoned: list[Any] = []  # decoders a failed reconfiguration left hanging: never ended, never reused
 
