@@ -56,6 +56,42 @@ def test_static_shape_order_and_no_padding_leak(counts, batch_size):
         assert torch.all(b.crops[b.real:] == 0) and b.mask.sum() == b.real
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=8), min_size=1, max_size=8), st.integers(1, 8))
+def test_several_frames_added_at_once_batch_as_one_at_a_time(runs, batch_size):
+    """add_many (a detector call's frames, their crops in one tensor) gives the batches add gives frame by frame."""
+    one: StaticBatcher[int] = StaticBatcher(batch_size)
+    many: StaticBatcher[int] = StaticBatcher(batch_size)
+    expected, got, frame = [], [], 0
+    for counts in runs:
+        keys = list(range(frame, frame + len(counts)))
+        frame += len(counts)
+        for key, k in zip(keys, counts):
+            expected += one.add(_crops(key, k), key)
+        crops = torch.cat([_crops(key, k) for key, k in zip(keys, counts)])
+        got += many.add_many(crops, list(zip(keys, counts)))
+        assert many.pending == one.pending
+    expected += one.flush()
+    got += many.flush()
+    assert [b.slots for b in got] == [b.slots for b in expected]
+    assert all(torch.equal(a.crops, b.crops) for a, b in zip(got, expected))
+
+
+def test_a_batch_of_consecutive_frames_is_a_slice_of_their_crops_not_a_copy():
+    batcher: StaticBatcher[int] = StaticBatcher(4)
+    crops = torch.cat([_crops(0, 1), _crops(1, 2), _crops(2, 3)])
+    (batch,) = batcher.add_many(crops, [(0, 1), (1, 2), (2, 3)])
+    assert batch.slots == (Slot(0, 0), Slot(1, 0), Slot(1, 1), Slot(2, 0))
+    assert batch.crops.data_ptr() == crops.data_ptr()  # one view of the frames' rows: nothing concatenated
+    (rest,) = batcher.flush()
+    assert rest.slots == (Slot(2, 1), Slot(2, 2)) and torch.equal(rest.crops[:2], crops[4:])
+
+
+def test_counts_that_do_not_match_the_crops_are_refused():
+    with pytest.raises(ValueError, match="add up to 3 crops, got 2"):
+        StaticBatcher(4).add_many(_crops(0, 2), [(0, 1), (1, 2)])
+
+
 def test_frames_are_released_only_when_complete_and_in_order():
     batcher: StaticBatcher[int] = StaticBatcher(4)
     assembler: FrameAssembler[int, str, int] = FrameAssembler()

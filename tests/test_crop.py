@@ -96,6 +96,27 @@ def test_empty_boxes_are_dropped_and_reported():
         assert batch.boxes_used.dtype == np.float32
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_batch_of_frames_crops_as_each_frame_alone(seed):
+    """The boxes of every frame are rounded and clipped together: the same crops, boxes, face indices and
+    dropped boxes as frame by frame, whatever the mix (frames without boxes, boxes off the frame, NaN)."""
+    rng = np.random.default_rng(seed)
+    width, height = 60, 40
+    frames = torch.from_numpy(rng.integers(0, 256, (6, height, width, 3), dtype=np.uint8))
+    boxes = [random_boxes(rng, int(rng.integers(0, 5)), width, height) for _ in range(6)]
+    boxes[2] = np.zeros((0, 4), np.float32)
+    if len(boxes[4]):
+        boxes[4][0, 1] = np.nan
+    cropper = FaceCropper(size=16, margin=0.1, method="torch")
+    together = cropper.crop(frames, boxes)
+    alone = [cropper.crop(frames[i:i + 1], [b]) for i, b in enumerate(boxes)]
+    assert together.frame_of_crop.tolist() == [i for i, one in enumerate(alone) for _ in range(len(one))]
+    assert together.face_of_crop.tolist() == [f for one in alone for f in one.face_of_crop.tolist()]
+    assert together.dropped == tuple((i, face) for i, one in enumerate(alone) for _, face in one.dropped)
+    np.testing.assert_array_equal(together.boxes_used, np.concatenate([one.boxes_used for one in alone]))
+    assert torch.equal(together.crops, torch.cat([one.crops for one in alone]))
+
+
 def test_margin_widens_the_crop():
     frame = synth.astronaut_bgr()
     box = np.array([synth.ASTRONAUT_FACE], np.float32)

@@ -17,7 +17,14 @@ from emopipe.errors import CheckpointError, UsageError, WeightsError
 from emopipe.model.fusion import ConvReLU
 from emopipe.types import Detections
 from emopipe.vision.detectors import DETECTORS, create_detector
-from emopipe.vision.detectors.base import Letterbox, load_network_weights, nms, weighted_nms
+from emopipe.vision.detectors.base import (
+    Letterbox,
+    batched_nms,
+    batched_weighted_nms,
+    load_network_weights,
+    nms,
+    weighted_nms,
+)
 from emopipe.vision.detectors.blazeface import BlazeFaceDetector
 from emopipe.vision.detectors.s3fd import Float32L2Norm, S3FDDetector, decode_s3fd
 from tests.support import synth
@@ -112,6 +119,40 @@ def test_weighted_nms_matches_blazefaces():
         np.testing.assert_allclose(got_boxes, expected[:, [1, 0, 3, 2]], atol=1e-6)
         np.testing.assert_allclose(got_scores, expected[:, 16], atol=1e-6)
         assert got_boxes.dtype == got_scores.dtype == np.float32
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_nms_over_many_frames_at_once_equals_frame_by_frame(seed):
+    """A detector call suppresses all its frames together; no box may suppress, join or reorder another frame's."""
+    rng = np.random.default_rng(seed)
+    per_frame = []
+    for _ in range(int(rng.integers(1, 30))):
+        k = int(rng.integers(0, 25))
+        xy = rng.uniform(0, 100, (k, 2))  # one small area: frames' boxes overlap each other heavily
+        boxes = np.concatenate([xy, xy + rng.uniform(5, 60, (k, 2))], axis=1).astype(np.float32)
+        scores = rng.uniform(0.5, 1, k).astype(np.float32)
+        if k > 2:
+            scores[1] = scores[0]  # equal scores keep their order
+        per_frame.append((boxes, scores))
+    frame_of = np.concatenate([np.full(len(s), i) for i, (_, s) in enumerate(per_frame)])
+    local = np.concatenate([np.arange(len(s)) for _, s in per_frame])  # a candidate's index in its frame
+    # frames interleaved at random, each frame's candidates in their own order (equal scores keep it)
+    position = np.argsort(rng.permutation(frame_of), kind="stable")
+    boxes, scores = np.empty((frame_of.size, 4), np.float32), np.empty(frame_of.size, np.float32)
+    boxes[position] = np.concatenate([b for b, _ in per_frame])
+    scores[position] = np.concatenate([s for _, s in per_frame])
+    frame_of[position], local[position] = frame_of.copy(), local.copy()
+    for inclusive in (False, True):
+        kept = batched_nms(frame_of, boxes, scores, 0.3, pixel_inclusive=inclusive)
+        assert (np.diff(frame_of[kept]) >= 0).all()  # frame by frame
+        for i, (b, s) in enumerate(per_frame):
+            assert local[kept[frame_of[kept] == i]].tolist() == nms(b, s, 0.3, pixel_inclusive=inclusive).tolist()
+    frames, blended, blended_scores = batched_weighted_nms(frame_of, boxes, scores, 0.3)
+    assert (np.diff(frames) >= 0).all()
+    for i, (b, s) in enumerate(per_frame):
+        alone_boxes, alone_scores = weighted_nms(b, s, 0.3)
+        np.testing.assert_array_equal(blended[frames == i], alone_boxes)
+        np.testing.assert_array_equal(blended_scores[frames == i], alone_scores)
 
 
 # -- S3FD: decoding, mapping, face-alignment parity --------------------------------------------
@@ -427,6 +468,17 @@ def test_min_face_and_max_faces_keep_the_largest(front, shared_dir, models_home)
                              min_face=float(np.sort(sides)[1])).detect(image)
     assert len(big) == 2
     np.testing.assert_array_equal(big.boxes, all3.boxes[sides >= np.sort(sides)[1]])
+
+
+def test_max_faces_applies_to_each_frame_of_a_batch(shared_dir, models_home):
+    image = face_photo(shared_dir, "3faces")
+    blank = synth.background(image.shape[1], image.shape[0], seed=3)
+    detector = create_detector("blazeface", device="cpu", models_dir=models_home, batch_size=4, max_faces=2)
+    found = detector.detect(tensor(image, blank, image[:, ::-1].copy()))
+    assert [len(d) for d in found] == [2, 0, 2]  # two per frame, not two per call
+    for frame, batched in zip((image, blank, image[:, ::-1].copy()), found, strict=True):
+        (alone,) = detector.detect(tensor(frame))
+        np.testing.assert_allclose(batched.boxes, alone.boxes, atol=1e-3)
 
 
 def test_fp16_finds_the_same_faces(models_home, shared_dir):

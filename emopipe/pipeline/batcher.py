@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -66,10 +66,14 @@ class FaceBatch(Generic[Key]):
 
 @dataclass
 class _Pending(Generic[Key]):
+    """One item's faces: rows ``begin + first_face`` to ``end`` of ``crops`` (a tensor several items may share)."""
+
     crops: torch.Tensor
     key: Key
-    first_face: int
+    begin: int
+    end: int
     since: float
+    first_face: int = 0  # faces of this item already taken into batches
 
 
 class StaticBatcher(Generic[Key]):
@@ -94,16 +98,29 @@ class StaticBatcher(Generic[Key]):
 
     def add(self, crops: torch.Tensor, key: Key) -> list[FaceBatch[Key]]:
         """Queue a frame's crops (k may be 0); returns every batch that became full."""
+        return self.add_many(crops, [(key, int(crops.shape[0]) if crops.ndim == 4 else 0)])
+
+    def add_many(self, crops: torch.Tensor, counts: Sequence[tuple[Key, int]]) -> list[FaceBatch[Key]]:
+        """Queue the crops of several frames at once: ``crops`` holds each frame's ``count`` crops, one frame
+        after the other, in the order of ``counts``. Returns every batch that became full. Batches take
+        consecutive rows of ``crops`` as one slice, not a slice per frame."""
         if crops.ndim != 4:
             raise ValueError(f"crops must be k×C×H×W, got shape {tuple(crops.shape)}")
-        if crops.shape[0] == 0:
+        total = sum(count for _, count in counts)
+        if total != crops.shape[0]:
+            raise ValueError(f"the counts add up to {total} crops, got {crops.shape[0]}")
+        if total == 0:
             return []
         if self._shape is None:
             self._shape = tuple(crops.shape[1:])
         elif tuple(crops.shape[1:]) != self._shape:
             raise ValueError(f"crops must all be {self._shape}, got {tuple(crops.shape[1:])}")
-        self._pending.append(_Pending(crops, key, 0, self._clock()))
-        self._count += int(crops.shape[0])
+        since, begin = self._clock(), 0
+        for key, count in counts:
+            if count:
+                self._pending.append(_Pending(crops, key, begin, begin + count, since))
+                begin += count
+        self._count += total
         batches = []
         while self._count >= self.batch_size:
             batches.append(self._take(self.batch_size))
@@ -131,23 +148,27 @@ class StaticBatcher(Generic[Key]):
         return batches
 
     def _take(self, n: int) -> FaceBatch[Key]:
-        pieces: list[torch.Tensor] = []
+        runs: list[tuple[torch.Tensor, int, int]] = []  # (tensor, first row, end row): consecutive rows merged
         slots: list[Slot[Key]] = []
         while n:
             head = self._pending[0]
-            available = int(head.crops.shape[0]) - head.first_face
-            used = min(available, n)
-            pieces.append(head.crops[head.first_face: head.first_face + used])
+            start = head.begin + head.first_face
+            used = min(head.end - start, n)
+            if runs and runs[-1][0] is head.crops and runs[-1][2] == start:
+                runs[-1] = (head.crops, runs[-1][1], start + used)
+            else:
+                runs.append((head.crops, start, start + used))
             slots.extend(Slot(head.key, head.first_face + i) for i in range(used))
             head.first_face += used
             n -= used
             self._count -= used
-            if head.first_face == head.crops.shape[0]:
+            if head.begin + head.first_face == head.end:
                 self._pending.popleft()
+        pieces = [crops[first:end] for crops, first, end in runs]
         padding = self.batch_size - len(slots)
         if padding:
             pieces.append(pieces[0].new_zeros((padding, *pieces[0].shape[1:])))
-        crops = pieces[0] if len(pieces) == 1 and padding == 0 else torch.cat(pieces)
+        crops = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
         return FaceBatch(crops=crops, slots=tuple(slots))
 
 

@@ -393,10 +393,10 @@ class Pipeline:
             for o in self.observers:
                 o.batch(batch.size, batch.real, seconds)
             probabilities = out.probabilities.numpy()
-            valence, arousal = out.valence.numpy(), out.arousal.numpy()
+            valence, arousal = out.valence.tolist(), out.arousal.tolist()  # Python floats, one call each
             landmarks = out.landmarks.numpy() if out.landmarks is not None else None
             for i, slot in enumerate(batch.slots):  # padding slots have no entry here: dropped
-                assembler.deliver(slot, FaceResult(probabilities[i], float(valence[i]), float(arousal[i]),
+                assembler.deliver(slot, FaceResult(probabilities[i], valence[i], arousal[i],
                                                    None if landmarks is None else landmarks[i]))
             self.clock.collect()
 
@@ -522,10 +522,12 @@ class Pipeline:
             boxes[entry.item.row] = entry.detections.boxes
         with self.clock.stage("crop"):
             crops = self.cropper.crop(pixels, boxes)
+        per_row = np.bincount(crops.frame_of_crop, minlength=pixels.shape[0])
+        counts: list[tuple[FrameKey, int]] = []
         first = 0
         for entry in located:  # rows in increasing order, as the crops are grouped
             frame = entry.item.frame
-            count = int(np.count_nonzero(crops.frame_of_crop == entry.item.row))
+            count = int(per_row[entry.item.row])
             faces = crops.face_of_crop[first:first + count]
             found = entry.detections
             if count != len(found):  # a box left nothing to crop once clipped to the frame: not a face row
@@ -534,8 +536,9 @@ class Pipeline:
                                  crop_boxes=crops.boxes_used[first:first + count], detected=entry.detected)
             key = (frame.stream, frame.index)  # unique in a run, also over several sources
             assembler.expect(key, result, count)
-            self._infer(batcher.add(crops.crops[first:first + count], key), assembler)
+            counts.append((key, count))
             first += count
+        self._infer(batcher.add_many(crops.crops, counts), assembler)
 
     def stop(self) -> None:
         """Stop reading (from any thread); what was already computed is still written, then :meth:`run` returns."""

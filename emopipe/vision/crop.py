@@ -153,21 +153,19 @@ class FaceCropper:
         if len(boxes) != frames.shape[0]:
             raise ValueError(f"got {len(boxes)} box lists for {frames.shape[0]} frames")
         height, width = int(frames.shape[1]), int(frames.shape[2])
-        frame_of, face_of, used, dropped = [], [], [], []
-        for i, frame_boxes in enumerate(boxes):
-            b = np.asarray(frame_boxes)
+        per_frame = [np.asarray(b) for b in boxes]
+        for i, b in enumerate(per_frame):
             if b.size and (b.ndim != 2 or b.shape[1] != 4):
                 raise ValueError(f"boxes of frame {i} must be k×4, got shape {b.shape}")
-            rounded, valid = integer_boxes(b, width, height, self.margin)
-            for j in range(rounded.shape[0]):
-                if valid[j]:
-                    frame_of.append(i)
-                    face_of.append(j)
-                    used.append(rounded[j])
-                else:
-                    dropped.append((i, j))
-        boxes_used = np.array(used, dtype=np.int64).reshape(-1, 4)
-        frame_of_crop = np.array(frame_of, dtype=np.int64)
+        # every box of every frame at once: a frame costs no NumPy call of its own
+        counts = np.array([b.size // 4 for b in per_frame], dtype=np.int64)
+        every = np.concatenate([b.reshape(-1, 4) for b in per_frame]) if per_frame else np.zeros((0, 4))
+        rounded, valid = integer_boxes(every, width, height, self.margin)
+        frame_of = np.repeat(np.arange(len(per_frame), dtype=np.int64), counts)
+        face_of = np.arange(frame_of.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        dropped = [(int(i), int(j)) for i, j in zip(frame_of[~valid], face_of[~valid], strict=True)]
+        boxes_used = rounded[valid]
+        frame_of_crop = frame_of[valid]
         if self.method == "torch":
             where = torch.from_numpy(np.concatenate((frame_of_crop[:, None], boxes_used), axis=1))
             if frames.device.type == "cuda":
@@ -177,7 +175,7 @@ class FaceCropper:
             crops = torch_crops(frames, where[:, 0], where[:, 1:], self.size, self.dtype)
         else:
             crops = self._opencv(frames, frame_of_crop, boxes_used)
-        return CropBatch(crops=crops, frame_of_crop=frame_of_crop, face_of_crop=np.array(face_of, dtype=np.int64),
+        return CropBatch(crops=crops, frame_of_crop=frame_of_crop, face_of_crop=face_of[valid],
                          boxes_used=boxes_used.astype(np.float32), dropped=tuple(dropped))
 
     def _opencv(self, frames: torch.Tensor, frame_of_crop: np.ndarray, boxes: np.ndarray) -> torch.Tensor:

@@ -18,8 +18,8 @@ from emopipe.errors import CheckpointError, UsageError
 from emopipe.vision.detectors.base import (
     NMS_IOU,
     FaceDetector,
+    batched_weighted_nms,
     load_network_weights,
-    weighted_nms,
 )
 
 BLAZEFACE_SCORE_CLIP = 100.0
@@ -71,8 +71,9 @@ class BlazeFaceDetector(FaceDetector):
     def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
         return scores >= self.score_threshold
 
-    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return weighted_nms(boxes, scores, NMS_IOU)
+    def _suppress(self, frame_of: np.ndarray, boxes: np.ndarray,
+                  scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return batched_weighted_nms(frame_of, boxes, scores, NMS_IOU)
 
 
 def load_anchors(path: Path) -> np.ndarray:

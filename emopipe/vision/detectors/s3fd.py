@@ -22,8 +22,8 @@ from emopipe.vision.detectors.base import (
     NMS_IOU,
     FaceDetector,
     _round_up,
+    batched_nms,
     load_network_weights,
-    nms,
 )
 
 S3FD_MEAN_BGR = (104.0, 117.0, 123.0)
@@ -124,9 +124,10 @@ class S3FDDetector(FaceDetector):
     def _keep(self, scores: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
         return scores > max(self.score_threshold, S3FD_CANDIDATE_SCORE)
 
-    def _suppress(self, boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        keep = nms(boxes, scores, NMS_IOU, pixel_inclusive=True)
-        return boxes[keep], scores[keep]
+    def _suppress(self, frame_of: np.ndarray, boxes: np.ndarray,
+                  scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        keep = batched_nms(frame_of, boxes, scores, NMS_IOU, pixel_inclusive=True)
+        return frame_of[keep], boxes[keep], scores[keep]
 
 
 def build(models_dir: str | os.PathLike[str] | None, working_size: int | None,
