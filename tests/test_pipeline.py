@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import torch
 
+from emopipe.io.records import open_writer
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
 from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
-from emopipe.types import FrameResult
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.types import Detections, FaceResult, FrameResult, HostFrame
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detectors import create_detector
 from tests.support.fakes import PixelEngine
@@ -168,6 +170,70 @@ def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_cli
     with pytest.raises(OSError, match="disk full"):
         pipeline.run()
     assert sink.closed and [r.frame.index for r in sink.results] == [0, 1, 2, 3, 4]
+
+
+class GroupingSink(ListSink):
+    """A sink that takes the frames waiting to be written in one call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[int]] = []
+
+    def write_many(self, results: list[FrameResult]) -> None:
+        self.calls.append([r.frame.index for r in results])
+        self.results += results
+
+
+def _frame_results(count: int, faces: int = 1, seed: int = 0) -> list[FrameResult]:
+    """Frames with moving boxes and EmoNet-like outputs, as the writer thread receives them."""
+    rng = np.random.default_rng(seed)
+    pixels = np.zeros((120, 160, 3), np.uint8)
+    results = []
+    for i in range(count):
+        boxes = np.array([[10 + 40 * f + i, 20, 40 + 40 * f + i, 60] for f in range(faces)], np.float32)
+        outputs = [FaceResult(rng.dirichlet(np.ones(8)).astype(np.float32), float(rng.normal()),
+                              float(rng.normal()), None) for _ in range(faces)]
+        results.append(FrameResult(frame=HostFrame(i, i / 30, pixels, 0.0), faces=outputs, crop_boxes=boxes,
+                                   detections=Detections(boxes, np.full(faces, 0.9, np.float32))))
+    return results
+
+
+def test_the_writer_hands_the_frames_waiting_to_a_grouping_sink_at_once_and_to_others_one_by_one(models_home,
+                                                                                                  two_face_clip):
+    grouped, single = GroupingSink(), ListSink()
+    engine = PixelEngine(batch_size=8)  # a results queue of 16
+    pipeline = Pipeline(open_source(two_face_clip), create_detector("blazeface", device="cpu"),
+                        FaceCropper(device=torch.device("cpu")), engine, [grouped, single])
+    for result in _frame_results(10):  # ten frames done while the writer was busy, then the end
+        pipeline._results.put(result)
+    pipeline._results.put(pipeline_module._END)
+    pipeline._write()  # the writer thread's loop, here on this thread: returns at the end
+    assert grouped.calls == [list(range(10))]  # all ten in one call
+    assert [r.frame.index for r in single.results] == list(range(10))
+    assert len(pipeline._latencies) == 10 and pipeline.first_written_at is not None
+
+
+def test_rows_written_frames_at_a_time_are_the_rows_written_frame_by_frame(tmp_path):
+    labels = PixelEngine().labels
+    results = _frame_results(40, faces=2, seed=1)
+    files = []
+    one_by_one, grouped = [[r] for r in results], [results[:1], results[1:33], results[33:]]
+    for name, groups in (("one-by-one", one_by_one), ("grouped", grouped)):
+        writer = open_writer(tmp_path / f"{name}.csv", labels=labels)
+        seen: list[tuple[int, int]] = []
+
+        def watch(result: FrameResult, records: list, seen: list = seen) -> None:
+            seen.append((result.frame.index, len(records)))
+
+        sink = RecordSink(FaceRecorder("clip.mp4", labels, smoothing=0.5), writer, watchers=[watch])
+        for group in groups:
+            sink.write_many(group)
+        sink.close()
+        writer.commit()
+        files.append((tmp_path / f"{name}.csv").read_bytes())
+        assert seen == [(i, 2) for i in range(40)]  # watchers still see every frame, in order
+        assert [r.frame for r in sink.last_records] == [39, 39]
+    assert files[0] == files[1] and files[0].count(b"\n") == 1 + 80  # the same tracks, smoothing and values
 
 
 def test_faceless_frames_behind_an_unfilled_batch_are_bounded(models_home, two_face_clip):

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -387,16 +388,21 @@ class PerSourceSink(Sink):
         self._lock = threading.RLock()
 
     def write(self, result: FrameResult) -> None:
-        stream = result.frame.stream
-        with self._lock:
-            self._finish_before(stream)
-            if self._sink is None:
-                self._open(stream)
-            assert self._sink is not None
-            self._sink.write(result)
-            self._faces += len(result.faces)
-            self._written += 1
-            self._settle()
+        self.write_many([result])
+
+    def write_many(self, results: Sequence[FrameResult]) -> None:
+        """Frames in order, maybe of several sources: each source's run of frames written in one go."""
+        for stream, run in groupby(results, key=lambda result: result.frame.stream):
+            frames = list(run)
+            with self._lock:
+                self._finish_before(stream)
+                if self._sink is None:
+                    self._open(stream)
+                assert self._sink is not None
+                self._sink.write_many(frames)
+                self._faces += sum(len(result.faces) for result in frames)
+                self._written += len(frames)
+                self._settle()
 
     def settle(self) -> None:
         """Finish the sources read to their end whose every frame is written (in order)."""

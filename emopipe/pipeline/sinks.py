@@ -71,14 +71,21 @@ class RecordSink:
         self.last_records: list[FaceRecord] = []
 
     def write(self, result: FrameResult) -> None:
-        records = self.recorder.records(result)
-        if records:
-            self.writer.write(records)
-        if self.video is not None:
-            self.video.write(result.frame.bgr, records)
-        for watch in self.watchers:
-            watch(result, records)
-        self.last_records = records
+        self.write_many([result])
+
+    def write_many(self, results: Sequence[FrameResult]) -> None:
+        """Several frames, in order: tracked frame by frame, their rows written in one go."""
+        per_frame = [self.recorder.records(result) for result in results]
+        rows = [record for records in per_frame for record in records]
+        if rows:
+            self.writer.write(rows)
+        for result, records in zip(results, per_frame, strict=True):
+            if self.video is not None:
+                self.video.write(result.frame.bgr, records)
+            for watch in self.watchers:
+                watch(result, records)
+        if per_frame:
+            self.last_records = per_frame[-1]
 
     def close(self) -> None:
         try:
