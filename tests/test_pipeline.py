@@ -172,16 +172,21 @@ def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_cli
     assert sink.closed and [r.frame.index for r in sink.results] == [0, 1, 2, 3, 4]
 
 
-class GroupingSink(ListSink):
-    """A sink that takes the frames waiting to be written in one call."""
+class FlushingSink(ListSink):
+    """A sink that holds what it writes until flushed; says each call, in order."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[list[int]] = []
+        self.calls: list[str] = []
+        self.flushed = threading.Semaphore(0)
 
-    def write_many(self, results: list[FrameResult]) -> None:
-        self.calls.append([r.frame.index for r in results])
-        self.results += results
+    def write(self, result: FrameResult) -> None:
+        super().write(result)
+        self.calls.append(f"write {result.frame.index}")
+
+    def flush(self) -> None:
+        self.calls.append("flush")
+        self.flushed.release()
 
 
 def _frame_results(count: int, faces: int = 1, seed: int = 0) -> list[FrameResult]:
@@ -198,37 +203,55 @@ def _frame_results(count: int, faces: int = 1, seed: int = 0) -> list[FrameResul
     return results
 
 
-def test_the_writer_hands_the_frames_waiting_to_a_grouping_sink_at_once_and_to_others_one_by_one(models_home,
-                                                                                                  two_face_clip):
-    grouped, single = GroupingSink(), ListSink()
+def _writer_of(video: Path, sinks: list) -> Pipeline:
     engine = PixelEngine(batch_size=8)  # a results queue of 16
-    pipeline = Pipeline(open_source(two_face_clip), create_detector("blazeface", device="cpu"),
-                        FaceCropper(device=torch.device("cpu")), engine, [grouped, single])
-    for result in _frame_results(10):  # ten frames done while the writer was busy, then the end
+    return Pipeline(open_source(video), create_detector("blazeface", device="cpu"),
+                    FaceCropper(device=torch.device("cpu")), engine, sinks)
+
+
+def test_the_writer_flushes_when_nothing_is_waiting_and_not_between_waiting_frames(models_home, two_face_clip):
+    sink = FlushingSink()
+    pipeline = _writer_of(two_face_clip, [sink])
+    results = _frame_results(12)
+    for result in results[:10]:  # ten frames done while the writer was busy
         pipeline._results.put(result)
+    writer = threading.Thread(target=pipeline._write)
+    writer.start()
+    assert sink.flushed.acquire(timeout=60)  # once the ten are written: nothing waits any more
+    assert sink.calls == [f"write {i}" for i in range(10)] + ["flush"]
+    pipeline._results.put(results[10])  # then frames one at a time: each flushed at once
+    assert sink.flushed.acquire(timeout=60)
+    pipeline._results.put(results[11])
     pipeline._results.put(pipeline_module._END)
-    pipeline._write()  # the writer thread's loop, here on this thread: returns at the end
-    assert grouped.calls == [list(range(10))]  # all ten in one call
-    assert [r.frame.index for r in single.results] == list(range(10))
-    assert len(pipeline._latencies) == 10 and pipeline.first_written_at is not None
+    writer.join(timeout=60)
+    assert sink.calls[11:] == ["write 10", "flush", "write 11", "flush"]  # (11 flushed at the end)
+    assert len(pipeline._latencies) == 12 and pipeline.first_written_at is not None
 
 
-def test_rows_written_frames_at_a_time_are_the_rows_written_frame_by_frame(tmp_path):
+def test_rows_held_back_and_flushed_are_the_rows_written_frame_by_frame(tmp_path):
     labels = PixelEngine().labels
     results = _frame_results(40, faces=2, seed=1)
     files = []
-    one_by_one, grouped = [[r] for r in results], [results[:1], results[1:33], results[33:]]
-    for name, groups in (("one-by-one", one_by_one), ("grouped", grouped)):
+    for name, flush_after in (("one-by-one", None), ("held", {0, 32})):
         writer = open_writer(tmp_path / f"{name}.csv", labels=labels)
         seen: list[tuple[int, int]] = []
 
         def watch(result: FrameResult, records: list, seen: list = seen) -> None:
             seen.append((result.frame.index, len(records)))
 
-        sink = RecordSink(FaceRecorder("clip.mp4", labels, smoothing=0.5), writer, watchers=[watch])
-        for group in groups:
-            sink.write_many(group)
-        sink.close()
+        sink = RecordSink(FaceRecorder("clip.mp4", labels, smoothing=0.5), writer, watchers=[watch],
+                          hold_rows=flush_after is not None)
+        flushed_frames = 0
+        for result in results:
+            sink.write(result)
+            if flush_after is None:
+                assert writer.rows_written == 2 * (result.frame.index + 1)  # each frame's rows at once
+            else:
+                assert writer.rows_written == 2 * flushed_frames  # held back until the flush
+                if result.frame.index in flush_after:
+                    sink.flush()
+                    flushed_frames = result.frame.index + 1
+        sink.close()  # (held: the last 7 frames' rows, written now)
         writer.commit()
         files.append((tmp_path / f"{name}.csv").read_bytes())
         assert seen == [(i, 2) for i in range(40)]  # watchers still see every frame, in order

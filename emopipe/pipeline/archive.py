@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -388,21 +387,22 @@ class PerSourceSink(Sink):
         self._lock = threading.RLock()
 
     def write(self, result: FrameResult) -> None:
-        self.write_many([result])
+        stream = result.frame.stream
+        with self._lock:
+            self._finish_before(stream)
+            if self._sink is None:
+                self._open(stream)
+            assert self._sink is not None
+            self._sink.write(result)
+            self._faces += len(result.faces)
+            self._written += 1
+            self._settle()
 
-    def write_many(self, results: Sequence[FrameResult]) -> None:
-        """Frames in order, maybe of several sources: each source's run of frames written in one go."""
-        for stream, run in groupby(results, key=lambda result: result.frame.stream):
-            frames = list(run)
-            with self._lock:
-                self._finish_before(stream)
-                if self._sink is None:
-                    self._open(stream)
-                assert self._sink is not None
-                self._sink.write_many(frames)
-                self._faces += sum(len(result.faces) for result in frames)
-                self._written += len(frames)
-                self._settle()
+    def flush(self) -> None:
+        """Write the current source's rows held back (its sink holds them until the writer is idle)."""
+        with self._lock:
+            if self._sink is not None:
+                self._sink.flush()
 
     def settle(self) -> None:
         """Finish the sources read to their end whose every frame is written (in order)."""
@@ -436,7 +436,8 @@ class PerSourceSink(Sink):
                                    files=info is not None and info.kind == "images")
         self._writer.commit_on_close = False
         uri = info.uri if info is not None else redact_uri(planned.uri)
-        self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None)
+        self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None,
+                                hold_rows=True)
         self._faces = 0
         self._first_result_s = time.perf_counter()
 

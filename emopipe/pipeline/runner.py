@@ -36,7 +36,6 @@ from emopipe.vision.keyframes import KeyframeSchedule, Located
 logger = logging.getLogger(__name__)
 
 _END = object()  # sentinel closing a queue
-WRITE_GROUP = 64  # frames' results the writer thread takes at once when they are waiting
 _DUE = object()  # live: no frame came before a partial face batch was due
 
 
@@ -164,7 +163,7 @@ FrameKey = tuple[int, int]  # (stream, index): a frame's identity in a run
 
 class Sink(Protocol):
     """The writer thread's work for one frame (records, annotated video, live view…). A sink may also have
-    ``write_many(results)``: the frames waiting to be written, in order, in one call."""
+    ``flush()``: then it may hold what it writes until called (see :meth:`Pipeline._write`)."""
 
     def write(self, result: FrameResult) -> None: ...
 
@@ -265,54 +264,41 @@ class Pipeline:
     def _write(self) -> None:
         """Writer thread: sinks in frame order; latency is measured when a frame's results are out.
 
-        The results already waiting are taken together: a sink with ``write_many`` writes them in one call
-        (one rows write for all of them, so its cost per frame shrinks as the writer falls behind); the others
-        get them frame by frame, as always."""
-        grouped = [sink for sink in self.sinks if hasattr(sink, "write_many")]
-        single = [sink for sink in self.sinks if not hasattr(sink, "write_many")]
+        A sink with ``flush`` may hold the rows of a few frames and write them in one go: it is flushed
+        whenever no further result is waiting (so a writer that keeps up writes every frame at once, and one
+        that falls behind writes several frames' rows per call) and at the end."""
+        flushing = [sink for sink in self.sinks if hasattr(sink, "flush")]
         ended = False
         try:
-            while not ended:
-                results, ended = self._waiting_results()
-                if grouped and results:
-                    t = time.perf_counter()
-                    for sink in grouped:
-                        sink.write_many(results)
-                    self._observe_stage("write", time.perf_counter() - t)
-                for item in results:
-                    t = time.perf_counter()
-                    for sink in single:
-                        sink.write(item)
-                    done = time.perf_counter()
-                    if self.first_written_at is None:
-                        self.first_written_at = done
-                    if single:
-                        self._observe_stage("write", done - t)
-                    latency = done - item.frame.read_time
-                    self._latencies.append(latency)
-                    self._faces += len(item.faces)
-                    taken = self._taken.pop((item.frame.stream, item.frame.index), item.frame.read_time)
-                    for o in self.observers:
-                        o.frame(item, latency)
-                        o.frame_split(max(0.0, taken - item.frame.read_time), done - taken)
+            while True:
+                item = self._results.get()
+                if item is _END:
+                    ended = True
+                    for sink in flushing:
+                        sink.flush()
+                    return
+                t = time.perf_counter()
+                for sink in self.sinks:
+                    sink.write(item)
+                if self._results.empty():  # nothing waiting: hand the rows held back to the OS now
+                    for sink in flushing:
+                        sink.flush()
+                done = time.perf_counter()
+                if self.first_written_at is None:
+                    self.first_written_at = done
+                self._observe_stage("write", done - t)
+                latency = done - item.frame.read_time
+                self._latencies.append(latency)
+                self._faces += len(item.faces)
+                taken = self._taken.pop((item.frame.stream, item.frame.index), item.frame.read_time)
+                for o in self.observers:
+                    o.frame(item, latency)
+                    o.frame_split(max(0.0, taken - item.frame.read_time), done - taken)
         except BaseException as exc:
             self._errors.append(exc)
             self._stop.set()
             while not ended and self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
                 pass
-
-    def _waiting_results(self) -> tuple[list[FrameResult], bool]:
-        """The next frame's results (waiting for them) and those already queued behind, up to WRITE_GROUP;
-        and whether the end came among them."""
-        items = [self._results.get()]
-        while items[-1] is not _END and len(items) < WRITE_GROUP:
-            try:
-                items.append(self._results.get_nowait())
-            except queue.Empty:
-                break
-        if items[-1] is _END:
-            return items[:-1], True
-        return items, False
 
     def _put(self, q: queue.Queue[Any], item: Any) -> bool:
         """Blocking put that gives up (False) only once the pipeline is stopping; nothing is discarded."""
