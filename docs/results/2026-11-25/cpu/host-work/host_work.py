@@ -79,7 +79,10 @@ def main():
 
         labels = PixelEngine().labels
         writer = open_writer("/tmp/host_work_rows.csv", labels=labels)
-        sinks.insert(0, RecordSink(FaceRecorder("memory", labels), writer, None, [TrackWatcher(False)]))
+        import inspect
+
+        held = {"hold_rows": True} if "hold_rows" in inspect.signature(RecordSink).parameters else {}  # as file runs
+        sinks.insert(0, RecordSink(FaceRecorder("memory", labels), writer, None, [TrackWatcher(False)], **held))
     pipeline = Pipeline(MemorySource(), detector, FaceCropper(size=16, method="torch"), PixelEngine(batch_size=64),
                         sinks, settings=PipelineSettings(detect_batch=32, queue_frames=64))
     started = time.perf_counter()
