@@ -164,8 +164,9 @@ def batched_weighted_nms(frame_of: np.ndarray, boxes: np.ndarray, scores: np.nda
             undecided = undecided[~cluster]
     if not leaders:
         return frame_of[:0], np.zeros((0, 4), boxes.dtype), np.zeros((0,), scores.dtype)
-    index = np.argsort(frames[np.concatenate(leaders)], kind="stable")
-    return (frames[np.concatenate(leaders)][index], np.concatenate(blended)[index].astype(boxes.dtype),
+    settled = frames[np.concatenate(leaders)]
+    index = np.argsort(settled, kind="stable")  # frame by frame, each frame's clusters in pass order
+    return (settled[index], np.concatenate(blended)[index].astype(boxes.dtype),
             np.concatenate(blended_scores)[index].astype(scores.dtype))
 
 
