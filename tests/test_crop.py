@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from emopipe.vision.crop import CropBatch, FaceCropper, integer_boxes, opencv_crop, torch_crops
+from emopipe.vision.crop import CROP_CHUNK, CropBatch, FaceCropper, integer_boxes, opencv_crop, torch_crops
 from tests.support import synth
 
 TOLERANCE = 1 / 255 + 1e-6  # OpenCV rounds its uint8 result (and its fixed-point weights); torch does not
@@ -117,6 +117,23 @@ def test_a_batch_of_frames_crops_as_each_frame_alone(seed):
     assert torch.equal(together.crops, torch.cat([one.crops for one in alone]))
 
 
+def test_more_crops_than_one_gather_are_cut_in_parts_with_the_same_result():
+    """Past CROP_CHUNK crops the device gathers them in parts (bounded memory): each crop as if cut alone."""
+    rng = np.random.default_rng(7)
+    frames = torch.from_numpy(rng.integers(0, 256, (3, 50, 70, 3), dtype=np.uint8))
+    k = 2 * CROP_CHUNK + 5
+    frame_of = rng.integers(0, 3, k)
+    x1, y1 = rng.integers(0, 60, k), rng.integers(0, 40, k)
+    boxes = np.stack((x1, y1, x1 + rng.integers(1, 11, k), y1 + rng.integers(1, 11, k)), axis=1)
+    together = torch_crops(frames, frame_of, boxes, 12)
+    alone = torch.cat([torch_crops(frames, frame_of[i:i + 1], boxes[i:i + 1], 12) for i in range(k)])
+    assert together.shape == (k, 3, 12, 12)
+    assert torch.equal(together, alone)
+    for i in (0, CROP_CHUNK, k - 1):  # and each is the reference crop of its own frame
+        reference = opencv_crop(frames[frame_of[i]].numpy(), boxes[i], 12)
+        assert np.abs(together[i].numpy() - reference).max() <= TOLERANCE
+
+
 def test_margin_widens_the_crop():
     frame = synth.astronaut_bgr()
     box = np.array([synth.ASTRONAUT_FACE], np.float32)
@@ -142,7 +159,7 @@ def test_dtype_and_method_choice():
     assert half.crops.dtype == torch.float16
     assert (half.crops.float() - full.crops).abs().max().item() < 1e-3
     assert FaceCropper(device="cpu").method == "opencv"  # the reference on the host
-    direct = torch_crops(frames, torch.tensor([0]), torch.tensor([list(synth.ASTRONAUT_FACE)]))
+    direct = torch_crops(frames, np.array([0]), np.array([synth.ASTRONAUT_FACE]))
     assert torch.equal(direct, full.crops)
 
 

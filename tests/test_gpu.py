@@ -126,6 +126,54 @@ def test_fast_path_agrees_with_true_fp32_on_real_faces(precision):
 
 
 @torch.inference_mode()
+def test_launched_batches_collected_later_give_what_each_gives_alone(model):
+    """The pipeline launches EmoNet's next batch before collecting this one: each graph replay's outputs go to
+    their own host buffer, and the engine holds the epilogue turn until every launched batch is collected."""
+    import threading
+
+    from emopipe.engines import torch_engine
+    engine = TorchEngine(model, EngineOptions(device="cuda", batch_size=16))
+    engine.warmup([16])
+    batches = [crops(16, seed=s) for s in (11, 12, 13)]
+    alone = [engine.infer(x) for x in batches]
+    pending = [engine.launch(x) for x in batches]  # three replays of the same graph queued at once
+
+    def turn_is_free() -> bool:
+        got: list[bool] = []
+
+        def attempt() -> None:
+            free = torch_engine._EPILOGUE_TURN.acquire(blocking=False)
+            if free:
+                torch_engine._EPILOGUE_TURN.release()
+            got.append(free)
+
+        thread = threading.Thread(target=attempt)
+        thread.start()
+        thread.join()
+        return got[0]
+
+    assert turn_is_free() is not engine.options.cudnn_epilogue  # held while launched work is out
+    outputs = [p.collect() for p in reversed(pending)][::-1]
+    assert turn_is_free()
+    for got, want in zip(outputs, alone, strict=True):
+        assert largest_difference(got, want) == 0.0
+
+
+def test_crops_on_the_gpu_are_the_crops_on_the_cpu():
+    """The batched gather (host-built tables, one upload, parts of CROP_CHUNK crops) on CUDA and on the CPU."""
+    from emopipe.vision.crop import CROP_CHUNK, torch_crops
+    rng = np.random.default_rng(3)
+    frames = torch.from_numpy(rng.integers(0, 256, (4, 720, 1280, 3), dtype=np.uint8))
+    k = CROP_CHUNK + 9
+    frame_of = rng.integers(0, 4, k)
+    x1, y1 = rng.integers(0, 1200, k), rng.integers(0, 650, k)
+    boxes = np.stack((x1, y1, np.minimum(1280, x1 + rng.integers(1, 400, k)),
+                      np.minimum(720, y1 + rng.integers(1, 400, k))), axis=1)
+    on_gpu = torch_crops(frames.cuda(), frame_of, boxes).cpu()
+    on_cpu = torch_crops(frames, frame_of, boxes)
+    assert float((on_gpu - on_cpu).abs().max()) < 1e-6
+
+
 def test_cuda_graphs_replay_the_same_outputs_many_times(model):
     engine = TorchEngine(model, EngineOptions(device="cuda", batch_size=32))
     engine.warmup([1, 32])

@@ -374,6 +374,20 @@ def test_gpu_timer_records_only_what_the_gpu_has_finished_and_never_waits(regist
     assert value(registry, "emopipe_stage_seconds_count", stage="crop") == 3 and timer.pending == 0
 
 
+def test_gpu_timer_records_read_events_again_instead_of_creating_new_ones(registry, pm):
+    """A CUDA event is created on its first record: the GPU thread reuses the ones already read."""
+    FakeEvent.gpu_now, FakeEvent.reached, FakeEvent.log = 0.0, 0.0, []
+    timer = GpuTimer(event_factory=FakeEvent)
+    for _ in range(50):
+        with timer.measure(lambda s: pm.observe_stage("crop", s)):
+            pass
+        FakeEvent.reached = FakeEvent.gpu_now  # the GPU keeps up
+    assert timer.drain() == 1 and timer.pending == 0
+    assert value(registry, "emopipe_stage_seconds_count", stage="crop") == 50
+    assert value(registry, "emopipe_stage_seconds_sum", stage="crop") == pytest.approx(50 * 0.005)
+    assert len(FakeEvent.log) == 4  # two measurements' events in turn
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_timer_with_real_cuda_events(registry, pm):
     timer = GpuTimer()

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import torch
 
+from emopipe.engines.base import PendingOutput
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
 from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
-from emopipe.types import FrameResult
+from emopipe.types import EngineOutput, FrameResult
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detectors import create_detector
 from tests.support.fakes import PixelEngine
@@ -162,6 +163,79 @@ def test_without_a_next_frame_waiting_a_batch_is_finished_at_once(models_home, t
     assert events == [(kind, k) for k in range(24) for kind in ("launch", "finish")]
 
 
+class LaunchingEngine(PixelEngine):
+    """A stand-in engine that returns before its batch is done (as CUDA graphs do): logs launch and collect."""
+
+    def __init__(self, batch_size: int, fail_at: int | None = None) -> None:
+        super().__init__(batch_size=batch_size)
+        self.events: list[tuple[str, int]] = []
+        self.fail_at = fail_at
+
+    def launch(self, crops: torch.Tensor) -> PendingOutput:
+        number = sum(kind == "launch" for kind, _ in self.events)
+        self.events.append(("launch", number))
+        output = self.infer(crops)
+
+        def collect() -> EngineOutput:
+            self.events.append(("collect", number))
+            if number == self.fail_at:
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            return output
+
+        return PendingOutput(collect)
+
+
+def _all_decoded_first(pipeline: Pipeline) -> None:
+    """The GPU thread starts once every frame is decoded and queued: frames are always waiting behind a batch
+    (explicit synchronisation, whatever the machine's speed)."""
+    read, batches, decoded = pipeline._read, pipeline._frame_batches, threading.Event()
+
+    def read_all() -> None:
+        read()
+        decoded.set()
+
+    def after_decoding(batcher):  # type: ignore[no-untyped-def]
+        assert decoded.wait(120)
+        yield from batches(batcher)
+
+    pipeline._read, pipeline._frame_batches = read_all, after_decoding  # type: ignore[method-assign]
+
+
+def test_emonet_batches_are_collected_after_the_next_is_launched_with_the_same_results(models_home, two_face_clip):
+    """Files: the host goes on (crops, detection) while EmoNet runs; each batch is collected once, in order,
+    and the rows are those of a run that waits for every batch."""
+    runs = {}
+    for overlap in (True, False):
+        sink = ListSink()
+        pipeline, _ = _pipeline(two_face_clip, sink, overlap=overlap, queue_frames=64)
+        engine = pipeline.engine = LaunchingEngine(batch_size=3)
+        _all_decoded_first(pipeline)
+        pipeline.run()
+        runs[overlap] = (sink.results, engine.events)
+    (overlapped, events), (waited, waited_events) = runs[True], runs[False]
+    assert [(r.frame.index, [f.valence for f in r.faces]) for r in overlapped] == \
+        [(r.frame.index, [f.valence for f in r.faces]) for r in waited]
+    batches = sum(kind == "launch" for kind, _ in events)
+    assert batches == 14  # 20 frames with two faces, batches of 3
+    assert [k for kind, k in events if kind == "collect"] == list(range(batches))  # each once, in order
+    assert waited_events == [(kind, k) for k in range(batches) for kind in ("launch", "collect")]
+    later = [k for k in range(batches - 1) if events.index(("launch", k + 1)) < events.index(("collect", k))]
+    assert len(later) >= batches - 3, events  # all but the batches of the last frames
+
+
+def test_a_batch_that_fails_on_collection_fails_the_run_and_the_launched_ones_are_still_collected(
+        models_home, two_face_clip):
+    sink = ListSink()
+    pipeline, _ = _pipeline(two_face_clip, sink, queue_frames=64)
+    engine = pipeline.engine = LaunchingEngine(batch_size=3, fail_at=4)
+    _all_decoded_first(pipeline)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        pipeline.run()
+    launched = [k for kind, k in engine.events if kind == "launch"]
+    assert sorted(k for kind, k in engine.events if kind == "collect") == launched  # none left holding a turn
+    assert sink.closed and all(len(r.faces) == len(r.detections) for r in sink.results)
+
+
 def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_clip):
     sink = FailingSink()
     pipeline, _ = _pipeline(two_face_clip, sink)
@@ -184,7 +258,8 @@ RSS_SCRIPT = textwrap.dedent("""
     from emopipe.vision.crop import FaceCropper
     from emopipe.vision.detectors import create_detector
     from emopipe.pipeline.runner import Pipeline
-    from emopipe.io.sources import open_source
+    from emopipe.engines.base import PendingOutput
+from emopipe.io.sources import open_source
     from tests.support.fakes import PixelEngine
     from tests.test_pipeline import ListSink
 

@@ -3,7 +3,7 @@ per-slot outputs shared by the backends (probabilities, valence, arousal, landma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -96,6 +96,34 @@ class Engine(Protocol):
     def infer(self, crops: torch.Tensor) -> EngineOutput: ...
 
     def info(self) -> dict[str, str]: ...
+
+
+class PendingOutput:
+    """A batch handed to an engine: :meth:`collect` gives its outputs on the host, waiting for the GPU only
+    then. The pipeline launches the next batch before collecting this one, so the host crops and detects
+    while EmoNet runs. Collect every pending batch (once is enough: later calls return the same outputs)."""
+
+    def __init__(self, collect: Callable[[], EngineOutput]) -> None:
+        self._collect: Callable[[], EngineOutput] | None = collect
+        self._output: EngineOutput | None = None
+
+    @classmethod
+    def done(cls, output: EngineOutput) -> PendingOutput:
+        return cls(lambda: output)
+
+    def collect(self) -> EngineOutput:
+        if self._collect is not None:
+            collect, self._collect = self._collect, None
+            self._output = collect()
+        assert self._output is not None
+        return self._output
+
+
+def launch(engine: Engine, crops: torch.Tensor) -> PendingOutput:
+    """Start EmoNet on ``crops`` without waiting where the engine can (``launch``: the torch engine's CUDA
+    graphs); any other engine computes here and the result is ready at once."""
+    start: Callable[[torch.Tensor], PendingOutput] | None = getattr(engine, "launch", None)
+    return start(crops) if start is not None else PendingOutput.done(engine.infer(crops))
 
 
 def landmarks_from_heatmaps(heatmap: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from emopipe.engines.base import PRECISIONS, EngineOptions, network_outputs
+from emopipe.engines.base import PRECISIONS, EngineOptions, PendingOutput, network_outputs
 from emopipe.model import cudnn_epilogue
 from emopipe.model.devices import resolve_device
 from emopipe.model.emonet import EmoNet
@@ -127,15 +127,36 @@ class TorchEngine:
 
     @torch.inference_mode()
     def infer(self, crops: torch.Tensor) -> EngineOutput:
+        return self.launch(crops).collect()
+
+    @torch.inference_mode()
+    def launch(self, crops: torch.Tensor) -> PendingOutput:
+        """Queue EmoNet on ``crops``; with a CUDA graph for this batch size, return before it has run (the
+        outputs come back by one copy into page-locked memory, waited for in ``collect``)."""
         n = int(crops.shape[0])
         if tuple(crops.shape[1:]) != (3, INPUT_SIZE, INPUT_SIZE):
             raise ValueError(f"crops must be N×3×{INPUT_SIZE}×{INPUT_SIZE}, got {tuple(crops.shape)}")
-        with self._turn():  # (both paths below wait for the GPU before returning)
-            graph = self._graphs.get(n)
-            if graph is not None:
-                return self._output(graph.replay(crops))
-            tensors = self._compute(self._prepare(crops))
-            return self._output([t.to("cpu", non_blocking=False) for t in tensors])
+        graph = self._graphs.get(n)
+        if graph is None:
+            with self._turn():  # (waits for the GPU before returning)
+                tensors = self._compute(self._prepare(crops))
+                return PendingOutput.done(self._output([t.to("cpu", non_blocking=False) for t in tensors]))
+        turn = self._turn()
+        turn.__enter__()  # held from the launch until the results are on the host (same thread: an RLock)
+        try:
+            host, copied = graph.launch(crops)
+        except BaseException:
+            turn.__exit__(None, None, None)
+            raise
+
+        def collect() -> EngineOutput:
+            try:
+                copied.synchronize()
+                return self._output(graph.unpack(host))
+            finally:
+                turn.__exit__(None, None, None)
+
+        return PendingOutput(collect)
 
     # -- warmup ------------------------------------------------------------------------------
 
@@ -193,18 +214,24 @@ class _CapturedGraph:
             n = self.static_input.shape[0]
             self.shapes = [tuple(t.shape) for t in outputs]
             self.packed = torch.cat([t.float().reshape(n, -1) for t in outputs], dim=1)
-        self.host = torch.empty(self.packed.shape, dtype=torch.float32, pin_memory=True)
 
-    def replay(self, crops: torch.Tensor) -> list[torch.Tensor]:
-        """The outputs for ``crops``, on the host."""
+    def launch(self, crops: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event]:
+        """Replay on ``crops`` and queue the copy of the outputs to the host: (host buffer, its copy's event)."""
         x = crops.to(self.engine.device, non_blocking=True)
         if x.is_floating_point():
             self.static_input.copy_(x)
         else:  # uint8 0–255: one kernel converts, scales and lays out (float32 division, then rounded once)
             torch.div(x, 255, out=self.static_input)
         self.graph.replay()
-        self.host.copy_(self.packed)  # waits for the replay, once
-        host = self.host.clone()  # callers may keep results across batches; the next replay reuses self.host
+        # A page-locked buffer per batch (PyTorch caches them): callers keep results across batches, and the
+        # next replay may be queued before this copy is read.
+        host = torch.empty(self.packed.shape, dtype=torch.float32, pin_memory=True)
+        host.copy_(self.packed, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+        return host, copied
+
+    def unpack(self, host: torch.Tensor) -> list[torch.Tensor]:
         outputs, first = [], 0
         for shape in self.shapes:
             width = math.prod(shape[1:])

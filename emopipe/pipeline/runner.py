@@ -14,7 +14,7 @@ import queue
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from emopipe.engines.base import Engine
+from emopipe.engines.base import Engine, PendingOutput, launch
 from emopipe.io.sources import Source
 from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
 from emopipe.pipeline.summary import RunSummary
@@ -212,6 +212,8 @@ class Pipeline:
         self._errors: list[BaseException] = []
         self.clock = StageClock(self.device, self._observe_stage)
         self._stage_totals: dict[str, float] = {}
+        # EmoNet batches launched, not yet collected: (batch, its pending outputs, seconds its launch took)
+        self._inferring: deque[tuple[FaceBatch[FrameKey], PendingOutput, float]] = deque()
         self._pinned = PinnedBatches() if self.device.type == "cuda" and self.settings.pin_memory else None
         self._copy_stream = (torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
                              if self._pinned is not None and self.settings.copy_stream
@@ -385,20 +387,44 @@ class Pipeline:
 
     def _infer(self, batches: list[FaceBatch[FrameKey]],
                assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
+        """Launch EmoNet on each batch; with overlap (files), the newest batch is collected only once the next
+        is launched or nothing is waiting, so the host crops and detects while EmoNet runs."""
+        depth = 1 if self.settings.overlap and not self.settings.live else 0
         for batch in batches:
             t = time.perf_counter()
-            out: EngineOutput = self.engine.infer(batch.crops)  # returns with results on the host
-            seconds = time.perf_counter() - t
-            self._stage_totals["infer"] = self._stage_totals.get("infer", 0.0) + seconds
-            for o in self.observers:
-                o.batch(batch.size, batch.real, seconds)
-            probabilities = out.probabilities.numpy()
-            valence, arousal = out.valence.tolist(), out.arousal.tolist()  # Python floats, one call each
-            landmarks = out.landmarks.numpy() if out.landmarks is not None else None
-            for i, slot in enumerate(batch.slots):  # padding slots have no entry here: dropped
-                assembler.deliver(slot, FaceResult(probabilities[i], valence[i], arousal[i],
-                                                   None if landmarks is None else landmarks[i]))
-            self.clock.collect()
+            pending = launch(self.engine, batch.crops)
+            self._inferring.append((batch, pending, time.perf_counter() - t))
+            while len(self._inferring) > depth:
+                self._deliver_oldest(assembler)
+
+    def _deliver_oldest(self, assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
+        batch, pending, launch_s = self._inferring.popleft()
+        t = time.perf_counter()
+        out: EngineOutput = pending.collect()  # waits for the GPU if it has not finished yet
+        seconds = launch_s + time.perf_counter() - t
+        self._stage_totals["infer"] = self._stage_totals.get("infer", 0.0) + seconds
+        for o in self.observers:
+            o.batch(batch.size, batch.real, seconds)
+        probabilities = out.probabilities.numpy()
+        valence, arousal = out.valence.tolist(), out.arousal.tolist()  # Python floats, one call each
+        landmarks = out.landmarks.numpy() if out.landmarks is not None else None
+        for i, slot in enumerate(batch.slots):  # padding slots have no entry here: dropped
+            assembler.deliver(slot, FaceResult(probabilities[i], valence[i], arousal[i],
+                                               None if landmarks is None else landmarks[i]))
+        self.clock.collect()
+
+    def _deliver_all(self, assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
+        while self._inferring:
+            self._deliver_oldest(assembler)
+
+    def _abandon_inferring(self) -> None:
+        """After a failure: collect what is still launched (an engine holds its turn until then), keep nothing."""
+        while self._inferring:
+            _, pending, _ = self._inferring.popleft()
+            try:
+                pending.collect()
+            except Exception:  # the failure being raised is the one to report
+                logger.debug("a launched EmoNet batch failed while stopping", exc_info=True)
 
     def _release(self, assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
         for result, faces in assembler.ready():
@@ -442,6 +468,9 @@ class Pipeline:
                 self._infer(batcher.due(), assembler)  # nothing unless max_wait_s is set (live)
                 if len(assembler) > max_pending:  # many faceless frames behind an unfilled batch
                     self._infer(batcher.flush(), assembler)
+                    self._deliver_all(assembler)
+                elif self._inferring and self._frames.empty():  # nothing to overlap with: results out now
+                    self._deliver_all(assembler)
                 self._release(assembler)
             if not self._stop.is_set():
                 if in_flight is not None:
@@ -449,9 +478,11 @@ class Pipeline:
                 if self._keyframes is not None:  # the frames after the last key frame
                     self._cut(self._keyframes.flush(), batcher, assembler)
                 self._infer(batcher.flush(), assembler)
+                self._deliver_all(assembler)
                 self._release(assembler)
             self.clock.collect(wait=True)
         finally:
+            self._abandon_inferring()
             self._stop.set()  # the reader stops; the writer still drains what was computed
             self._finish(writer, reader)
             self._finished = time.perf_counter()

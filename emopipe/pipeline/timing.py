@@ -53,16 +53,21 @@ class GpuTimer:
 
         self._event = event_factory
         self._pending: deque[tuple[_Event, _Event, Callable[[float], None]]] = deque()
+        self._spare: list[_Event] = []  # events already read, recorded again (a CUDA event is created on first use)
         self._lock = threading.Lock()
+
+    def _take(self) -> _Event:
+        with self._lock:
+            return self._spare.pop() if self._spare else self._event()
 
     @contextmanager
     def measure(self, record: Callable[[float], None]) -> Iterator[None]:
         """Time the GPU work launched in the block; ``record(seconds)`` is called once it has run,
         e.g. ``functools.partial(metrics.observe_stage, "crop")``."""
-        start = self._event()
+        start = self._take()
         start.record()
         yield
-        end = self._event()
+        end = self._take()
         end.record()
         with self._lock:
             self._pending.append((start, end, record))
@@ -76,6 +81,8 @@ class GpuTimer:
                 done.append(self._pending.popleft())
         for start, end, record in done:
             record(start.elapsed_time(end) / 1000)
+        with self._lock:
+            self._spare += [event for start, end, _ in done for event in (start, end)]
         return len(done)
 
     def drain(self) -> int:

@@ -30,6 +30,7 @@ from emopipe.model.devices import resolve_device
 
 CROP_SIZE = 256
 METHODS = ("auto", "torch", "opencv")
+CROP_CHUNK = 64  # crops gathered at once on the device
 
 
 @dataclass(frozen=True)
@@ -82,41 +83,56 @@ def opencv_crop(frame_bgr: np.ndarray, box: np.ndarray, size: int = CROP_SIZE) -
     return (resized[:, :, ::-1].transpose(2, 0, 1) / np.float32(255)).astype(np.float32)
 
 
-def _sample_axis(start: torch.Tensor, length: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
-    """OpenCV INTER_LINEAR positions along one axis: (first index, second index, weight of the second)."""
-    centres = torch.arange(size, device=start.device, dtype=torch.float64) + 0.5
-    extent = length.to(torch.float64)[:, None]
+def _sample_axis(start: np.ndarray, length: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """OpenCV INTER_LINEAR positions along one axis for K boxes: (first index, second index, weight of the
+    second), each K×S. On the host: a few small NumPy arrays cost less than the dozen tiny GPU kernels (and
+    their launches on the GPU thread) they would take on the device."""
+    centres = np.arange(size, dtype=np.float64) + 0.5
+    extent = length.astype(np.float64)[:, None]
     position = centres[None, :] * (extent / size) - 0.5
-    position = torch.minimum(position.clamp(min=0), extent - 1)  # border pixels of the crop repeat
-    low = position.floor()
-    weight = (position - low).to(torch.float32)
-    low = low.long()
-    high = torch.minimum(low + 1, length[:, None] - 1)
+    position = np.minimum(np.maximum(position, 0.0), extent - 1)  # border pixels of the crop repeat
+    low = np.floor(position)
+    weight = (position - low).astype(np.float32)
+    low = low.astype(np.int64)
+    high = np.minimum(low + 1, length[:, None] - 1)
     return start[:, None] + low, start[:, None] + high, weight
 
 
-def torch_crops(frames: torch.Tensor, frame_of_crop: torch.Tensor, boxes: torch.Tensor, size: int = CROP_SIZE,
+def torch_crops(frames: torch.Tensor, frame_of_crop: np.ndarray, boxes: np.ndarray, size: int = CROP_SIZE,
                 dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """All crops in one batched gather: frames N×H×W×3 uint8 BGR, boxes K×4 integer → K×3×S×S RGB."""
+    """All crops in one batched gather: frames N×H×W×3 uint8 BGR, K integer boxes (host arrays: K frame
+    positions, K×4 boxes) → K×3×S×S RGB."""
     n, height, width, _ = frames.shape
-    k = boxes.shape[0]
+    k = len(boxes)
+    out = torch.empty((k, 3, size, size), dtype=dtype, device=frames.device)
     if k == 0:
-        return torch.zeros((0, 3, size, size), dtype=dtype, device=frames.device)
-    x1, y1, x2, y2 = boxes.unbind(dim=1)
-    x_low, x_high, wx = _sample_axis(x1, x2 - x1, size)  # K×S
-    y_low, y_high, wy = _sample_axis(y1, y2 - y1, size)
+        return out
+    boxes = np.asarray(boxes, dtype=np.int64)
+    x_low, x_high, wx = _sample_axis(boxes[:, 0], boxes[:, 2] - boxes[:, 0], size)
+    y_low, y_high, wy = _sample_axis(boxes[:, 1], boxes[:, 3] - boxes[:, 1], size)
+    rows = (np.asarray(frame_of_crop, dtype=np.int64)[:, None] * height + np.stack((y_low, y_high))) * width
+    # One host→device copy for the whole batch: the flat row starts and columns (int64), then both axes'
+    # weights (float32 bytes, viewed back on the device).
+    weights = np.stack((wx, wy), axis=1).reshape(k, 2 * size)  # K×2S float32: the bytes of one K×S int64 table
+    table = torch.from_numpy(np.concatenate((rows, np.stack((x_low, x_high)), weights.view(np.int64)[None])))
+    if frames.device.type == "cuda":
+        # From page-locked memory without waiting: a plain copy would first wait for all work already
+        # queued on the GPU (the pipeline's next detection batch).
+        table = table.pin_memory().to(frames.device, non_blocking=True)
+    else:
+        table = table.to(frames.device)
     flat = frames.reshape(n * height * width, 3)
-    base = (frame_of_crop * height)[:, None, None]
-
-    def pixels(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        index = ((base + rows[:, :, None]) * width + cols[:, None, :]).reshape(-1)
-        return flat.index_select(0, index).reshape(k, size, size, 3).float()
-
-    wx, wy = wx[:, None, :, None], wy[:, :, None, None]
-    top = pixels(y_low, x_low) * (1 - wx) + pixels(y_low, x_high) * wx
-    bottom = pixels(y_high, x_low) * (1 - wx) + pixels(y_high, x_high) * wx
-    rgb = (top * (1 - wy) + bottom * wy).flip(-1) / 255.0
-    return rgb.permute(0, 3, 1, 2).contiguous().to(dtype)
+    for first in range(0, k, CROP_CHUNK):  # bounds the gathered corners' memory (12 floats a crop pixel)
+        part = slice(first, min(k, first + CROP_CHUNK))
+        m = part.stop - part.start
+        rows_, cols = table[0:2, part], table[2:4, part]  # 2×m×S each: (low, high)
+        w = table[4, part].view(torch.float32).reshape(m, 2, size)
+        index = rows_[:, None, :, :, None] + cols[None, :, :, None, :]  # (y, x corner)×m×S×S
+        corners = flat.index_select(0, index.reshape(-1)).reshape(2, 2, m, size, size, 3).float()
+        across = torch.lerp(corners[:, 0], corners[:, 1], w[None, :, 0, None, :, None])  # along x: 2×m×S×S×3
+        rgb = torch.lerp(across[0], across[1], w[:, 1, :, None, None]).flip(-1)  # along y, BGR → RGB
+        out[part] = rgb.permute(0, 3, 1, 2) / 255.0
+    return out
 
 
 class FaceCropper:
@@ -167,12 +183,7 @@ class FaceCropper:
         boxes_used = rounded[valid]
         frame_of_crop = frame_of[valid]
         if self.method == "torch":
-            where = torch.from_numpy(np.concatenate((frame_of_crop[:, None], boxes_used), axis=1))
-            if frames.device.type == "cuda":
-                # From page-locked memory without waiting: a plain copy would first wait for all work
-                # already queued on the GPU (the pipeline's next detection batch).
-                where = where.pin_memory().to(frames.device, non_blocking=True)
-            crops = torch_crops(frames, where[:, 0], where[:, 1:], self.size, self.dtype)
+            crops = torch_crops(frames, frame_of_crop, boxes_used, self.size, self.dtype)
         else:
             crops = self._opencv(frames, frame_of_crop, boxes_used)
         return CropBatch(crops=crops, frame_of_crop=frame_of_crop, face_of_crop=face_of[valid],
