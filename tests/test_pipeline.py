@@ -258,8 +258,7 @@ RSS_SCRIPT = textwrap.dedent("""
     from emopipe.vision.crop import FaceCropper
     from emopipe.vision.detectors import create_detector
     from emopipe.pipeline.runner import Pipeline
-    from emopipe.engines.base import PendingOutput
-from emopipe.io.sources import open_source
+    from emopipe.io.sources import open_source
     from tests.support.fakes import PixelEngine
     from tests.test_pipeline import ListSink
 
