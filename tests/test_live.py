@@ -679,9 +679,21 @@ def test_show_opens_a_window_with_the_annotated_stream(tmp_path, models_home, ch
                                 cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
             _wait_for(lambda: len(_rows(rows_path)) >= 3, 90, proc, log, "no rows")
-            time.sleep(0.5)  # the window draws the frame the rows came from
-            image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
-            _check_annotated(image, {r["track_id"] for r in _rows(rows_path)})
+
+            def annotated_on_screen() -> bool:  # the window draws a frame after its rows are written: look again
+                image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
+                try:
+                    _check_annotated(image, {r["track_id"] for r in _rows(rows_path)})
+                except AssertionError as failure:
+                    last_failure[0] = str(failure)
+                    return False
+                return True
+
+            last_failure = [""]
+            try:
+                _wait_for(annotated_on_screen, 60, proc, log, "the window never showed the annotated stream")
+            except AssertionError as failure:
+                raise AssertionError(f"{failure}\nlast look: {last_failure[0]}") from None
             proc.send_signal(signal.SIGTERM)  # docker stop: as Ctrl-C, everything computed is written
             assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
         finally:

@@ -15,11 +15,13 @@ import pytest
 import torch
 
 from emopipe.engines.base import PendingOutput
+from emopipe.io.records import open_writer
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
 from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
-from emopipe.types import EngineOutput, FrameResult
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.types import Detections, EngineOutput, FaceResult, FrameResult, HostFrame
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detectors import create_detector
 from tests.support.fakes import PixelEngine
@@ -242,6 +244,93 @@ def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_cli
     with pytest.raises(OSError, match="disk full"):
         pipeline.run()
     assert sink.closed and [r.frame.index for r in sink.results] == [0, 1, 2, 3, 4]
+
+
+class FlushingSink(ListSink):
+    """A sink that holds what it writes until flushed; says each call, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+        self.flushed = threading.Semaphore(0)
+
+    def write(self, result: FrameResult) -> None:
+        super().write(result)
+        self.calls.append(f"write {result.frame.index}")
+
+    def flush(self) -> None:
+        self.calls.append("flush")
+        self.flushed.release()
+
+
+def _frame_results(count: int, faces: int = 1, seed: int = 0) -> list[FrameResult]:
+    """Frames with moving boxes and EmoNet-like outputs, as the writer thread receives them."""
+    rng = np.random.default_rng(seed)
+    pixels = np.zeros((120, 160, 3), np.uint8)
+    results = []
+    for i in range(count):
+        boxes = np.array([[10 + 40 * f + i, 20, 40 + 40 * f + i, 60] for f in range(faces)], np.float32)
+        outputs = [FaceResult(rng.dirichlet(np.ones(8)).astype(np.float32), float(rng.normal()),
+                              float(rng.normal()), None) for _ in range(faces)]
+        results.append(FrameResult(frame=HostFrame(i, i / 30, pixels, 0.0), faces=outputs, crop_boxes=boxes,
+                                   detections=Detections(boxes, np.full(faces, 0.9, np.float32))))
+    return results
+
+
+def _writer_of(video: Path, sinks: list) -> Pipeline:
+    engine = PixelEngine(batch_size=8)  # a results queue of 16
+    return Pipeline(open_source(video), create_detector("blazeface", device="cpu"),
+                    FaceCropper(device=torch.device("cpu")), engine, sinks)
+
+
+def test_the_writer_flushes_when_nothing_is_waiting_and_not_between_waiting_frames(models_home, two_face_clip):
+    sink = FlushingSink()
+    pipeline = _writer_of(two_face_clip, [sink])
+    results = _frame_results(12)
+    for result in results[:10]:  # ten frames done while the writer was busy
+        pipeline._results.put(result)
+    writer = threading.Thread(target=pipeline._write)
+    writer.start()
+    assert sink.flushed.acquire(timeout=60)  # once the ten are written: nothing waits any more
+    assert sink.calls == [f"write {i}" for i in range(10)] + ["flush"]
+    pipeline._results.put(results[10])  # then frames one at a time: each flushed at once
+    assert sink.flushed.acquire(timeout=60)
+    pipeline._results.put(results[11])
+    pipeline._results.put(pipeline_module._END)
+    writer.join(timeout=60)
+    assert sink.calls[11:] == ["write 10", "flush", "write 11", "flush"]  # (11 flushed at the end)
+    assert len(pipeline._latencies) == 12 and pipeline.first_written_at is not None
+
+
+def test_rows_held_back_and_flushed_are_the_rows_written_frame_by_frame(tmp_path):
+    labels = PixelEngine().labels
+    results = _frame_results(40, faces=2, seed=1)
+    files = []
+    for name, flush_after in (("one-by-one", None), ("held", {0, 32})):
+        writer = open_writer(tmp_path / f"{name}.csv", labels=labels)
+        seen: list[tuple[int, int]] = []
+
+        def watch(result: FrameResult, records: list, seen: list = seen) -> None:
+            seen.append((result.frame.index, len(records)))
+
+        sink = RecordSink(FaceRecorder("clip.mp4", labels, smoothing=0.5), writer, watchers=[watch],
+                          hold_rows=flush_after is not None)
+        flushed_frames = 0
+        for result in results:
+            sink.write(result)
+            if flush_after is None:
+                assert writer.rows_written == 2 * (result.frame.index + 1)  # each frame's rows at once
+            else:
+                assert writer.rows_written == 2 * flushed_frames  # held back until the flush
+                if result.frame.index in flush_after:
+                    sink.flush()
+                    flushed_frames = result.frame.index + 1
+        sink.close()  # (held: the last 7 frames' rows, written now)
+        writer.commit()
+        files.append((tmp_path / f"{name}.csv").read_bytes())
+        assert seen == [(i, 2) for i in range(40)]  # watchers still see every frame, in order
+        assert [r.frame for r in sink.last_records] == [39, 39]
+    assert files[0] == files[1] and files[0].count(b"\n") == 1 + 80  # the same tracks, smoothing and values
 
 
 def test_faceless_frames_behind_an_unfilled_batch_are_bounded(models_home, two_face_clip):

@@ -104,7 +104,7 @@ class SourceRun:
             video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height))
         tracks = TrackWatcher(thumbnails=bool(config.report))
         sink: Sink = RecordSink(FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth), writer, video,
-                                watchers=[tracks])
+                                watchers=[tracks], hold_rows=self.live is None)  # (live: each frame's rows at once)
         if self.live is not None:
             sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve
         self.sinks.append(sink)

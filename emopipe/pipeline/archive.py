@@ -398,6 +398,12 @@ class PerSourceSink(Sink):
             self._written += 1
             self._settle()
 
+    def flush(self) -> None:
+        """Write the current source's rows held back (its sink holds them until the writer is idle)."""
+        with self._lock:
+            if self._sink is not None:
+                self._sink.flush()
+
     def settle(self) -> None:
         """Finish the sources read to their end whose every frame is written (in order)."""
         with self._lock:
@@ -430,7 +436,8 @@ class PerSourceSink(Sink):
                                    files=info is not None and info.kind == "images")
         self._writer.commit_on_close = False
         uri = info.uri if info is not None else redact_uri(planned.uri)
-        self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None)
+        self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None,
+                                hold_rows=True)
         self._faces = 0
         self._first_result_s = time.perf_counter()
 

@@ -162,7 +162,8 @@ FrameKey = tuple[int, int]  # (stream, index): a frame's identity in a run
 
 
 class Sink(Protocol):
-    """The writer thread's work for one frame (records, annotated video, live view…)."""
+    """The writer thread's work for one frame (records, annotated video, live view…). A sink may also have
+    ``flush()``: then it may hold what it writes until called (see :meth:`Pipeline._write`)."""
 
     def write(self, result: FrameResult) -> None: ...
 
@@ -263,15 +264,27 @@ class Pipeline:
             self._put(self._frames, _END)
 
     def _write(self) -> None:
-        """Writer thread: sinks in frame order; latency is measured when a frame's results are out."""
+        """Writer thread: sinks in frame order; latency is measured when a frame's results are out.
+
+        A sink with ``flush`` may hold the rows of a few frames and write them in one go: it is flushed
+        whenever no further result is waiting (so a writer that keeps up writes every frame at once, and one
+        that falls behind writes several frames' rows per call) and at the end."""
+        flushing = [sink for sink in self.sinks if hasattr(sink, "flush")]
+        ended = False
         try:
             while True:
                 item = self._results.get()
                 if item is _END:
+                    ended = True
+                    for sink in flushing:
+                        sink.flush()
                     return
                 t = time.perf_counter()
                 for sink in self.sinks:
                     sink.write(item)
+                if self._results.empty():  # nothing waiting: hand the rows held back to the OS now
+                    for sink in flushing:
+                        sink.flush()
                 done = time.perf_counter()
                 if self.first_written_at is None:
                     self.first_written_at = done
@@ -286,7 +299,7 @@ class Pipeline:
         except BaseException as exc:
             self._errors.append(exc)
             self._stop.set()
-            while self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
+            while not ended and self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
                 pass
 
     def _put(self, q: queue.Queue[Any], item: Any) -> bool:

@@ -56,33 +56,52 @@ class FaceRecorder:
 
 
 RecordWatcher = Callable[[FrameResult, list[FaceRecord]], None]
+HOLD_ROWS = 256  # rows a RecordSink holding them back writes at the latest
 
 
 class RecordSink:
     """Writes every frame's rows (and, if asked, the annotated frame) as soon as it is done; ``watchers``
-    see each frame with its records after they are written (track summaries, thumbnails)."""
+    see each frame with its records after they are written (track summaries, thumbnails).
+
+    ``hold_rows``: rows wait for :meth:`flush` (or up to HOLD_ROWS of them), so that a writer that falls behind
+    encodes and writes several frames' rows in one go; the pipeline flushes whenever nothing else is waiting.
+    """
 
     def __init__(self, recorder: FaceRecorder, writer: RecordWriter,
-                 video: AnnotatedVideoWriter | None = None, watchers: Sequence[RecordWatcher] = ()) -> None:
+                 video: AnnotatedVideoWriter | None = None, watchers: Sequence[RecordWatcher] = (),
+                 hold_rows: bool = False) -> None:
         self.recorder = recorder
         self.writer = writer
         self.video = video
         self.watchers = list(watchers)
         self.last_records: list[FaceRecord] = []
+        self.hold_rows = hold_rows
+        self._held: list[FaceRecord] = []
 
     def write(self, result: FrameResult) -> None:
         records = self.recorder.records(result)
         if records:
-            self.writer.write(records)
+            self._held.extend(records)
+            if not self.hold_rows or len(self._held) >= HOLD_ROWS:
+                self.flush()
         if self.video is not None:
             self.video.write(result.frame.bgr, records)
         for watch in self.watchers:
             watch(result, records)
         self.last_records = records
 
+    def flush(self) -> None:
+        """Write the rows held back, in one go (one encoding and one write to the OS for several frames)."""
+        if self._held:
+            rows, self._held = self._held, []
+            self.writer.write(rows)
+
     def close(self) -> None:
         try:
-            self.writer.close()
+            try:
+                self.flush()
+            finally:
+                self.writer.close()
         finally:
             if self.video is not None:
                 self.video.close()
