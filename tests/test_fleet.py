@@ -534,21 +534,34 @@ def test_show_tiles_every_stream_in_one_window(tmp_path, models_home, checkpoint
             files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in (one, two)]
             _wait_for(lambda: all(f.exists() and len(f.read_text().splitlines()) >= 2 for f in files), 120, proc,
                       log, "not both cameras' rows")
-            time.sleep(1.0)  # the window draws the newest tiles
-            tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", screen.display], capture_output=True,
-                                  text=True, timeout=30).stdout
-            assert "emopipe: 2 streams" in tree, tree[-2000:]
-            image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
-            # two cells side by side in the window, each with its stream's face annotated in its track's colour
-            # (read after the screenshot: a frame is drawn after its rows are written; a row being written is left out)
-            tracks = {row["track_id"] for f in files for row in _complete_rows(f)}
-            colours = np.array([PALETTE[(t - 1) % len(PALETTE)] for t in tracks])
-            near = (np.abs(image[:, :, None, :].astype(int) - colours[None, None]).max(axis=3) < 40).any(axis=2)
-            # the window: the largest region that is not the black screen (the pointer is a small one)
-            count, _, boxes, _ = cv2.connectedComponentsWithStats((image.max(axis=2) > 0).astype(np.uint8))
-            window = max(range(1, count), key=lambda i: boxes[i, cv2.CC_STAT_AREA])
-            middle = boxes[window, cv2.CC_STAT_LEFT] + boxes[window, cv2.CC_STAT_WIDTH] // 2
-            assert near[:, :middle].sum() > 40 and near[:, middle:].sum() > 40, "not both streams tiled"
+            def tiled_on_screen() -> bool:  # the window draws the newest tiles after their rows: look until it has
+                tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", screen.display],
+                                      capture_output=True, text=True, timeout=30).stdout
+                if "emopipe: 2 streams" not in tree:
+                    last_look[0] = "no window named 'emopipe: 2 streams': " + tree[-2000:]
+                    return False
+                image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
+                # two cells side by side in the window, each with its stream's face annotated in its track's
+                # colour (read after the screenshot: a frame is drawn after its rows are written; a row being
+                # written is left out)
+                tracks = {row["track_id"] for f in files for row in _complete_rows(f)}
+                colours = np.array([PALETTE[(t - 1) % len(PALETTE)] for t in tracks])
+                near = (np.abs(image[:, :, None, :].astype(int) - colours[None, None]).max(axis=3) < 40).any(axis=2)
+                # the window: the largest region that is not the black screen (the pointer is a small one)
+                count, _, boxes, _ = cv2.connectedComponentsWithStats((image.max(axis=2) > 0).astype(np.uint8))
+                if count < 2:
+                    last_look[0] = "a black screen"
+                    return False
+                window = max(range(1, count), key=lambda i: boxes[i, cv2.CC_STAT_AREA])
+                middle = boxes[window, cv2.CC_STAT_LEFT] + boxes[window, cv2.CC_STAT_WIDTH] // 2
+                last_look[0] = f"annotation pixels left {near[:, :middle].sum()}, right {near[:, middle:].sum()}"
+                return bool(near[:, :middle].sum() > 40 and near[:, middle:].sum() > 40)
+
+            last_look = [""]
+            try:
+                _wait_for(tiled_on_screen, 60, proc, log, "not both streams tiled in the window")
+            except AssertionError as failure:
+                raise AssertionError(f"{failure}\nlast look: {last_look[0]}") from None
             proc.send_signal(signal.SIGTERM)  # as Ctrl-C: everything computed is written
             assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
         finally:
