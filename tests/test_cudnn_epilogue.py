@@ -390,6 +390,62 @@ def test_engines_with_the_epilogue_take_turns(monkeypatch):
     assert turn_taken == [True, True, False, False]
 
 
+class _StandInGraph:
+    """A captured graph's interface on the CPU: launch returns at once, the outputs come at collect."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail, self.synchronized = fail, 0
+
+    def launch(self, crops: torch.Tensor):  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise RuntimeError("CUDA error: out of memory")
+        graph = self
+
+        class Copied:
+            def synchronize(self) -> None:
+                graph.synchronized += 1
+
+        return torch.full((crops.shape[0], 10), 0.1), Copied()
+
+    def unpack(self, host: torch.Tensor) -> list[torch.Tensor]:
+        return [host[:, :8], host[:, 8], host[:, 9]]
+
+
+def test_a_launched_graph_batch_holds_the_turn_until_collected(monkeypatch):
+    """With CUDA graphs the engine returns before the GPU has run: the turn stays taken from the launch until
+    the batch is collected (two launched batches: until both are), and a launch that fails gives it back."""
+    monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
+    e = TorchEngine(build_emonet(random_state(8, seed=1)),
+                    EngineOptions(device="cpu", precision="fp32", batch_size=2, cudnn_epilogue=True))
+    graph = e._graphs[2] = _StandInGraph()  # type: ignore[assignment]
+
+    def taken() -> bool:
+        got: list[bool] = []
+
+        def attempt() -> None:
+            free = engine._EPILOGUE_TURN.acquire(blocking=False)
+            if free:
+                engine._EPILOGUE_TURN.release()
+            got.append(not free)
+
+        probe = threading.Thread(target=attempt)
+        probe.start()
+        probe.join()
+        return got[0]
+
+    first, second = e.launch(torch.rand(2, 3, 256, 256)), e.launch(torch.rand(2, 3, 256, 256))
+    assert taken() and graph.synchronized == 0
+    out = first.collect()
+    assert taken() and graph.synchronized == 1 and out.valence.tolist() == pytest.approx([0.1, 0.1])
+    second.collect()
+    assert not taken() and graph.synchronized == 2
+    assert first.collect() is out and graph.synchronized == 2  # collected once
+    e._graphs[2] = _StandInGraph(fail=True)  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match="out of memory"):
+        e.launch(torch.rand(2, 3, 256, 256))
+    assert not taken()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused kernels)")
 @pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
 def test_two_engines_on_two_streams_finish_with_the_same_results():

@@ -141,20 +141,15 @@ class TorchEngine:
             with self._turn():  # (waits for the GPU before returning)
                 tensors = self._compute(self._prepare(crops))
                 return PendingOutput.done(self._output([t.to("cpu", non_blocking=False) for t in tensors]))
-        turn = self._turn()
-        turn.__enter__()  # held from the launch until the results are on the host (same thread: an RLock)
-        try:
+        with contextlib.ExitStack() as launching:  # the turn is given back here only if the launch fails
+            launching.enter_context(self._turn())
             host, copied = graph.launch(crops)
-        except BaseException:
-            turn.__exit__(None, None, None)
-            raise
+            turn = launching.pop_all()  # held until the results are on the host (same thread: an RLock)
 
         def collect() -> EngineOutput:
-            try:
+            with turn:
                 copied.synchronize()
                 return self._output(graph.unpack(host))
-            finally:
-                turn.__exit__(None, None, None)
 
         return PendingOutput(collect)
 
