@@ -24,18 +24,15 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pairwise IoU of boxes ``a`` (n×4) and ``b`` (m×4), ``x1, y1, x2, y2``; returns n×m."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    # both corners at once (the writer thread runs this every frame: fewer, larger NumPy calls)
-    sides = np.maximum(np.minimum(a[:, None, 2:], b[None, :, 2:]) - np.maximum(a[:, None, :2], b[None, :, :2]), 0)
-    inter = sides[..., 0] * sides[..., 1]
-    area_a = _area(a)
-    area_b = _area(b)
+    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.maximum(x2 - x1, 0) * np.maximum(y2 - y1, 0)
+    area_a = np.maximum(a[:, 2] - a[:, 0], 0) * np.maximum(a[:, 3] - a[:, 1], 0)
+    area_b = np.maximum(b[:, 2] - b[:, 0], 0) * np.maximum(b[:, 3] - b[:, 1], 0)
     union = area_a[:, None] + area_b[None, :] - inter
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
-
-
-def _area(boxes: np.ndarray) -> np.ndarray:
-    sides = np.maximum(boxes[:, 2:] - boxes[:, :2], 0)
-    return sides[:, 0] * sides[:, 1]
 
 
 class IouTracker:
