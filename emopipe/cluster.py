@@ -95,15 +95,26 @@ class _Counter:
         self.frames = self.faces = self.batches = self.padded = 0
         self.stage_seconds: dict[str, float] = {}
         self._told = -float("inf")
+        self._counted = threading.Condition()
 
     def frame(self, result: FrameResult, latency_s: float) -> None:  # (the pipeline's one writer thread)
-        self.frames += 1
-        self.faces += len(result.faces)
         share = self.share_of[result.frame.stream]
-        frames, faces = self.shares.get(share, (0, 0))
-        self.shares[share] = (frames + 1, faces + len(result.faces))
+        with self._counted:
+            self.frames += 1
+            self.faces += len(result.faces)
+            frames, faces = self.shares.get(share, (0, 0))
+            self.shares[share] = (frames + 1, faces + len(result.faces))
+            self._counted.notify_all()
         if time.monotonic() - self._told >= POLL_S or frames == 0:  # (a share's first frame: at once)
             self.tell()
+
+    def wait_for(self, share: int, frames: int, stopped: Callable[[], bool]) -> None:
+        """Wait until ``frames`` of ``share`` are counted (or the pipeline stopped). A source is finished, and
+        its result handed back, as its last frame is written; the observers hear of that frame just after, so
+        without this a share's reply could leave its last frames out of the worker's summary."""
+        with self._counted:
+            while self.shares.get(share, (0, 0))[0] < frames and not stopped():
+                self._counted.wait(timeout=0.1)
 
     def done(self, share: int) -> None:
         """A share's results go back to the driver (they count its frames from now): it is no longer running."""
@@ -259,6 +270,7 @@ class Worker:
             if len(feed.results) < positions.stop:  # its pipeline failed under it: a bug, said as such
                 raise RuntimeError(f"{self.name}: its pipeline failed: {feed.failure}") from feed.failure
             results = feed.results[positions.start:positions.stop]
+        self.counter.wait_for(share_id, sum(r.frames for r in results), lambda: feed.stopped)
         self.counter.done(share_id)
         if self.exporter is not None:
             self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far

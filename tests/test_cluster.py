@@ -214,6 +214,41 @@ def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, f
         ray.kill(board, no_restart=True)
 
 
+class LateCountingWorker(Worker):
+    """A worker whose counter hears of a source's last frame only once a share's summary was taken (or after
+    ``hold_s``): the order that, unwaited for, left the last frames out of the reply (seen once in CI)."""
+
+    def __init__(self, last_index: int, hold_s: float, config: RunConfig) -> None:
+        super().__init__(config, name="late")
+        self.summary_taken = threading.Event()
+        count = self.counter.frame
+
+        def frame(result, latency_s) -> None:
+            if result.frame.index == last_index:
+                self.summary_taken.wait(timeout=hold_s)
+            count(result, latency_s)
+
+        self.counter.frame = frame  # type: ignore[method-assign]
+
+    def summary(self):
+        taken = super().summary()
+        self.summary_taken.set()
+        return taken
+
+
+def test_a_shares_reply_counts_its_last_frame_however_late_the_counter_hears_of_it(tmp_path, local_ray,
+                                                                                  five_clips):
+    folder, config = five_clips
+    plan = Analyzer(config).plan_many([str(folder / "clip1.mp4")], tmp_path / "out")  # 3 frames
+    worker = ray.remote(max_concurrency=4)(LateCountingWorker).remote(2, 2.0, config)
+    try:
+        reply = ray.get(worker.process.remote(plan.todo, 0))
+        assert [r.frames for r in reply["results"]] == [3]
+        assert reply["summary"]["frames"] == 3 and reply["summary"]["faces"] == reply["results"][0].faces
+    finally:
+        ray.kill(worker, no_restart=True)
+
+
 def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five_clips):
     """Shares sent one after another are added to the worker's running pipeline (it does not drain and start
     again): each share's results come back when its own sources are done, in order, rows as one process writes."""
