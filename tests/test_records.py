@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -101,6 +103,97 @@ def test_bad_records_are_rejected_with_a_message(overrides, message):
 def test_create_rejects_probabilities_that_do_not_fit_the_labels():
     with pytest.raises(ValueError, match="expected 5 probabilities"):
         FaceRecord.create(labels=LABELS[5], probabilities=np.full(8, 1 / 8), **_fields())
+
+
+def _frame_of_faces(seed: int, k: int, classes: int = 8, landmarks: bool = False) -> dict:
+    """One frame's k faces as the writer thread has them: float32 boxes and scores, float64 model outputs."""
+    rng = np.random.default_rng(seed)
+    x1y1 = rng.uniform(0, 600, size=(k, 2))
+    boxes = np.concatenate([x1y1, x1y1 + rng.uniform(0, 200, size=(k, 2))], axis=1).astype(np.float32)
+    return dict(source="clip.mp4", frame=int(rng.integers(0, 10_000)), timestamp_s=float(rng.uniform(0, 500)),
+                labels=LABELS[classes], track_ids=rng.permutation(np.arange(1, 3 * k + 1))[:k], boxes=boxes,
+                scores=rng.uniform(0.3, 1, size=k).astype(np.float32),
+                probabilities=rng.dirichlet(np.ones(classes), size=k), valence=rng.normal(0, 40, size=k),
+                arousal=rng.normal(0, 40, size=k),  # (some checkpoints' outputs are far outside ±1)
+                landmarks=rng.uniform(0, 700, size=(k, 68, 2)) if landmarks else None,
+                detected=bool(rng.integers(0, 2)), file=f"img{seed}.png" if seed % 3 == 0 else None)
+
+
+def _one_by_one(faces: dict) -> list[FaceRecord]:
+    landmarks = faces["landmarks"]
+    return [FaceRecord.create(labels=faces["labels"], probabilities=faces["probabilities"][i], source=faces["source"],
+                              frame=faces["frame"], timestamp_s=faces["timestamp_s"],
+                              track_id=int(faces["track_ids"][i]), box=tuple(faces["boxes"][i]),
+                              score=float(faces["scores"][i]), valence=float(faces["valence"][i]),
+                              arousal=float(faces["arousal"][i]), landmarks=None if landmarks is None else landmarks[i],
+                              detected=faces["detected"], file=faces["file"])
+            for i in range(len(faces["track_ids"]))]
+
+
+def test_a_frames_records_made_together_equal_those_made_one_by_one():
+    for seed in range(300):
+        faces = _frame_of_faces(seed, k=1 + seed % 6, classes=(5, 8)[seed % 2], landmarks=seed % 4 == 0)
+        together, alone = FaceRecord.for_frame(**faces), _one_by_one(faces)
+        assert len(together) == len(alone) == 1 + seed % 6
+        for a, b in zip(together, alone):
+            for f in dataclasses.fields(FaceRecord):
+                x, y = getattr(a, f.name), getattr(b, f.name)
+                assert type(x) is type(y), (f.name, type(x), type(y))
+                if isinstance(x, np.ndarray):
+                    assert x.dtype == y.dtype == np.float64 and np.array_equal(x, y) and not x.flags.writeable
+                elif isinstance(x, tuple):
+                    assert x == y and all(type(u) is type(v) for u, v in zip(x, y)), f.name
+                else:
+                    assert x == y, f.name
+    assert FaceRecord.for_frame(**{**_frame_of_faces(0, k=1), "track_ids": np.zeros(0, np.int64)}) == []
+
+
+def test_a_frames_records_keep_their_own_copies():
+    faces = _frame_of_faces(7, k=3, landmarks=True)
+    records = FaceRecord.for_frame(**faces)
+    kept = [(r.probabilities.copy(), r.landmarks.copy()) for r in records]  # type: ignore[union-attr]
+    faces["probabilities"][:] = 0.5
+    faces["landmarks"][:] = -1.0
+    assert all(np.array_equal(r.probabilities, p) and np.array_equal(r.landmarks, lm)
+               for r, (p, lm) in zip(records, kept))
+
+
+def _spoil(faces: dict, how: str) -> dict:
+    """One face (the third of five) made bad in one way."""
+    faces = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in faces.items()}
+    if how == "nan valence":
+        faces["valence"][2] = np.nan
+    elif how == "inf score":
+        faces["scores"][2] = np.inf
+    elif how == "box inside out":
+        faces["boxes"][2, [0, 2]] = faces["boxes"][2, [2, 0]] + [1, 0]
+    elif how == "probabilities over 1":
+        faces["probabilities"][2, 0] += 0.5
+    elif how == "a negative probability":
+        faces["probabilities"][2] = 0.0
+        faces["probabilities"][2, :2] = [1.2, -0.2]
+    elif how == "track id 0":
+        faces["track_ids"][2] = 0
+    elif how == "nan landmark":
+        faces["landmarks"][2, 5, 1] = np.nan
+    elif how == "negative frame":
+        faces["frame"] = -1
+    elif how == "nan timestamp":
+        faces["timestamp_s"] = float("nan")
+    elif how == "labels of another model":
+        faces["labels"] = LABELS[5]
+    return faces
+
+
+@pytest.mark.parametrize("how", ["nan valence", "inf score", "box inside out", "probabilities over 1",
+                                 "a negative probability", "track id 0", "nan landmark", "negative frame",
+                                 "nan timestamp", "labels of another model"])
+def test_a_bad_face_among_good_ones_fails_as_making_it_alone_does(how):
+    faces = _spoil(_frame_of_faces(11, k=5, landmarks=True), how)
+    with pytest.raises((ValueError, TypeError)) as alone:
+        _one_by_one(faces)
+    with pytest.raises(type(alone.value), match=re.escape(str(alone.value))):
+        FaceRecord.for_frame(**faces)
 
 
 # -- landmarks -----------------------------------------------------------------------------------

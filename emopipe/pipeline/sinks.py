@@ -44,15 +44,11 @@ class FaceRecorder:
             landmarks = landmarks_to_frame(np.stack([f.landmarks for f in result.faces if f.landmarks is not None]),
                                            result.crop_boxes)
         frame = result.frame
-        return [
-            FaceRecord.create(
-                labels=self.labels, probabilities=probabilities[i], source=self.source, frame=frame.index,
-                timestamp_s=frame.timestamp_s, track_id=int(ids[i]), box=tuple(boxes[i]),
-                score=float(result.detections.scores[i]), valence=float(valence[i]), arousal=float(arousal[i]),
-                landmarks=None if landmarks is None else landmarks[i], detected=result.detected, file=frame.file,
-            )
-            for i in range(len(result.faces))
-        ]
+        k = len(result.faces)
+        return FaceRecord.for_frame(
+            source=self.source, frame=frame.index, timestamp_s=frame.timestamp_s, labels=self.labels,
+            track_ids=ids[:k], boxes=boxes[:k], scores=result.detections.scores[:k], probabilities=probabilities,
+            valence=valence, arousal=arousal, landmarks=landmarks, detected=result.detected, file=frame.file)
 
 
 RecordWatcher = Callable[[FrameResult, list[FaceRecord]], None]
