@@ -1,3 +1,3 @@
-from emopipe.cli.app import main
+from emopipe.cli.app import run_and_exit
 
-raise SystemExit(main())
+run_and_exit()

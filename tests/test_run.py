@@ -305,3 +305,36 @@ def test_signals_at_any_moment_exit_130_never_by_the_signal(signals, moving, tmp
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert not (tmp_path / "rows.csv").exists() or len(rows(tmp_path / "rows.csv")) < moving.frame_count
+
+
+ENDING = """
+import atexit, sys, threading, time
+from emopipe.cli import app
+
+class Loud:
+    def __del__(self):
+        print("module unloaded", flush=True)
+
+kept = Loud()  # a module global: only Python's own shutdown deletes it
+atexit.register(print, "exit handler ran", flush=True)
+threading.Thread(target=lambda: (time.sleep(0.5), print("thread finished", flush=True))).start()
+app.main = lambda argv=None: 7  # what the command returned
+app.run_and_exit() if sys.argv[1] == "command" else sys.exit(app.main())
+"""
+
+
+@pytest.mark.parametrize("ending", ["command", "python"])
+def test_the_command_ends_after_its_threads_and_exit_handlers_without_unloading_every_module(ending):
+    done = subprocess.run([sys.executable, "-c", ENDING, ending], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 7, done.stderr
+    said = done.stdout.splitlines()
+    assert said[:2] == ["thread finished", "exit handler ran"], said
+    # Python's own exit (the control) goes on to unload the modules; the command skips that (over a second)
+    assert ("module unloaded" in said) == (ending == "python"), said
+
+
+def test_the_installed_command_and_python_m_emopipe_end_that_way():
+    from importlib.metadata import entry_points
+
+    assert entry_points(group="console_scripts")["emopipe"].value == "emopipe.cli:run_and_exit"
+    assert "run_and_exit()" in (REPO / "emopipe" / "__main__.py").read_text()

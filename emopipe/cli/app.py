@@ -8,12 +8,15 @@ Errors a user can act on print one line and exit with the code documented in
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from emopipe._version import __version__
 from emopipe.errors import INTERRUPTED_EXIT_CODE, EmopipeError
@@ -63,6 +66,27 @@ def _configure_logging(debug: bool, quiet: bool) -> None:
     root = logging.getLogger("emopipe")
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``emopipe`` command (its console script and ``python -m emopipe``): :func:`main`, then the process
+    ends once its threads are done and its exit handlers have run.
+
+    Python's own exit would go on to unload every module the run imported (PyTorch's, OpenCV's, Ray's): over a
+    second on the CI machine, for nothing — by then main() has committed and closed every output. (Only the
+    command ends so; main() called in a process of yours returns as any function does.)"""
+    code = main(argv)
+    try:
+        for thread in threading.enumerate():  # as Python's exit, wait for the threads that are not daemons
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()  # the exit handlers (logging's flush among them), as at any exit
+    except KeyboardInterrupt:  # Ctrl-C while ending: end now
+        code = INTERRUPTED_EXIT_CODE
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # (a closed pipe: nothing more can be said there)
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
