@@ -1,18 +1,30 @@
-import time, sys, os, threading, gc
-T0 = time.time()
-import emopipe.cli
-code = 0
-try:
-    emopipe.cli.main(sys.argv[1:])
-except SystemExit as e:
-    code = e.code
-t = time.time()
-print(f"[wrap] main returned at {t-T0:.2f}; threads: {[ (th.name, th.daemon) for th in threading.enumerate()]}", file=sys.stderr)
+"""Run the emopipe command's main() and say when it returned and what is left before the process ends.
+
+ATEXIT=1: run the exit handlers here and time them; GC=1: time a full collection; FAST=1: then os._exit."""
+
+import atexit
+import gc
+import os
+import sys
+import threading
+import time
+
+started = time.time()
+import emopipe.cli  # noqa: E402
+
+code = emopipe.cli.main(sys.argv[1:])
+now = time.time()
+threads = [(t.name, t.daemon) for t in threading.enumerate()]
+print(f"[end] main returned at {now - started:.2f} s; threads: {threads}", file=sys.stderr)
 if os.environ.get("GC"):
-    gc.collect(); print(f"[wrap] gc {time.time()-t:.2f}", file=sys.stderr)
+    gc.collect()
+    print(f"[end] gc {time.time() - now:.2f} s", file=sys.stderr)
 if os.environ.get("ATEXIT"):
-    import atexit
-    t=time.time(); atexit._run_exitfuncs(); print(f"[wrap] atexit funcs {time.time()-t:.2f}", file=sys.stderr)
+    t = time.time()
+    atexit._run_exitfuncs()
+    print(f"[end] exit handlers {time.time() - t:.2f} s", file=sys.stderr)
 if os.environ.get("FAST"):
-    sys.stdout.flush(); sys.stderr.flush(); os._exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 sys.exit(code)
