@@ -80,8 +80,11 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
         for thread in threading.enumerate():  # as Python's exit, wait for the threads that are not daemons
             if thread is not threading.current_thread() and not thread.daemon:
                 thread.join()
+    except KeyboardInterrupt:  # Ctrl-C while waiting for them: wait no more
+        code = INTERRUPTED_EXIT_CODE
+    try:
         atexit._run_exitfuncs()  # the exit handlers (logging's flush among them), as at any exit
-    except KeyboardInterrupt:  # Ctrl-C while ending: end now
+    except KeyboardInterrupt:
         code = INTERRUPTED_EXIT_CODE
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # (a closed pipe: nothing more can be said there)
