@@ -399,7 +399,9 @@ class Analyzer:
             chain.on_idle = sink.settle  # a fed chain waiting for sources: those written meanwhile finish
             # (by position, growing with a fed chain; redacted by the metrics; past --metrics-max-sources: "other")
             names = chain.uris
-            watching: list[Any] = [*observers, *([MetricsObserver(metrics, names)] if metrics is not None else [])]
+            # the metrics first: an observer that has heard of a frame (a cluster worker's counter, which its
+            # reply and its push wait for) knows the metrics have counted it too
+            watching: list[Any] = [*([MetricsObserver(metrics, names)] if metrics is not None else []), *observers]
             if progress:
                 bar = ProgressBar(None)
                 watching.append(bar)

@@ -183,6 +183,8 @@ class Worker:
         self.last_result_at: float | None = None
         self._changed = threading.Condition()
         self._opened = threading.Event()
+        self._replying = threading.Lock()
+        self._snapshots = 0  # summaries taken for replies: each reply's number
         from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
         self.analyzer = Analyzer(config)
@@ -271,11 +273,18 @@ class Worker:
                 raise RuntimeError(f"{self.name}: its pipeline failed: {feed.failure}") from feed.failure
             results = feed.results[positions.start:positions.stop]
         self.counter.wait_for(share_id, sum(r.frames for r in results), lambda: feed.stopped)
-        self.counter.done(share_id)
-        if self.exporter is not None:
-            self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far
-        return {"results": results, "summary": self.summary(), "interrupted": False, "worker": self.where,
-                "seconds": time.perf_counter() - began, "busy_s": self.busy_s(), **self._identity()}
+        # Two shares' replies are taken one at a time, each numbered: the driver keeps the summary taken last
+        # (replies may reach it in either order), and the Pushgateway gets the pushes in the order their values
+        # were read (one at a time: an earlier read cannot land after a later one and take back its counts).
+        with self._replying:
+            self.counter.done(share_id)
+            if self.exporter is not None:
+                self.exporter.finish(linger_after=False)  # --pushgateway: this worker's totals so far
+            self._snapshots += 1
+            summary, snapshot = self.summary(), self._snapshots
+        return {"results": results, "summary": summary, "snapshot": snapshot, "interrupted": False,
+                "worker": self.where, "seconds": time.perf_counter() - began, "busy_s": self.busy_s(),
+                **self._identity()}
 
     def busy_s(self) -> float:
         """From its first share's arrival to its last source's end."""
@@ -626,9 +635,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     workers[name]["sources"] += 1
                     workers[name]["frames"] += result.frames
                     workers[name]["faces"] += result.faces
-                workers[name]["busy_s"] = reply["busy_s"]
+                workers[name]["busy_s"] = max(workers[name]["busy_s"], reply["busy_s"])  # (replies: any order)
                 pending.extendleft(s for s in share if s.uri not in finished)  # (not expected: interrupted)
-                summaries[name] = {**reply["summary"], "worker": reply["worker"], "name": name}
+                keep_latest_summary(summaries, name, reply)
             if seen.bar is not None:
                 poll()
         timeline["done_s"] = time.perf_counter() - started
@@ -647,6 +656,15 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                             "per_worker": workers, "metrics": {n: w["metrics"] for n, w in workers.items()
                                                                if w["metrics"]},
                             "worker_summaries": list(summaries.values())})
+
+
+def keep_latest_summary(summaries: dict[str, dict[str, Any]], name: str, reply: dict[str, Any]) -> None:
+    """Keep worker ``name``'s summary from ``reply`` unless one taken after it is kept already: a worker's
+    shares run side by side, so their replies can reach the driver in another order than they were taken."""
+    kept = summaries.get(name)
+    if kept is None or reply["snapshot"] > kept["snapshot"]:
+        summaries[name] = {**reply["summary"], "worker": reply["worker"], "name": name,
+                           "snapshot": reply["snapshot"]}
 
 
 def _size(uri: str) -> int:

@@ -24,7 +24,14 @@ from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
-from emopipe.cluster import WORKER_NAME, ProgressBoard, RayOptions, Worker, run_on_ray  # noqa: E402
+from emopipe.cluster import (  # noqa: E402
+    WORKER_NAME,
+    ProgressBoard,
+    RayOptions,
+    Worker,
+    keep_latest_summary,
+    run_on_ray,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -247,6 +254,94 @@ def test_a_shares_reply_counts_its_last_frame_however_late_the_counter_hears_of_
         assert reply["summary"]["frames"] == 3 and reply["summary"]["faces"] == reply["results"][0].faces
     finally:
         ray.kill(worker, no_restart=True)
+
+
+class LateMetricsWorker(Worker):
+    """A worker whose metrics count a share's last frame only once its push was sent (or after ``hold_s``):
+    the order that, unwaited for, pushed a worker's totals without its last frames (seen once in CI)."""
+
+    def __init__(self, last: int, hold_s: float, config: RunConfig) -> None:
+        super().__init__(config, name="late-metrics")
+        self.last, self.hold_s = last, hold_s
+        self.pushed = threading.Event()
+        self.counted = 0
+
+    def process(self, share, share_id=0):
+        self.ready()
+        if not hasattr(self, "_late"):
+            self._late = True
+            observe, finish = self.metrics.observe_frame, self.exporter.finish
+
+            def observe_frame(*args, **kwargs) -> None:
+                self.counted += 1
+                if self.counted == self.last:
+                    self.pushed.wait(timeout=self.hold_s)
+                observe(*args, **kwargs)
+
+            def finish_then_say(*args, **kwargs) -> None:
+                finish(*args, **kwargs)
+                self.pushed.set()
+
+            self.metrics.observe_frame = observe_frame
+            self.exporter.finish = finish_then_say
+        return super().process(share, share_id)
+
+
+def test_a_workers_push_counts_the_last_frame_of_its_share(tmp_path, local_ray, five_clips):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    folder, config = five_clips
+    gateway = _Pushgateway()
+    config = RunConfig.from_options(config, pushgateway=f"127.0.0.1:{gateway.server_port}")
+    plan = Analyzer(config).plan_many([str(folder / "clip1.mp4")], tmp_path / "out")  # 3 frames
+    worker = ray.remote(max_concurrency=4)(LateMetricsWorker).remote(3, 2.0, config)
+    try:
+        reply = ray.get(worker.process.remote(plan.todo, 0))
+    finally:
+        ray.kill(worker, no_restart=True)
+        gateway.shutdown()
+        gateway.server_close()
+    assert reply["summary"]["frames"] == 3
+    body = gateway.pushed["/metrics/job/emopipe-batch/instance/late-metrics"]
+    frames = [s.value for f in text_string_to_metric_families(body) for s in f.samples
+              if s.name == "emopipe_frames_total"]
+    assert frames == [3]
+
+
+def test_the_driver_keeps_each_workers_summary_taken_last_whatever_order_the_replies_come_in():
+    def reply(snapshot: int, frames: int, where: str = "host:1") -> dict:
+        return {"snapshot": snapshot, "summary": {"frames": frames}, "worker": where}
+
+    kept: dict[str, dict] = {}
+    keep_latest_summary(kept, "a", reply(2, 12))
+    keep_latest_summary(kept, "a", reply(1, 7))  # taken first, arrived last: the older view
+    keep_latest_summary(kept, "b", reply(1, 5, "host:2"))
+    assert kept["a"] == {"frames": 12, "worker": "host:1", "name": "a", "snapshot": 2}
+    assert kept["b"]["frames"] == 5 and kept["b"]["name"] == "b"
+    keep_latest_summary(kept, "a", reply(3, 14))
+    assert kept["a"]["frames"] == 14
+
+
+def test_a_workers_replies_are_numbered_in_the_order_taken_and_the_last_counts_every_frame(tmp_path, local_ray,
+                                                                                          five_clips):
+    """Two shares side by side in one worker: the reply taken last (its number the highest) counts both shares'
+    frames, whichever reply reaches the driver first."""
+    _, config = five_clips
+    plan = Analyzer(config).plan_many(None, tmp_path / "out")
+    worker = ray.remote(max_concurrency=4)(Worker).remote(config, name="numbered")
+    try:
+        refs = [worker.process.remote(plan.todo[:2], 0), worker.process.remote(plan.todo[2:3], 1)]
+        replies = ray.get(refs)
+    finally:
+        ray.kill(worker, no_restart=True)
+    frames = sum(r.frames for reply in replies for r in reply["results"])
+    assert sorted(reply["snapshot"] for reply in replies) == [1, 2]
+    assert max(replies, key=lambda r: r["snapshot"])["summary"]["frames"] == frames
+    for order in (replies, replies[::-1]):
+        kept: dict[str, dict] = {}
+        for reply in order:
+            keep_latest_summary(kept, "numbered", reply)
+        assert kept["numbered"]["frames"] == frames
 
 
 def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five_clips):
