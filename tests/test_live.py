@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from emopipe.cli import app as cli
 from emopipe.errors import SourceUnavailableError, UsageError
-from emopipe.io.live import LiveOptions, LiveSource, NewestFrame
+from emopipe.io.live import LiveClock, LiveOptions, LiveSource, NewestFrame
 from emopipe.io.sources import open_source
 from emopipe.io.uris import is_live, redact_uri, webcam_index
 from emopipe.observe.livepage import FrameHub, LiveServer, parse_address
@@ -115,73 +115,177 @@ def test_newest_frame_hands_over_only_the_newest_and_counts_every_other_one():
     assert slot.dropped > 0 and len(taken) + slot.dropped + slot.skipped == 5 + produced
 
 
+class SteppedClock:
+    """A clock that moves only when told: a camera's read moves it one frame interval, a wait between reopening
+    attempts by the wait's length. No real time passes, so rates, backoffs and give-ups are exact on any
+    machine. Binary fractions (1/128 s…) keep the sums exact too."""
+
+    def __init__(self, start: float = 1024.0, wall_offset: float = 1_700_000_000.0) -> None:
+        self.t = start
+        self.wall_offset = wall_offset
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return self.t
+
+    def wall(self) -> float:
+        return self.t + self.wall_offset
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.t += seconds
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        self.advance(seconds)
+        return event.is_set()
+
+    def live(self) -> LiveClock:
+        return LiveClock(now=self.now, wall=self.wall, wait=self.wait)
+
+
+class Gate:
+    """The reads a camera may make, handed out by the test; it also says when the camera waits for one (by
+    then the frame it read before is published)."""
+
+    def __init__(self, permits: int = 1) -> None:
+        self.permits = permits
+        self.reads = 0
+        self.waiting = False
+        self._changed = threading.Condition()
+
+    def allow(self, n: int = 1) -> None:
+        with self._changed:
+            self.permits += n
+            self._changed.notify_all()
+
+    def pass_through(self) -> None:
+        with self._changed:
+            self.waiting = True
+            self._changed.notify_all()
+            assert self._changed.wait_for(lambda: self.permits > 0, timeout=60), "the test never allowed a read"
+            self.permits -= 1
+            self.waiting = False
+            self.reads += 1
+
+    def wait_until_waiting_after(self, reads: int) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self.waiting and self.reads >= reads, timeout=60)
+
+
+class GatedCamera:
+    """Numbered 32×24 frames read when ``gate`` allows, each moving ``clock`` on by 1/``fps``; after ``frames``
+    reads the stream breaks (read fails, without waiting for the gate)."""
+
+    def __init__(self, clock: SteppedClock, gate: Gate, fps: float, frames: int | None = None) -> None:
+        self.clock, self.gate, self.interval, self.frames = clock, gate, 1.0 / fps, frames
+        self.reads = 0
+        self.released = False
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        if self.frames is not None and self.reads >= self.frames:
+            return False, None
+        self.gate.pass_through()
+        self.clock.advance(self.interval)
+        self.reads += 1
+        return True, np.full((24, 32, 3), self.reads % 256, dtype=np.uint8)
+
+    def get(self, prop: int) -> float:
+        return 0.0
+
+    def release(self) -> None:
+        self.released = True
+
+
 def test_a_live_source_yields_the_newest_frames_and_stops_at_max_frames_or_duration():
-    with LiveSource("paced://test", opener=lambda uri, o: PacedCamera(fps=200),
-                    options=LiveOptions(max_frames=10)) as source:
+    clock, gate = SteppedClock(), Gate()
+    camera = GatedCamera(clock, gate, fps=256)
+    with LiveSource("paced://test", opener=lambda uri, o: camera, options=LiveOptions(max_frames=10),
+                    clock=clock.live()) as source:
         assert source.info.kind == "stream" and (source.info.width, source.info.height) == (32, 24)
-        frames = take(source, 100, delay=0.02)  # 4 frames come per frame taken
-        assert len(frames) == 10
-        indexes = [f.index for f in frames]
-        assert all(b > a for a, b in itertools.pairwise(indexes))
-        assert source.dropped >= 10  # the gaps between the indexes
-        assert source.measured_fps == pytest.approx(200, rel=0.3)
-        assert frames[-1].timestamp_s == pytest.approx(time.time(), abs=1.0)  # wall-clock capture times
-        assert all(0 <= time.perf_counter() - f.read_time < 5 for f in frames)
-    with LiveSource("paced://test", opener=lambda uri, o: PacedCamera(fps=100),
-                    options=LiveOptions(duration_s=0.3)) as source:
-        frames = list(source)
-        span = frames[-1].timestamp_s - frames[0].timestamp_s
-        assert span < 0.3 <= span + 0.05
+        frames = []
+        for frame in source:
+            frames.append(frame)
+            if len(frames) < 10:
+                read = gate.reads
+                gate.allow(4)  # four frames come while one is analysed: the newest is taken, three dropped
+                gate.wait_until_waiting_after(read + 4)
+        assert [f.index for f in frames] == list(range(0, 40, 4))
+        assert source.dropped == 27 and source.skipped == 0
+        assert source.measured_fps == 256  # the camera's own rate, not how often frames were taken
+        gate.allow(1000)  # (the capture thread is not left waiting as the source closes)
+    reads = np.array([f.read_time for f in frames])
+    assert np.array_equal(reads, 1024.0 + (np.arange(10) * 4 + 1) / 256)  # the instant each was read
+    assert [f.timestamp_s - f.read_time for f in frames] == [clock.wall_offset] * 10  # wall-clock, same instant
+
+    clock, gate = SteppedClock(), Gate()
+    camera = GatedCamera(clock, gate, fps=128)
+    with LiveSource("paced://test", opener=lambda uri, o: camera, options=LiveOptions(duration_s=0.25),
+                    clock=clock.live()) as source:
+        frames = []
+        for frame in source:
+            frames.append(frame)
+            gate.allow(1)  # one frame at a time: none dropped
+        gate.allow(1000)
+    # every frame captured less than 0.25 s after the first, and none after: the one at 0.25 s ended it
+    assert [f.index for f in frames] == list(range(32)) and source.dropped == 0
+    assert frames[-1].timestamp_s - frames[0].timestamp_s == 31 / 128
+    assert camera.reads >= 33
 
 
 def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue():
+    clock, gate = SteppedClock(), Gate()
     opened: list[float] = []
     plan = ["frames", "refused", "refused", "refused", "frames"]
-    cameras: list[PacedCamera] = []
+    cameras: list[GatedCamera] = []
 
-    def opener(uri: str, options: LiveOptions) -> PacedCamera:
-        opened.append(time.perf_counter())
+    def opener(uri: str, options: LiveOptions) -> GatedCamera:
+        opened.append(clock.now())
         step = plan[min(len(opened), len(plan)) - 1]
         if step == "refused":
             raise SourceUnavailableError("nothing is listening (connection refused)")
-        cameras.append(PacedCamera(fps=100, frames=5 if len(opened) == 1 else None))
+        cameras.append(GatedCamera(clock, gate, fps=128, frames=5 if len(opened) == 1 else None))
         return cameras[-1]
 
     reconnected = []
-    options = LiveOptions(backoff_s=(0.05, 0.1), reconnect_timeout_s=10)
-    with LiveSource("paced://test", options=options, opener=opener, on_reconnect=lambda: reconnected.append(1)) as src:
+    options = LiveOptions(backoff_s=(1 / 16, 1 / 8), reconnect_timeout_s=10)
+    with LiveSource("paced://test", options=options, opener=opener, on_reconnect=lambda: reconnected.append(1),
+                    clock=clock.live()) as src:
         frames = []
         for frame in src:
             frames.append(frame)
             if src.reconnects and len(frames) >= 8:
                 break
-    gaps = np.diff(opened)
-    assert len(opened) == 5 and reconnected == [1] and src.reconnects == 1
-    assert gaps[1] >= 0.05 and gaps[2] >= 0.1 and gaps[3] >= 0.1  # the backoff: first, doubled, capped
-    assert gaps[1] < 0.5 and gaps[3] < 0.6
+            gate.allow(1)
+        gate.allow(1000)
+    assert len(opened) == 5 and reconnected == [1] and src.reconnects == 1 and src.reopen_failures == 3
+    # reopened at once after the five frames, then after the backoff: first, doubled, capped
+    assert np.diff(opened).tolist() == [5 / 128, 1 / 16, 1 / 8, 1 / 8]
     assert cameras[0].released and cameras[-1].released
-    indexes = [f.index for f in frames]
-    assert all(b > a for a, b in itertools.pairwise(indexes)) and indexes[-1] >= 5
-    # the rates are the stream's while it was up: the outage (≥ 0.25 s of backoff) is not counted
-    assert src.run_fps == pytest.approx(100, rel=0.3) and src.measured_fps == pytest.approx(100, rel=0.3)
+    assert [f.index for f in frames] == list(range(8))  # numbers continue across the reconnection
+    # the rates are the stream's while it was up: the outage (5/16 s of backoff) is not counted
+    assert src.run_fps == 128 and src.measured_fps == 128
 
 
 def test_a_stream_that_stays_away_ends_the_run_with_a_clear_error():
+    clock, gate = SteppedClock(), Gate(permits=3)
     calls = []
+    camera = GatedCamera(clock, gate, fps=128, frames=3)
 
-    def opener(uri: str, options: LiveOptions) -> PacedCamera:
-        calls.append(1)
+    def opener(uri: str, options: LiveOptions) -> GatedCamera:
+        calls.append(clock.now())
         if len(calls) > 1:
             raise SourceUnavailableError("nothing is listening at camera:80 (connection refused)")
-        return PacedCamera(fps=100, frames=3)
+        return camera
 
-    options = LiveOptions(backoff_s=(0.05, 0.1), reconnect_timeout_s=0.5)
-    start = time.perf_counter()
+    options = LiveOptions(backoff_s=(1 / 16, 1 / 8), reconnect_timeout_s=0.5)
     lost = r"lost the stream rtsp://user:\*\*\*@camera/stream: no frame for \d+ s .*connection refused"
-    with LiveSource("rtsp://user:secret@camera/stream", options=options, opener=opener) as source, \
-            pytest.raises(SourceUnavailableError, match=lost):
+    with LiveSource("rtsp://user:secret@camera/stream", options=options, opener=opener,
+                    clock=clock.live()) as source, pytest.raises(SourceUnavailableError, match=lost):
         list(source)
-    assert 0.5 <= time.perf_counter() - start < 5 and len(calls) >= 4
+    last_frame = 1024.0 + 3 / 128
+    # it gave up once 0.5 s passed without a frame, not a whole backoff later, reopening all the while
+    assert 0.5 < clock.now() - last_frame <= 0.5 + 0.01 + 1e-9 and len(calls) >= 5
+    assert all(t - last_frame <= 0.5 + 0.01 + 1e-9 for t in calls[1:])
 
 
 def test_a_stream_of_declared_length_ends_without_reconnecting():

@@ -53,6 +53,20 @@ logger = logging.getLogger(__name__)
 _FPS_WINDOW = 64  # capture times kept to measure the current frame rate
 
 
+def _wait(event: threading.Event, seconds: float) -> bool:
+    return event.wait(seconds)
+
+
+@dataclass(frozen=True)
+class LiveClock:
+    """The clocks a live source reads and how its capture thread waits between reopening attempts: the
+    process's own by default; a test passes a controlled one (rates, backoffs and give-ups then exact)."""
+
+    now: Callable[[], float] = time.perf_counter  # capture instants: latencies, rates, silences
+    wall: Callable[[], float] = time.time  # the Unix time of a capture (Frame.timestamp_s)
+    wait: Callable[[threading.Event, float], bool] = _wait  # up to ``seconds``; True once the event is set
+
+
 class Capture(Protocol):
     """What a live source reads from: the part of ``cv2.VideoCapture`` it uses."""
 
@@ -267,10 +281,12 @@ class LiveSource(_SourceBase):
 
     def __init__(self, uri: str, *, options: LiveOptions | None = None,
                  opener: Callable[[str, LiveOptions], Capture] | None = None,
-                 on_drop: Callable[[int], None] | None = None, on_reconnect: Callable[[], None] | None = None) -> None:
+                 on_drop: Callable[[int], None] | None = None, on_reconnect: Callable[[], None] | None = None,
+                 clock: LiveClock | None = None) -> None:
         super().__init__()
         self.uri = uri
         self.options = options or LiveOptions()
+        self.clock = clock or LiveClock()
         self._opener = opener or capture_opener(uri)
         self.kind = "camera" if webcam_index(uri) is not None else "stream"
         self.on_drop = on_drop
@@ -323,7 +339,7 @@ class LiveSource(_SourceBase):
                     wait = self.options.backoff(attempt)
                     if self.captured:  # give up on time, not a whole backoff later
                         wait = min(wait, max(0.0, self.options.reconnect_timeout_s - self._silence()) + 0.01)
-                    if self._stopping.wait(wait):
+                    if self.clock.wait(self._stopping, wait):
                         return
                     attempt += 1
                     try:
@@ -381,7 +397,7 @@ class LiveSource(_SourceBase):
             self.on_reopen_failed()
 
     def _publish(self, image: np.ndarray, *, reopened: bool) -> None:
-        wall, now = time.time(), time.perf_counter()
+        wall, now = self.clock.wall(), self.clock.now()
         frame = HostFrame(index=self.captured, timestamp_s=wall, bgr=_as_bgr(image), read_time=now)
         if reopened:
             self._times.clear()  # a rate measured across the outage would not be the stream's
@@ -402,7 +418,7 @@ class LiveSource(_SourceBase):
     def _silence(self, now: float | None = None) -> float:
         if self._last_capture is None:
             return 0.0
-        return (time.perf_counter() if now is None else now) - self._last_capture
+        return (self.clock.now() if now is None else now) - self._last_capture
 
     def _given_up(self) -> bool:
         return self._silence() > self.options.reconnect_timeout_s
