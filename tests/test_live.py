@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -102,8 +103,9 @@ def test_newest_frame_hands_over_only_the_newest_and_counts_every_other_one():
     producer.start()
     taken = []
     while True:
+        closed = slot.closed  # (read before taking: a last frame put just before the close is still taken)
         frame = slot.take(timeout=0.1)
-        if frame is None and slot.closed:
+        if frame is None and closed:
             break
         if frame is not None:
             taken.append(frame.index)
@@ -176,8 +178,9 @@ class GatedCamera:
     """Numbered 32×24 frames read when ``gate`` allows, each moving ``clock`` on by 1/``fps``; after ``frames``
     reads the stream breaks (read fails, without waiting for the gate)."""
 
-    def __init__(self, clock: SteppedClock, gate: Gate, fps: float, frames: int | None = None) -> None:
-        self.clock, self.gate, self.interval, self.frames = clock, gate, 1.0 / fps, frames
+    def __init__(self, clock: SteppedClock, gate: Gate, fps: float, frames: int | None = None,
+                 declared: int = 0) -> None:
+        self.clock, self.gate, self.interval, self.frames, self.declared = clock, gate, 1.0 / fps, frames, declared
         self.reads = 0
         self.released = False
 
@@ -190,10 +193,32 @@ class GatedCamera:
         return True, np.full((24, 32, 3), self.reads % 256, dtype=np.uint8)
 
     def get(self, prop: int) -> float:
-        return 0.0
+        return float(self.declared) if prop == cv2.CAP_PROP_FRAME_COUNT else 0.0
 
     def release(self) -> None:
         self.released = True
+
+
+def test_a_last_frame_that_comes_as_the_consumer_stops_waiting_is_still_yielded():
+    """The stream's last frame arrives, and the stream ends, just after a wait for a frame timed out: the frame is
+    still yielded (a source that looked at "closed" after the timed-out wait ended without it)."""
+    clock, gate = SteppedClock(), Gate()
+    camera = GatedCamera(clock, gate, fps=128, frames=3, declared=3)
+    with LiveSource("paced://file", opener=lambda uri, o: camera, clock=clock.live()) as source:
+        take, waits = source._newest.take, []
+
+        def take_then_end(timeout: float):
+            frame = take(timeout)
+            waits.append(frame)
+            if len(waits) == 2:  # the wait after frame 0 timed out; now the last frames come and the stream ends
+                assert frame is None
+                gate.allow(2)
+                assert source._newest.wait_until(lambda: False, 60) and source._newest.closed
+            return frame
+
+        source._newest.take = take_then_end
+        frames = list(source)
+    assert [f.index for f in frames] == [0, 2] and source.dropped == 1  # frame 1 replaced by 2, the last
 
 
 def test_a_live_source_yields_the_newest_frames_and_stops_at_max_frames_or_duration():
@@ -335,7 +360,8 @@ def test_a_live_hls_stream_is_followed_past_its_first_segments(tmp_path):
                 break
     # the playlist held ~3 s of video when we came; reading on for 3 s more means it was refreshed live
     assert frames[-1].timestamp_s - frames[0].timestamp_s > 3.0
-    assert len(frames) >= 15 and all(b.index > a.index for a, b in itertools.pairwise(frames))
+    # frames captured, not taken: a segment's frames come in a burst and only the newest is kept for the taker
+    assert frames[-1].index - frames[0].index >= 15 and all(b.index > a.index for a, b in itertools.pairwise(frames))
 
 
 def test_open_source_reads_cameras_and_streams_live(tmp_path):
@@ -383,18 +409,14 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, str, bytes]:
         return error.code, error.headers.get("Content-Type", ""), error.read()
 
 
-def _read_parts(url: str, n: int, timeout: float = 10.0) -> list[bytes]:
-    """The first n JPEGs of a multipart MJPEG stream."""
-    parts = []
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace; boundary=")
-        while len(parts) < n:
-            line = response.readline()
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-                response.readline()
-                parts.append(response.read(length))
-    return parts
+def _parts(response) -> Iterator[bytes]:
+    """The JPEGs of a multipart MJPEG stream, each as it arrives."""
+    assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace; boundary=")
+    while line := response.readline():
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+            response.readline()
+            yield response.read(length)
 
 
 def test_the_live_server_serves_the_page_the_stream_the_numbers_and_metrics():
@@ -422,22 +444,16 @@ def test_the_live_server_serves_the_page_the_stream_the_numbers_and_metrics():
         placeholder = cv2.imdecode(np.frombuffer(_get(server.url + "frame.jpg")[2], np.uint8), cv2.IMREAD_COLOR)
         assert placeholder.shape == (360, 640, 3)  # "waiting for the first frame"
 
-        frames = [np.full((90, 120, 3), (30 * i, 200 - 30 * i, 90), np.uint8) for i in range(1, 5)]
-
-        def publish() -> None:
-            for frame in frames:
-                time.sleep(0.3)
+        frames = [np.full((90, 120, 3), (30 * i, 200 - 30 * i, 90), np.uint8) for i in range(1, 4)]
+        with urllib.request.urlopen(server.url + "stream.mjpg", timeout=30) as response:
+            parts = _parts(response)
+            decoded = [cv2.imdecode(np.frombuffer(next(parts), np.uint8), cv2.IMREAD_COLOR)]
+            for frame in frames:  # each published once the viewer has the one before
                 hub.publish(frame)
-
-        publisher = threading.Thread(target=publish)
-        publisher.start()
-        parts = _read_parts(server.url + "stream.mjpg", 3)
-        publisher.join()
-        decoded = [cv2.imdecode(np.frombuffer(p, np.uint8), cv2.IMREAD_COLOR) for p in parts]
+                decoded.append(cv2.imdecode(np.frombuffer(next(parts), np.uint8), cv2.IMREAD_COLOR))
         assert decoded[0].shape == (360, 640, 3)  # the placeholder, until the first frame
-        for image in decoded[1:]:  # then published frames, each as it came
-            assert image.shape == (90, 120, 3)
-            assert min(np.abs(image.astype(int) - f).mean() for f in frames) < 3
+        for image, frame in zip(decoded[1:], frames, strict=True):  # then each frame as it came
+            assert image.shape == (90, 120, 3) and np.abs(image.astype(int) - frame).mean() < 3
         with pytest.raises(UsageError, match="cannot serve the live page"):
             LiveServer("127.0.0.1", server.port, hub, lambda: numbers)
     finally:
@@ -542,7 +558,7 @@ def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_
     results = Results()
     events: dict[str, float] = {}
     with MjpegServer(clip.path) as server:
-        source = LiveSource(server.url, options=LiveOptions(open_timeout_s=2.0, read_timeout_s=1.0,
+        source = LiveSource(server.url, options=LiveOptions(open_timeout_s=2.0, read_timeout_s=3.0,
                                                             backoff_s=(0.1, 0.5), reconnect_timeout_s=30))
         source.on_drop, source.on_reconnect = metrics.frames_dropped, metrics.reconnect
         writer = open_writer(tmp_path / "rows.jsonl", labels=engine.labels)
@@ -556,7 +572,10 @@ def test_live_pipeline_drops_stale_frames_so_latency_stays_bounded_and_survives_
                 assert results.wait(lambda r: len(r) >= 4, 60), "no results from the stream"
                 server.stall()  # the connection stays open and silent: only the read timeout notices
                 events["stalled"] = time.perf_counter()
-                time.sleep(2.5)
+                deadline = time.monotonic() + 60  # (bounds a hang only) until the read timeout noticed the stall
+                while source.up and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert not source.up, "the stall was not noticed"
                 server.kill()
                 server.start()
                 events["restarted"] = time.perf_counter()
@@ -679,8 +698,15 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
         try:
             def stats() -> dict:
                 try:
-                    return json.loads(_get(page + "stats.json", timeout=2)[2])
+                    return json.loads(_get(page + "stats.json", timeout=10)[2])
                 except (OSError, ValueError):
+                    return {}
+
+            def metrics() -> dict:
+                """The metrics page, or none while it did not answer (a busy machine): predicates retry."""
+                try:
+                    return scrape(page + "metrics")
+                except OSError:
                     return {}
 
             _wait_for(lambda: stats().get("fps") is not None, 90, proc, log, "no results on the page")
@@ -704,21 +730,21 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
             assert scrape(page + "metrics")[up] == 1
             server.kill()
             killed = time.time()
-            _wait_for(lambda: scrape(page + "metrics").get(up) == 0, 10 + 2, proc, log,
-                      "emopipe_source_up did not go to 0 within 10 s of the stream dying")  # (+ the 2 s read timeout)
-            _wait_for(lambda: scrape(page + "metrics").get(("emopipe_stream_reopen_failures_total", frozenset()),
-                                                             0) >= 1, 30, proc, log, "no failed reopen attempt counted")
-            down = stats()
+            _wait_for(lambda: metrics().get(up) == 0, 60, proc, log, "emopipe_source_up did not go to 0")
+            _wait_for(lambda: metrics().get(("emopipe_stream_reopen_failures_total", frozenset()), 0) >= 1, 60, proc,
+                      log, "no failed reopen attempt counted")
+            down = _wait_for(lambda: (now := stats()).get("state") == "reconnecting" and now, 30, proc, log,
+                             "the page does not say reconnecting")
             assert down["state"] == "reconnecting" and down["outage_s"] > 0 and down["fps"] is None
             assert down["reopen_failures"] >= 1
             html_page = _get(page, timeout=5)[2].decode()
             assert 'class="stale"' in html_page and "s old" in html_page  # the frozen frame: marked stale, its age
             server.start()
-            _wait_for(lambda: scrape(page + "metrics").get(up) == 1, 60, proc, log, "emopipe_source_up not back to 1")
+            _wait_for(lambda: metrics().get(up) == 1, 60, proc, log, "emopipe_source_up not back to 1")
             _wait_for(lambda: sum(1 for r in _rows(rows_path) if r["timestamp_s"] > killed) >= 3, 90, proc, log,
                       "no rows after the stream came back")
-            assert stats()["reconnects"] >= 1
-            metrics_page = scrape(page + "metrics")
+            _wait_for(lambda: stats().get("reconnects", 0) >= 1, 30, proc, log, "the page counts no reconnection")
+            metrics_page = _wait_for(metrics, 30, proc, log, "the metrics page did not answer")
             assert metrics_page[("emopipe_stream_reconnects_total", frozenset())] >= 1
             assert metrics_page[("emopipe_frames_dropped_total", frozenset())] > 0
             assert metrics_page[("emopipe_capture_latency_seconds_count", frozenset())] >= 3
@@ -745,7 +771,9 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
     ok, first = cap.read()
     cap.release()
     assert ok and first.shape == (120, 160, 3)
-    assert recorded_fps == pytest.approx(10.0, rel=0.25)
+    # the rate measured over the first frames (a burst read after the models loaded on a busy machine can skew
+    # it); what must hold is real time: the file lasts as long as the rows span
+    assert recorded_fps == pytest.approx(10.0, rel=0.5)
     span = rows[-1]["timestamp_s"] - rows[0]["timestamp_s"]
     assert recorded_frames >= span * recorded_fps * 0.9
     assert "capture → result p50" in log.read_text()

@@ -462,9 +462,10 @@ class LiveSource(_SourceBase):
         first: float | None = None
         limit, duration = self.options.max_frames, self.options.duration_s
         while limit is None or yielded < limit:
+            closed = self._newest.closed  # (read first: a last frame put just before the close is still taken)
             frame = self._newest.take(timeout=0.1)
             if frame is None:
-                if self._newest.closed:
+                if closed:
                     if self._newest.error is not None and not self._stopping.is_set():
                         raise self._newest.error
                     return
