@@ -358,7 +358,8 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
     summary = json.loads((out / "summary.json").read_text())
     by_source = {c["source"]: c for c in summary["cameras"]}
     assert set(by_source) == set(uris)
-    assert by_source["fleettest://c"]["frames"] > by_source["fleettest://b"]["frames"]  # c went on after b died
+    # c went on after b died (frames read from the camera: how many were analysed depends on the CPU's speed)
+    assert by_source["fleettest://b"]["frames_captured"] == 6 < by_source["fleettest://c"]["frames_captured"]
     assert by_source["fleettest://a"]["faces"] == len(rows) and by_source["fleettest://a"]["latency_p50_s"] > 0
     assert all(c["latency_p99_s"] >= c["latency_p50_s"] for c in summary["cameras"] if c["frames"])
     assert summary["failed"] == 1 and summary["ok"] == 2 and summary["frames"] == sum(
@@ -439,7 +440,7 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
             proc = subprocess.Popen(
                 [sys.executable, "-m", "emopipe", servers[0].url, "--list", str(listing), "--weights",
                  str(checkpoints[8]), "-o", str(out), "--format", "jsonl", "--serve", f"127.0.0.1:{page_port}",
-                 "--metrics-port", str(metrics_port), "--metrics-max-sources", "2", "--read-timeout", "1",
+                 "--metrics-port", str(metrics_port), "--metrics-max-sources", "2", "--read-timeout", "5",
                  "--reconnect-timeout", "120", "--batch-size", "2", "--no-progress"],
                 cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=interruptible)
 
@@ -447,13 +448,18 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
             """The page's numbers per stream, in the order of the servers (the list file's cameras come first
             in the run: the stats are matched by URL)."""
             try:
-                found = {s["source"]: s for s in json.loads(_get(page + "stats.json", timeout=2)[2])["streams"]}
+                found = {s["source"]: s for s in json.loads(_get(page + "stats.json", timeout=10)[2])["streams"]}
                 return [found[server.url] for server in servers]
             except (OSError, ValueError, KeyError):
                 return []
 
         def frames() -> list[int]:
             return [s["frames"] for s in streams()] or [0, 0, 0]
+
+        def stream(k: int) -> dict:
+            """Camera k's numbers, or none while the page did not answer (a busy machine): predicates retry."""
+            found = streams()
+            return found[k] if found else {}
 
         _wait_for(lambda: min(frames()) >= 2, 120, proc, log, "not every camera's frames were processed")
         html_page = _get(page, timeout=5)[2].decode()
@@ -462,11 +468,11 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
 
         # camera 1 dies: only it goes down and reconnects; cameras 0 and 2 keep flowing all the while
         servers[1].kill()
-        _wait_for(lambda: streams()[1]["state"] == "reconnecting", 30, proc, log, "camera 1 not seen as lost")
+        _wait_for(lambda: stream(1).get("state") == "reconnecting", 60, proc, log, "camera 1 not seen as lost")
         during = frames()
         _wait_for(lambda: all(now >= before + 2 for k, (before, now) in enumerate(zip(during, frames())) if k != 1),
                   90, proc, log, "cameras 0 and 2 did not keep flowing while camera 1 was down")
-        down = streams()
+        down = _wait_for(streams, 30, proc, log, "the page did not answer")
         assert down[1]["state"] == "reconnecting" and not down[1]["up"]
         assert down[0]["state"] == down[2]["state"] == "live"
         scraped = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
@@ -474,11 +480,11 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
         assert sorted(up.values()) == [0, 1, 1]  # two by name (the bound is 2), the third as "other"
         assert up.get(servers[1].url, up.get(OTHER_SOURCE)) == 0
         servers[1].start()
-        _wait_for(lambda: streams()[1]["reconnects"] >= 1 and streams()[1]["state"] == "live", 90, proc, log,
+        _wait_for(lambda: stream(1).get("reconnects", 0) >= 1 and stream(1).get("state") == "live", 90, proc, log,
                   "camera 1 did not reconnect")
         back = frames()[1]
         _wait_for(lambda: frames()[1] >= back + 2, 90, proc, log, "camera 1's frames did not resume")
-        now = streams()
+        now = _wait_for(streams, 30, proc, log, "the page did not answer")
         assert [s["reconnects"] for s in now] == [0, now[1]["reconnects"], 0]  # only camera 1 reconnected
 
         scraped = scrape(f"http://127.0.0.1:{metrics_port}/metrics")

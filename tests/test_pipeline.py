@@ -248,12 +248,16 @@ def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_cli
 class FlushingSink(ListSink):
     """A sink that holds what it writes until flushed; says each call, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: int | None = None) -> None:
         super().__init__()
         self.calls: list[str] = []
         self.flushed = threading.Semaphore(0)
+        self.hold, self.held, self.release = hold, threading.Event(), threading.Event()
 
     def write(self, result: FrameResult) -> None:
+        if result.frame.index == self.hold:  # stays in this write until the test says go on
+            self.held.set()
+            assert self.release.wait(timeout=60)
         super().write(result)
         self.calls.append(f"write {result.frame.index}")
 
@@ -283,7 +287,7 @@ def _writer_of(video: Path, sinks: list) -> Pipeline:
 
 
 def test_the_writer_flushes_when_nothing_is_waiting_and_not_between_waiting_frames(models_home, two_face_clip):
-    sink = FlushingSink()
+    sink = FlushingSink(hold=11)
     pipeline = _writer_of(two_face_clip, [sink])
     results = _frame_results(12)
     for result in results[:10]:  # ten frames done while the writer was busy
@@ -295,7 +299,9 @@ def test_the_writer_flushes_when_nothing_is_waiting_and_not_between_waiting_fram
     pipeline._results.put(results[10])  # then frames one at a time: each flushed at once
     assert sink.flushed.acquire(timeout=60)
     pipeline._results.put(results[11])
-    pipeline._results.put(pipeline_module._END)
+    assert sink.held.wait(timeout=60)  # the writer is in frame 11's write …
+    pipeline._results.put(pipeline_module._END)  # … and the end waits behind it: no flush between them
+    sink.release.set()
     writer.join(timeout=60)
     assert sink.calls[11:] == ["write 10", "flush", "write 11", "flush"]  # (11 flushed at the end)
     assert len(pipeline._latencies) == 12 and pipeline.first_written_at is not None

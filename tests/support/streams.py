@@ -59,6 +59,7 @@ class MjpegServer:
         self.starts = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()  # a kill and the serving thread's restart never interleave
 
     def _command(self) -> list[str]:
         return [self.ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-re", "-stream_loop", "-1",
@@ -66,14 +67,17 @@ class MjpegServer:
                 "-f", "mpjpeg", "-listen", "1", self.url]
 
     def _serve(self) -> None:
-        while not self._stop.is_set():
-            self.process = subprocess.Popen(self._command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL)
-            self.starts += 1
-            while self.process.poll() is None and not self._stop.is_set():
+        while True:
+            with self._starting:  # (not after a kill: an ffmpeg started then would serve on, orphaned)
+                if self._stop.is_set():
+                    return
+                process = self.process = subprocess.Popen(self._command(), stdin=subprocess.DEVNULL,
+                                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.starts += 1
+            while process.poll() is None and not self._stop.is_set():
                 time.sleep(0.05)
 
-    def start(self, timeout: float = 10.0) -> MjpegServer:
+    def start(self, timeout: float = 30.0) -> MjpegServer:
         self._stop.clear()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -91,10 +95,11 @@ class MjpegServer:
         os.kill(self.process.pid, signal.SIGSTOP)
 
     def kill(self) -> None:
-        self._stop.set()
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()  # SIGKILL also ends a stopped process
-            self.process.wait(timeout=10)
+        with self._starting:
+            self._stop.set()
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()  # SIGKILL also ends a stopped process
+                self.process.wait(timeout=10)
         if self._thread is not None:
             self._thread.join(timeout=10)
 
