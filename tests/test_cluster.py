@@ -123,10 +123,13 @@ def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_
         run_on_ray(config, RayOptions(workers=2, chunk=1), output_dir=tmp_path / "ray", progress=True)))
     run.start()
     manifest = tmp_path / "ray" / "manifest.jsonl"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 300  # (bounds a hang only)
     while time.monotonic() < deadline and not (manifest.exists() and manifest.read_text().strip()):
         time.sleep(0.05)
-    ray.kill(ray.get_actor(WORKER_NAME.format(0)), no_restart=True)  # its share in flight is lost
+    victim = ray.get_actor(WORKER_NAME.format(0))
+    while time.monotonic() < deadline and not ray.get(victim.progress.remote(), timeout=120):
+        time.sleep(0.01)  # until a share of it is mid-way (a frame written, the share not done)
+    ray.kill(victim, no_restart=True)  # its share in flight is lost
     run.join(timeout=600)
     assert outcome, "the run did not finish"
     result = outcome[0]
