@@ -19,6 +19,7 @@ from emopipe.config import RunConfig
 from emopipe.errors import UsageError
 from emopipe.io.records import partial_path
 from emopipe.pipeline.archive import Manifest, expected_frames
+from tests.support.ports import free_ports
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
 
@@ -371,27 +372,6 @@ def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five
     assert not list((tmp_path / "out").rglob("*.partial"))
 
 
-def _free_ports(n: int) -> int:
-    """P such that P … P+n-1 are free now."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        held = [socket.socket() for _ in range(n)]
-        try:
-            for k, sock in enumerate(held):
-                sock.bind(("127.0.0.1", base + k))
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-        return base
-    raise RuntimeError("no run of free ports")
-
-
 class _Pushgateway(http.server.ThreadingHTTPServer):
     """Takes pushes as a Pushgateway does (PUT /metrics/job/J/instance/I) and keeps the last body per path."""
 
@@ -416,7 +396,7 @@ def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path,
     from prometheus_client.parser import text_string_to_metric_families
 
     _, config = five_clips
-    base = _free_ports(3)
+    base = free_ports(3)
     gateway = _Pushgateway()
     config = RunConfig.from_options(config, metrics_port=base, pushgateway=f"127.0.0.1:{gateway.server_port}")
     scraped: dict[str, float] = {}
@@ -454,7 +434,7 @@ def test_a_worker_metrics_port_that_is_taken_or_out_of_range_is_a_usage_error(tm
     with pytest.raises(UsageError, match="past 65535"):  # worker 1 would be on 65536: refused before any starts
         run_on_ray(RunConfig.from_options(config, metrics_port=65534), RayOptions(workers=2),
                    output_dir=tmp_path / "far")
-    base = _free_ports(2)
+    base = free_ports(2)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", base + 1))
         taken.listen()

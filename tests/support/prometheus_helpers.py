@@ -10,7 +10,6 @@ import json
 import math
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROMETHEUS_DIR = DEPLOY / "prometheus"
@@ -28,12 +29,6 @@ RULE_FILES = sorted((PROMETHEUS_DIR / "rules").glob("*.yml"))
 ALERT_TESTS = sorted((PROMETHEUS_DIR / "tests").glob("*.yml"))
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "emopipe.json"
 INTERVAL = "500ms"  # scrape and rule evaluation in tests: data within a second or two
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5.0) -> str:

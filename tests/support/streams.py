@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -17,18 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 
 def need(program: str) -> str:
     path = shutil.which(program)
     if path is None:
         pytest.skip(f"needs {program} (Debian package; .ci/run installs it)")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serving(port: int) -> bool:
