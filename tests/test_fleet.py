@@ -456,6 +456,13 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
         def frames() -> list[int]:
             return [s["frames"] for s in streams()] or [0, 0, 0]
 
+        def metrics() -> dict:
+            """The metrics page, or none while it did not answer (a busy machine): predicates retry."""
+            try:
+                return scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+            except OSError:
+                return {}
+
         def stream(k: int) -> dict:
             """Camera k's numbers, or none while the page did not answer (a busy machine): predicates retry."""
             found = streams()
@@ -475,7 +482,7 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
         down = _wait_for(streams, 30, proc, log, "the page did not answer")
         assert down[1]["state"] == "reconnecting" and not down[1]["up"]
         assert down[0]["state"] == down[2]["state"] == "live"
-        scraped = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        scraped = _wait_for(metrics, 30, proc, log, "the metrics page did not answer")
         up = {dict(labels)["source"]: v for (name, labels), v in scraped.items() if name == "emopipe_source_up"}
         assert sorted(up.values()) == [0, 1, 1]  # two by name (the bound is 2), the third as "other"
         assert up.get(servers[1].url, up.get(OTHER_SOURCE)) == 0
@@ -487,7 +494,7 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
         now = _wait_for(streams, 30, proc, log, "the page did not answer")
         assert [s["reconnects"] for s in now] == [0, now[1]["reconnects"], 0]  # only camera 1 reconnected
 
-        scraped = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        scraped = _wait_for(metrics, 30, proc, log, "the metrics page did not answer")
         reconnects = {dict(labels)["source"]: v for (name, labels), v in scraped.items()
                       if name == "emopipe_source_reconnects_total"}
         assert len(reconnects) == 3 and OTHER_SOURCE in reconnects  # the third source past the bound: "other"

@@ -727,7 +727,7 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
 
             # the server dies and comes back: the metrics and the page say so, emopipe reconnects, rows continue
             up = ("emopipe_source_up", frozenset({("source", server.url)}))
-            assert scrape(page + "metrics")[up] == 1
+            assert _wait_for(metrics, 30, proc, log, "the metrics page did not answer")[up] == 1
             server.kill()
             killed = time.time()
             _wait_for(lambda: metrics().get(up) == 0, 60, proc, log, "emopipe_source_up did not go to 0")
