@@ -106,7 +106,7 @@ class _Counter:
             self.shares[share] = (frames + 1, faces + len(result.faces))
             self._counted.notify_all()
             if time.monotonic() - self._told >= POLL_S or frames == 0:  # (a share's first frame: at once)
-                self.tell()
+                self._tell()
 
     def wait_for(self, share: int, frames: int, stopped: Callable[[], bool]) -> None:
         """Wait until ``frames`` of ``share`` are counted (or the pipeline stopped). A source is finished, and
@@ -120,16 +120,15 @@ class _Counter:
         """A share's results go back to the driver (they count its frames from now): it is no longer running."""
         with self._counted:
             self.shares.pop(share, None)
-            self.tell()
+            self._tell()
 
-    def tell(self) -> None:
-        """Tell the board the running shares. Under the counter's lock, so the board gets the views in the order
-        they were taken (the board's calls from one process run in the order sent): a frame's view taken before
-        a share's end cannot reach it after the end and bring the share back."""
-        with self._counted:
-            self._told = time.monotonic()
-            if self.board is not None:
-                self.board.update.remote(self.name, dict(self.shares))  # (no reply awaited)
+    def _tell(self) -> None:
+        """Tell the board the running shares; called with the counter's lock held, so the board gets the views in
+        the order they were taken (the board's calls from one process run in the order sent): a frame's view
+        taken before a share's end cannot reach it after the end and bring the share back."""
+        self._told = time.monotonic()
+        if self.board is not None:
+            self.board.update.remote(self.name, dict(self.shares))  # (no reply awaited)
 
     def stage(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds

@@ -53,10 +53,6 @@ logger = logging.getLogger(__name__)
 _FPS_WINDOW = 64  # capture times kept to measure the current frame rate
 
 
-def _wait(event: threading.Event, seconds: float) -> bool:
-    return event.wait(seconds)
-
-
 @dataclass(frozen=True)
 class LiveClock:
     """The clocks a live source reads and how its capture thread waits between reopening attempts: the
@@ -64,7 +60,7 @@ class LiveClock:
 
     now: Callable[[], float] = time.perf_counter  # capture instants: latencies, rates, silences
     wall: Callable[[], float] = time.time  # the Unix time of a capture (Frame.timestamp_s)
-    wait: Callable[[threading.Event, float], bool] = _wait  # up to ``seconds``; True once the event is set
+    wait: Callable[[threading.Event, float], bool] = threading.Event.wait  # up to the seconds; True once set
 
 
 class Capture(Protocol):
