@@ -2,7 +2,7 @@
 
 The checkpoint's head is refitted on other real-face crops so that predictions vary between faces
 (a plain random checkpoint predicts one class for everything, which would make agreement trivial).
-The GPU run (scripts/accuracy_guard.py) repeats this with hundreds of faces, fp16 and bf16, on the
+The GPU test (tests/test_gpu.py) repeats this with hundreds of faces, fp16 and bf16, on the
 product's fast path (channels_last, CUDA graphs, fused network).
 """
 
@@ -36,7 +36,8 @@ def test_fp16_agrees_with_fp32_on_real_faces(shared_dir):
     model = build_emonet(calibrated_state(8, jittered_crops(photos, 12, seed=1)))
     (report,) = compare_precisions(model, jittered_crops(photos, 24, seed=2), ["fp16"], batch_size=8)
     assert report.classes_predicted >= 3, report.describe()  # not degenerate
-    assert report.agreement >= AGREEMENT, report.describe()
+    assert report.clear_faces >= report.faces // 2, report.describe()  # the clear-decision check has faces to check
+    assert report.clear_changed == 0 and report.agreement >= AGREEMENT, report.describe()
     assert report.valence_p99 <= MAX_DELTA_P99 and report.arousal_p99 <= MAX_DELTA_P99, report.describe()
     assert report.passed
 
@@ -45,11 +46,17 @@ def test_the_guard_can_fail():
     """A model that differs from the reference beyond the tolerances is reported as failing."""
     from emopipe.engines.accuracy import PrecisionReport
 
-    bad = PrecisionReport("fp16", 100, agreement=0.99, valence_p99=0.001, arousal_p99=0.001, probability_max=0.1,
-                          classes_predicted=5)
-    drift = PrecisionReport("fp16", 100, agreement=1.0, valence_p99=0.03, arousal_p99=0.001, probability_max=0.1,
-                            classes_predicted=5)
-    assert not bad.passed and not drift.passed and "FAIL" in bad.describe()
+    def report(**fields):
+        return PrecisionReport(**{"precision": "fp16", "faces": 100, "agreement": 0.99, "valence_p99": 0.001,
+                                  "arousal_p99": 0.001, "probability_max": 0.01, "classes_predicted": 5,
+                                  "flip_margin_max": 0.004, "clear_faces": 80, "clear_changed": 0, **fields})
+
+    assert report().passed and "pass" in report().describe()  # one near-tie in a hundred may flip
+    clear_flip = report(agreement=0.99, flip_margin_max=0.3, clear_changed=1)  # a clear decision changed
+    many_ties = report(agreement=0.98)  # more near-ties flipped than rounding explains
+    drift = report(agreement=1.0, valence_p99=0.03)
+    assert not clear_flip.passed and not many_ties.passed and not drift.passed
+    assert "FAIL" in clear_flip.describe() and "1 of 80 clear decisions changed" in clear_flip.describe()
 
 
 @pytest.mark.parametrize("classes", [5])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from emopipe.engines.accuracy import AGREEMENT, MAX_DELTA_P99, compare_precisions, face_photos, jittered_crops
+from emopipe.engines.accuracy import compare_precisions, face_photos, jittered_crops
 from emopipe.engines.base import EngineOptions
 from emopipe.engines.torch_engine import TorchEngine
 from emopipe.model import cudnn_epilogue, kernels
@@ -108,10 +108,10 @@ def _photos(shared_dir: Path | None):
     return face_photos(extra)
 
 
-# bf16 keeps 8 bits of mantissa: 94–95 % class agreement on the proxy checkpoint in every run so far
-# (docs/benchmark-log.md, "Accuracy guard"); it is a comparison option, fp16 is the default
-AGREEMENT_BY_PRECISION = {"fp16": AGREEMENT, "bf16": 0.94}
-DELTA_P99_BY_PRECISION = {"fp16": MAX_DELTA_P99, "bf16": 0.035}  # bf16: 0.023–0.029 measured
+# bf16 keeps 8 bits of mantissa: 94–95 % class agreement on the proxy checkpoint in every run so far, with
+# faces of fp32 top-2 gaps up to 0.09 changing (docs/benchmark-log.md, "Accuracy guard"): it is a comparison
+# option held to what it gives; fp16, the default, is held to the guard (emopipe.engines.accuracy)
+BF16_AGREEMENT, BF16_DELTA_P99 = 0.94, 0.035  # bf16: 0.023–0.029 measured
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
@@ -120,9 +120,12 @@ def test_fast_path_agrees_with_true_fp32_on_real_faces(precision):
     net = build_emonet(calibrated_state(8, jittered_crops(photos, 64, seed=1)))
     (report,) = compare_precisions(net, jittered_crops(photos, 512, seed=2), [precision], device="cuda", batch_size=64)
     assert report.classes_predicted >= 3, report.describe()
-    assert report.agreement >= AGREEMENT_BY_PRECISION[precision], report.describe()
-    bound = DELTA_P99_BY_PRECISION[precision]
-    assert report.valence_p99 <= bound and report.arousal_p99 <= bound, report.describe()
+    if precision == "fp16":
+        assert report.clear_faces >= report.faces // 2, report.describe()  # the clear-decision check has faces
+        assert report.passed, report.describe()
+    else:
+        assert report.agreement >= BF16_AGREEMENT, report.describe()
+        assert report.valence_p99 <= BF16_DELTA_P99 and report.arousal_p99 <= BF16_DELTA_P99, report.describe()
 
 
 @torch.inference_mode()
