@@ -127,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--precision", choices=PRECISION_NAMES, help="default: fp16 on CUDA, fp32 on CPU")
     model.add_argument("--batch-size", type=int, metavar="B",
                        help="static batch of faces (default: 64 on CUDA, 1 on CPU and live)")
-    model.add_argument("--no-cudnn-benchmark", action="store_true", help="turn cuDNN autotuning off (comparison)")
+    model.add_argument("--no-cudnn-benchmark", action="store_true",
+                       help="turn cuDNN autotuning off: the first row came 1.5-2.5 s sooner on an H200, at the same "
+                            "throughput (for many short commands; docs/benchmarks.md)")
     model.add_argument("--no-cudnn-epilogue", action="store_true",
                        help="EmoNet's convolutions without cuDNN's fused epilogue (comparison; the epilogue needs "
                             "nvidia-cudnn-frontend): fewer faces/s and more latency at batch 1 (docs/benchmarks.md)")
