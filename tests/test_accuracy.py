@@ -52,8 +52,9 @@ def test_the_guard_can_fail():
                                   "flip_margin_max": 0.004, "clear_faces": 80, "clear_changed": 0, **fields})
 
     assert report().passed and "pass" in report().describe()  # one near-tie in a hundred may flip
+    assert report(agreement=0.98).passed
     clear_flip = report(agreement=0.99, flip_margin_max=0.3, clear_changed=1)  # a clear decision changed
-    many_ties = report(agreement=0.98)  # more near-ties flipped than rounding explains
+    many_ties = report(agreement=0.97)  # more near-ties flipped than rounding explains
     drift = report(agreement=1.0, valence_p99=0.03)
     assert not clear_flip.passed and not many_ties.passed and not drift.passed
     assert "FAIL" in clear_flip.describe() and "1 of 80 clear decisions changed" in clear_flip.describe()
