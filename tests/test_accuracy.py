@@ -8,6 +8,11 @@ product's fast path (channels_last, CUDA graphs, fused network).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import cv2
 import pytest
 import torch
@@ -64,3 +69,36 @@ def test_the_guard_can_fail():
 def test_calibrated_checkpoint_is_official_format(classes):
     state = calibrated_state(classes, torch.rand(4, 3, 256, 256))
     assert all(k.startswith("module.") for k in state) and state["module.emo_fc_2.3.weight"].shape == (7, 128)
+
+
+def _accuracy_command(*args: object) -> subprocess.CompletedProcess:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_the_accuracy_command_checks_a_users_checkpoint(shared_dir, checkpoints, tmp_path):
+    """benchmarks/accuracy.py: the guard on a given checkpoint, its verdict in the exit code and the JSON."""
+    common = ["--faces-dir", shared_dir / "data" / "faces", "--faces", 4, "--batch-size", 4, "--device", "cpu"]
+    done = _accuracy_command("--weights", checkpoints[8], *common, "--json", tmp_path / "ok.json")
+    assert done.returncode == 0, done.stderr
+    (report,) = json.loads((tmp_path / "ok.json").read_text())
+    assert report["precision"] == "fp16" and report["faces"] == 4 and report["passed"] is True
+    assert "— pass" in done.stdout
+    # first convolution scaled far past fp16's range: fp16 overflows where fp32 does not, and the guard says so
+    state = torch.load(checkpoints[8], weights_only=True)
+    state["module.conv1.weight"] = state["module.conv1.weight"] * 1e6
+    torch.save(state, tmp_path / "overflows.pth")
+    done = _accuracy_command("--weights", tmp_path / "overflows.pth", *common, "--json", tmp_path / "bad.json")
+    assert done.returncode == 1, done.stderr
+    assert json.loads((tmp_path / "bad.json").read_text())[0]["passed"] is False and "FAIL" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--weights", "missing.pth"], 6, "checkpoint not found"),
+    (["--weights", "missing.pth", "--precisions", "fp8"], 2, "--precisions takes fp16 and/or bf16"),
+])
+def test_the_accuracy_command_refuses_bad_input_in_one_line(args, code, message, tmp_path):
+    done = _accuracy_command(*[str(tmp_path / a) if a.endswith(".pth") else a for a in args])
+    assert done.returncode == code and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
