@@ -22,21 +22,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".webp"}
-
-
-def photos(faces_dir: Path | None) -> list:
-    import cv2
-
-    from emopipe.engines.accuracy import face_photos
-
-    extra = []
-    for path in sorted(faces_dir.iterdir()) if faces_dir else []:
-        image = cv2.imread(str(path)) if path.suffix.lower() in IMAGE_SUFFIXES else None
-        if image is not None:
-            extra.append((cv2.cvtColor(image, cv2.COLOR_BGR2RGB), (0, 0, image.shape[1], image.shape[0])))
-    return face_photos(extra)
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -60,12 +45,12 @@ def main() -> int:
             raise UsageError("--faces and --batch-size must be at least 1")
         if args.faces_dir is not None and not args.faces_dir.is_dir():
             raise UsageError(f"--faces-dir {args.faces_dir} is not a folder")
-        from emopipe.engines.accuracy import compare_precisions, jittered_crops
+        from emopipe.engines.accuracy import compare_precisions, face_photos, jittered_crops, photos_in
         from emopipe.model.emonet import build_emonet, read_checkpoint
 
         model = build_emonet(read_checkpoint(args.weights))
         device = str(resolve_device(args.device))
-        crops = jittered_crops(photos(args.faces_dir), args.faces, seed=2)
+        crops = jittered_crops(face_photos(photos_in(args.faces_dir) if args.faces_dir else []), args.faces, seed=2)
         reports = compare_precisions(model, crops, precisions, device=device, batch_size=args.batch_size)
     except EmopipeError as exc:
         print(f"accuracy: error: {exc}", file=sys.stderr)

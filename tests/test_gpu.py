@@ -10,12 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 import torch
 
-from emopipe.engines.accuracy import compare_precisions, face_photos, jittered_crops
+from emopipe.engines.accuracy import compare_precisions, face_photos, jittered_crops, photos_in
 from emopipe.engines.base import EngineOptions
 from emopipe.engines.torch_engine import TorchEngine
 from emopipe.model import cudnn_epilogue, kernels
@@ -101,11 +100,7 @@ def test_cuda_graph_replay_equals_eager(model, dtype):
 
 
 def _photos(shared_dir: Path | None):
-    extra = []
-    for path in sorted((shared_dir / "data" / "faces").glob("*.png")) if shared_dir else []:
-        image = cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
-        extra.append((image, (0, 0, image.shape[1], image.shape[0])))
-    return face_photos(extra)
+    return face_photos(photos_in(shared_dir / "data" / "faces") if shared_dir else [])
 
 
 # bf16 keeps 8 bits of mantissa: 94–95 % class agreement on the proxy checkpoint in every run so far, with

@@ -13,8 +13,10 @@ every face that changed had an fp32 top-2 gap ≤ 0.0084 (docs/benchmark-log.md,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -30,6 +32,7 @@ CLEAR_GAP = 0.02  # fp32 top-2 probability gap above which a face's class must n
 MAX_DELTA_P99 = 0.02
 
 ASTRONAUT_FACE = (174, 77, 274, 177)  # skimage.data.astronaut(), x1, y1, x2, y2
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
 def face_photos(extra: Sequence[tuple[np.ndarray, tuple[int, int, int, int]]] = ()) -> list[tuple[np.ndarray, tuple]]:
@@ -37,6 +40,17 @@ def face_photos(extra: Sequence[tuple[np.ndarray, tuple[int, int, int, int]]] = 
     from skimage import data
 
     return [(data.astronaut(), ASTRONAUT_FACE), *extra]
+
+
+def photos_in(folder: str | os.PathLike[str]) -> list[tuple[np.ndarray, tuple[int, int, int, int]]]:
+    """Every image in ``folder`` (by name) as an (RGB image, whole-image box) pair: photos of faces, each taken
+    whole as one face box (jittering then cuts crops of varied position and scale from it)."""
+    pairs = []
+    for path in sorted(Path(folder).iterdir()):
+        image = cv2.imread(str(path)) if path.suffix.lower() in IMAGE_SUFFIXES else None
+        if image is not None:
+            pairs.append((cv2.cvtColor(image, cv2.COLOR_BGR2RGB), (0, 0, image.shape[1], image.shape[0])))
+    return pairs
 
 
 def jittered_crops(photos: Sequence[tuple[np.ndarray, tuple]], n: int, seed: int = 0) -> torch.Tensor:
