@@ -98,6 +98,8 @@ def main() -> int:
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more emopipe options")
     args = parser.parse_args()
     args.extra = [a for a in args.extra if a != "--"]
+    if min(args.counts) < 2:  # one live source is the one-camera run, with its own outputs and figures
+        parser.error("a fleet is 2 cameras or more; one camera: benchmarks/live_latency.py")
     width, height = (int(v) for v in args.size.split("x"))
 
     import torch
