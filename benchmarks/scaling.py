@@ -75,7 +75,7 @@ def run_archive(n: int, index: int, archive: Path, options: list[str], out: Path
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     ray = summary.get("ray", {})
     timeline = ray.get("timeline", {})
-    steady = timeline.get("done_s", 0.0) - timeline.get("ready_s", 0.0)
+    steady = timeline.get("done_s", 0.0) - timeline.get("ready_s", timeline.get("first_ready_s", 0.0))
     return {"gpus": n, "wall_s": wall, "returncode": done.returncode, "frames": summary.get("frames", 0),
             "faces": summary.get("faces", 0), "steady_s": steady, "timeline": timeline,
             "peak_gpu_memory_mib": max(peak.values(), default=None), "peak_by_gpu_mib": peak,

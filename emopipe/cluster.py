@@ -429,6 +429,17 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
         raise UsageError(f"--ray-gpus-per-worker {per_gpu}: the cluster has {gpus:g} GPU(s)")
     workers = options.workers or (int(gpus // per_gpu) if per_gpu else max(1, min(8, int(cpus))))
     cpus_per_worker = 1.0 if per_gpu else max(1.0, min(4.0, cpus // workers))
+    room = int(min(gpus // per_gpu if per_gpu else workers, cpus // cpus_per_worker))  # workers that fit at once
+    if workers > room:
+        what = (f"{gpus:g} GPU(s), {per_gpu:g} a worker" if per_gpu and gpus // per_gpu < workers
+                else f"{cpus:g} CPU(s), {cpus_per_worker:g} a worker")
+        if options.address == LOCAL:  # nothing will add room to a Ray started for this run
+            logger.warning("--ray-workers %d: this machine has room for %d (%s); running %d", workers, max(room, 1),
+                           what, max(room, 1))
+            workers = max(room, 1)
+        else:
+            logger.warning("--ray-workers %d: the cluster has room for %d now (%s); the others join when it grows",
+                           workers, room, what)
     return workers, per_gpu, cpus_per_worker
 
 
@@ -555,19 +566,19 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     attempts: dict[str, int] = {}
     results: list[SourceResult] = []
     summaries: dict[str, dict[str, Any]] = {}  # each worker's pipeline, as its latest reply says
-    first = list(crew.live.items())
-    try:  # every worker built and warm (or the user error that stops them all, as in one process)
-        replies = ray.get([actor.ready.remote() for _, actor in first]) if pending else []
-    except RayActorError:
-        replies = []  # a worker that died while starting is replaced below, when its first share fails
-    timeline["ready_s"] = time.perf_counter() - started
-    errors = [r["error"] for r in replies if r["error"] is not None]
-    if errors:
-        raise errors[0]
-    for reply in replies:
-        met(reply)
-    seen.draw()
-    load = {name: 0 for name in crew.live}  # shares queued at each live worker
+    # Shares go only to warm workers, each as soon as it is warm: a worker the cluster has no room for yet (or
+    # that is still starting) holds no sources, so none wait on it.
+    warming: dict[Any, str] = {}  # ready call → worker, for the workers not yet warm
+    first_crew, warm = set(crew.live), set()
+    start_deaths = 0
+
+    def warm_up(name: str) -> None:
+        warming[crew.live[name].ready.remote()] = name
+
+    if pending:
+        for name in list(crew.live):
+            warm_up(name)
+    load: dict[str, int] = {}  # shares queued at each warm worker
     in_flight: dict[Any, tuple[str, list[PlannedSource], int]] = {}  # share ref → (worker, share, share id)
     shares = 0
     failures = 0
@@ -591,7 +602,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
 
     try:
         while pending or in_flight:
-            while pending and (free := [n for n in crew.live if load.get(n, 0) < DEPTH]):
+            while pending and (free := [n for n in load if n in crew.live and load[n] < DEPTH]):
                 # guided: large shares while much is left (few pipeline restarts), single sources at the end
                 # (no worker left with a long tail); at most 16, which bounds the work a dead worker loses
                 size = options.chunk or max(1, min(16, len(pending) // (2 * crew.count)))
@@ -601,10 +612,33 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 in_flight[crew.live[name].process.remote(share, shares)] = (name, share, shares)
                 seen.running[shares] = (0, 0)
                 shares += 1
-            if not in_flight:
-                break
-            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S if seen.bar is not None else None)
+            if not in_flight and not warming:
+                break  # no worker left to take what is pending (every start failed): recorded below
+            done, _ = ray.wait([*warming, *in_flight], num_returns=1,  # (a warm worker is known first)
+                               timeout=POLL_S if seen.bar is not None else None)
             for ref in done:
+                if ref in warming:  # a worker is warm (or died starting, or met the user error that stops all)
+                    name = warming.pop(ref)
+                    try:
+                        reply = ray.get(ref)
+                    except RayActorError as exc:
+                        if crew.died(name):
+                            failures += 1
+                            logger.warning("%s died while starting (%s)", name, type(exc).__name__)
+                        start_deaths += 1
+                        if start_deaths <= options.retries:
+                            warm_up(crew.spawn())
+                        continue
+                    if reply["error"] is not None:
+                        raise reply["error"]  # as in one process: a bad model or option stops every worker
+                    met(reply)
+                    load[name] = 0
+                    warm.add(name)
+                    timeline.setdefault("first_ready_s", time.perf_counter() - started)
+                    if first_crew <= warm:  # (absent when one of the first crew never got warm)
+                        timeline.setdefault("ready_s", time.perf_counter() - started)
+                    seen.draw()
+                    continue
                 name, share, share_id = in_flight.pop(ref)
                 load[name] = load.get(name, 1) - 1
                 seen.running.pop(share_id, None)  # its frames now count through its results (or not at all)
@@ -615,7 +649,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         failures += 1
                         seen.alive.discard(name)
                         logger.warning("%s died (%s); its sources go to another worker", name, type(exc).__name__)
-                        load[crew.spawn()] = 0
+                        warm_up(crew.spawn())
                     for source in share:
                         attempts[source.uri] = attempts.get(source.uri, 0) + 1
                         if attempts[source.uri] > options.retries:
@@ -644,6 +678,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 keep_latest_summary(summaries, name, reply)
             if seen.bar is not None:
                 poll()
+        for source in pending:  # no worker could start (each died starting, retries spent)
+            record(SourceResult(source=source.uri, status="failed", exit_code=1, kind="WorkerDied",
+                                error=f"no worker started: {start_deaths} died while starting"))
         timeline["done_s"] = time.perf_counter() - started
         if config.metrics_port is not None and config.metrics_linger > 0:
             logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",

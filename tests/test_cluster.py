@@ -26,10 +26,12 @@ from tests.support.synth import moving_face_video
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
 from emopipe.cluster import (  # noqa: E402
+    LOCAL,
     WORKER_NAME,
     ProgressBoard,
     RayOptions,
     Worker,
+    _sizing,
     keep_latest_summary,
     run_on_ray,
 )
@@ -89,19 +91,36 @@ def same_rows(a: dict[str, list[dict[str, str]]], b: dict[str, list[dict[str, st
     return True
 
 
+def both_warm_at_first_result(then=None):
+    """An ``on_result`` for run_on_ray that, at the first result, waits until both workers are warm. A run gives
+    sources to each worker once it is warm, so on a busy machine one worker could take every source before the
+    other is; the driver, held in this call, hands the rest to both."""
+    waited: list[bool] = []
+
+    def on_result(result) -> None:
+        if not waited:
+            waited.append(True)
+            ray.get([ray.get_actor(WORKER_NAME.format(i)).ready.remote() for i in range(2)], timeout=300)
+        if then is not None:
+            then(result)
+
+    return on_result
+
+
 def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five_clips):
     _, config = five_clips
     with Analyzer(config) as analyzer:
         alone = analyzer.run_many(output_dir=tmp_path / "one")
     assert [r.status for r in alone.results] == ["ok"] * 5
-    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray")
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray",
+                         on_result=both_warm_at_first_result())
     assert sorted(r.status for r in outcome.results) == ["ok"] * 5
     assert outcome.run["ray"]["workers"] == 2 and outcome.run["ray"]["worker_failures"] == 0
     assert len({s["worker"] for s in outcome.run["ray"]["worker_summaries"]}) == 2  # both took a share
     ray_facts = outcome.run["ray"]
     timeline = ray_facts["timeline"]  # where the run's time went: Ray up, planned, workers warm, last reply
     assert 0 <= timeline["connect_s"] <= timeline["plan_s"] <= timeline["done_s"]
-    assert timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
+    assert timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
     assert ray_facts["shares"] >= len(ray_facts["worker_summaries"]) == 2  # one pipeline summary per worker
     assert sum(s["frames"] for s in ray_facts["worker_summaries"]) == FRAMES
     assert all(w["busy_s"] > 0 and w["sources"] >= 1 for w in ray_facts["per_worker"].values())
@@ -127,9 +146,15 @@ def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_
     deadline = time.monotonic() + 300  # (bounds a hang only)
     while time.monotonic() < deadline and not (manifest.exists() and manifest.read_text().strip()):
         time.sleep(0.05)
-    victim = ray.get_actor(WORKER_NAME.format(0))
-    while time.monotonic() < deadline and not ray.get(victim.progress.remote(), timeout=120):
-        time.sleep(0.01)  # until a share of it is mid-way (a frame written, the share not done)
+    victim = None  # the first worker seen with a share mid-way (a frame written, the share not done); a worker
+    while victim is None and time.monotonic() < deadline:  # still starting holds none and answers no call yet
+        for name in (WORKER_NAME.format(0), WORKER_NAME.format(1)):
+            actor = ray.get_actor(name)
+            asked = actor.progress.remote()
+            if ray.wait([asked], timeout=0.2)[0] and ray.get(asked):
+                victim = actor
+                break
+    assert victim is not None, "no worker was seen mid-share"
     ray.kill(victim, no_restart=True)  # its share in flight is lost
     run.join(timeout=600)
     assert outcome, "the run did not finish"
@@ -141,6 +166,37 @@ def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_
     assert len(statuses) == 5  # one line per source: none lost, none twice
     last = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if "frame" in line][-1]
     assert f"{FRAMES}/{FRAMES}" in last, last  # the bar ends on every frame once, the redone sources included
+
+
+def test_workers_the_cluster_has_no_room_for_hold_no_sources_and_the_run_finishes(tmp_path, local_ray, five_clips,
+                                                                                 caplog):
+    """Three one-CPU workers on a two-CPU Ray: the third is never placed (a cluster that does not grow). The run
+    gives sources only to warm workers, so it finishes on the two (it used to wait for all three forever)."""
+    _, config = five_clips
+    with caplog.at_level("WARNING", logger="emopipe.cluster"):
+        outcome = run_on_ray(config, RayOptions(workers=3), output_dir=tmp_path / "ray")
+    assert "room for 2" in caplog.text and "join when it grows" in caplog.text
+    assert sorted(r.status for r in outcome.results) == ["ok"] * 5
+    facts = outcome.run["ray"]
+    assert facts["workers"] == 3 and facts["worker_failures"] == 0
+    assert "ready_s" not in facts["timeline"]  # one of the first crew never got warm ...
+    assert facts["timeline"]["first_ready_s"] <= facts["timeline"]["done_s"]  # ... yet the work began and ended
+    assert sum(w["sources"] for w in facts["per_worker"].values()) == 5
+    assert facts["per_worker"][WORKER_NAME.format(2)]["sources"] == 0
+    assert len(Manifest(tmp_path / "ray").previous()) == 5
+    assert not list((tmp_path / "ray").rglob("*.partial"))
+
+
+def test_a_local_ray_runs_no_more_workers_than_it_has_room_for(local_ray, caplog):
+    """--ray local: nothing will add room to a Ray started for the run, so more workers than fit are not started
+    (said in one line), and a count that fits is kept."""
+    with caplog.at_level("WARNING", logger="emopipe.cluster"):
+        assert _sizing(RayOptions(address=LOCAL, workers=5)) == (2, 0.0, 1.0)  # two CPUs, one a worker
+    assert "--ray-workers 5: this machine has room for 2" in caplog.text
+    caplog.clear()
+    assert _sizing(RayOptions(address=LOCAL, workers=2))[0] == 2
+    assert _sizing(RayOptions(address=LOCAL))[0] == 2  # the default: one per CPU without GPUs
+    assert not caplog.text
 
 
 def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_clips):
@@ -170,7 +226,8 @@ def test_the_drivers_bar_reaches_every_frame_with_both_workers_alive(tmp_path, l
     assert expected_frames(str(folder / "clip1.mp4"), config) == 3  # what the bar's total is made of
     assert expected_frames(str(folder / "clip1.mp4"), RunConfig.from_options(config, max_frames=2)) == 2
     capsys.readouterr()
-    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", progress=True)
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", progress=True,
+                         on_result=both_warm_at_first_result())
     err = capsys.readouterr().err
     assert err.endswith("\n")  # the bar is left on its own line
     last = [line for line in re.split(r"[\r\n]", err) if "frame" in line][-1]
@@ -409,7 +466,8 @@ def test_each_worker_serves_its_own_metrics_and_the_summary_says_where(tmp_path,
                 url = f"http://127.0.0.1:{port}/metrics"
                 scraped[url] = scrape(url)[("emopipe_frames_total", frozenset())]
 
-    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", on_result=on_result)
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray",
+                         on_result=both_warm_at_first_result(on_result))
     section = outcome.run["ray"]
     assert sorted(section["metrics"].values()) == sorted(scraped)  # worker N on P+1+N
     per_worker = section["per_worker"]

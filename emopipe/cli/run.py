@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
                            "on this machine), or 'local' to start one here; one worker per GPU, each warmed once "
                            "(needs 'emopipe[ray]'; docs/cluster.md)")
-    many.add_argument("--ray-workers", type=int, metavar="N", help="workers (default: one per GPU of the cluster)")
+    many.add_argument("--ray-workers", type=int, metavar="N",
+                      help="workers (default: one per GPU of the cluster; with --ray local, at most what fits)")
     many.add_argument("--ray-gpus-per-worker", type=float, metavar="F",
                       help="GPUs each worker takes, fractions allowed (default: 1; 0 on a cluster without GPUs)")
     many.add_argument("--ray-retries", type=int, default=RunConfig.ray_retries, metavar="N",
