@@ -7,7 +7,7 @@ import pytest
 
 from emopipe.errors import UsageError
 from emopipe.types import Detections
-from emopipe.vision.keyframes import Bridge, KeyframeSchedule
+from emopipe.vision.keyframes import Bridge, KeyframeSchedule, StreamKeyframes
 
 SIZE = (240, 320)
 
@@ -121,3 +121,41 @@ def test_misuse_is_refused():
         KeyframeSchedule(0)
     with pytest.raises(ValueError, match="first frame must be a key frame"):
         KeyframeSchedule(2).add("a", SIZE, None)
+
+
+def test_each_source_starts_on_its_own_key_frame_and_takes_no_boxes_from_the_one_before():
+    """Two files of one size in a run, K = 3: the second's first frame would be the first's 6th frame in one
+    schedule (not a key frame: it took the first file's boxes, and the first file's last frame interpolated
+    towards the second's). Each source gets what it gets alone; the first's tail comes out first, carried."""
+    streams: StreamKeyframes[tuple[int, int]] = StreamKeyframes(3)
+    frames = [(0, i) for i in range(5)] + [(1, i) for i in range(4)]
+    keys = [streams.is_key(stream, SIZE) for stream, _ in frames]  # (the pipeline plans keys ahead of results)
+    assert keys == [True, False, False, True, False, True, False, False, True]  # 5 frames, then 4
+    truth = {0: lambda i: dets(moving_box(i)), 1: lambda i: dets((200, 50, 240, 90))}
+    located = []
+    for (stream, i), key in zip(frames, keys):
+        located += streams.add(stream, (stream, i), SIZE, truth[stream](i) if key else None)
+    located += streams.flush()
+    assert [x.item for x in located] == frames  # in frame order
+    tail = located[4]  # the first file's last frame: its last key frame's boxes, not a step towards the next file
+    np.testing.assert_array_equal(tail.detections.boxes, [moving_box(3)])
+    for x in located[5:]:
+        np.testing.assert_allclose(x.detections.boxes, [(200, 50, 240, 90)], atol=1e-4)  # its own source's only
+    alone = [x.detections.boxes.tolist() for x in run(KeyframeSchedule(3), 5, truth[0])[0]]
+    assert alone == [x.detections.boxes.tolist() for x in located[:5]]  # the first file: as alone
+
+
+def test_interleaved_cameras_each_keep_their_own_schedule_and_boxes():
+    streams: StreamKeyframes[str] = StreamKeyframes(2, interpolate=False)
+    out = []
+    for i in range(4):
+        for camera, box in ((0, (0, 0, 10, 10)), (1, (50, 50, 70, 70))):
+            key = streams.is_key(camera, SIZE)
+            assert key == (i % 2 == 0)  # a camera's frames count for its own schedule only
+            out += streams.add(camera, f"{camera}:{i}", SIZE, dets(box) if key else None)
+    assert [x.item for x in out] == ["0:0", "1:0", "0:1", "1:1", "0:2", "1:2", "0:3", "1:3"]  # nothing waits
+    for x in out:
+        expected = (0, 0, 10, 10) if x.item.startswith("0") else (50, 50, 70, 70)
+        np.testing.assert_array_equal(x.detections.boxes, [expected])
+    with pytest.raises(UsageError, match="K ≥ 1"):
+        StreamKeyframes(0)

@@ -233,6 +233,22 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
 
 
 @pytest.mark.slow
+def test_with_detect_every_each_source_still_gives_the_rows_it_gives_alone(tmp_path, models_home, checkpoints):
+    """--detect-every 3 over two clips of one size: the second clip starts on its own key frame (one schedule for
+    the run used to give its first frame the first clip's boxes), the first clip's last frame keeps its own."""
+    (tmp_path / "clips").mkdir()
+    for name, frames, two in (("a.mp4", 5, False), ("b.mp4", 4, True)):
+        moving_face_video(tmp_path / "clips" / name, frames=frames, two_faces=two, empty=None)
+    options = ("--weights", checkpoints[8], *MODEL, "--detect-every", "3")
+    emopipe("clips", "-o", "out", *options, cwd=tmp_path)
+    for name in ("a", "b"):
+        emopipe(f"clips/{name}.mp4", "-o", f"{name}.csv", *options, cwd=tmp_path)
+        together, alone = rows(tmp_path / "out" / f"{name}.emotions.csv"), rows(tmp_path / f"{name}.csv")
+        assert len(together) == len(alone) > 0 and together == alone, name
+        assert together[0]["detected"] == "1"  # its first frame is a key frame
+
+
+@pytest.mark.slow
 def test_a_corrupt_and_a_missing_source_fail_alone_and_the_exit_code_says_so(tmp_path, clips):
     made, options = clips
     (tmp_path / "b" / "corrupt.mp4").write_bytes(b"not a video" * 50)

@@ -31,7 +31,7 @@ from emopipe.pipeline.timing import StageClock, percentile
 from emopipe.types import Detections, EngineOutput, FaceResult, Frame, FrameResult
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detectors import FaceDetector, PendingDetections
-from emopipe.vision.keyframes import KeyframeSchedule, Located
+from emopipe.vision.keyframes import Located, StreamKeyframes
 
 logger = logging.getLogger(__name__)
 
@@ -224,9 +224,9 @@ class Pipeline:
         self.first_written_at: float | None = None  # time.perf_counter() when the first frame's results were out
         self.frames_dropped = 0  # live: frames replaced before the GPU thread took them
         self.frames_detected = 0
-        self._keyframes: KeyframeSchedule[_FrameOnDevice] | None = None
+        self._keyframes: StreamKeyframes[_FrameOnDevice] | None = None  # each source its own key frames
         if self.settings.detect_every > 1:
-            self._keyframes = KeyframeSchedule(self.settings.detect_every, interpolate=not self.settings.live)
+            self._keyframes = StreamKeyframes(self.settings.detect_every, interpolate=not self.settings.live)
 
     # -- observers ---------------------------------------------------------------------------
 
@@ -356,7 +356,7 @@ class Pipeline:
                 yield batch
                 batch = _FrameBatch()
             batch.frames.append(item)
-            batch.keys.append(self._keyframes is None or self._keyframes.is_key((item.height, item.width)))
+            batch.keys.append(self._keyframes is None or self._keyframes.is_key(item.stream, (item.height, item.width)))
             # A batch ends on a key frame, so the frames before it have their boxes once it is detected
             # and are cropped with it, in one call (with --detect-every; otherwise every frame is a key).
             if sum(batch.keys) == self.detector.batch_size:
@@ -548,7 +548,7 @@ class Pipeline:
                 assert detections is not None
                 located.append(Located(where, detections, detected=True))
             else:
-                located += self._keyframes.add(where, (frame.height, frame.width), detections)
+                located += self._keyframes.add(frame.stream, where, (frame.height, frame.width), detections)
         self._cut(located, batcher, assembler)
 
     def _cut(self, located: list[Located[_FrameOnDevice]], batcher: StaticBatcher[FrameKey],

@@ -12,8 +12,10 @@ cost about K times; the frames in between get boxes from the key frames around t
 * **live** (``interpolate=False``): no frame may wait for a later one, so each frame gets the last
   key frame's boxes as they are.
 
-The first frame, and the first frame of a new size, are always key frames. The price is boxes that
-follow a face less closely when its motion is not steady; ``docs/benchmark-log.md`` measures it.
+The first frame, and the first frame of a new size, are always key frames; with several sources in one run
+(:class:`StreamKeyframes`) each source has its own schedule, so its first frame is a key frame and no boxes pass
+from one source to another. The price is boxes that follow a face less closely when its motion is not steady;
+``docs/benchmark-log.md`` measures it.
 """
 
 from __future__ import annotations
@@ -138,3 +140,44 @@ class KeyframeSchedule(Generic[Item]):
         bridge = Bridge(before, after, self.match_iou)
         return [Located(w.item, bridge.at((w.position - start) / (end - start)), detected=False) for w in waiting]
 
+
+
+class StreamKeyframes(Generic[Item]):
+    """A :class:`KeyframeSchedule` for each stream (source) of a run, so each source gets the boxes it would get
+    alone: its own first frame is a key frame, and no frame takes or interpolates another source's boxes.
+
+    Files (``interpolate=True``) run their sources one after another: a frame of a source means the sources
+    begun before it have ended, so their frames still waiting keep their last key frame's boxes (as at the end
+    of a run) and come out first, in frame order. Cameras (``interpolate=False``) interleave; nothing waits.
+    """
+
+    def __init__(self, every: int, *, interpolate: bool = True) -> None:
+        if every < 1:
+            raise UsageError(f"detect every K frames needs K ≥ 1, got {every}")
+        self.every, self.interpolate = every, interpolate
+        self._schedules: dict[int, KeyframeSchedule[Item]] = {}
+
+    def is_key(self, stream: int, size: tuple[int, int]) -> bool:
+        """Whether the next frame of ``stream`` (of this height, width) is a key frame; once per frame, in order."""
+        schedule = self._schedules.get(stream)
+        if schedule is None:
+            schedule = self._schedules[stream] = KeyframeSchedule(self.every, interpolate=self.interpolate)
+        return schedule.is_key(size)
+
+    def add(self, stream: int, item: Item, size: tuple[int, int], detections: Detections | None
+            ) -> list[Located[Item]]:
+        """The next frame of ``stream``, with its detections if it is a key frame; returns the frames now located."""
+        out: list[Located[Item]] = []
+        if self.interpolate:  # the sources begun before this one have ended: their last frames keep their boxes
+            for ended in list(self._schedules):  # (in the order they began; is_key may already know later ones)
+                if ended == stream:
+                    break
+                out += self._schedules.pop(ended).flush()
+        return out + self._schedules[stream].add(item, size, detections)
+
+    def flush(self) -> list[Located[Item]]:
+        """Every stream's frames after its last key frame, stream by stream."""
+        out: list[Located[Item]] = []
+        for stream in sorted(self._schedules):
+            out += self._schedules[stream].flush()
+        return out
