@@ -9,6 +9,7 @@ Every wait is a poll against a generous deadline: nothing depends on how fast th
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import queue
@@ -142,8 +143,7 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
     manifest.append({"source": "webcam:0", "status": "ok"})
     with pytest.raises(UsageError, match="earlier run"):
         plan_fleet(config, sources, tmp_path / "out")
-    for flags, message in (({"record": "x.mp4"}, "--record"), ({"detect_every": 2}, "--detect-every"),
-                           ({"resume": True}, "--resume")):
+    for flags, message in (({"record": "x.mp4"}, "--record"), ({"resume": True}, "--resume")):
         with pytest.raises(UsageError, match=message):
             plan_fleet(RunConfig(**flags), sources, tmp_path / "other")
     with pytest.raises(UsageError, match="the output is a folder"):
@@ -399,6 +399,26 @@ def test_faces_of_different_cameras_share_an_emonet_batch(cameras, tmp_path, mod
     assert {1, 0} in batches, batches  # one static batch holding a face of each camera
     assert all(c["frames"] >= 2 and c["faces"] == c["frames"] for c in outcome.run["cameras"])
 
+
+
+@pytest.mark.slow
+def test_detect_every_gives_each_camera_its_own_key_frames(cameras, tmp_path, models_home, checkpoints, shared_dir):
+    """--detect-every 2 with two cameras: each camera's frames alternate detected / carried in its own rows, the
+    first a key frame (one schedule for the run would hand the key frames out across cameras)."""
+    from emopipe.api import Analyzer
+
+    face = cv2.resize(cv2.imread(str(shared_dir / "data" / "faces" / "1face.png")), (96, 96))
+    cameras.images.update(a=face, b=face)
+    cameras.fps = 10.0
+    with Analyzer(sources=("fleettest://a", "fleettest://b"), weights=str(checkpoints[8]), device="cpu",
+                  models_dir=str(models_home), detect_every=2) as analyzer:
+        outcome = analyzer.run_fleet(output_dir=tmp_path / "out", end=5.0)
+    assert outcome.exit_code == 0, outcome.run
+    for name in ("a", "b"):
+        with open(next((tmp_path / "out").glob(f"*{name}*.emotions.csv")), newline="") as file:
+            detected = [row["detected"] for row in csv.DictReader(file)]
+        assert len(detected) >= 2 and detected == ["1", "0"] * (len(detected) // 2) + ["1"] * (len(detected) % 2), (
+            name, detected)
 
 # -- the command: three real streams, one killed and restarted -------------------------------------------
 

@@ -222,7 +222,7 @@ class FleetSink(Sink):
                 continue
             # live rows are written in place, as they come: a file that grows while the camera runs
             camera.writer = open_writer(camera.planned.rows, fmt=config.format, labels=self.labels,
-                                        landmarks=config.landmarks, in_place=True)
+                                        landmarks=config.landmarks, detected=config.detect_every > 1, in_place=True)
             camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth),
                                      camera.writer)
 
@@ -342,8 +342,9 @@ class Fleet:
         return list(dict.fromkeys(sizes))
 
     def settings(self) -> PipelineSettings:
+        # --detect-every K: each camera its own key frames, later frames carrying its last key frame's boxes
         return PipelineSettings(detect_batch=self.config.detect_batch or 1, queue_frames=1, live=True,
-                                max_wait_s=self.config.max_wait_ms / 1000)
+                                max_wait_s=self.config.max_wait_ms / 1000, detect_every=self.config.detect_every)
 
     def sink(self, labels: Sequence[str]) -> FleetSink:
         return FleetSink(self, labels)
@@ -445,8 +446,6 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tu
         raise UsageError(f"{', '.join(unsupported)}: not for several cameras in one run (each camera's rows and "
                          f"summary go in the -o folder, the run's in its summary.json); run one emopipe per camera "
                          "for these")
-    if config.detect_every > 1:
-        raise UsageError("--detect-every with several cameras is not supported yet; run one emopipe per camera")
     if (directory.exists() and not directory.is_dir()) or (directory.suffix.lower() in (".csv", ".jsonl")
                                                           and not directory.exists()):
         raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
