@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import http.server
+import os
 import re
 import shutil
 import socket
@@ -186,6 +187,36 @@ def test_workers_the_cluster_has_no_room_for_hold_no_sources_and_the_run_finishe
     assert len(Manifest(tmp_path / "ray").previous()) == 5
     assert not list((tmp_path / "ray").rglob("*.partial"))
 
+
+
+class DiesOnceStarting(Worker):
+    """A worker whose process exits while it starts, the first time only (a marker file beside the models says
+    it did): a worker lost before it was warm, as to a node lost or an out-of-memory kill at start-up."""
+
+    def __init__(self, config: RunConfig, *args, **kwargs) -> None:
+        marker = Path(config.models_dir or ".") / "died-starting"
+        if not marker.exists():
+            marker.write_text("x")
+            os._exit(1)
+        super().__init__(config, *args, **kwargs)
+
+
+def test_a_worker_that_dies_starting_is_replaced_and_with_no_retries_left_its_sources_fail(
+        tmp_path, local_ray, five_clips, monkeypatch):
+    import emopipe.cluster
+
+    _, config = five_clips
+    monkeypatch.setattr(emopipe.cluster, "Worker", DiesOnceStarting)
+    outcome = run_on_ray(config, RayOptions(workers=1, retries=1), output_dir=tmp_path / "again")
+    assert sorted(r.status for r in outcome.results) == ["ok"] * 5  # on the replacement
+    facts = outcome.run["ray"]
+    assert facts["worker_failures"] == 1 and facts["per_worker"][WORKER_NAME.format(0)]["died"] is True
+    assert facts["per_worker"][WORKER_NAME.format(1)]["sources"] == 5
+    (Path(config.models_dir) / "died-starting").unlink()  # dies again; no retry this time
+    outcome = run_on_ray(config, RayOptions(workers=1, retries=0), output_dir=tmp_path / "none")
+    assert [r.status for r in outcome.results] == ["failed"] * 5
+    assert all(r.error == "no worker started: 1 died while starting" for r in outcome.results)
+    assert len(Manifest(tmp_path / "none").previous()) == 5 and len(outcome.failed) == 5
 
 def test_a_local_ray_runs_no_more_workers_than_it_has_room_for(local_ray, caplog):
     """--ray local: nothing will add room to a Ray started for the run, so more workers than fit are not started
