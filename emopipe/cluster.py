@@ -429,14 +429,16 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
         raise UsageError(f"--ray-gpus-per-worker {per_gpu}: the cluster has {gpus:g} GPU(s)")
     workers = options.workers or (int(gpus // per_gpu) if per_gpu else max(1, min(8, int(cpus))))
     cpus_per_worker = 1.0 if per_gpu else max(1.0, min(4.0, cpus // workers))
-    room = int(min(gpus // per_gpu if per_gpu else workers, cpus // cpus_per_worker))  # workers that fit at once
+    by_gpu, by_cpu = int(gpus // per_gpu) if per_gpu else workers, int(cpus // cpus_per_worker)
+    room = min(by_gpu, by_cpu)  # workers that fit at once
     if workers > room:
-        what = (f"{gpus:g} GPU(s), {per_gpu:g} a worker" if per_gpu and gpus // per_gpu < workers
+        what = (f"{gpus:g} GPU(s), {per_gpu:g} a worker" if by_gpu < by_cpu
                 else f"{cpus:g} CPU(s), {cpus_per_worker:g} a worker")
         if options.address == LOCAL:  # nothing will add room to a Ray started for this run
-            logger.warning("--ray-workers %d: this machine has room for %d (%s); running %d", workers, max(room, 1),
-                           what, max(room, 1))
-            workers = max(room, 1)
+            running = max(room, 1)
+            logger.warning("--ray-workers %d: this machine has room for %d (%s); running %d", workers, running,
+                           what, running)
+            workers = running
         else:
             logger.warning("--ray-workers %d: the cluster has room for %d now (%s); the others join when it grows",
                            workers, room, what)
@@ -569,7 +571,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     # Shares go only to warm workers, each as soon as it is warm: a worker the cluster has no room for yet (or
     # that is still starting) holds no sources, so none wait on it.
     warming: dict[Any, str] = {}  # ready call → worker, for the workers not yet warm
-    first_crew, warm = set(crew.live), set()
+    first_crew = set(crew.live)
     start_deaths = 0
 
     def warm_up(name: str) -> None:
@@ -632,10 +634,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     if reply["error"] is not None:
                         raise reply["error"]  # as in one process: a bad model or option stops every worker
                     met(reply)
-                    load[name] = 0
-                    warm.add(name)
+                    load[name] = 0  # (a worker is in load once it is warm)
                     timeline.setdefault("first_ready_s", time.perf_counter() - started)
-                    if first_crew <= warm:  # (absent when one of the first crew never got warm)
+                    if first_crew <= load.keys():  # (absent when one of the first crew never got warm)
                         timeline.setdefault("ready_s", time.perf_counter() - started)
                     seen.draw()
                     continue

@@ -69,6 +69,11 @@ class Bridge:
         return Detections.largest_first(np.concatenate(boxes).reshape(-1, 4), np.concatenate(scores))
 
 
+def _check_every(every: int) -> None:
+    if every < 1:
+        raise UsageError(f"detect every K frames needs K ≥ 1, got {every}")
+
+
 @dataclass
 class _Waiting(Generic[Item]):
     item: Item
@@ -84,8 +89,7 @@ class KeyframeSchedule(Generic[Item]):
     """
 
     def __init__(self, every: int, *, interpolate: bool = True, match_iou: float = MATCH_IOU) -> None:
-        if every < 1:
-            raise UsageError(f"detect every K frames needs K ≥ 1, got {every}")
+        _check_every(every)
         self.every = every
         self.interpolate = interpolate
         self.match_iou = match_iou
@@ -141,7 +145,6 @@ class KeyframeSchedule(Generic[Item]):
         return [Located(w.item, bridge.at((w.position - start) / (end - start)), detected=False) for w in waiting]
 
 
-
 class StreamKeyframes(Generic[Item]):
     """A :class:`KeyframeSchedule` for each stream (source) of a run, so each source gets the boxes it would get
     alone: its own first frame is a key frame, and no frame takes or interpolates another source's boxes.
@@ -152,8 +155,7 @@ class StreamKeyframes(Generic[Item]):
     """
 
     def __init__(self, every: int, *, interpolate: bool = True) -> None:
-        if every < 1:
-            raise UsageError(f"detect every K frames needs K ≥ 1, got {every}")
+        _check_every(every)
         self.every, self.interpolate = every, interpolate
         self._schedules: dict[int, KeyframeSchedule[Item]] = {}
 
@@ -176,8 +178,8 @@ class StreamKeyframes(Generic[Item]):
         return out + self._schedules[stream].add(item, size, detections)
 
     def flush(self) -> list[Located[Item]]:
-        """Every stream's frames after its last key frame, stream by stream."""
+        """Every stream's frames after its last key frame, stream by stream in the order they began."""
         out: list[Located[Item]] = []
-        for stream in sorted(self._schedules):
-            out += self._schedules[stream].flush()
+        for schedule in self._schedules.values():
+            out += schedule.flush()
         return out
