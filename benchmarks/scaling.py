@@ -10,7 +10,9 @@ archive (``--clips`` copies of a 10-second 1280×720 clip, one face) runs as ``e
 command** (frames ÷ wall time from the command's start to its exit: Ray's start, the workers' start-up and warm-up
 included) and the **steady state** (frames ÷ the time from every worker ready to the last source done, from the
 summary's Ray timeline). Efficiency = throughput ÷ (N × the median one-GPU throughput of the same host); peak GPU
-memory is the most any one GPU held (nvidia-smi, sampled every 0.5 s).
+memory is the most any one GPU held (nvidia-smi, sampled every 0.5 s). An untimed run on one GPU and two clips
+comes first (``--no-warm-up`` skips it): a host's first process compiles GPU code (workers ready at 23 s against
+12 s on 2026-11-26), which would count against whichever GPU count ran first.
 
 **Fleet.** For each N in ``--fleet-gpus`` and each K in ``--fleet`` (cameras per GPU), N emopipe processes run at
 once, one per GPU (``CUDA_VISIBLE_DEVICES=i``), each with K in-process 720p30 cameras (benchmarks/fleet.py): the
@@ -57,7 +59,7 @@ def visible(n: int, first: int = 0) -> dict[str, str]:
     return {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(first, first + n))}
 
 
-def run_archive(n: int, index: int, archive: Path, options: list[str], out: Path) -> dict:
+def run_archive(n: int, index: int | str, archive: Path, options: list[str], out: Path) -> dict:
     folder = out / f"run{index}-{n}gpu"
     shutil.rmtree(folder, ignore_errors=True)
     stop, peak = threading.Event(), {}
@@ -129,6 +131,7 @@ def main() -> int:
     parser.add_argument("--fleet", default="", help="cameras per GPU to try, e.g. 24,28 (no fleet half if empty)")
     parser.add_argument("--fleet-gpus", default="1,2,4,8", help="GPU counts for the fleet")
     parser.add_argument("--fleet-seconds", type=float, default=20.0)
+    parser.add_argument("--no-warm-up", action="store_true", help="no untimed first run (caches already warm)")
     args = parser.parse_args()
     available = gpu_count()
     archive_counts = counts(args.gpus, available) if args.clip else []
@@ -149,6 +152,15 @@ def main() -> int:
         options = ["--weights", str(weights), "--detector", args.detector, "--no-progress"]
         if args.models_dir:
             options += ["--models-dir", args.models_dir]
+        if not args.no_warm_up:
+            first = args.out / "warm-up-clips"
+            shutil.rmtree(first, ignore_errors=True)
+            first.mkdir()
+            for path in sorted(archive.iterdir())[:2]:
+                shutil.copy(path, first / path.name)
+            warm = run_archive(1, "warm-up", first, options, args.out)
+            report["warm_up"] = warm
+            print(f"  warm-up (untimed): {warm['wall_s']:.1f} s, exit {warm['returncode']}", flush=True)
     for index, n in enumerate(archive_counts):
         report["archive"].append(run_archive(n, index, archive, options, args.out))
         (args.out / "scaling.json").write_text(json.dumps(report, indent=1))
