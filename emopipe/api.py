@@ -26,7 +26,7 @@ from emopipe.engines.base import check_compile_mode
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import ensure_writable
+from emopipe.io.records import STDOUT, ensure_writable
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
@@ -39,7 +39,6 @@ from emopipe.pipeline.archive import (
     PlannedSource,
     SourceChain,
     SourceResult,
-    already_done,
     plan_outputs,
     write_run_summary,
 )
@@ -324,21 +323,34 @@ class Analyzer:
         if live:
             raise UsageError(f"{', '.join(live)}: cameras and streams run as a fleet (Analyzer.run_fleet), "
                              "not with files")
+        unsupported = [flag for flag, used in (("--annotate", given.annotate), ("--record", given.record),
+                                               ("--summary", given.summary)) if used]
+        if unsupported:
+            raise UsageError(f"{', '.join(unsupported)}: not for several sources in one run (each source's rows and "
+                             "summary go in the -o folder, the run's in its summary.json); run one emopipe per "
+                             "source for these")
         directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
-        if directory.exists() and not directory.is_dir():
-            raise UsageError(f"-o {directory}: with several sources the output is a folder, and this is a file")
-        manifest = Manifest(directory)
+        if str(directory) == STDOUT or (directory.exists() and not directory.is_dir()) or (
+                directory.suffix.lower() in (".csv", ".jsonl") and not directory.exists()):
+            raise UsageError(f"-o {directory}: with several sources the output is a folder (a rows file per source "
+                             "goes in it); give a folder name")
+        manifest = Manifest(directory, files=True)
         if manifest.path.exists() and not config.resume:
             raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
                              "another output folder")
-        planned = plan_outputs(inputs.sources, directory, given.format or "csv")
         previous = manifest.previous() if config.resume else {}
-        todo = [p for p in planned if not already_done(previous.get(p.uri))]
-        if not config.resume:
-            clash = next((p.rows for p in todo if p.rows.exists()), None)
-            if clash is not None:
-                raise UsageError(f"{clash} exists (from an earlier run without a manifest); choose another output "
-                                 "folder")
+        mine = {uri: manifest.entry_for(previous, uri) for uri in inputs.sources}
+        own = {uri: name for uri, entry in mine.items() if entry and (name := manifest.name_of(entry))}
+        ours = {id(entry) for entry in mine.values() if entry}
+        reserved = {name for entry in previous.values() if id(entry) not in ours and (name := manifest.name_of(entry))}
+        planned = plan_outputs(inputs.sources, directory, given.format or "csv", own=own, reserved=reserved)
+        todo = [p for p in planned if not manifest.done(mine[p.uri])]
+        for p in todo:  # a file in the way that no earlier line gives to this source is not ours to replace
+            entry = mine[p.uri]
+            theirs = {path.resolve() for path in manifest.outputs_of(entry).values()} if entry else set()
+            if p.rows.exists() and p.rows.resolve() not in theirs:
+                raise UsageError(f"{p.rows} exists and {MANIFEST} does not give it to {redact_uri(p.uri)}; "
+                                 "choose another output folder")
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -351,10 +363,11 @@ class Analyzer:
         skipped: list[SourceResult] = []
         for p in planned:
             if p not in todo:
-                entry = previous[p.uri]
-                done = SourceResult(source=p.uri, status="skipped", outputs=entry.get("outputs", {}),
-                                    frames=entry.get("frames", 0), faces=entry.get("faces", 0),
-                                    rows=entry.get("rows", 0))
+                entry = mine[p.uri]
+                assert entry is not None
+                outputs = {role: str(path) for role, path in manifest.outputs_of(entry).items()}
+                done = SourceResult(source=p.uri, status="skipped", outputs=outputs, frames=entry.get("frames", 0),
+                                    faces=entry.get("faces", 0), rows=entry.get("rows", 0))
                 manifest.append(done.as_dict())
                 skipped.append(done)
         return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],

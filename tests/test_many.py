@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.api import Analyzer
+from emopipe.cli.run import build_parser, config_from_args
+from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.inputs import expand_inputs, read_list
-from emopipe.pipeline.archive import Manifest, PlannedSource, SourceChain, already_done, plan_outputs
+from emopipe.pipeline.archive import Manifest, PlannedSource, SourceChain, plan_outputs
 from emopipe.types import HostFrame, SourceInfo
 from tests.support.synth import moving_face_video
 
@@ -95,8 +98,100 @@ def test_the_manifest_keeps_the_latest_line_per_source_and_survives_a_cut_line(t
         file.write('{"source": "c.mp4", "sta')  # killed while writing
     latest = manifest.previous()
     assert set(latest) == {"a.mp4", "b.mp4"}
-    assert already_done(latest["a.mp4"]) and not already_done(latest["b.mp4"])  # b's rows are gone: redo
-    assert not already_done({"source": "x", "status": "interrupted", "outputs": {}})
+    assert manifest.done(latest["a.mp4"]) and not manifest.done(latest["b.mp4"])  # b's rows are gone: redo
+    assert not manifest.done({"source": "x", "status": "interrupted", "outputs": {}})
+
+
+def test_list_lines_are_expanded_once_and_one_file_spelled_two_ways_is_one_source(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "R" / "a.mp4")
+    touch(tmp_path / "x" / "b.mp4")
+    listing = touch(tmp_path / "list.txt", b"R\nx/*.mp4\n./R/a.mp4\n")
+    config = config_from_args(build_parser().parse_args(["--list", str(listing), str(tmp_path / "x" / "b.mp4")]))
+    assert config.sources == ("R/a.mp4", "x/b.mp4")  # the folder and the glob expanded; no literal line left
+    plan = Analyzer(config).plan_many(None, tmp_path / "out")  # the list is not read (and expanded) again
+    assert [p.uri for p in plan.todo] == ["R/a.mp4", "x/b.mp4"]
+
+
+def write_done(manifest: Manifest, source: str, rows: Path) -> None:
+    """A line an earlier run wrote for a finished source, with its files."""
+    summary = rows.with_name(rows.name.replace(".emotions.csv", ".emotions.summary.json"))
+    touch(rows, b"rows of " + source.encode())
+    touch(summary)
+    manifest.append({"source": source, "status": "ok", "outputs": {"rows": str(rows), "summary": str(summary)}})
+
+
+def test_resume_never_gives_a_source_added_later_the_files_of_a_finished_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "d" / "clip.mp4")
+    out = Path("out")
+    write_done(Manifest(out, files=True), "d/clip.mp4", out / "clip.emotions.csv")
+    touch(tmp_path / "d" / "clip.avi")  # added since: its own name would be clip too
+    plan = Analyzer(device="cpu").plan_many(["d"], out, resume=True)
+    assert [(p.uri, p.rows.name) for p in plan.todo] == [("d/clip.avi", "clip-2.emotions.csv")]
+    assert [r.source for r in plan.skipped] == ["d/clip.mp4"]
+    # the shared folder changes when a source from elsewhere joins: the finished ones keep their names
+    for name in ("p/q/x.mp4", "p/r/x.mp4", "q/x.mp4"):
+        touch(tmp_path / name)
+    second = Path("second")
+    manifest = Manifest(second, files=True)
+    write_done(manifest, "p/q/x.mp4", second / "q" / "x.emotions.csv")
+    manifest.append({"source": "p/r/x.mp4", "status": "interrupted", "outputs": {}})
+    plan = Analyzer(device="cpu").plan_many(["p/q/x.mp4", "p/r/x.mp4", "q/x.mp4"], second, resume=True)
+    names = {p.uri: p.rows.relative_to(second).as_posix() for p in plan.todo}
+    assert names == {"p/r/x.mp4": "p/r/x.emotions.csv", "q/x.mp4": "q/x-2.emotions.csv"}
+    assert (second / "q" / "x.emotions.csv").read_bytes() == b"rows of p/q/x.mp4"
+
+
+def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp_path, monkeypatch):
+    touch(tmp_path / "v" / "a.mp4")
+    touch(tmp_path / "v" / "b.mp4")
+    monkeypatch.chdir(tmp_path)
+    out = Path("out")
+    manifest = Manifest(out, files=True)
+    write_done(manifest, "v/a.mp4", out / "a.emotions.csv")
+    write_done(manifest, "v/b.mp4", out / "b.emotions.csv")
+    plan = Analyzer(device="cpu").plan_many(["./v/a.mp4", str(tmp_path / "v" / "b.mp4")], out, resume=True)
+    assert plan.todo == [] and len(plan.skipped) == 2
+    monkeypatch.chdir(tmp_path / "v")  # the same run from another folder: paths and -o spelled from there
+    plan = Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "../out", resume=True)
+    assert plan.todo == [] and {r.outputs["rows"] for r in plan.skipped} == {"../out/a.emotions.csv",
+                                                                            "../out/b.emotions.csv"}
+    # the folder copied whole: its lines point into the copy, so a file deleted from the copy is redone
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree("out", "copy")
+    Path("copy/b.emotions.csv").unlink()
+    plan = Analyzer(device="cpu").plan_many(["v/a.mp4", "v/b.mp4"], "copy", resume=True)
+    assert [p.uri for p in plan.todo] == ["v/b.mp4"] and plan.todo[0].rows == Path("copy/b.emotions.csv")
+
+
+def test_resume_refuses_a_file_in_the_way_that_its_manifest_does_not_give_to_the_source(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "v" / "a.mp4")
+    touch(tmp_path / "out" / "a.emotions.csv", b"somebody's rows")  # no manifest says whose
+    with pytest.raises(UsageError, match=r"does not give it to v/a\.mp4"):
+        Analyzer(device="cpu").plan_many(["v/a.mp4"], "out", resume=True)
+
+
+def test_a_damaged_manifest_line_is_passed_over_not_a_crash(tmp_path):
+    manifest = Manifest(tmp_path, files=True)
+    rows = touch(tmp_path / "a.emotions.csv")
+    manifest.append({"source": "ü.mp4", "status": "ok", "outputs": {"rows": str(rows)}})
+    with open(manifest.path, "ab") as file:
+        file.write(b'{"source": "b.mp4", "status": "ok", "outputs": ["b.csv"]}\n')  # edited by hand
+        file.write(b'{"source": "' + "ü".encode()[:1])  # killed inside a two-byte character
+    latest = manifest.previous()
+    assert [entry["source"] for entry in latest.values()] == ["ü.mp4"]
+
+
+@pytest.mark.parametrize("options", [{"annotate": "ann.mp4"}, {"summary": "s.json"}, {"output": "-"},
+                                     {"output": "rows.csv"}])
+def test_options_for_one_source_are_refused_with_several(tmp_path, monkeypatch, options):
+    monkeypatch.chdir(tmp_path)  # (an output that were made would land here)
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)
+    with pytest.raises(UsageError, match=r"not for several sources|the output is a folder"):
+        Analyzer(device="cpu").plan_many([str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")], **options)
 
 
 # -- many sources read as one, without models ----------------------------------------------------------------

@@ -72,10 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         "collide), manifest.jsonl (a line per source as it finishes: ok, failed, interrupted, skipped) and "
         "summary.json. A source that fails is recorded and the others go on: exit code 9 if any failed.")
     many.add_argument("--list", dest="list_files", action="append", default=[], metavar="FILE",
-                      help="read sources from FILE, one per line (# comments)")
+                      help="read sources from FILE, one per line (# comments; folders and globs expanded)")
     many.add_argument("--recursive", action="store_true", help="folders: also the videos in their subfolders")
     many.add_argument("--resume", action="store_true",
-                      help="continue a run into the same folder: skip the sources it finished, redo the others")
+                      help="continue a run into the same folder: skip the sources it finished, redo the others "
+                           "(each keeps its file names; a source added since never takes another's)")
     many.add_argument("--parallel", type=int, metavar="N",
                       help="sources opened and decoded ahead at once (default: 2)")
     many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
@@ -195,6 +196,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         items.append(f"webcam:{args.webcam}")
         values["webcam"] = None
     inputs = expand_inputs(items, args.list_files, recursive=args.recursive)
+    if inputs.sources:  # the list files' sources are in ``sources`` now: not read (and expanded) a second time
+        values["list_files"] = ()
     if inputs.collection:
         return RunConfig(sources=inputs.sources, **values)
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)

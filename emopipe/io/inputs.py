@@ -4,7 +4,9 @@ A folder holding video files gives one source per video (``recursive``: in its s
 holding images and no videos stays one source, the images in name order (an image sequence), as for a
 single folder. Images beside videos in one folder are not analysed (a warning says how many). URLs and
 cameras pass through unchanged; a path that does not exist also does (it fails as a source of its own,
-recorded, while the others run).
+recorded, while the others run). A list file's lines are expanded as the command line's items are (a folder,
+a quoted glob), relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one
+source (:func:`source_key`).
 """
 
 from __future__ import annotations
@@ -54,14 +56,24 @@ def read_list(path: str) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
+def source_key(uri: str) -> str:
+    """What names a source from run to run: a local path resolved (``v/a.mp4``, ``./v/a.mp4`` and its absolute
+    path are one file, whichever folder the command runs in), a URL or camera as given."""
+    if is_url(uri) or webcam_index(uri) is not None:
+        return uri
+    return str(Path(uri).resolve())
+
+
 def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursive: bool = False) -> Inputs:
-    """The sources named by ``items`` and the list files, duplicates removed (first one kept)."""
+    """The sources named by the list files' lines and ``items`` (in that order), duplicates removed (the first
+    spelling kept)."""
     found: list[str] = []
     collection = False
+    entries: list[str] = []
     for list_file in list_files:
-        found += read_list(list_file)
+        entries += read_list(list_file)
         collection = True
-    for item in items:
+    for item in [*entries, *items]:
         if is_url(item) or webcam_index(item) is not None:
             found.append(item)
         elif _GLOB_CHARACTERS & set(item) and not Path(item).exists():
@@ -82,5 +94,8 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
                 found.append(item)  # an image sequence
         else:
             found.append(item)
-    unique = tuple(dict.fromkeys(found))
+    first: dict[str, str] = {}
+    for uri in found:
+        first.setdefault(source_key(uri), uri)
+    unique = tuple(first.values())
     return Inputs(unique, collection or len(unique) > 1)

@@ -15,11 +15,13 @@ for its whole life, so the GPU never drains between the shares the driver hands 
 
 ``DIR/manifest.jsonl`` gets one JSON line per source as it finishes (append-only, flushed and synced, so it
 survives a killed run); ``--resume`` skips sources whose latest line says ``ok`` (or ``skipped``) and whose
-outputs exist, and runs the others again, replacing their partial files: no row is duplicated.
+outputs exist, and runs the others again, replacing their partial files: no row is duplicated. Each source
+keeps the names the earlier run gave its files, and no source takes another's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -35,9 +37,10 @@ from typing import Any
 
 from emopipe.config import RunConfig, default_output
 from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
+from emopipe.io.inputs import source_key
 from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path
 from emopipe.io.sources import Source, open_source
-from emopipe.io.uris import is_live, redact_uri
+from emopipe.io.uris import is_live, is_url, redact_uri
 from emopipe.pipeline.runner import Sink
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 from emopipe.pipeline.summary import RunSummary
@@ -85,16 +88,30 @@ def _relative_stems(uris: Sequence[str]) -> list[str]:
     return stems
 
 
-def plan_outputs(uris: Sequence[str], directory: Path, fmt: str) -> list[PlannedSource]:
-    """Each source's rows file and summary under ``directory``; names that would collide get a suffix."""
+def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[str, str] | None = None,
+                 reserved: set[str] | None = None) -> list[PlannedSource]:
+    """Each source's rows file and summary under ``directory``; names that would collide get a suffix.
+
+    ``own`` (``--resume``): the name (``a/clip`` of ``a/clip.emotions.csv``) an earlier run gave a source, which it
+    keeps; ``reserved``: names the earlier run gave other sources, which no source here takes — names follow the
+    set of sources, and a source added later must never be given (and overwrite) another's finished files."""
     suffix = ".emotions.jsonl" if fmt == "jsonl" else ".emotions.csv"
-    planned, taken = [], set()
+    taken = {name.lower() for name in reserved or ()}
+    kept: dict[str, str] = {}
+    for uri, name in (own or {}).items():  # (one earlier name claimed by two sources: the first keeps it)
+        if uri in uris and name.lower() not in taken:
+            kept[uri] = name
+            taken.add(name.lower())
+    planned = []
     for position, (uri, stem) in enumerate(zip(uris, _relative_stems(uris))):
-        name, n = stem, 1
-        while name.lower() in taken:  # e.g. clip.mp4 and clip.mkv in one folder
-            n += 1
-            name = f"{stem}-{n}"
-        taken.add(name.lower())
+        if uri in kept:
+            name = kept[uri]
+        else:
+            name, n = stem, 1
+            while name.lower() in taken:  # e.g. clip.mp4 and clip.mkv in one folder
+                n += 1
+                name = f"{stem}-{n}"
+            taken.add(name.lower())
         planned.append(PlannedSource(position, uri, directory / f"{name}{suffix}",
                                      directory / f"{name}.emotions.summary.json"))
     return planned
@@ -104,27 +121,77 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str) -> list[Planned
 
 
 class Manifest:
-    """``manifest.jsonl``: one line per finished source, appended and synced as it finishes."""
+    """``manifest.jsonl``: one line per finished source, appended and synced as it finishes.
 
-    def __init__(self, directory: Path) -> None:
+    A many-file run's manifest (``files=True``) also gives each line the source's absolute ``path`` and its
+    outputs relative to the folder (``files``), so ``--resume`` knows a source however it is spelled and from
+    whichever folder the command runs, and finds its files where the folder is now (moved or copied whole)."""
+
+    def __init__(self, directory: Path, files: bool = False) -> None:
+        self.directory = directory
         self.path = directory / MANIFEST
+        self.files = files
         self._lock = threading.Lock()
 
     def previous(self) -> dict[str, dict[str, Any]]:
-        """The latest line for each source from earlier runs (by the source as given)."""
+        """The latest line for each source from earlier runs, by its ``path`` where the line has one, else by the
+        source as given. Lines a killed run cut, or edited into another shape, are passed over."""
         latest: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return latest
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        try:
+            text = self.path.read_bytes().decode("utf-8", errors="replace")  # (a line cut inside a character)
+        except OSError as exc:
+            raise OutputError(f"cannot read the manifest {self.path}: {exc.strerror or exc}") from None
+        for line in text.splitlines():
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a killed run
+            except ValueError:
                 continue
-            if isinstance(entry, dict) and "source" in entry:
-                latest[entry["source"]] = entry
+            if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)
+                    and isinstance(entry.get("outputs", {}), dict) and isinstance(entry.get("files", {}), dict)):
+                continue
+            path = entry.get("path")
+            latest[path if isinstance(path, str) else entry["source"]] = entry
         return latest
 
+    def entry_for(self, previous: dict[str, dict[str, Any]], uri: str) -> dict[str, Any] | None:
+        """A source's latest line in ``previous`` (:meth:`previous`), however it was spelled then."""
+        return previous.get(source_key(uri)) or previous.get(uri)
+
+    def outputs_of(self, entry: dict[str, Any]) -> dict[str, Path]:
+        """Where an earlier line's outputs are now: under this folder where the line says (``files``), else as
+        the line gives them."""
+        files = entry.get("files") or {}
+        if files:
+            return {role: self.directory / name for role, name in files.items() if isinstance(name, str)}
+        return {role: Path(path) for role, path in entry.get("outputs", {}).items() if isinstance(path, str)}
+
+    def name_of(self, entry: dict[str, Any]) -> str | None:
+        """The name (``a/clip``) an earlier run gave a source's files, or None."""
+        for path in self.outputs_of(entry).values():
+            try:
+                relative = path.resolve().relative_to(self.directory.resolve()).as_posix()
+            except ValueError:
+                continue
+            for ending in (".emotions.summary.json", ".emotions.csv", ".emotions.jsonl"):
+                if relative.endswith(ending):
+                    return relative.removesuffix(ending)
+        return None
+
     def append(self, entry: dict[str, Any]) -> None:
+        if self.files:
+            entry = dict(entry)
+            source = entry.get("source", "")
+            if not (is_url(source) or is_live(source)):
+                entry.setdefault("path", source_key(source))
+            where = self.directory.resolve()
+            files = {}
+            for role, output in entry.get("outputs", {}).items():
+                with contextlib.suppress(ValueError):
+                    files[role] = Path(output).resolve().relative_to(where).as_posix()
+            if files:
+                entry["files"] = files
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
             try:
@@ -135,12 +202,11 @@ class Manifest:
             except OSError as exc:
                 raise OutputError(f"cannot write the manifest {self.path}: {exc.strerror or exc}") from None
 
-
-def already_done(entry: dict[str, Any] | None) -> bool:
-    """A source an earlier run finished: its latest line says so and every output it lists is there."""
-    if not entry or entry.get("status") not in DONE:
-        return False
-    return all(Path(p).exists() for p in entry.get("outputs", {}).values())
+    def done(self, entry: dict[str, Any] | None) -> bool:
+        """A source an earlier run finished: its latest line says so and every output it lists is there."""
+        if not entry or entry.get("status") not in DONE:
+            return False
+        return all(path.exists() for path in self.outputs_of(entry).values())
 
 
 # -- reading many sources as one ---------------------------------------------------------------------
