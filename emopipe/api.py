@@ -345,12 +345,13 @@ class Analyzer:
         reserved = {name for entry in previous.values() if id(entry) not in ours and (name := manifest.name_of(entry))}
         planned = plan_outputs(inputs.sources, directory, given.format or "csv", own=own, reserved=reserved)
         todo = [p for p in planned if not manifest.done(mine[p.uri])]
-        for p in todo:  # a file in the way that no earlier line gives to this source is not ours to replace
-            entry = mine[p.uri]
-            theirs = {path.resolve() for path in manifest.outputs_of(entry).values()} if entry else set()
-            if p.rows.exists() and p.rows.resolve() not in theirs:
-                raise UsageError(f"{p.rows} exists and {MANIFEST} does not give it to {redact_uri(p.uri)}; "
-                                 "choose another output folder")
+        # a rows file in the way is replaced only when a manifest says the folder is an earlier run's (its sources'
+        # own names are reserved above); without one, it is somebody else's
+        if not previous:
+            clash = next((p.rows for p in todo if p.rows.exists()), None)
+            if clash is not None:
+                raise UsageError(f"{clash} exists (from an earlier run without a manifest); choose another output "
+                                 "folder")
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -468,13 +469,14 @@ def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
 
 def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,
                 wall_s: float, summaries: list[RunSummary] | None = None, **extra: Any) -> ManyOutcome:
-    """The run's summary.json, written once every source has its manifest line."""
+    """The run's summary.json, written once every source has its manifest line: sources by status (``ok``,
+    ``failed``, ``interrupted``, ``skipped``: counts), and ``run_interrupted`` (Ctrl-C / SIGTERM ended the run)."""
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     frames = sum(r.frames for r in results if r.status != "skipped")
     faces = sum(r.faces for r in results if r.status != "skipped")
     run = {"sources": len(plan.planned), **counts, "frames": frames, "faces": faces, "wall_s": round(wall_s, 3),
            "fps": round(frames / wall_s, 2) if wall_s else 0.0, "faces_per_s": round(faces / wall_s, 2) if wall_s
-           else 0.0, "interrupted": interrupted, "manifest": str(plan.manifest.path),
+           else 0.0, "run_interrupted": interrupted, "manifest": str(plan.manifest.path),
            "pipeline": summary.as_dict() if summary is not None else None, **extra}
     write_run_summary(plan.directory, run)
     if summaries is not None and summary is not None:

@@ -21,8 +21,10 @@ frame counts from a small board actor the workers tell as their shares run. With
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -390,6 +392,21 @@ def _connect(address: str) -> bool:
 
     if ray.is_initialized():
         return False  # e.g. a notebook or a test that started Ray itself
+    # Ray's driver takes SIGTERM for itself (it exits at once, files left open): give it back to the handler
+    # this process had (the command line's: finish the files, exit 130, as `docker stop` and Kubernetes expect)
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        _join(address)
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGTERM, handler)
+    return True
+
+
+def _join(address: str) -> None:
+    import ray
+
     if address == LOCAL:
         ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     else:
@@ -398,7 +415,6 @@ def _connect(address: str) -> bool:
         except ConnectionError as exc:
             raise UsageError(f"--ray {address}: no Ray cluster there ({exc}); start one (ray start --head) or use "
                              "--ray local") from None
-    return True
 
 
 def _disconnect(address: str) -> None:
@@ -691,13 +707,41 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         interrupted = True
         for _, share, _ in in_flight.values():  # (their workers are killed after: Ray cancels no actor task by force)
             for source in share:  # their rows stay under partial names: the next --resume redoes them
-                record(SourceResult(source=source.uri, status="interrupted", exit_code=130))
+                record(_as_left(source))
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
                        ray={"workers": crew.count, "gpus_per_worker": crew.per_gpu, "worker_failures": failures,
                             "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},
                             "per_worker": workers, "metrics": {n: w["metrics"] for n, w in workers.items()
                                                                if w["metrics"]},
                             "worker_summaries": list(summaries.values())})
+
+
+def _as_left(source: PlannedSource) -> SourceResult:
+    """A source of a share cut off by Ctrl-C, as its files say (the worker's own result never came): complete
+    when its rows file has its final name and its summary is written (the last steps of a source), else
+    interrupted, with the rows it kept under the partial name."""
+    import json
+
+    from emopipe.io.records import partial_path
+    from emopipe.pipeline.archive import SourceResult
+
+    if source.rows.exists() and source.summary.exists():
+        with contextlib.suppress(OSError, ValueError):
+            facts = json.loads(source.summary.read_text())
+            return SourceResult(source=source.uri, status="ok", frames=facts.get("frames", 0),
+                                faces=facts.get("faces", 0), rows=facts.get("faces", 0),
+                                seconds=facts.get("seconds", 0.0),
+                                outputs={"rows": str(source.rows), "summary": str(source.summary)})
+    partial = partial_path(source.rows)
+    if not partial.exists():
+        return SourceResult(source=source.uri, status="interrupted", exit_code=130)
+    with contextlib.suppress(OSError):
+        with open(partial, "rb") as file:
+            lines = sum(1 for _ in file)
+        rows = lines - 1 if source.rows.suffix == ".csv" else lines  # (a CSV's header)
+        return SourceResult(source=source.uri, status="interrupted", exit_code=130, rows=max(rows, 0),
+                            outputs={"rows": str(partial)})
+    return SourceResult(source=source.uri, status="interrupted", exit_code=130)
 
 
 def keep_latest_summary(summaries: dict[str, dict[str, Any]], name: str, reply: dict[str, Any]) -> None:

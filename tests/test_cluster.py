@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import csv
 import http.server
+import json
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +22,7 @@ from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import UsageError
 from emopipe.io.records import partial_path
-from emopipe.pipeline.archive import Manifest, expected_frames
+from emopipe.pipeline.archive import Manifest, PlannedSource, expected_frames
 from tests.support.ports import free_ports
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
@@ -32,6 +35,7 @@ from emopipe.cluster import (  # noqa: E402
     ProgressBoard,
     RayOptions,
     Worker,
+    _as_left,
     _sizing,
     keep_latest_summary,
     run_on_ray,
@@ -228,6 +232,54 @@ def test_a_local_ray_runs_no_more_workers_than_it_has_room_for(local_ray, caplog
     assert _sizing(RayOptions(address=LOCAL, workers=2))[0] == 2
     assert _sizing(RayOptions(address=LOCAL))[0] == 2  # the default: one per CPU without GPUs
     assert not caplog.text
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_whose_every_source_fails_to_open_reports_them_and_the_run_ends(tmp_path, local_ray, five_clips):
+    """Its pipeline used to wait for a source that opens before starting, and only a started pipeline reports
+    failures: the driver, waiting for them, sent nothing more — the run hung."""
+    _, config = five_clips
+    (tmp_path / "not-a-video.mp4").write_text("plain text\n")
+    sources = [str(tmp_path / "not-a-video.mp4"), str(tmp_path / "missing.mp4")]
+    outcome = run_on_ray(config, RayOptions(workers=1), sources=sources, output_dir=tmp_path / "ray")
+    assert sorted((Path(r.source).name, r.status) for r in outcome.results) == [
+        ("missing.mp4", "failed"), ("not-a-video.mp4", "failed")]
+    assert {r.kind for r in outcome.results} == {"InputNotFoundError", "InputUnreadableError"}
+    assert len(Manifest(tmp_path / "ray").previous()) == 2
+
+
+JOIN_THEN_SIGTERM = """
+import os, signal, sys, time
+from emopipe.cluster import _connect
+heard = []
+signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))  # as the command line's handler
+_connect(sys.argv[1])
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.2)
+print("handled" if heard else "not handled", flush=True)
+"""
+
+
+def test_sigterm_stays_with_the_commands_handler_after_joining_ray(local_ray):
+    """Ray's driver takes SIGTERM (exit 15 at once, no file closed); `docker stop` and Kubernetes send it, and the
+    command must end as at Ctrl-C: files complete, exit 130. A second driver joins this test's Ray."""
+    done = subprocess.run([sys.executable, "-c", JOIN_THEN_SIGTERM, ray.get_runtime_context().gcs_address],
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout.strip()) == (0, "handled"), done.stderr[-2000:]
+
+
+def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):
+    """The driver's line for each source of a share still running at Ctrl-C (the worker's own never comes)."""
+    done, cut, unstarted = (PlannedSource(i, f"{n}.mp4", tmp_path / f"{n}.emotions.csv",
+                                          tmp_path / f"{n}.emotions.summary.json")
+                            for i, n in enumerate(("done", "cut", "unstarted")))
+    done.rows.write_text("source,frame\nx,0\nx,1\n")
+    done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "seconds": 0.5}))
+    partial_path(cut.rows).write_text("source,frame\nx,0\nx,1\nx,2\n")  # three rows kept
+    results = [_as_left(p) for p in (done, cut, unstarted)]
+    assert [(r.status, r.frames, r.rows) for r in results] == [("ok", 2, 2), ("interrupted", 0, 3),
+                                                                ("interrupted", 0, 0)]
+    assert results[1].outputs == {"rows": str(partial_path(cut.rows))} and results[2].outputs == {}
 
 
 def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_clips):

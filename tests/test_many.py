@@ -17,10 +17,11 @@ import pytest
 
 from emopipe.api import Analyzer
 from emopipe.cli.run import build_parser, config_from_args
+from emopipe.config import RunConfig
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.inputs import expand_inputs, read_list
-from emopipe.pipeline.archive import Manifest, PlannedSource, SourceChain, plan_outputs
-from emopipe.types import HostFrame, SourceInfo
+from emopipe.pipeline.archive import Manifest, PerSourceSink, PlannedSource, SourceChain, plan_outputs
+from emopipe.types import Detections, FrameResult, HostFrame, SourceInfo
 from tests.support.synth import moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,11 +166,11 @@ def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp
     assert [p.uri for p in plan.todo] == ["v/b.mp4"] and plan.todo[0].rows == Path("copy/b.emotions.csv")
 
 
-def test_resume_refuses_a_file_in_the_way_that_its_manifest_does_not_give_to_the_source(tmp_path, monkeypatch):
+def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "v" / "a.mp4")
     touch(tmp_path / "out" / "a.emotions.csv", b"somebody's rows")  # no manifest says whose
-    with pytest.raises(UsageError, match=r"does not give it to v/a\.mp4"):
+    with pytest.raises(UsageError, match="without a manifest"):
         Analyzer(device="cpu").plan_many(["v/a.mp4"], "out", resume=True)
 
 
@@ -216,6 +217,18 @@ class FakeSource:
             if i == self.fail_after:
                 raise InputUnreadableError(f"{self.info.uri}: damaged at frame {i}")
             yield HostFrame(i, i / 25.0, np.full((6, 8, 3), i, np.uint8), time.perf_counter())
+
+
+def test_an_interrupted_source_counts_the_frames_written_not_those_read_ahead(tmp_path):
+    planned = [PlannedSource(0, "a", tmp_path / "a.emotions.csv", tmp_path / "a.emotions.summary.json")]
+    with SourceChain(planned, lambda uri: FakeSource(uri, 5), parallel=1, queue_frames=8) as chain:
+        frames = list(chain)  # all five read (ahead of the writer)
+        sink = PerSourceSink(chain, RunConfig(), ("neutral", "happy"), None)
+        for frame in frames[:2]:  # … and the run stopped after two were written
+            sink.write(FrameResult(frame, Detections.empty(), np.zeros((0, 4), np.int64)))
+        sink.close()
+    assert [(r.status, r.frames) for r in sink.results] == [("interrupted", 2)]
+    assert not planned[0].rows.exists()  # its rows stay under the partial name
 
 
 @pytest.mark.parametrize("parallel", [1, 3])
@@ -325,6 +338,10 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
     assert run["ok"] == 3 and run["failed"] == 0 and run["frames"] == 9
     assert run["pipeline"]["startup"]["engine_warmups"] == 1  # one warmup for all three
     assert not list(out.rglob("*.partial"))
+    each = [json.loads((out / name.replace(".mp4", ".emotions.summary.json")).read_text()) for name in made]
+    assert [(s["frames"], s["frames_detected"]) for s in each] == [(3, 3), (4, 4), (2, 2)]
+    # each source's time runs from the one before it finished: together no more than the run, none nothing
+    assert all(s["seconds"] > 0 for s in each) and sum(s["seconds"] for s in each) <= run["wall_s"]
 
 
 @pytest.mark.slow
@@ -341,6 +358,8 @@ def test_with_detect_every_each_source_still_gives_the_rows_it_gives_alone(tmp_p
         together, alone = rows(tmp_path / "out" / f"{name}.emotions.csv"), rows(tmp_path / f"{name}.csv")
         assert len(together) == len(alone) > 0 and together == alone, name
         assert together[0]["detected"] == "1"  # its first frame is a key frame
+        summary = json.loads((tmp_path / "out" / f"{name}.emotions.summary.json").read_text())
+        assert summary["frames_detected"] == len({r["frame"] for r in together if r["detected"] == "1"})
 
 
 @pytest.mark.slow

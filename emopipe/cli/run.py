@@ -59,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "output as OUTPUT.summary.json)")
     out.add_argument("--report", metavar="HTML",
                      help="also write a self-contained HTML report of every face track: thumbnail, valence/arousal "
-                          "over time, expressions, circumplex (docs/report.md); OUTPUT.tracks.csv and "
-                          "OUTPUT.segments.csv are written beside the rows in any case")
+                          "over time, expressions, circumplex (docs/report.md); with one source, OUTPUT.tracks.csv and "
+                          "OUTPUT.segments.csv are also written beside the rows; with several, one page for all")
     out.add_argument("--landmarks", action="store_true", help="add the 68 landmarks (frame pixels) to each row")
     out.add_argument("--smooth", type=float, default=None, metavar="ALPHA",
                      help="per-track exponential smoothing; weight of the newest value (off by default)")
@@ -162,8 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     live = parser.add_argument_group(
         "live mode (a camera, or a network stream given as SOURCE: rtsp://, http(s)://…)",
         "Only the newest frame is processed; frames that arrive meanwhile are dropped (counted). Rows carry "
-        "wall-clock capture times (Unix seconds). --end SECONDS runs that long, --max-frames N processes N "
-        "frames; otherwise until Ctrl-C or SIGTERM (exit code 130, files complete).")
+        "wall-clock capture times (Unix seconds). --end SECONDS runs that long, --max-frames N stops after N "
+        "frames taken from the camera (those dropped while the pipeline was busy count too); otherwise until "
+        "Ctrl-C or SIGTERM (exit code 130, files complete).")
     live.add_argument("--webcam", type=int, metavar="N", help="read camera N (0 is the first) instead of SOURCE")
     live.add_argument("--show", action="store_true", help="show the annotated stream in a window (q or Esc stops)")
     live.add_argument("--serve", metavar="HOST:PORT",

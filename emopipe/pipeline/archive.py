@@ -174,6 +174,7 @@ class Manifest:
                 relative = path.resolve().relative_to(self.directory.resolve()).as_posix()
             except ValueError:
                 continue
+            relative = relative.removesuffix(".partial")  # (an interrupted source's rows)
             for ending in (".emotions.summary.json", ".emotions.csv", ".emotions.jsonl"):
                 if relative.endswith(ending):
                     return relative.removesuffix(ending)
@@ -343,10 +344,11 @@ class SourceChain:
         self._start_ahead(0)
 
     def first_info(self) -> SourceInfo | None:
-        """The first source that opens (its frame size warms the detector); None if none does (a fed chain
-        waits for its first sources)."""
+        """The first source that opens (its frame size warms the detector); None if none does. A fed chain waits
+        for its first source, not for more once those it has all failed: the pipeline must start to report their
+        failures (until then its driver, waiting for them, would send nothing more)."""
         position = 0
-        while self._wait_for(position):
+        while self._wait_for(position) if position == 0 else position < len(self.readings):
             reading = self.readings[position]
             position += 1
             self._start_ahead(position - 1)
@@ -449,7 +451,8 @@ class PerSourceSink(Sink):
         self._writer: RecordWriter | None = None
         self._faces = 0
         self._written = 0  # frames of the current source written
-        self._first_result_s: float | None = None
+        self._detected = 0  # of them, frames the detector ran on (--detect-every: the key frames)
+        self._last_finished_s: float | None = None  # a source's time runs from the one before it finished
         self._lock = threading.RLock()
 
     def write(self, result: FrameResult) -> None:
@@ -462,6 +465,7 @@ class PerSourceSink(Sink):
             self._sink.write(result)
             self._faces += len(result.faces)
             self._written += 1
+            self._detected += result.detected
             self._settle()
 
     def flush(self) -> None:
@@ -505,7 +509,6 @@ class PerSourceSink(Sink):
         self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None,
                                 hold_rows=True)
         self._faces = 0
-        self._first_result_s = time.perf_counter()
 
     def _finish_before(self, stream: int) -> None:
         while self._next < stream:
@@ -524,7 +527,11 @@ class PerSourceSink(Sink):
             complete = not interrupted
             where = self._writer.commit(complete)  # interrupted: stays under its partial name
             outputs["rows"] = where
-        seconds = time.perf_counter() - (self._first_result_s or reading.started_s)
+        # the run's time on this source: since the source before it finished, or since it was added if later (a fed
+        # chain may have waited for it), so a short source's time is not just the gap between its first and last rows
+        now = time.perf_counter()
+        seconds = now - max(self._last_finished_s or 0.0, reading.started_s)
+        self._last_finished_s = now
         error = reading.error
         if interrupted:
             status = "interrupted"
@@ -535,7 +542,9 @@ class PerSourceSink(Sink):
             error = InputTruncatedError(f"{redact_uri(planned.uri)}: input ended early: {reading.ended_early}")
         else:
             status = "ok"
-        result = SourceResult(source=planned.uri, status=status, frames=reading.frames, faces=self._faces, rows=rows,
+        # interrupted: the frames written (more may have been read ahead, never analysed)
+        frames = self._written if interrupted else reading.frames
+        result = SourceResult(source=planned.uri, status=status, frames=frames, faces=self._faces, rows=rows,
                               seconds=round(seconds, 4), error=str(error) if error else None,
                               exit_code=error.exit_code if error else (130 if interrupted else None),
                               kind=type(error).__name__ if error else None, outputs=outputs,
@@ -544,6 +553,7 @@ class PerSourceSink(Sink):
             summary = RunSummary(source=planned.uri, decoder=reading.decoder, frames=reading.frames, faces=self._faces,
                                  seconds=round(seconds, 4), fps=reading.frames / seconds if seconds else 0.0,
                                  faces_per_s=self._faces / seconds if seconds else 0.0,
+                                 detect_every=self.config.detect_every, frames_detected=self._detected,
                                  ended_early=reading.ended_early, outputs=dict(outputs))
             _write_json(planned.summary, summary.as_dict())
             result.outputs["summary"] = str(planned.summary)
@@ -553,8 +563,7 @@ class PerSourceSink(Sink):
         if self.on_result is not None:
             self.on_result(result)
         self._sink = self._writer = None
-        self._faces = self._written = 0
-        self._first_result_s = None
+        self._faces = self._written = self._detected = 0
         self._next = position + 1
 
 
