@@ -294,6 +294,10 @@ def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_
         with ExitStack() as stack, pytest.raises(SourceUnavailableError, match="refused://c") as raised:
             Fleet(config, planned, tmp_path / "none", manifest).open(stack)
         assert raised.value.exit_code == 7
+        lines = [json.loads(line) for line in (tmp_path / "none" / "manifest.jsonl").read_text().splitlines()]
+        assert [(e["source"], e["status"], e["exit_code"]) for e in lines] == [("refused://c", "failed", 7),
+                                                                               ("refused://d", "failed", 7)]
+        assert "refused://d" in lines[1]["error"]  # each camera's own reason, not only the first's
     finally:
         CAPTURES.unregister("refused")
 

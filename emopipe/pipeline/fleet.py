@@ -313,7 +313,9 @@ class Fleet:
             if camera.source is not None:
                 stack.callback(camera.source.close)
         opened = [c for c in self.cameras if c.source is not None]
-        if not opened:
+        if not opened:  # each camera's line says why (the error raised names the first)
+            for camera in self.cameras:
+                self.finish(camera, interrupted=False)
             raise self.cameras[0].error or SourceUnavailableError("no camera could be opened")
         for camera in self.cameras:
             if camera.source is None:
