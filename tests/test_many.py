@@ -131,6 +131,13 @@ def test_resume_never_gives_a_source_added_later_the_files_of_a_finished_one(tmp
     plan = Analyzer(device="cpu").plan_many(["d"], out, resume=True)
     assert [(p.uri, p.rows.name) for p in plan.todo] == [("d/clip.avi", "clip-2.emotions.csv")]
     assert [r.source for r in plan.skipped] == ["d/clip.mp4"]
+    # a line an earlier version wrote (no path, no files) for a source here is its own, not another's
+    old = Path("old")
+    write_done(Manifest(old), "d/clip.mp4", old / "clip.emotions.csv")
+    Analyzer(device="cpu").plan_many(["d/clip.mp4"], old, resume=True)  # skipped: a line with its path added
+    (old / "clip.emotions.csv").unlink()  # its rows gone: redone, under the name it had
+    plan = Analyzer(device="cpu").plan_many(["d/clip.mp4"], old, resume=True)
+    assert [p.rows.name for p in plan.todo] == ["clip.emotions.csv"]
     # the shared folder changes when a source from elsewhere joins: the finished ones keep their names
     for name in ("p/q/x.mp4", "p/r/x.mp4", "q/x.mp4"):
         touch(tmp_path / name)
