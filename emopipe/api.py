@@ -24,7 +24,7 @@ from typing import Any
 from emopipe.config import RunConfig
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.inputs import expand_inputs, source_key
+from emopipe.io.inputs import expand_inputs
 from emopipe.io.nvdec import open_input
 from emopipe.io.records import STDOUT, ensure_writable
 from emopipe.io.uris import is_live, redact_uri
@@ -340,11 +340,7 @@ class Analyzer:
                              "another output folder")
         previous = manifest.previous() if config.resume else {}
         mine = {uri: manifest.entry_for(previous, uri) for uri in inputs.sources}
-        own = {uri: name for uri, entry in mine.items() if entry and (name := manifest.name_of(entry))}
-        current = {source_key(uri) for uri in inputs.sources} | set(inputs.sources)
-        reserved = {name for entry in previous.values()  # (an older line of a source here is its own, not another's)
-                    if entry.get("path") not in current and entry["source"] not in current
-                    and (name := manifest.name_of(entry))}
+        own, reserved = manifest.names(previous, inputs.sources)
         planned = plan_outputs(inputs.sources, directory, given.format or "csv", own=own, reserved=reserved)
         todo = [p for p in planned if not manifest.done(mine[p.uri])]
         # a rows file in the way is replaced only when a manifest says the folder is an earlier run's (its sources'

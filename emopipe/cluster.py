@@ -22,6 +22,7 @@ frame counts from a small board actor the workers tell as their shares run. With
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -720,8 +721,6 @@ def _as_left(source: PlannedSource) -> SourceResult:
     """A source of a share cut off by Ctrl-C, as its files say (the worker's own result never came): complete
     when its rows file has its final name and its summary is written (the last steps of a source), else
     interrupted, with the rows it kept under the partial name."""
-    import json
-
     from emopipe.io.records import partial_path
     from emopipe.pipeline.archive import SourceResult
 

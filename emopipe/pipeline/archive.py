@@ -180,6 +180,17 @@ class Manifest:
                     return relative.removesuffix(ending)
         return None
 
+    def names(self, previous: dict[str, dict[str, Any]], uris: Sequence[str]) -> tuple[dict[str, str], set[str]]:
+        """For :func:`plan_outputs`: the names earlier lines gave ``uris`` (each keeps its own), and those they gave
+        other sources (reserved). An older line of a source here (spelled otherwise, or without ``path``) is its
+        own, not another's."""
+        own = {uri: name for uri in uris if (entry := self.entry_for(previous, uri)) and (name := self.name_of(entry))}
+        current = {source_key(uri) for uri in uris} | set(uris)
+        reserved = {name for entry in previous.values()
+                    if entry.get("path") not in current and entry["source"] not in current
+                    and (name := self.name_of(entry))}
+        return own, reserved
+
     def append(self, entry: dict[str, Any]) -> None:
         if self.files:
             entry = dict(entry)
