@@ -347,8 +347,10 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
     assert not list(out.rglob("*.partial"))
     each = [json.loads((out / name.replace(".mp4", ".emotions.summary.json")).read_text()) for name in made]
     assert [(s["frames"], s["frames_detected"]) for s in each] == [(3, 3), (4, 4), (2, 2)]
-    # each source's time runs from the one before it finished: together no more than the run, none nothing
-    assert all(s["seconds"] > 0 for s in each) and sum(s["seconds"] for s in each) <= run["wall_s"]
+    # each source's time runs from the one before it finished (the first's from the end of the warm-ups): together
+    # less than the run, which also loaded and warmed the models
+    assert all(s["seconds"] >= 0 for s in each)
+    assert 0 < sum(s["seconds"] for s in each) < run["wall_s"] - run["pipeline"]["startup"]["warmup_s"]
 
 
 @pytest.mark.slow

@@ -463,7 +463,8 @@ class PerSourceSink(Sink):
         self._faces = 0
         self._written = 0  # frames of the current source written
         self._detected = 0  # of them, frames the detector ran on (--detect-every: the key frames)
-        self._last_finished_s: float | None = None  # a source's time runs from the one before it finished
+        # a source's time runs from the one before it finished; the first's from here, after the warm-ups
+        self._last_finished_s = time.perf_counter()
         self._lock = threading.RLock()
 
     def write(self, result: FrameResult) -> None:
@@ -541,7 +542,7 @@ class PerSourceSink(Sink):
         # the run's time on this source: since the source before it finished, or since it was added if later (a fed
         # chain may have waited for it), so a short source's time is not just the gap between its first and last rows
         now = time.perf_counter()
-        seconds = now - max(self._last_finished_s or 0.0, reading.started_s)
+        seconds = now - max(self._last_finished_s, reading.started_s)
         self._last_finished_s = now
         error = reading.error
         if interrupted:
