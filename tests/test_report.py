@@ -4,6 +4,7 @@ rows files read back, and a real run's report opened in headless Chromium with t
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import emopipe
 from emopipe.errors import InputNotFoundError, InputUnreadableError
@@ -94,6 +97,62 @@ def test_brief_flickers_do_not_start_an_expression_segment():
     segments = expression_segments(series_of(records), FRAME)
     assert [s.label for s in segments] == ["neutral", "anger"]  # 8 frames of surprise joined their neighbours
     assert segments[1].start_s == pytest.approx(4.32, abs=FRAME + 1e-9)
+
+
+def _absorbed_one_at_a_time(runs, times, ends, shortest_s):
+    """The rule as docs/report.md states it, by a full scan after every merge (the oracle)."""
+    runs = [list(r) for r in runs]
+
+    def length(run):
+        return float(ends[run[1] - 1] - times[run[0]])
+
+    while len(runs) > 1:
+        i = min(range(len(runs)), key=lambda k: length(runs[k]))
+        if length(runs[i]) >= shortest_s:
+            break
+        left = runs[i - 1] if i > 0 else None
+        right = runs[i + 1] if i + 1 < len(runs) else None
+        if left is not None and (right is None or length(left) >= length(right)):
+            left[1] = runs[i][1]
+        else:
+            right[0] = runs[i][0]
+        del runs[i]
+        merged = [runs[0]]
+        for run in runs[1:]:
+            if run[2] == merged[-1][2]:
+                merged[-1][1] = run[1]
+            else:
+                merged.append(run)
+        runs = merged
+    return runs
+
+
+@settings(max_examples=300, deadline=None)
+@given(labels=st.lists(st.integers(0, 3), min_size=1, max_size=80),
+       gaps=st.lists(st.sampled_from([0.04, 0.04, 0.04, 0.08, 0.5]), min_size=80, max_size=80))
+def test_short_expression_runs_are_absorbed_as_the_rule_says(labels, gaps):
+    from emopipe.report.segments import MIN_EXPRESSION_S, _absorb_short_runs, _ends, _runs
+
+    times = np.concatenate([[0.0], np.cumsum(gaps[:len(labels) - 1])])  # uneven frame times, many equal lengths
+    ends = _ends(times, 0.04)
+    runs = _runs(np.array(labels))
+    assert _absorb_short_runs(runs, times, ends) == _absorbed_one_at_a_time(runs, times, ends, MIN_EXPRESSION_S)
+
+
+def test_an_hour_of_a_flickering_face_is_segmented_into_runs_of_half_a_second_or_more():
+    # a face the network cannot decide about: the expression changes every few frames for an hour at 25 fps
+    # (tens of thousands of runs, which a scan for the shortest after every merge took minutes on)
+    from emopipe.report.segments import _absorb_short_runs, _ends, _runs
+
+    rng = np.random.default_rng(11)
+    labels = np.repeat(rng.integers(0, 8, 30_000), rng.integers(1, 6, 30_000))[:90_000]
+    times = np.arange(len(labels)) * FRAME
+    runs = _runs(labels)
+    assert len(runs) > 20_000
+    absorbed = _absorb_short_runs(runs, times, _ends(times, FRAME))
+    assert absorbed[0][0] == 0 and absorbed[-1][1] == len(labels)
+    assert all(a[1] == b[0] and a[2] != b[2] for a, b in itertools.pairwise(absorbed))  # they tile the track
+    assert all(b - a >= round(0.5 / FRAME) for a, b, _ in absorbed)  # each lasts the shortest segment
 
 
 def test_steady_noise_has_no_change_point_and_a_long_track_finds_its_change():

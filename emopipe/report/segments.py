@@ -24,6 +24,7 @@ noise; ruptures is the maintained reference implementation of these methods (BSD
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from dataclasses import dataclass
@@ -99,6 +100,57 @@ def _ends(times: np.ndarray, interval_s: float) -> np.ndarray:
     return np.concatenate([times[1:], [times[-1] + interval_s]])
 
 
+def _absorb_short_runs(runs: list[list[int]], times: np.ndarray, ends: np.ndarray) -> list[list[int]]:
+    """The shortest run (the first of equal ones) joins its longer neighbour (the left one on a tie) until every
+    run lasts ``MIN_EXPRESSION_S``; neighbours that come to hold the same expression become one run.
+
+    A heap of (duration, start) with stale entries skipped, and runs linked to their neighbours: an hour's
+    track can have tens of thousands of runs, which a scan for the shortest after every merge takes minutes on."""
+    count = len(runs)
+    start = [run[0] for run in runs]
+    stop = [run[1] for run in runs]
+    value = [run[2] for run in runs]
+    left = list(range(-1, count - 1))
+    right = [*range(1, count), -1]
+    alive = [True] * count
+
+    def length(i: int) -> float:
+        return float(ends[stop[i] - 1] - times[start[i]])
+
+    heap = [(length(i), start[i], i) for i in range(count)]
+    heapq.heapify(heap)
+    remaining = count
+    while remaining > 1:
+        duration, first, i = heapq.heappop(heap)
+        if not alive[i] or first != start[i] or duration != length(i):
+            continue  # a run that has since grown or gone
+        if duration >= MIN_EXPRESSION_S:
+            break
+        before, after = left[i], right[i]
+        if before >= 0 and (after < 0 or length(before) >= length(after)):
+            stop[before] = stop[i]
+            grown = before
+        else:
+            start[after] = start[i]
+            grown = after
+        alive[i] = False
+        remaining -= 1
+        if before >= 0:
+            right[before] = after
+        if after >= 0:
+            left[after] = before
+        if before >= 0 and after >= 0 and value[before] == value[after]:  # the only pair that can now match
+            stop[before] = stop[after]
+            alive[after] = False
+            remaining -= 1
+            right[before] = right[after]
+            if right[after] >= 0:
+                left[right[after]] = before
+            grown = before
+        heapq.heappush(heap, (length(grown), start[grown], grown))
+    return [[start[i], stop[i], value[i]] for i in range(count) if alive[i]]
+
+
 def expression_segments(series: TrackSeries, interval_s: float) -> list[Segment]:
     times = series.times
     if not len(times):
@@ -109,29 +161,7 @@ def expression_segments(series: TrackSeries, interval_s: float) -> list[Segment]
     runs = _runs(np.argmax(smoothed, axis=1))
     ends = _ends(times, interval_s)
 
-    def length(run: list[int]) -> float:
-        return float(ends[run[1] - 1] - times[run[0]])
-
-    while len(runs) > 1:
-        shortest = min(range(len(runs)), key=lambda i: length(runs[i]))
-        if length(runs[shortest]) >= MIN_EXPRESSION_S:
-            break
-        left = runs[shortest - 1] if shortest > 0 else None
-        right = runs[shortest + 1] if shortest + 1 < len(runs) else None
-        if left is not None and (right is None or length(left) >= length(right)):
-            left[1] = runs[shortest][1]
-        else:
-            assert right is not None
-            right[0] = runs[shortest][0]
-        del runs[shortest]
-        # neighbours that now hold the same expression are one run
-        merged = [runs[0]]
-        for run in runs[1:]:
-            if run[2] == merged[-1][2]:
-                merged[-1][1] = run[1]
-            else:
-                merged.append(run)
-        runs = merged
+    runs = _absorb_short_runs(runs, times, ends)
     return [_segment(series, "expression", i, a, b, ends, series.labels[value])
             for i, (a, b, value) in enumerate(runs)]
 
