@@ -328,7 +328,7 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
         out = tmp_path / "alone" / name.replace("/", "_").replace(".mp4", ".csv")
         out.parent.mkdir(exist_ok=True)
         emopipe(name, "-o", out, *options, cwd=tmp_path)
-        alone[name] = rows(out)
+        alone[name] = rows(out), rows(out.with_suffix(".tracks.csv")), rows(out.with_suffix(".segments.csv"))
     emopipe("a/clip.mp4", "b", "-o", "out", "--report", "report.html", *options, cwd=tmp_path)
     out = tmp_path / "out"
     page = (tmp_path / "report.html").read_text()  # one page, an index and a section per source
@@ -336,7 +336,11 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
     assert all(f">{name}</h2>" in page for name in made)
     together = {name: rows(out / name.replace(".mp4", ".emotions.csv")) for name in made}
     for name in made:
-        assert together[name] == alone[name], name
+        assert together[name] == alone[name][0], name
+        # and each source's per-person files (docs/report.md), as a run of it alone writes them
+        assert rows(out / name.replace(".mp4", ".emotions.tracks.csv")) == alone[name][1], name
+        assert rows(out / name.replace(".mp4", ".emotions.segments.csv")) == alone[name][2], name
+    assert all(len(alone[name][1]) == len({r["track_id"] for r in alone[name][0]}) > 0 for name in made)
     assert sum(len(r) for r in together.values()) == 3 + 3 + 4  # faces: 3, one faceless frame of 4, 2×2
     lines = manifest_lines(out)
     assert [(m["source"], m["status"], m["frames"], m["rows"]) for m in lines] == [
@@ -347,6 +351,9 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
     assert not list(out.rglob("*.partial"))
     each = [json.loads((out / name.replace(".mp4", ".emotions.summary.json")).read_text()) for name in made]
     assert [(s["frames"], s["frames_detected"]) for s in each] == [(3, 3), (4, 4), (2, 2)]
+    assert [len(s["tracks"]) for s in each] == [len(alone[name][1]) for name in made]
+    assert lines[2]["files"] == {"rows": "b/two.emotions.csv", "tracks": "b/two.emotions.tracks.csv",
+                                 "segments": "b/two.emotions.segments.csv", "summary": "b/two.emotions.summary.json"}
     # each source's time runs from the one before it finished (the first's from the end of the warm-ups): together
     # less than the run, which also loaded and warmed the models
     assert all(s["seconds"] >= 0 for s in each)

@@ -42,8 +42,9 @@ from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partia
 from emopipe.io.sources import Source, open_source
 from emopipe.io.uris import is_live, is_url, redact_uri
 from emopipe.pipeline.runner import Sink
-from emopipe.pipeline.sinks import FaceRecorder, RecordSink
+from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
 from emopipe.pipeline.summary import RunSummary
+from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv
 from emopipe.types import Frame, FrameResult, SourceInfo
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,14 @@ class PlannedSource:
     uri: str
     rows: Path
     summary: Path
+
+    @property
+    def tracks(self) -> Path:  # per face track (docs/report.md), beside the rows like a one-source run's
+        return self.rows.with_suffix(".tracks.csv")
+
+    @property
+    def segments(self) -> Path:
+        return self.rows.with_suffix(".segments.csv")
 
 
 def _relative_stems(uris: Sequence[str]) -> list[str]:
@@ -460,6 +469,7 @@ class PerSourceSink(Sink):
         self._next = 0  # the first source not finished yet
         self._sink: RecordSink | None = None
         self._writer: RecordWriter | None = None
+        self._tracks: TrackWatcher | None = None
         self._faces = 0
         self._written = 0  # frames of the current source written
         self._detected = 0  # of them, frames the detector ran on (--detect-every: the key frames)
@@ -518,8 +528,9 @@ class PerSourceSink(Sink):
                                    files=info is not None and info.kind == "images")
         self._writer.commit_on_close = False
         uri = info.uri if info is not None else redact_uri(planned.uri)
+        self._tracks = TrackWatcher(thumbnails=False)
         self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None,
-                                hold_rows=True)
+                                watchers=[self._tracks], hold_rows=True)
         self._faces = 0
 
     def _finish_before(self, stream: int) -> None:
@@ -561,12 +572,15 @@ class PerSourceSink(Sink):
                               exit_code=error.exit_code if error else (130 if interrupted else None),
                               kind=type(error).__name__ if error else None, outputs=outputs,
                               ended_early=reading.ended_early)
+        tracks = None
+        if status != "interrupted" and "rows" in outputs and self._tracks is not None:
+            tracks = self._write_tracks(planned, outputs)
         if status != "interrupted" and "rows" in outputs:
             summary = RunSummary(source=planned.uri, decoder=reading.decoder, frames=reading.frames, faces=self._faces,
                                  seconds=round(seconds, 4), fps=reading.frames / seconds if seconds else 0.0,
                                  faces_per_s=self._faces / seconds if seconds else 0.0,
                                  detect_every=self.config.detect_every, frames_detected=self._detected,
-                                 ended_early=reading.ended_early, outputs=dict(outputs))
+                                 ended_early=reading.ended_early, outputs=dict(outputs), tracks=tracks)
             _write_json(planned.summary, summary.as_dict())
             result.outputs["summary"] = str(planned.summary)
         if self.manifest is not None:  # (a cluster worker's results go to the driver, which writes it)
@@ -574,9 +588,24 @@ class PerSourceSink(Sink):
         self.results.append(result)
         if self.on_result is not None:
             self.on_result(result)
-        self._sink = self._writer = None
+        self._sink = self._writer = self._tracks = None
         self._faces = self._written = self._detected = 0
         self._next = position + 1
+
+    def _write_tracks(self, planned: PlannedSource, outputs: dict[str, str]) -> list[dict[str, Any]] | None:
+        """The source's track summaries and segments (docs/report.md) beside its rows; they are derived from the
+        rows, which are complete: failing to write them is a warning, not the source's failure."""
+        assert self._tracks is not None
+        try:
+            reports = analyse(self._tracks.collector)
+            write_tracks_csv(planned.tracks, reports)
+            write_segments_csv(planned.segments, reports)
+        except (EmopipeError, ImportError, OSError) as exc:
+            logger.warning("%s: track summaries not written (the rows are complete): %s", redact_uri(planned.uri),
+                           exc)
+            return None
+        outputs.update(tracks=str(planned.tracks), segments=str(planned.segments))
+        return [r.summary.as_dict() for r in reports]
 
 
 def _write_json(path: Path, data: Any) -> None:
