@@ -23,7 +23,7 @@ from typing import Any
 
 from emopipe.config import RunConfig
 from emopipe.engines.base import check_compile_mode
-from emopipe.errors import OutputError, UsageError
+from emopipe.errors import InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.nvdec import open_input
 from emopipe.io.records import STDOUT, ensure_writable
@@ -241,40 +241,45 @@ class Analyzer:
         started = time.perf_counter()
         interrupted = False
         fleet = Fleet(config, planned, directory, manifest)
+        pipeline: Pipeline | None = None
+        models = None
         with ExitStack() as stack:
             _sigterm_as_ctrl_c(stack)
-            source = fleet.open(stack, None if metrics is None else metrics.registry)
-            if exporter is not None:
+            if exporter is not None:  # first: a metrics port in use is refused before any camera opens
                 stack.enter_context(exporter)
-            models = self.open().models
-            assert models is not None
-            if not config.no_warmup:
-                for height, width in fleet.frame_sizes():
-                    models.warm_detector(height, width)
-            if metrics is not None:
-                metrics.observe_startup(models.load_s, models.warmup_s)
-                metrics.set_info(build_info(models.engine.info(), model=models.model_name))
-            watching: list[Any] = fleet.observers(metrics)
-            if metrics is not None:
-                watching += [MetricsObserver(metrics, [c.name for c in fleet.cameras]), CaptureLatencyMetrics(metrics)]
-                metrics.set_run_state("running")
-            if progress:
-                bar = ProgressBar(None)
-                watching.append(bar)
-                stack.callback(bar.close)
-            pipeline = Pipeline(source, models.detector, models.cropper, models.engine,
-                                sinks=[fleet.sink(models.labels)], observers=watching, settings=fleet.settings())
             try:
+                source = fleet.open(stack, None if metrics is None else metrics.registry)
+                # each camera's series from now (at zero), not only once the models are warm
+                watching: list[Any] = fleet.observers(metrics)
+                models = self.open().models
+                assert models is not None
+                if not config.no_warmup:
+                    for height, width in fleet.frame_sizes():
+                        models.warm_detector(height, width)
+                if metrics is not None:
+                    metrics.observe_startup(models.load_s, models.warmup_s)
+                    metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+                    watching += [MetricsObserver(metrics, [c.name for c in fleet.cameras]),
+                                 CaptureLatencyMetrics(metrics)]
+                    metrics.set_run_state("running")
+                if progress:
+                    bar = ProgressBar(None)
+                    watching.append(bar)
+                    stack.callback(bar.close)
+                pipeline = Pipeline(source, models.detector, models.cropper, models.engine,
+                                    sinks=[fleet.sink(models.labels)], observers=watching, settings=fleet.settings())
                 pipeline.run()
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # (also while the cameras opened or the models loaded: each gets its line)
                 interrupted = True
             except Exception:  # a stage failed: each camera's rows so far are kept, its manifest line says so
                 with contextlib.suppress(Exception):
                     fleet.finish_all(interrupted=True)
                 raise
             results = fleet.finish_all(interrupted)
-            summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
-                                       startup=models.startup(pipeline.first_written_at))
+            summary = None
+            if pipeline is not None and models is not None:
+                summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+                                           startup=models.startup(pipeline.first_written_at))
             wall_s = time.perf_counter() - started
             outcome = FleetOutcome(results, {}, interrupted)
             outcome.run = finish_many(
@@ -407,6 +412,8 @@ class Analyzer:
             if metrics is not None:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+            if metrics is not None:  # each source that fails counts as an error (errors_total, its alert)
+                on_result = _counting_failures(metrics, on_result)
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
             chain.on_idle = sink.settle  # a fed chain waiting for sources: those written meanwhile finish
             # (by position, growing with a fed chain; redacted by the metrics; past --metrics-max-sources: "other")
@@ -435,6 +442,16 @@ class Analyzer:
             if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
                 exporter.finish(linger_after=not interrupted, state="interrupted" if interrupted else "finished")
         return sink.results, summary, interrupted
+
+
+def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None) -> Callable[[SourceResult], None]:
+    def on_result(result: SourceResult) -> None:
+        if result.status == "failed":
+            metrics.error("decode" if result.kind == InputTruncatedError.__name__ else "source")
+        if then is not None:
+            then(result)
+
+    return on_result
 
 
 @dataclass

@@ -59,9 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "output as OUTPUT.summary.json)")
     out.add_argument("--report", metavar="HTML",
                      help="also write a self-contained HTML report of every face track: thumbnail, valence/arousal "
-                          "over time, expressions, circumplex (docs/report.md); with several sources, one page for all. "
-                          "Every rows file gets its per-track OUTPUT.tracks.csv and OUTPUT.segments.csv beside it, "
-                          "with or without --report")
+                          "over time, expressions, circumplex (docs/report.md); with several sources, one page for "
+                          "all. Every rows file gets its per-track OUTPUT.tracks.csv and OUTPUT.segments.csv beside "
+                          "it, with or without --report")
     out.add_argument("--landmarks", action="store_true", help="add the 68 landmarks (frame pixels) to each row")
     out.add_argument("--smooth", type=float, default=None, metavar="ALPHA",
                      help="per-track exponential smoothing; weight of the newest value (off by default)")
@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     many = parser.add_argument_group(
         "several sources", "Outputs go in a folder (-o DIR, default emopipe-out): per source NAME.emotions.csv, "
-        "its tracks and segments and its summary (names follow the sources' paths, so clips of the same name in different folders never "
-        "collide), manifest.jsonl (a line per source as it finishes: ok, failed, interrupted, skipped) and "
-        "summary.json. A source that fails is recorded and the others go on: exit code 9 if any failed.")
+        "its tracks and segments and its summary (names follow the sources' paths, so clips of the same name in "
+        "different folders never collide), manifest.jsonl (a line per source as it finishes: ok, failed, "
+        "interrupted, skipped) and summary.json. A source that fails is recorded and the others go on: exit code 9 "
+        "if any failed.")
     many.add_argument("--list", dest="list_files", action="append", default=[], metavar="FILE",
                       help="read sources from FILE, one per line (# comments; folders and globs expanded)")
     many.add_argument("--recursive", action="store_true", help="folders: also the videos in their subfolders")

@@ -218,6 +218,8 @@ class NewestFrame:
     def put(self, frame: Frame) -> bool:
         """Offer the newest frame; True when it replaced one that was never taken."""
         with self._cond:
+            if self._closed:
+                return False  # (the consumer has stopped: a frame read meanwhile is neither taken nor dropped)
             replaced = self._frame is not None
             if replaced:
                 if self._counting:
@@ -295,6 +297,7 @@ class LiveSource(_SourceBase):
         self.up = False  # frames arriving; False before the first and while the stream is lost
         self._newest = NewestFrame()
         self._stopping = threading.Event()
+        self._up_lock = threading.Lock()
         self._times: deque[float] = deque(maxlen=_FPS_WINDOW)
         self._last_capture: float | None = None
         self._streaming_s = 0.0  # time between consecutive captures while the stream was up
@@ -382,10 +385,13 @@ class LiveSource(_SourceBase):
             self._newest.close()
 
     def _set_up(self, up: bool) -> None:
-        if up != self.up:
-            self.up = up
-            if self.on_up is not None:
-                self.on_up(up)
+        with self._up_lock:  # (the capture thread and a stopping consumer both set it)
+            if up and self._stopping.is_set():
+                return  # a frame read while the source stopped: it is not up again
+            if up != self.up:
+                self.up = up
+                if self.on_up is not None:
+                    self.on_up(up)
 
     def _reopen_failed(self) -> None:
         self.reopen_failures += 1
@@ -455,7 +461,8 @@ class LiveSource(_SourceBase):
     def _frames(self) -> Iterator[Frame]:
         self._newest.start_counting()
         yielded = 0
-        first: float | None = None
+        first: float | None = None  # the first frame's capture time: --end counts from it
+        started = self.clock.wall()
         limit, duration = self.options.max_frames, self.options.duration_s
         while limit is None or yielded < limit:
             closed = self._newest.closed  # (read first: a last frame put just before the close is still taken)
@@ -465,23 +472,32 @@ class LiveSource(_SourceBase):
                     if self._newest.error is not None and not self._stopping.is_set():
                         raise self._newest.error
                     return
+                # a camera that is down (reconnecting) still ends at --end
+                if duration is not None and self.clock.wall() - (started if first is None else first) >= duration:
+                    break
                 continue
             first = frame.timestamp_s if first is None else first
             if duration is not None and frame.timestamp_s - first >= duration:
-                return
+                break
             yielded += 1
             yield frame
+        # ended as asked (--max-frames, --end): capture stops, so later frames are not counted as drops
+        self.stop()
 
     def stop(self) -> None:
-        """End iteration after the current frame (the window's q key); the capture thread stops."""
+        """End iteration after the current frame (the window's q key); the capture thread stops, and the source
+        is no longer up."""
         self._stopping.set()
         self._newest.close()
+        self._set_up(False)
 
-    def close(self) -> None:
+    def close(self, wait_s: float | None = None) -> None:
+        """Stop, and wait for the capture thread (by default as long as a blocked read may take; a thread still
+        opening the stream after ``wait_s`` is left to end on its own: it is a daemon)."""
         self.stop()
         thread = getattr(self, "_thread", None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=self.options.read_timeout_s + 1.0)  # a blocked read returns within its timeout
+        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+            thread.join(timeout=self.options.read_timeout_s + 1.0 if wait_s is None else wait_s)
 
 
 # -- registration with open_source ---------------------------------------------------------------

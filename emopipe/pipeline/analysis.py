@@ -245,6 +245,9 @@ class MetricsObserver(Observer):
         if source is not None:
             self.metrics.source_frames_dropped(source, n)
 
+    def error(self, kind: str) -> None:
+        self.metrics.error(kind)
+
 
 def _track_outputs_or_warn(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:
     """The per-track files are derived from the rows, which are already written: their failure (a disk that

@@ -53,6 +53,8 @@ MANIFEST = "manifest.jsonl"
 RUN_SUMMARY = "summary.json"
 STATUSES = ("ok", "failed", "interrupted", "skipped")
 DONE = frozenset({"ok", "skipped"})
+# a source's name leaves room for the longest file named from it: NAME.emotions.summary.json.partial
+NAME_ROOM = MAX_NAME_BYTES - 40
 
 
 # -- where each source's files go -----------------------------------------------------------------
@@ -90,11 +92,18 @@ def _relative_stems(uris: Sequence[str]) -> list[str]:
         parts = [re.sub(r"[^\w.+-]+", "_", p) for p in relative.parts]
         name = parts[-1]
         stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
-        if len(stem.encode()) > MAX_NAME_BYTES - 40:  # room for .emotions.summary.json.partial
-            stem = stem.encode()[:MAX_NAME_BYTES - 60].decode(errors="ignore") + "-" + \
+        if len(stem.encode()) > NAME_ROOM:  # cut, with a hash of the whole name so that cut names still differ
+            stem = stem.encode()[:NAME_ROOM - 20].decode(errors="ignore") + "-" + \
                 hashlib.sha1(name.encode()).hexdigest()[:12]
         stems.append("/".join([*parts[:-1], stem]))
     return stems
+
+
+def _fitted(stem: str, suffix: str = "") -> str:
+    """``stem`` + ``suffix``, its last part cut so that every file named from it fits a file name's limit."""
+    folder, _, last = stem.rpartition("/")
+    last = last.encode()[:NAME_ROOM - len(suffix.encode())].decode(errors="ignore") + suffix
+    return f"{folder}/{last}" if folder else last
 
 
 def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[str, str] | None = None,
@@ -116,10 +125,10 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[st
         if uri in kept:
             name = kept[uri]
         else:
-            name, n = stem, 1
+            name, n = _fitted(stem), 1
             while name.lower() in taken:  # e.g. clip.mp4 and clip.mkv in one folder
                 n += 1
-                name = f"{stem}-{n}"
+                name = _fitted(stem, f"-{n}")
             taken.add(name.lower())
         planned.append(PlannedSource(position, uri, directory / f"{name}{suffix}",
                                      directory / f"{name}.emotions.summary.json"))

@@ -52,6 +52,7 @@ from emopipe.types import Frame, FrameResult, SourceInfo
 logger = logging.getLogger(__name__)
 
 TILE_WIDTH = 1280  # --show: the tiled window's width in pixels
+CLOSE_WAIT_S = 2.0  # how long closing a fleet waits for its cameras' capture threads, all together
 
 
 @dataclass
@@ -63,8 +64,10 @@ class Camera:
     source: LiveSource | None = None  # None when it could not be opened
     error: EmopipeError | None = None  # could not be opened, or lost for good
     ended: bool = False  # its frames stopped coming for good (lost, --end, --max-frames, stopped)
+    completed: bool = False  # it ended as asked (--end, --max-frames, a finite stream's end), not lost or stopped
     offered: int = 0  # frames handed to the fleet's inbox (each is written or dropped, unless the run stops)
     written: int = 0  # frames whose rows were written
+    observed: int = 0  # of them, frames the observers have seen too (its latencies, for its summary)
     faces: int = 0
     # replaced before they were taken: in the fleet's inbox (counted by its forwarding thread) and in the
     # pipeline's slot (by the reader thread); each counter has one writer, so no increment is lost
@@ -90,6 +93,11 @@ class Camera:
     @property
     def dropped(self) -> int:
         return self.inbox_dropped + self.slot_dropped + (self.source.dropped if self.source is not None else 0)
+
+    @property
+    def done(self) -> bool:
+        """Ended, and every frame it offered is out (written and seen by the observers, or dropped)."""
+        return self.ended and self.observed + self.inbox_dropped + self.slot_dropped >= self.offered
 
     def numbers(self) -> dict[str, Any]:
         """Its numbers of the moment (the page's cell, /stats.json), with its state."""
@@ -118,6 +126,7 @@ class FleetSource:
         self._inbox = NewestPerStream()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.on_idle: Callable[[], None] | None = None  # called while no camera has a new frame
         first = next(c.source for c in self.cameras if c.source is not None)
         self.info = SourceInfo(uri=f"{len(self.cameras)} cameras", kind=first.info.kind, fps=None, frame_count=None,
                                width=first.info.width, height=first.info.height)
@@ -152,6 +161,8 @@ class FleetSource:
                         camera.on_drop(1)
                 if self._stop.is_set():
                     break
+            else:
+                camera.completed = not self._stop.is_set()
         except SourceUnavailableError as exc:  # lost for good: this camera ends, the others go on
             camera.error = exc
             logger.warning("%s; the other cameras go on", exc)
@@ -168,6 +179,8 @@ class FleetSource:
             try:
                 frame: Frame = self._inbox.get(timeout=0.1)
             except queue.Empty:  # nothing new from any camera yet
+                if self.on_idle is not None:
+                    self.on_idle()
                 if all(c.ended for c in self.cameras) and self._inbox.empty():
                     return
                 continue
@@ -182,9 +195,12 @@ class FleetSource:
 
     def close(self) -> None:
         self.stop()
+        # each capture thread gets a share of a short wait: one stuck opening a stream that never answers must not
+        # hold the exit (a container's stop gives 10 s); it is a daemon and ends on its own
+        deadline = time.perf_counter() + CLOSE_WAIT_S
         for camera in self.cameras:
             if camera.source is not None:
-                camera.source.close()
+                camera.source.close(wait_s=max(0.0, deadline - time.perf_counter()))
         for thread in self._threads:
             thread.join(timeout=5.0)
 
@@ -202,7 +218,9 @@ class FleetObserver(Observer):
         self.fleet = fleet
 
     def frame(self, result: FrameResult, latency_s: float) -> None:
-        self.fleet.cameras[result.frame.stream].stats.frame(result, latency_s)
+        camera = self.fleet.cameras[result.frame.stream]
+        camera.stats.frame(result, latency_s)
+        camera.observed += 1
 
     def stream_dropped(self, stream: int, n: int) -> None:
         camera = self.fleet.cameras[stream]
@@ -227,12 +245,7 @@ class FleetSink(Sink):
                                      camera.writer)
 
     def write(self, result: FrameResult) -> None:
-        # First, a camera that ended, all of whose frames are out, is finished (here, before the next frame's
-        # rows: the observers have seen its last frame by now, so its summary has every latency).
-        for other in self.fleet.cameras:
-            out = other.written + other.inbox_dropped + other.slot_dropped
-            if other.ended and other.result is None and out >= other.offered:
-                self.fleet.finish(other, interrupted=False)
+        self.fleet.settle()  # (also called while no frame comes: see Fleet.open)
         camera = self.fleet.cameras[result.frame.stream]
         if camera.sink is None or camera.result is not None:
             return  # (never: a camera is finished only once all its frames are out)
@@ -288,6 +301,7 @@ class Fleet:
         self.source: FleetSource | None = None
         self.server: Any = None
         self.window_hub: Any = None
+        self.metrics: Any = None
         self._lock = threading.Lock()
 
     def open(self, stack: ExitStack, registry: Any = None) -> FleetSource:
@@ -311,16 +325,18 @@ class Fleet:
             thread.join()
         for camera in self.cameras:
             if camera.source is not None:
-                stack.callback(camera.source.close)
+                stack.callback(camera.source.close, wait_s=1.0)
         opened = [c for c in self.cameras if c.source is not None]
         if not opened:  # each camera's line says why (the error raised names the first)
             for camera in self.cameras:
                 self.finish(camera, interrupted=False)
             raise self.cameras[0].error or SourceUnavailableError("no camera could be opened")
         for camera in self.cameras:
-            if camera.source is None:
+            if camera.source is None:  # its line now, not at the run's end
                 logger.warning("%s; the other cameras go on without it", camera.error)
+                self.finish(camera, interrupted=False)
         self.source = stack.enter_context(FleetSource(self.cameras))
+        self.source.on_idle = self.settle  # a camera that ended while the others send nothing is finished too
         if self.config.show:
             self.window_hub = FrameHub()
             stack.callback(self.window_hub.close)
@@ -354,6 +370,7 @@ class Fleet:
     def observers(self, metrics: Any) -> list[Observer]:
         """The cameras' numbers; with ``metrics``, each camera's drops, reconnections and state into them."""
         found: list[Observer] = [FleetObserver(self)]
+        self.metrics = metrics
         if metrics is not None:
             for camera in self.cameras:
                 if camera.source is not None:
@@ -361,6 +378,7 @@ class Fleet:
                     camera.on_drop = _drop_counter(metrics, camera.name)  # its drops in the fleet's inbox
                 else:
                     metrics.set_source_up(camera.name, False)
+                    metrics.error("source")  # could not be opened (one lost later is counted as it is finished)
         return found
 
     def numbers(self) -> dict[str, Any]:
@@ -369,6 +387,12 @@ class Fleet:
         return {"streams": streams, "cameras": len(streams), "live": sum(s["state"] == "live" for s in streams)}
 
     # -- each camera's end, and the run's ----------------------------------------------------------
+
+    def settle(self) -> None:
+        """Finish every camera that has ended and whose frames are all out."""
+        for camera in self.cameras:
+            if camera.result is None and camera.source is not None and camera.done:
+                self.finish(camera, interrupted=False)
 
     def finish(self, camera: Camera, interrupted: bool) -> SourceResult:
         """Close the camera's rows, write its summary and its manifest line (once)."""
@@ -394,6 +418,8 @@ class Fleet:
                 result.outputs["summary"] = str(camera.planned.summary)
             self.manifest.append(result.as_dict())
             camera.result = result
+            if error is not None and camera.source is not None and self.metrics is not None:
+                self.metrics.error("source")  # lost for good
             logger.info("%s %s — %d frames, %d faces, %d dropped, %d reconnection(s)%s", status, camera.name,
                         camera.written, camera.faces, camera.dropped,
                         camera.source.reconnects if camera.source is not None else 0,
@@ -401,8 +427,9 @@ class Fleet:
             return result
 
     def finish_all(self, interrupted: bool) -> list[SourceResult]:
-        """The run ended: every camera not finished yet is (interrupted, on Ctrl-C or SIGTERM)."""
-        return [self.finish(c, interrupted=interrupted) for c in self.cameras]
+        """The run ended: every camera not finished yet is (interrupted, on Ctrl-C or SIGTERM, unless it had
+        already ended as asked)."""
+        return [self.finish(c, interrupted=interrupted and not c.completed) for c in self.cameras]
 
     def camera_facts(self, camera: Camera) -> dict[str, Any]:
         """A camera's figures for its summary and the run's ``cameras`` list."""

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from emopipe.engines.base import Engine, PendingOutput, launch
+from emopipe.errors import InputNotFoundError, InputUnreadableError, SourceUnavailableError
 from emopipe.io.sources import Source
 from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
 from emopipe.pipeline.summary import RunSummary
@@ -34,6 +35,9 @@ from emopipe.vision.detectors import FaceDetector, PendingDetections
 from emopipe.vision.keyframes import Located, StreamKeyframes
 
 logger = logging.getLogger(__name__)
+
+# a source that could not be opened or was lost, rather than a decoder that failed on its data
+SOURCE_ERRORS = (InputNotFoundError, InputUnreadableError, SourceUnavailableError)
 
 _END = object()  # sentinel closing a queue
 _DUE = object()  # live: no frame came before a partial face batch was due
@@ -115,6 +119,9 @@ class Observer:
 
     def stream_dropped(self, stream: int, n: int) -> None:
         """The same drops, by the stream (camera) they came from: several cameras keep their own counts."""
+
+    def error(self, kind: str) -> None:
+        """A stage failed (``source``, ``decode``, ``detect``, ``crop``, ``infer``, ``write``); the run ends with it."""
 
 
 class NewestPerStream:
@@ -260,6 +267,7 @@ class Pipeline:
                 self._put(self._frames, frame)
         except BaseException as exc:  # handed to the GPU thread, which raises it
             self._errors.append(exc)
+            self._count_error(exc, "source" if isinstance(exc, SOURCE_ERRORS) else "decode")
         finally:
             self._put(self._frames, _END)
 
@@ -298,6 +306,7 @@ class Pipeline:
                     o.frame_split(max(0.0, taken - item.frame.read_time), done - taken)
         except BaseException as exc:
             self._errors.append(exc)
+            self._count_error(exc, "write")
             self._stop.set()
             while not ended and self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
                 pass
@@ -494,6 +503,9 @@ class Pipeline:
                 self._deliver_all(assembler)
                 self._release(assembler)
             self.clock.collect(wait=True)
+        except BaseException as exc:
+            self._count_error(exc, self.clock.current or "infer")
+            raise
         finally:
             self._abandon_inferring()
             self._stop.set()  # the reader stops; the writer still drains what was computed
@@ -503,6 +515,15 @@ class Pipeline:
             sys.setswitchinterval(switch)
         if self._errors:
             raise self._errors[0]
+
+    def _count_error(self, exc: BaseException, kind: str) -> None:
+        """The observers hear of a stage's failure (the metrics' errors_total); Ctrl-C is not one."""
+        if isinstance(exc, Exception):
+            for o in self.observers:
+                try:
+                    o.error(kind)
+                except Exception:  # counting must not hide the failure being raised
+                    logger.debug("an observer failed to count an error", exc_info=True)
 
     def _finish(self, writer: threading.Thread, reader: threading.Thread) -> None:
         # The writer gets its sentinel even if the queue is full of results (they are written first).

@@ -105,15 +105,19 @@ class StageClock:
     def __init__(self, device: torch.device, observe: Callable[[str, float], None]) -> None:
         self.observe = observe
         self._gpu = GpuTimer() if device.type == "cuda" else None
+        self.current: str | None = None  # the stage under way; left set when it raises, to name the failure
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
+        self.current = name
         if self._gpu is not None:
             with self._gpu.measure(partial(self.observe, name)):
                 yield
+            self.current = None
             return
         t = time.perf_counter()
         yield
+        self.current = None
         self.observe(name, time.perf_counter() - t)
 
     def collect(self, wait: bool = False) -> None:

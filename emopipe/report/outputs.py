@@ -50,7 +50,8 @@ def analyse(collector: TrackCollector, thumbnails: dict[tuple[str, int], np.ndar
 def _write_atomically(path: Path, data: bytes) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     try:
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
+        prefix = f".{path.name}." if len(path.name.encode()) <= 200 else ".emopipe-"  # (the name's limit: 255 bytes)
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
         try:
             with os.fdopen(handle, "wb") as f:
                 f.write(data)
