@@ -19,7 +19,7 @@ from typing import Any
 
 from emopipe.errors import UsageError
 from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format
-from emopipe.io.uris import is_live, redact_uri, webcam_index
+from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
 from emopipe.types import PRECISION_NAMES
 
 DETECTOR_NAMES = ("sfd", "blazeface", "blazeface_back")  # emopipe.vision.detectors.DETECTORS, without importing it
@@ -187,6 +187,8 @@ class RunConfig:
         """Several sources that are cameras or streams: one live run for all of them (emopipe.pipeline.fleet).
         Cameras and files in one run are refused: a file is read as fast as possible, a camera at its pace."""
         live = [s for s in self.sources if is_live(s)]
+        for uri in live:
+            check_url(uri)
         if live and len(live) < len(self.sources):
             files = [s for s in self.sources if not is_live(s)]
             raise UsageError(f"cameras and streams ({', '.join(redact_uri(s) for s in live[:3])}) and files "
@@ -214,6 +216,8 @@ class RunConfig:
         """Every default decided: for the device (``cuda`` or ``cpu``; found from ``device`` when not given)
         and for the kind of source. Raises UsageError for options that do not fit together."""
         live = self.live
+        if live:
+            check_url(self.uri)
         if device_type is None:
             from emopipe.model.devices import resolve_device  # (imports torch)
 

@@ -302,6 +302,46 @@ def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_
         CAPTURES.unregister("refused")
 
 
+def test_a_camera_that_ended_is_finished_while_no_frame_comes_and_stays_ok_when_the_run_is_interrupted(
+        cameras, tmp_path):
+    from contextlib import ExitStack
+
+    from emopipe.pipeline.fleet import Fleet
+
+    def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
+        raise SourceUnavailableError(f"cannot open the stream {uri}: connection refused")
+
+    def lines(folder: Path) -> list[tuple[str, str]]:
+        entries = map(json.loads, (folder / "manifest.jsonl").read_text().splitlines())
+        return [(e["source"], e["status"]) for e in entries]
+
+    CAPTURES.register("refused", refuse)
+    try:
+        config = RunConfig(open_timeout=2, read_timeout=0.5, max_frames=2)
+        for out, written in ((tmp_path / "written", True), (tmp_path / "in-flight", False)):
+            planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], out)
+            fleet = Fleet(config, planned, out, manifest)
+            registry = CollectorRegistry()
+            with ExitStack() as stack:
+                source = fleet.open(stack)
+                assert lines(out) == [("refused://b", "failed")]  # at once, not when the run ends
+                fleet.observers(PipelineMetrics(registry, mode="live"))
+                assert _value(registry, "emopipe_errors_total", kind="source") == 1
+                for frame in source:  # the pipeline's part: each frame written and seen by the observers
+                    if written:
+                        fleet.cameras[frame.stream].written += 1
+                        fleet.cameras[frame.stream].observed += 1
+                if written:  # a's two frames are out: it was finished while no frame came, as the run went on
+                    assert lines(out) == [("refused://b", "failed"), ("fleettest://a", "ok")]
+                else:  # its frames still in flight when Ctrl-C comes: it had ended as asked, so it is ok
+                    assert lines(out) == [("refused://b", "failed")]
+                    fleet.finish_all(interrupted=True)
+                    assert lines(out) == [("refused://b", "failed"), ("fleettest://a", "ok")]
+                assert fleet.cameras[0].source is not None and not fleet.cameras[0].source.up
+    finally:
+        CAPTURES.unregister("refused")
+
+
 @pytest.mark.parametrize(("argv", "code", "message"), [
     (["http://127.0.0.1:{port}/a.mjpg", "http://127.0.0.1:{port}/b.mjpg", "-o", "{tmp}/out"], 7,
      r"cannot open the stream http://127\.0\.0\.1:\d+/a\.mjpg: nothing is listening"),
@@ -375,6 +415,8 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
         "frames"]
     assert _value(registry, "emopipe_source_frames_total", source=OTHER_SOURCE) == by_source["fleettest://c"]["frames"]
     assert _value(registry, "emopipe_source_up", source="fleettest://b") == 0
+    assert _value(registry, "emopipe_source_up", source="fleettest://a") == 0  # ended at --end: no longer up
+    assert _value(registry, "emopipe_errors_total", kind="source") == 1  # b, lost for good (the alert's series)
     assert _value(registry, "emopipe_frames_total") == summary["frames"]
 
 

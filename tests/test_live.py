@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -32,7 +33,7 @@ from emopipe.cli import app as cli
 from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io.live import LiveClock, LiveOptions, LiveSource, NewestFrame
 from emopipe.io.sources import open_source
-from emopipe.io.uris import is_live, redact_uri, webcam_index
+from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
 from emopipe.observe.livepage import FrameHub, LiveServer, parse_address
 from emopipe.observe.metrics import PipelineMetrics
 from emopipe.observe.recording import TimedVideoWriter
@@ -257,6 +258,44 @@ def test_a_live_source_yields_the_newest_frames_and_stops_at_max_frames_or_durat
     assert camera.reads >= 33
 
 
+def test_a_source_that_ended_at_max_frames_stops_capturing_and_counts_no_later_drop():
+    clock, gate = SteppedClock(), Gate()
+    camera = GatedCamera(clock, gate, fps=128)
+    ups: list[bool] = []
+    with LiveSource("paced://test", opener=lambda uri, o: camera, options=LiveOptions(max_frames=3),
+                    clock=clock.live()) as source:
+        source.on_up = ups.append
+        frames = []
+        for frame in source:
+            frames.append(frame)
+            gate.allow(1)
+        dropped = source.dropped
+        gate.allow(50)  # the camera would go on giving frames: nobody takes them, and they are not drops
+        source._thread.join(timeout=60)
+        assert not source._thread.is_alive() and camera.reads <= 4  # capture stopped at the end, not at close
+        assert source.dropped == dropped == 0 and not source.up and ups == [False]
+    assert [f.index for f in frames] == [0, 1, 2]
+
+
+def test_end_ends_a_source_whose_stream_is_down_and_reconnecting():
+    """--end 0.5 while the stream is lost and reopening fails on and on (no reconnect timeout): iteration ends
+    when its time is up, not when the next frame comes (none would)."""
+    clock, gate = SteppedClock(), Gate(permits=1000)
+    opened = []
+
+    def opener(uri: str, options: LiveOptions) -> GatedCamera:
+        opened.append(clock.now())
+        if len(opened) > 1:
+            raise SourceUnavailableError("nothing is listening (connection refused)")
+        return GatedCamera(clock, gate, fps=128, frames=8)
+
+    options = LiveOptions(backoff_s=(1 / 16, 1 / 8), reconnect_timeout_s=math.inf, duration_s=0.5)
+    with LiveSource("paced://test", options=options, opener=opener, clock=clock.live()) as source:
+        frames = list(source)  # (with the old code: a loop until the test's timeout)
+    assert frames and len(opened) > 2  # it was down, reopening, when its time ran out
+    assert clock.wall() - frames[0].timestamp_s >= 0.5
+
+
 def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue():
     clock, gate = SteppedClock(), Gate()
     opened: list[float] = []
@@ -341,6 +380,16 @@ def test_uris():
         assert not is_live(uri), uri
     assert redact_uri("rtsp://admin:pw@cam:554/s?ch=1") == "rtsp://admin:***@cam:554/s?ch=1"
     assert redact_uri("http://cam/x.mjpg") == "http://cam/x.mjpg"
+    # parameters split by ";", credentials in the path (as some cameras take them), a URL urlsplit refuses
+    assert redact_uri("rtsp://cam/live?user=admin;password=secret") == "rtsp://cam/live?user=admin;password=***"
+    assert redact_uri("rtsp://cam/user=admin_password=secret_channel=1.sdp") == \
+        "rtsp://cam/user=admin_password=***_channel=1.sdp"
+    assert redact_uri("https://h/s?token=a_b&x=1") == "https://h/s?token=***&x=1"
+    assert redact_uri("rtsp://u:pw@[::1") == "rtsp://u:***@[::1"
+    with pytest.raises(UsageError, match=r"not a valid URL"):
+        check_url("http://[::1")
+    with pytest.raises(UsageError, match=r"not a valid URL \(Port out of range"):
+        check_url("rtsp://u:pw@cam:99999/s")
     assert parse_address("0.0.0.0:8080") == ("0.0.0.0", 8080)
     assert parse_address(":9000") == ("127.0.0.1", 9000)
     assert parse_address("[::1]:81") == ("::1", 81)

@@ -87,6 +87,12 @@ def test_output_names_follow_the_paths_so_same_named_clips_never_collide(tmp_pat
     assert len(set(rows)) == len(rows)
     assert all(len(p.summary.name.encode()) + len(".partial") <= 255 for p in planned)
     assert plan_outputs(uris[:1], tmp_path, "jsonl")[0].rows.name == "clip.emotions.jsonl"
+    # two long stream URLs alike up to the cut: the second's -2 still leaves room for every file of its name
+    long = "http://h/" + "x" * 300
+    planned = plan_outputs([long + "?a=1", long + "?a=2"], tmp_path / "out", "csv")
+    assert planned[1].rows.name.endswith("-2.emotions.csv") and planned[0].rows != planned[1].rows
+    assert all(len(f.name.encode()) + len(".partial") <= 255 for p in planned
+               for f in (p.rows, p.summary, p.tracks, p.segments))
 
 
 def test_the_manifest_keeps_the_latest_line_per_source_and_survives_a_cut_line(tmp_path):
@@ -112,6 +118,14 @@ def test_list_lines_are_expanded_once_and_one_file_spelled_two_ways_is_one_sourc
     assert config.sources == ("R/a.mp4", "x/b.mp4")  # the folder and the glob expanded; no literal line left
     plan = Analyzer(config).plan_many(None, tmp_path / "out")  # the list is not read (and expanded) again
     assert [p.uri for p in plan.todo] == ["R/a.mp4", "x/b.mp4"]
+
+
+def test_a_list_line_may_end_with_a_comment_but_a_hash_inside_a_name_or_url_stays(tmp_path):
+    from emopipe.io.inputs import read_list
+
+    listing = touch(tmp_path / "cameras.txt", b"# the fleet\nrtsp://cam/1   # door\nhttp://h/feed#main\n"
+                                              b"clip#2.mp4\n  rtsp://cam/2\t# yard\n#rtsp://cam/3\n")
+    assert read_list(str(listing)) == ["rtsp://cam/1", "http://h/feed#main", "clip#2.mp4", "rtsp://cam/2"]
 
 
 def write_done(manifest: Manifest, source: str, rows: Path) -> None:

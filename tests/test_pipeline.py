@@ -18,7 +18,7 @@ from emopipe.io.records import open_writer
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
 from emopipe.pipeline.batcher import StaticBatcher
-from emopipe.pipeline.runner import Pipeline, PipelineSettings
+from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 from emopipe.types import Detections, EngineOutput, FaceResult, FrameResult, HostFrame
 from emopipe.vision.crop import FaceCropper
@@ -44,6 +44,14 @@ class FailingSink(ListSink):
         if result.frame.index == 5:
             raise OSError("disk full")
         super().write(result)
+
+
+class ErrorCounter(Observer):
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    def error(self, kind: str) -> None:
+        self.kinds.append(kind)
 
 
 def _pipeline(video: Path, sink: ListSink, batch_size: int = 3, **settings: object) -> tuple[Pipeline, PixelEngine]:
@@ -230,8 +238,11 @@ def test_a_batch_that_fails_on_collection_fails_the_run_and_the_launched_ones_ar
     pipeline, _ = _pipeline(two_face_clip, sink, queue_frames=64)
     engine = pipeline.engine = LaunchingEngine(batch_size=3, fail_at=4)
     _all_decoded_first(pipeline)
+    errors = ErrorCounter()
+    pipeline.observers.append(errors)
     with pytest.raises(RuntimeError, match="illegal memory access"):
         pipeline.run()
+    assert errors.kinds == ["infer"]  # counted once, as the stage that failed (the metrics' errors_total)
     launched = [k for kind, k in engine.events if kind == "launch"]
     assert sorted(k for kind, k in engine.events if kind == "collect") == launched  # none left holding a turn
     assert sink.closed and all(len(r.faces) == len(r.detections) for r in sink.results)
@@ -240,8 +251,11 @@ def test_a_batch_that_fails_on_collection_fails_the_run_and_the_launched_ones_ar
 def test_a_failing_sink_stops_the_run_and_still_closes(models_home, two_face_clip):
     sink = FailingSink()
     pipeline, _ = _pipeline(two_face_clip, sink)
+    errors = ErrorCounter()
+    pipeline.observers.append(errors)
     with pytest.raises(OSError, match="disk full"):
         pipeline.run()
+    assert errors.kinds == ["write"]
     assert sink.closed and [r.frame.index for r in sink.results] == [0, 1, 2, 3, 4]
 
 

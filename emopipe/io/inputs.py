@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,10 @@ def read_list(path: str) -> list[str]:
         lines = file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputUnreadableError(f"cannot read the list file {path}: {exc}") from None
-    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    # a "#" at a line's start, or after a space, begins a comment ("rtsp://cam/1  # door"); one inside a name or
+    # a URL (clip#2.mp4, http://host/page#part) does not
+    sources = (re.split(r"\s#", line, maxsplit=1)[0].strip() for line in lines)
+    return [source for source in sources if source and not source.startswith("#")]
 
 
 def source_key(uri: str) -> str:

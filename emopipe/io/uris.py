@@ -7,8 +7,9 @@ the run configuration can classify sources cheaply.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
+from emopipe.errors import UsageError
 from emopipe.registry import Registry
 
 STREAM_SCHEMES = frozenset({"rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "udp", "tcp", "srt", "rtp", "mmsh"})
@@ -19,6 +20,11 @@ IMAGE_SUFFIXES = frozenset({
 })
 # query parameters whose values are secrets (access tokens in camera and signed URLs)
 _SECRET_PARAMETERS = re.compile(r"(token|key|pass|pwd|secret|auth|sig|signature|credential)", re.IGNORECASE)
+# name=value where the name is a secret's: in a query the value runs to the next & or ;, in a path (cameras that
+# take credentials there: .../user=admin_password=secret_channel=1.sdp) also to the next _ or /
+_SECRET_NAME = r"[\w.-]*(?:token|key|pass|pwd|secret|auth|sig|signature|credential)[\w.-]*="
+_SECRET_IN_QUERY = re.compile(rf"((?:^|(?<=[&;])){_SECRET_NAME})[^&;]*", re.IGNORECASE)
+_SECRET_IN_PATH = re.compile(rf"((?<=[_/;&]){_SECRET_NAME})[^_/;&]*", re.IGNORECASE)
 
 # Live readers by URI scheme beyond OpenCV's own (e.g. an in-process paced source for benchmarks and tests):
 # a factory (uri, LiveOptions) -> Capture that raises SourceUnavailableError when it cannot open.
@@ -57,15 +63,27 @@ def redact_uri(uri: str) -> str:
     """
     if scheme(uri) is None:
         return uri
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # not a well-formed URL (an unclosed IPv6 bracket): no password after "user:" all the same
+        return re.sub(r"^([^:/]+://[^:@/]*):[^@/]*@", r"\1:***@", uri)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
         user, has_password, _ = userinfo.partition(":")
         netloc = f"{user}:***@{host}" if has_password else netloc
     query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(_SECRET_PARAMETERS.search(k) for k, _ in pairs):
-            query = urlencode([(k, "***" if _SECRET_PARAMETERS.search(k) else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    if query and _SECRET_PARAMETERS.search(query):  # (cameras separate parameters with ";" as often as "&")
+        query = _SECRET_IN_QUERY.sub(lambda m: f"{m.group(1)}***", query)
+    # some cameras take credentials in the path (.../user=admin_password=secret_channel=1.sdp)
+    path = _SECRET_IN_PATH.sub(lambda m: f"{m.group(1)}***", parts.path) if "=" in parts.path else parts.path
+    return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
+
+
+def check_url(uri: str) -> None:
+    """UsageError for a stream URL that cannot be parsed (an unclosed IPv6 bracket, a port out of range)."""
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        raise UsageError(f"{redact_uri(uri)}: not a valid URL ({exc})") from None

@@ -179,9 +179,10 @@ class FleetSource:
             try:
                 frame: Frame = self._inbox.get(timeout=0.1)
             except queue.Empty:  # nothing new from any camera yet
-                if self.on_idle is not None:
+                over = all(c.ended for c in self.cameras) and self._inbox.empty()
+                if self.on_idle is not None:  # (after the check: cameras that ended by then are settled)
                     self.on_idle()
-                if all(c.ended for c in self.cameras) and self._inbox.empty():
+                if over:
                     return
                 continue
             yield frame
