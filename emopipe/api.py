@@ -26,7 +26,7 @@ from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import STDOUT, ensure_writable
+from emopipe.io.records import STDOUT, ensure_writable, partial_path
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
@@ -209,7 +209,11 @@ class Analyzer:
             run.write_files()
             run.observe(progress)
             outcome = run.run()
-            write_summary(outcome.summary, config.summary)
+            summary_path = config.summary
+            if run.aside and summary_path not in (None, STDOUT) and Path(summary_path).exists():
+                summary_path = str(partial_path(Path(summary_path)))  # the earlier run's summary stays
+                logger.warning("its summary is %s", summary_path)
+            write_summary(outcome.summary, summary_path)
             if exporter is not None:  # push, then linger — unless the run was interrupted: then exit now
                 state = "interrupted" if outcome.interrupted else "failed" if outcome.lost else "finished"
                 exporter.finish(linger_after=not outcome.interrupted, state=state)

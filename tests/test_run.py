@@ -254,6 +254,26 @@ def test_truncated_video_keeps_what_decodes(tmp_path, checkpoints, models_home):
     assert summary["ended_early"] and summary["faces"] == len(written)
 
 
+def test_a_run_cut_short_keeps_an_earlier_runs_files_and_puts_its_own_beside_them(tmp_path, checkpoints,
+                                                                                   models_home):
+    clip = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(clip.path.read_bytes()[: len(clip.path.read_bytes()) // 2])
+    options = ("--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu", "--batch-size", "2",
+               "-o", tmp_path / "rows.csv", "--annotate", tmp_path / "a.mp4")
+    assert emopipe(clip.path, *options, "--max-frames", "4").returncode == 0  # an earlier, complete run
+    names = ("rows.csv", "rows.tracks.csv", "rows.segments.csv", "rows.summary.json", "a.mp4")
+    earlier = {name: (tmp_path / name).read_bytes() for name in names}
+    one_line_error(emopipe(cut, *options), 8, "stopped at frame")
+    assert {name: (tmp_path / name).read_bytes() for name in names} == earlier  # every earlier file untouched
+    assert len(rows(tmp_path / "rows.csv.partial")) >= 3  # this run's rows, video and summary beside them
+    summary = json.loads((tmp_path / "rows.summary.json.partial").read_text())
+    assert summary["ended_early"] and summary["outputs"]["rows"] == str(tmp_path / "rows.csv.partial")
+    assert summary["outputs"]["annotated_video"] == str(tmp_path / "a.partial.mp4")
+    video = cv2.VideoCapture(str(tmp_path / "a.partial.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == summary["frames"]
+
+
 def test_zero_frame_video(tmp_path):
     empty = tmp_path / "zero.avi"
     writer = cv2.VideoWriter(str(empty), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (64, 64))

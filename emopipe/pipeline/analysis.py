@@ -66,6 +66,7 @@ class SourceRun:
     finishers: list[Callable[[RunSummary], None]] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     warmup_s: float = 0.0
+    aside: bool = False  # the run did not complete and its rows went beside an earlier run's (which stay)
 
     def open(self) -> Source:
         """Open the source (live: serve the page and open the window first)."""
@@ -94,14 +95,17 @@ class SourceRun:
         writer = open_writer(config.output, fmt=config.format, labels=self.models.labels,
                              landmarks=config.landmarks, detected=config.detect_every > 1,
                              files=info.kind == "images", in_place=config.live)
-        # The rows go under a partial name until the run ends: complete, they take the final name; failed or
-        # interrupted, they do too unless that would replace an earlier file (then they stay beside it).
+        # The rows (and the annotated video) go under a partial name until the run ends: complete, they take the
+        # final name; failed, cut short or interrupted, they do too unless that would replace an earlier file
+        # (then they stay beside it, and nothing derived from them replaces the earlier run's files either).
         writer.commit_on_close = False
         self.stack.callback(self._commit_rows, writer)
-        self.finishers.append(lambda summary: self._commit_rows(writer, complete=not summary.interrupted))
+        self.finishers.append(lambda summary: self._finish_rows(writer, summary))
         video = None
         if config.annotate:
-            video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height))
+            video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height), partial=True)
+            self.stack.callback(video.commit, None)
+            self.finishers.append(lambda summary: self._finish_video(video, summary))
         tracks = TrackWatcher(thumbnails=bool(config.report))
         sink: Sink = RecordSink(FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth), writer, video,
                                 watchers=[tracks], hold_rows=self.live is None)  # (live: each frame's rows at once)
@@ -109,7 +113,28 @@ class SourceRun:
             sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve
         self.sinks.append(sink)
         self.outputs.update(config.outputs())
-        self.finishers.append(lambda summary: _track_outputs_or_warn(config, tracks, summary))
+        self.finishers.append(lambda summary: self._track_outputs(tracks, summary))
+
+    def _track_outputs(self, tracks: TrackWatcher, summary: RunSummary) -> None:
+        if not self.aside:  # (rows kept beside an earlier run's: its tracks, segments and report stay too)
+            _track_outputs_or_warn(self.config, tracks, summary)
+
+    def _finish_rows(self, writer: Any, summary: RunSummary) -> None:
+        complete = not (summary.interrupted or summary.ended_early)
+        where = writer.commit(True if complete else None)
+        if where != str(writer.path):
+            self.aside = True
+            summary.outputs["rows"] = where
+            logger.warning("the run did not complete: its %d rows are in %s (%s, from an earlier run, is unchanged; "
+                           "so are its track summaries and report)", writer.rows_written, where, writer.path)
+
+    @staticmethod
+    def _finish_video(video: AnnotatedVideoWriter, summary: RunSummary) -> None:
+        where = video.commit(True if not (summary.interrupted or summary.ended_early) else None)
+        if where != video.path:
+            summary.outputs["annotated_video"] = str(where)
+            logger.warning("the run did not complete: its annotated video is %s (%s, from an earlier run, is "
+                           "unchanged)", where, video.path)
 
     @staticmethod
     def _commit_rows(writer: Any, complete: bool | None = None) -> None:

@@ -192,7 +192,10 @@ class AnnotatedVideoWriter:
     letterboxed into the video: scaled to fit without distortion and centred on black.
     """
 
-    def __init__(self, path: str | os.PathLike[str], fps: float, size: tuple[int, int]) -> None:
+    def __init__(self, path: str | os.PathLike[str], fps: float, size: tuple[int, int], *,
+                 partial: bool = False) -> None:
+        """``partial``: the video is written as ``NAME.partial.mp4`` and takes its name at :meth:`commit`, so a
+        run that fails or is interrupted never replaces an earlier video."""
         self.path = Path(path)
         codec = CODECS.get(self.path.suffix.lower())
         if codec is None:
@@ -208,8 +211,11 @@ class AnnotatedVideoWriter:
         self.size = (width, height)
         self.codec = codec
         self.frames_written = 0
+        self.had_previous = self.path.exists()
+        # (the suffix stays last: OpenCV picks the container by it)
+        self.writing = self.path.with_name(f"{self.path.stem}.partial{self.path.suffix}") if partial else self.path
         self._writer: cv2.VideoWriter | None = cv2.VideoWriter(
-            str(self.path), cv2.VideoWriter_fourcc(*codec), self.fps, self.size)
+            str(self.writing), cv2.VideoWriter_fourcc(*codec), self.fps, self.size)
         if not self._writer.isOpened():
             self._writer = None
             raise OutputError(f"cannot write annotated video {self.path}: OpenCV could not open it with codec {codec}")
@@ -230,6 +236,20 @@ class AnnotatedVideoWriter:
         if self._writer is not None:
             self._writer.release()
             self._writer = None
+
+    def commit(self, complete: bool | None = True) -> Path:
+        """Close, and give a partial video its final name when ``complete`` — or when there is no earlier video
+        there to lose (``complete=None``); otherwise it stays beside it. Returns where the video is."""
+        self.close()
+        if self.writing == self.path or not self.writing.exists():
+            return self.path
+        if complete or (complete is None and not self.had_previous):
+            try:
+                os.replace(self.writing, self.path)
+            except OSError as exc:
+                raise OutputError(f"cannot write annotated video {self.path}: {exc.strerror or exc}") from None
+            return self.path
+        return self.writing
 
     def __enter__(self) -> AnnotatedVideoWriter:
         return self
