@@ -129,7 +129,9 @@ class Analyzer:
         """The faces of ``source``, frame by frame, as they are computed (a generator).
 
         The pipeline runs on a background thread; stopping early (``break``, closing the generator) stops
-        it. :attr:`summaries` gets the run's summary when the generator ends.
+        it. :attr:`summaries` gets the run's summary when the generator ends. A file that ends before its
+        stream says it should (truncated, damaged) gives every frame that decodes, then raises
+        :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
         """
         config = self.source_config(str(source), **options)
         stack = ExitStack()
@@ -147,13 +149,18 @@ class Analyzer:
         outcome: list[Outcome] = []
         failure: list[BaseException] = []
 
+        def started(pipeline: Pipeline) -> None:
+            pipelines.append(pipeline)
+            if stop.is_set():  # the caller stopped while the detector warmed: this pipeline must not run on
+                pipeline.stop()
+
         def work() -> None:
             try:
                 with stack:
                     run.warm(models)
                     run.sinks.append(_QueueSink(FaceRecorder(opened.info.uri, models.labels, smoothing=config.smooth),
                                                 records, stop))
-                    outcome.append(run.run(on_pipeline=pipelines.append))
+                    outcome.append(run.run(on_pipeline=started))
             except BaseException as exc:  # handed to the caller's thread
                 failure.append(exc)
             finally:
@@ -161,10 +168,12 @@ class Analyzer:
 
         thread = threading.Thread(target=work, name="emopipe-analyze", daemon=True)
         thread.start()
+        read_to_end = False
         try:
             while True:
                 item = records.get()
                 if item is _END:
+                    read_to_end = True
                     break
                 yield from item
         finally:
@@ -181,6 +190,8 @@ class Analyzer:
             self.summaries.append(outcome[0].summary)
             if outcome[0].lost is not None:
                 raise outcome[0].lost
+            if outcome[0].summary.ended_early and read_to_end:  # every decodable frame's records came first
+                raise InputTruncatedError(f"{opened.info.uri}: input ended early: {outcome[0].summary.ended_early}")
 
     def run(self, source: str | None = None, *, metrics: Any = None, exporter: Any = None,
             progress: bool = False, **options: Any) -> Outcome:

@@ -136,6 +136,56 @@ def test_an_analyzer_warms_up_once_for_several_sources(clip, checkpoints, models
     assert analyzer.models is None  # closed: the engines (and their GPU memory) are released
 
 
+@pytest.mark.slow
+def test_a_truncated_file_gives_every_record_that_decodes_then_its_error(checkpoints, models_home, tmp_path):
+    whole = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(whole.path.read_bytes()[: len(whole.path.read_bytes()) // 2])
+    records = []
+    with pytest.raises(emopipe.InputTruncatedError, match="ended early") as raised:
+        for record in emopipe.analyze(cut, detector="blazeface", weights=str(checkpoints[8]), device="cpu"):
+            records.append(record)
+    assert 3 <= len(records) < 20 and raised.value.exit_code == 8
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_detector_warms_stops_the_run_before_it_reads_the_source(
+        checkpoints, models_home, tmp_path, monkeypatch):
+    import signal
+    import threading
+
+    from emopipe.pipeline.analysis import SourceRun
+    from emopipe.pipeline.runner import Pipeline
+
+    long = moving_face_video(tmp_path / "long.mp4", frames=60, empty=None)
+    warm = SourceRun.warm
+    generator: list = []
+
+    def warm_then_ctrl_c(self, models):  # the caller's Ctrl-C comes while this thread still warms the detector
+        warm(self, models)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (a real signal: it wakes the caller)
+        stop = generator[0].gi_frame.f_locals["stop"]  # (the generator's own flag: set once the caller stopped)
+        assert stop.wait(60)
+
+    pipelines: list = []
+    run = Pipeline.run
+
+    def run_and_keep(self):
+        pipelines.append(self)
+        run(self)
+
+    monkeypatch.setattr(SourceRun, "warm", warm_then_ctrl_c)
+    monkeypatch.setattr(Pipeline, "run", run_and_keep)
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu",
+                          batch_size=1) as analyzer:
+        generator.append(analyzer.analyze(long.path))
+        with pytest.raises(KeyboardInterrupt):
+            list(generator[0])
+    # the pipeline made after the Ctrl-C was stopped before it began, not run over the whole video (60 frames)
+    (pipeline,) = pipelines
+    assert pipeline.summary().frames <= 2
+
+
 def test_a_checkpoint_whose_classes_disagree_with_classes_is_refused(checkpoints, clip, models_home):
     with pytest.raises(CheckpointError, match="--classes 5"):
         list(emopipe.analyze(clip.path, weights=str(checkpoints[8]), classes=5, device="cpu", detector="blazeface"))

@@ -274,6 +274,19 @@ def test_a_run_cut_short_keeps_an_earlier_runs_files_and_puts_its_own_beside_the
     assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == summary["frames"]
 
 
+def test_a_checkpoint_whose_outputs_are_not_numbers_is_a_weights_error(tmp_path, checkpoints, models_home):
+    import torch
+
+    state = torch.load(checkpoints[8], map_location="cpu")
+    state["module.emo_fc_2.3.bias"][8] = float("nan")  # the valence output (official keys: DataParallel's)
+    broken = tmp_path / "nan.pth"
+    torch.save(state, broken)
+    clip = moving_face_video(tmp_path / "two.mp4", frames=2, empty=None)
+    done = emopipe(clip.path, "--detector", "blazeface", "--weights", broken, "--device", "cpu",
+                   "-o", tmp_path / "rows.csv")
+    one_line_error(done, 6, "not a number", "frame 0")
+
+
 def test_zero_frame_video(tmp_path):
     empty = tmp_path / "zero.avi"
     writer = cv2.VideoWriter(str(empty), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (64, 64))

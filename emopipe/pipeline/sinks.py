@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from emopipe.errors import WeightsError
 from emopipe.io.records import RecordWriter, landmarks_to_frame
 from emopipe.report.thumbnails import ThumbnailPicker
 from emopipe.report.tracks import TrackCollector
@@ -37,6 +38,10 @@ class FaceRecorder:
         probabilities = np.stack([f.probabilities for f in result.faces])
         valence = np.array([f.valence for f in result.faces])
         arousal = np.array([f.arousal for f in result.faces])
+        if not (np.isfinite(probabilities).all() and np.isfinite(valence).all() and np.isfinite(arousal).all()):
+            raise WeightsError(f"EmoNet gave a value that is not a number (NaN or infinity) for a face in frame "
+                               f"{result.frame.index} of {self.source}: the weights are damaged, or their outputs "
+                               "overflow at this precision (try --precision fp32)")
         probabilities, valence, arousal = self.smoother.smooth(ids, probabilities, valence, arousal)
         self.smoother.forget(self.tracker.expired)
         landmarks = None
