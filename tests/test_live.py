@@ -294,6 +294,8 @@ def test_end_ends_a_source_whose_stream_is_down_and_reconnecting():
         frames = list(source)  # (with the old code: a loop until the test's timeout)
     assert frames and len(opened) > 2  # it was down, reopening, when its time ran out
     assert clock.wall() - frames[0].timestamp_s >= 0.5
+    # a camera down for hours makes thousands of attempts: the backoff stays at its longest (it overflowed)
+    assert options.backoff(5000) == 1 / 8 and options.backoff(0) == 0 and options.backoff(2) == 1 / 8
 
 
 def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue():

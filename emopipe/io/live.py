@@ -100,7 +100,8 @@ class LiveOptions:
     def backoff(self, attempt: int) -> float:
         """Wait before reopening attempt ``attempt`` (0: at once, then first, 2×first… up to longest)."""
         first, longest = self.backoff_s
-        return 0.0 if attempt == 0 else min(longest, first * 2 ** (attempt - 1))
+        # (the doubling capped: a camera down for hours with no reconnect timeout makes thousands of attempts)
+        return 0.0 if attempt == 0 else min(longest, first * 2 ** min(attempt - 1, 60))
 
 
 # -- opening cameras and streams -------------------------------------------------------------------
