@@ -10,6 +10,7 @@ line uses for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import signal
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from emopipe.config import RunConfig
 from emopipe.engines.base import check_compile_mode
@@ -58,6 +59,21 @@ DEFAULT_PARALLEL = 2  # sources opened and decoded ahead at once
 FED_MAX_WAIT_S = 0.25  # longer than a full EmoNet batch takes to fill at a GPU's rate (64 faces: ~0.1 s)
 
 
+FILE_OPTIONS = ("output", "summary", "annotate", "report", "record")  # what Analyzer.run writes, analyze() not
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _exclusive(method: Method) -> Method:
+    """An Analyzer method that runs a source: one at a time (:meth:`Analyzer._one_at_a_time`)."""
+    @functools.wraps(method)
+    def one_at_a_time(self: Analyzer, *args: Any, **kwargs: Any) -> Any:
+        with self._one_at_a_time(f"{method.__name__}()"):
+            return method(self, *args, **kwargs)
+
+    return cast(Method, one_at_a_time)
+
+
 class Analyzer:
     """EmoNet and the face detector, built, tuned and warmed once; then any number of sources.
 
@@ -83,6 +99,19 @@ class Analyzer:
         self._base = probe.resolved(self._device_type)
         self.models: Models | None = None
         self.summaries: list[RunSummary] = []
+        self._busy = threading.Lock()
+
+    @contextlib.contextmanager
+    def _one_at_a_time(self, what: str) -> Iterator[None]:
+        """One source at a time: the engines' static buffers (CUDA graphs) serve one pipeline, so a second run
+        beside the first would mix their faces — refused instead."""
+        if not self._busy.acquire(blocking=False):
+            raise UsageError(f"{what}: this Analyzer is already running a source (another run, or an analyze() not "
+                             "read to its end or closed); finish or close() it first, or make another Analyzer")
+        try:
+            yield
+        finally:
+            self._busy.release()
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -133,6 +162,14 @@ class Analyzer:
         stream says it should (truncated, damaged) gives every frame that decodes, then raises
         :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
         """
+        files = sorted(name for name in FILE_OPTIONS if options.get(name) is not None)
+        if files:
+            raise UsageError(f"{', '.join(files)}: analyze() yields the records and writes no file; Analyzer.run() "
+                             "writes them")
+        with self._one_at_a_time("analyze()"):
+            yield from self._analyze(source, **options)
+
+    def _analyze(self, source: str | Any, **options: Any) -> Iterator[FaceRecord]:
         config = self.source_config(str(source), **options)
         stack = ExitStack()
         run = SourceRun(config, resolve_device(config.device), stack)
@@ -145,7 +182,7 @@ class Analyzer:
         assert models is not None
         records: queue.Queue[Any] = queue.Queue(maxsize=256)
         pipelines: list[Pipeline] = []
-        stop = threading.Event()
+        stop = run.cancel
         outcome: list[Outcome] = []
         failure: list[BaseException] = []
 
@@ -193,6 +230,7 @@ class Analyzer:
             if outcome[0].summary.ended_early and read_to_end:  # every decodable frame's records came first
                 raise InputTruncatedError(f"{opened.info.uri}: input ended early: {outcome[0].summary.ended_early}")
 
+    @_exclusive
     def run(self, source: str | None = None, *, metrics: Any = None, exporter: Any = None,
             progress: bool = False, **options: Any) -> Outcome:
         """The command line's run: rows, annotated video and summary written to the configured files.
@@ -232,6 +270,7 @@ class Analyzer:
         return outcome
 
 
+    @_exclusive
     def run_fleet(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
                   metrics: Any = None, exporter: Any = None, progress: bool = False, **options: Any) -> FleetOutcome:
         """Several cameras and streams in one pipeline (emopipe.pipeline.fleet): a rows file and a summary per
@@ -307,6 +346,7 @@ class Analyzer:
                 exporter.finish(linger_after=not interrupted, state=state)
         return outcome
 
+    @_exclusive
     def run_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
                  metrics: Any = None, exporter: Any = None, on_result: Callable[[SourceResult], None] | None = None,
                  progress: bool = False, **options: Any) -> ManyOutcome:
@@ -563,6 +603,10 @@ def _sigterm_as_ctrl_c(stack: ExitStack) -> None:
 def analyze(source: str | Any, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:
     """The faces of one source as :class:`~emopipe.types.FaceRecord`\\ s: an :class:`Analyzer` opened for it
     and closed when the iteration ends."""
+    files = sorted(name for name in FILE_OPTIONS if options.get(name) is not None)
+    if files:
+        raise UsageError(f"{', '.join(files)}: analyze() yields the records and writes no file; Analyzer.run() "
+                         "writes them")
     analyzer = Analyzer(config, **options)
     try:
         yield from analyzer.analyze(source)

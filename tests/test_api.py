@@ -159,13 +159,12 @@ def test_ctrl_c_while_the_detector_warms_stops_the_run_before_it_reads_the_sourc
 
     long = moving_face_video(tmp_path / "long.mp4", frames=60, empty=None)
     warm = SourceRun.warm
-    generator: list = []
+    generator: list = []  # (kept: the generator is closed by the test, not collected early)
 
     def warm_then_ctrl_c(self, models):  # the caller's Ctrl-C comes while this thread still warms the detector
         warm(self, models)
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (a real signal: it wakes the caller)
-        stop = generator[0].gi_frame.f_locals["stop"]  # (the generator's own flag: set once the caller stopped)
-        assert stop.wait(60)
+        assert self.cancel.wait(60)  # set once the caller has stopped
 
     pipelines: list = []
     run = Pipeline.run
@@ -184,6 +183,21 @@ def test_ctrl_c_while_the_detector_warms_stops_the_run_before_it_reads_the_sourc
     # the pipeline made after the Ctrl-C was stopped before it began, not run over the whole video (60 frames)
     (pipeline,) = pipelines
     assert pipeline.summary().frames <= 2
+
+
+@pytest.mark.slow
+def test_one_source_at_a_time_per_analyzer_and_no_file_options_for_analyze(clip, checkpoints, models_home):
+    with pytest.raises(UsageError, match=r"output: analyze\(\) yields the records and writes no file"):
+        list(emopipe.analyze(clip.path, output="rows.csv"))
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        first = analyzer.analyze(clip.path)
+        next(first)  # running: its pipeline holds the engines
+        with pytest.raises(UsageError, match="already running a source"):
+            next(analyzer.analyze(clip.path))  # beside it, its faces would share the engines' static buffers
+        with pytest.raises(UsageError, match="already running a source"):
+            analyzer.run(clip.path)
+        first.close()
+        assert [r.frame for r in analyzer.analyze(clip.path, max_frames=1)] == [0]  # free again
 
 
 def test_a_checkpoint_whose_classes_disagree_with_classes_is_refused(checkpoints, clip, models_home):

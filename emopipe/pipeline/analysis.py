@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class SourceRun:
     outputs: dict[str, str] = field(default_factory=dict)
     warmup_s: float = 0.0
     aside: bool = False  # the run did not complete and its rows went beside an earlier run's (which stay)
+    cancel: threading.Event = field(default_factory=threading.Event)  # set when the caller stops it (analyze())
 
     def open(self) -> Source:
         """Open the source (live: serve the page and open the window first)."""
