@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emopipe
-from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.records import open_writer
 from emopipe.report.outputs import write_report
 from emopipe.report.rows import read_records
@@ -247,6 +247,85 @@ def test_the_report_command_refuses_bad_inputs_and_outputs_with_exit_codes(tmp_p
         assert done.returncode == code, (arguments, done.stderr)
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert rows.read_text().startswith("source,frame")  # the input is untouched
+
+
+def report_command(*argv: object) -> EmopipeError | None:
+    """``emopipe report ARGV`` in this process: the error it ends with (its exit code: ``.exit_code``), or None."""
+    from emopipe.cli import report
+
+    args = report.build_parser().parse_args([str(a) for a in argv])
+    try:
+        report.run(args)
+    except EmopipeError as exc:
+        assert "\n" not in str(exc)  # one line
+        return exc
+    return None
+
+
+def rows_file(path: Path, *, labels: tuple[str, ...] = LABELS8, source: str = "clip.mp4", n: int = 6) -> Path:
+    """A rows file of ``n`` frames of one face of ``source``, the model's classes ``labels``."""
+    rng = np.random.default_rng(3)
+    records = [FaceRecord.create(labels=labels, probabilities=rng.dirichlet(np.ones(len(labels))), source=source,
+                                 frame=i, timestamp_s=i / FPS, track_id=1, box=(40.0, 30.0, 140.0, 150.0), score=0.9,
+                                 valence=0.1, arousal=-0.2) for i in range(n)]
+    with open_writer(path, labels=labels) as writer:
+        writer.write(records)
+    return path
+
+
+def test_a_rows_file_given_twice_is_refused_in_any_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows_file(tmp_path / "rows.csv")
+    (tmp_path / "link.csv").symlink_to("rows.csv")
+    for twice in (["rows.csv", "rows.csv"], ["./rows.csv", "rows.csv"], ["link.csv", str(tmp_path / "rows.csv")]):
+        error = report_command(*twice, "-o", "r.html", "--no-thumbnails")
+        assert isinstance(error, UsageError) and error.exit_code == 2, twice
+        assert "give each rows file once" in str(error)
+    assert not (tmp_path / "r.html").exists()
+    assert report_command("rows.csv", "-o", "r.html", "--no-thumbnails") is None  # once is fine
+
+
+def test_one_source_in_two_rows_files_is_refused_not_merged(tmp_path):
+    # the CSV and JSONL of one run: their tracks would merge, every frame counted twice
+    csv_rows = rows_file(tmp_path / "run.csv")
+    jsonl_rows = rows_file(tmp_path / "run.jsonl")
+    error = report_command(csv_rows, jsonl_rows, "-o", tmp_path / "r.html", "--no-thumbnails")
+    assert isinstance(error, UsageError) and f"{csv_rows} and {jsonl_rows} both hold rows of clip.mp4" in str(error)
+    # a 5-class and an 8-class run of one source (was: "internal error: ValueError", exit 1)
+    five = rows_file(tmp_path / "five.csv", labels=LABELS[5])
+    error = report_command(five, csv_rows, "-o", tmp_path / "r.html", "--no-thumbnails")
+    assert isinstance(error, UsageError) and "both hold rows of clip.mp4" in str(error)
+    assert not (tmp_path / "r.html").exists()
+    # runs of different sources may have different classes: one page, a section each
+    other = rows_file(tmp_path / "other.csv", labels=LABELS[5], source="other.mp4")
+    tracks = tmp_path / "tracks.csv"
+    assert report_command(csv_rows, other, "-o", tmp_path / "r.html", "--tracks", tracks, "--no-thumbnails") is None
+    with open(tracks, newline="") as f:
+        assert [(t["source"], t["frames"]) for t in csv.DictReader(f)] == [("clip.mp4", "6"), ("other.mp4", "6")]
+
+
+def test_a_jsonl_file_whose_rows_change_classes_is_refused_with_the_line(tmp_path):
+    rows = rows_file(tmp_path / "rows.jsonl", n=2)
+    other = rows_file(tmp_path / "five.jsonl", labels=LABELS[5], n=1)
+    rows.write_text(rows.read_text() + other.read_text())
+    with pytest.raises(InputUnreadableError, match=r"rows.jsonl:3: .*labels neutral, happy, sad, surprise, anger"):
+        list(read_records(rows))
+
+
+def test_malformed_rows_files_are_unreadable_inputs_not_internal_errors(tmp_path):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"a":' * 100_000 + "\n")
+    huge_field = rows_file(tmp_path / "huge.csv")
+    lines = huge_field.read_text().splitlines()
+    huge_field.write_text("\n".join([lines[0], lines[1], '"' + "x" * 200_000 + '"' + lines[2][lines[2].index(","):]])
+                          + "\n")
+    huge_frame = rows_file(tmp_path / "frame.jsonl", n=1)
+    huge_frame.write_text(re.sub(r'"frame": ?0', '"frame": 1e400', huge_frame.read_text()))
+    assert "1e400" in huge_frame.read_text()
+    for path, line in ((deep, 1), (huge_field, 3), (huge_frame, 1)):
+        error = report_command(path, "-o", tmp_path / "r.html", "--no-thumbnails")
+        assert isinstance(error, InputUnreadableError) and error.exit_code == 4, path
+        assert str(error).startswith(f"{path}:{line}: not an emopipe row"), error
 
 
 # -- size for a long video ---------------------------------------------------------------------------------

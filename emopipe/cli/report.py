@@ -53,14 +53,12 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import itertools
-
     from emopipe.report.outputs import write_report, write_segments_csv, write_tracks_csv
-    from emopipe.report.rows import read_records
+    from emopipe.report.rows import read_rows_files
 
     _check(args)
-    records = itertools.chain.from_iterable(read_records(path) for path in args.rows)
-    reports = write_report(records, args.output, thumbnails=not args.no_thumbnails, short_track_s=args.short_track)
+    reports = write_report(read_rows_files(args.rows), args.output, thumbnails=not args.no_thumbnails,
+                           short_track_s=args.short_track)
     if args.tracks:
         write_tracks_csv(args.tracks, reports)
     if args.segments:

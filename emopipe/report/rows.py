@@ -11,11 +11,11 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.records import FORMATS
 from emopipe.types import NUM_LANDMARKS, FaceRecord
 
@@ -46,12 +46,51 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[FaceRecord]:
         raise InputUnreadableError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def read_rows_files(paths: Sequence[str | os.PathLike[str]]) -> Iterator[FaceRecord]:
+    """The records of several rows files in turn (a generator, as :func:`read_records`).
+
+    Each source's rows must come from one file: track ids are numbered per run, so the rows of one
+    source in two files (the .csv and .jsonl of one run, or two runs of it) would merge different
+    runs' tracks and count their frames twice. Either, and a file given twice, is a
+    :class:`~emopipe.errors.UsageError` naming the files.
+    """
+    files = [Path(p) for p in paths]
+    for i, path in enumerate(files):
+        for j in range(i):
+            if _same_file(path, files[j]):
+                raise UsageError(f"{os.fspath(paths[i])} is {os.fspath(paths[j])} again: give each rows file once")
+    file_of: dict[str, Path] = {}
+    for path in files:
+        for record in read_records(path):
+            first = file_of.setdefault(record.source, path)
+            if first is not path:
+                raise UsageError(f"{first} and {path} both hold rows of {record.source}: a source's track ids "
+                                 "belong to one run, so they cannot be merged (one run's .csv and .jsonl, or two "
+                                 "runs of it?); report each file on its own")
+            yield record
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Do ``a`` and ``b`` name one file (links and other spellings included)?"""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is missing: read_records says so
+        return a.resolve() == b.resolve()
+
+
 def _broken(path: Path, line: int, reason: object) -> InputUnreadableError:
     return InputUnreadableError(f"{path}:{line}: not an emopipe row ({reason})")
 
 
 def _read_csv(path: Path, f: Any) -> Iterator[FaceRecord]:
     reader = csv.reader(f)
+    try:
+        yield from _csv_records(path, reader)
+    except csv.Error as exc:  # a field over the csv module's limit, a NUL byte, an unclosed quote at the end
+        raise _broken(path, reader.line_num, exc) from None
+
+
+def _csv_records(path: Path, reader: Any) -> Iterator[FaceRecord]:
     header = next(reader, None)
     if header is None:
         return
@@ -82,11 +121,12 @@ def _read_csv(path: Path, f: Any) -> Iterator[FaceRecord]:
                 arousal=float(row[where["arousal"]]), landmarks=landmarks,
                 detected=bool(int(row[where["detected"]])) if "detected" in where else True, labels=labels,
             )
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             raise _broken(path, number, exc) from None
 
 
 def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
+    labels: tuple[str, ...] | None = None  # the first row's: every row of a run has the same classes
     for number, line in enumerate(f, start=1):
         if not line.strip():
             continue
@@ -100,6 +140,10 @@ def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
             probabilities = row["probabilities"]
             if not isinstance(probabilities, dict):
                 raise ValueError("probabilities is not an object {label: p}")
+            if labels is None:
+                labels = tuple(probabilities)
+            elif tuple(probabilities) != labels:
+                raise ValueError(f"labels {', '.join(probabilities)}, where the rows before have {', '.join(labels)}")
             yield FaceRecord(
                 source=str(row["source"]), frame=int(row["frame"]), timestamp_s=float(row["timestamp_s"]),
                 track_id=int(row["track_id"]), box=tuple(float(row[k]) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
@@ -108,5 +152,7 @@ def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
                 arousal=float(row["arousal"]), landmarks=row.get("landmarks"),
                 detected=bool(row.get("detected", True)), labels=tuple(probabilities),
             )
-        except (ValueError, TypeError, KeyError) as exc:
+        except RecursionError:  # json nests by recursion: a deeply nested value ends it
+            raise _broken(path, number, "nested too deeply") from None
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:  # (OverflowError: int() of a huge float)
             raise _broken(path, number, exc) from None
