@@ -328,6 +328,37 @@ def test_malformed_rows_files_are_unreadable_inputs_not_internal_errors(tmp_path
         assert str(error).startswith(f"{path}:{line}: not an emopipe row"), error
 
 
+def test_the_report_command_never_writes_over_a_source_video(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    before = video.read_bytes()
+    rows = rows_file(tmp_path / "rows.csv", source=str(video), n=3)
+    (tmp_path / "video.csv").symlink_to("clip.mp4")
+    for option, path in (("--tracks", "clip.mp4"), ("--segments", "./clip.mp4"), ("--tracks", "tracks.txt")):
+        error = report_command(rows, "-o", "r.html", option, path)
+        assert isinstance(error, UsageError) and f"{option} {path}: the {option[2:]} are CSV; name it .csv" in str(
+            error)
+    # a .csv name that is the video all the same (a link): refused once the rows say what their source is
+    error = report_command(rows, "-o", "r.html", "--tracks", "video.csv")
+    assert isinstance(error, UsageError) and f"is {video}, a source of these rows" in str(error)
+    assert video.read_bytes() == before and not (tmp_path / "r.html").exists()
+
+
+def test_the_tracks_csv_names_thumbnails_relative_to_its_own_folder(tmp_path, monkeypatch):
+    # as the main command's tracks.csv does (the page embeds its pictures and names none)
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    rows = rows_file(tmp_path / "rows.csv", source=str(video), n=3)
+    (tmp_path / "out").mkdir()
+    for tracks in (tmp_path / "here.tracks.csv", tmp_path / "out" / "there.tracks.csv"):
+        assert report_command(rows, "-o", "out/r.html", "--tracks", tracks) is None
+        with open(tracks, newline="") as f:
+            (track,) = csv.DictReader(f)
+        picture = tracks.parent / track["thumbnail"]
+        assert picture.resolve() == tmp_path / "out" / "r.thumbnails" / "track-1.jpg"
+        assert picture.read_bytes()[:2] == b"\xff\xd8"
+
+
 # -- size for a long video ---------------------------------------------------------------------------------
 
 def test_the_report_of_a_one_hour_one_face_video_stays_small(tmp_path):

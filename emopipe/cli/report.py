@@ -29,36 +29,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _outputs(args: argparse.Namespace) -> dict[str, str]:
+    """The files this command writes, by role."""
+    found = {"report": args.output, "tracks": args.tracks, "segments": args.segments}
+    return {role: path for role, path in found.items() if path}
+
+
 def _check(args: argparse.Namespace) -> None:
-    from emopipe.io.records import ensure_writable
+    from emopipe.io.records import ensure_writable, same_file
 
     if Path(args.output).suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"-o {args.output}: the report is a web page; name it .html")
-    outputs = {"report": args.output, "tracks": args.tracks, "segments": args.segments}
-    seen: dict[str, Path] = {}
-    for role, path in outputs.items():
-        if not path:
-            continue
-        resolved = Path(path).resolve()
-        if any(resolved == Path(rows).resolve() for rows in args.rows):
-            raise UsageError(f"the {role} output {path} is an input: choose another name (outputs never overwrite "
-                             "inputs)")
+    for role in ("tracks", "segments"):  # a typo must not turn a video or a rows file into a CSV
+        path = getattr(args, role)
+        if path and Path(path).suffix.lower() != ".csv":
+            raise UsageError(f"--{role} {path}: the {role} are CSV; name it .csv")
+    seen: dict[str, str] = {}
+    for role, path in _outputs(args).items():
+        for rows in args.rows:
+            if same_file(path, rows):
+                raise UsageError(f"the {role} output {path} is an input: choose another name (outputs never "
+                                 "overwrite inputs)")
         for other_role, other in seen.items():
-            if resolved == other:
+            if same_file(path, other):
                 raise UsageError(f"the {role} and the {other_role} outputs are the same file ({path})")
-        seen[role] = resolved
+        seen[role] = path
         ensure_writable(Path(path), f"the {role}")
     if not args.short_track >= 0:
         raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
 
 
+def _check_sources(args: argparse.Namespace, sources: set[str]) -> None:
+    """No output may be a source video the rows name (known once the rows are read, before anything is written)."""
+    from emopipe.io.records import same_file
+
+    for role, path in _outputs(args).items():
+        for source in sources:
+            if same_file(path, source):
+                raise UsageError(f"the {role} output {path} is {source}, a source of these rows: choose another "
+                                 "name (outputs never overwrite inputs)")
+
+
 def run(args: argparse.Namespace) -> int:
-    from emopipe.report.outputs import write_report, write_segments_csv, write_tracks_csv
+    from emopipe.report.outputs import write_collected_report, write_segments_csv, write_tracks_csv
     from emopipe.report.rows import read_rows_files
+    from emopipe.report.tracks import TrackCollector
 
     _check(args)
-    reports = write_report(read_rows_files(args.rows), args.output, thumbnails=not args.no_thumbnails,
-                           short_track_s=args.short_track)
+    collector = TrackCollector()
+    collector.add(read_rows_files(args.rows))
+    _check_sources(args, {series.source for series in collector.series()})
+    # tracks.csv names each thumbnail relative to its own folder, as the main command's does
+    reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
+                                     short_track_s=args.short_track,
+                                     thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None)
     if args.tracks:
         write_tracks_csv(args.tracks, reports)
     if args.segments:

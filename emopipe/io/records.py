@@ -108,6 +108,17 @@ def describe_os_error(exc: OSError) -> str:
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Do ``a`` and ``b`` name one file (other spellings, symbolic and hard links included)?"""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one does not exist (yet), or is no path at all (a NUL in a stream URI)
+        try:
+            return Path(a).resolve() == Path(b).resolve()
+        except (OSError, ValueError, RuntimeError):
+            return False
+
+
 def partial_path(path: Path) -> Path:
     """Where an output is written until it is complete: ``name.partial`` beside it (hashed if too long)."""
     name = f"{path.name}.partial"

@@ -142,12 +142,22 @@ def thumbnails_folder(path: str | os.PathLike[str]) -> Path:
 
 
 def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *, thumbnails: bool = True,
-                 short_track_s: float = SHORT_TRACK_S) -> list[TrackReport]:
+                 short_track_s: float = SHORT_TRACK_S,
+                 thumbnails_relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
     """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
     ``path``; thumbnails, when asked for, are cut from each source video that can still be read, and also
-    saved in ``NAME.thumbnails`` beside the page. Returns what the page shows."""
+    saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the summaries name the
+    thumbnails relative to ``thumbnails_relative_to``, by default the page's folder)."""
     collector = TrackCollector()
     collector.add(records)
+    return write_collected_report(collector, path, thumbnails=thumbnails, short_track_s=short_track_s,
+                                  thumbnails_relative_to=thumbnails_relative_to)
+
+
+def write_collected_report(collector: TrackCollector, path: str | os.PathLike[str], *, thumbnails: bool = True,
+                           short_track_s: float = SHORT_TRACK_S,
+                           thumbnails_relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
+    """:func:`write_report` of tracks already collected."""
     crops: dict[tuple[str, int], np.ndarray] = {}
     if thumbnails:
         by_source: dict[str, list[TrackSeries]] = {}
@@ -157,6 +167,7 @@ def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *,
             crops.update(thumbnails_from_video(tracks, source))
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
-        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=Path(path).parent)
+        base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
+        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base)
     write_html(path, reports)
     return reports

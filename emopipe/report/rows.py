@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
-from emopipe.io.records import FORMATS
+from emopipe.io.records import FORMATS, same_file
 from emopipe.types import NUM_LANDMARKS, FaceRecord
 
 _REQUIRED = ("source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label", "valence",
@@ -57,7 +57,7 @@ def read_rows_files(paths: Sequence[str | os.PathLike[str]]) -> Iterator[FaceRec
     files = [Path(p) for p in paths]
     for i, path in enumerate(files):
         for j in range(i):
-            if _same_file(path, files[j]):
+            if same_file(path, files[j]):
                 raise UsageError(f"{os.fspath(paths[i])} is {os.fspath(paths[j])} again: give each rows file once")
     file_of: dict[str, Path] = {}
     for path in files:
@@ -68,14 +68,6 @@ def read_rows_files(paths: Sequence[str | os.PathLike[str]]) -> Iterator[FaceRec
                                  "belong to one run, so they cannot be merged (one run's .csv and .jsonl, or two "
                                  "runs of it?); report each file on its own")
             yield record
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Do ``a`` and ``b`` name one file (links and other spellings included)?"""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one is missing: read_records says so
-        return a.resolve() == b.resolve()
 
 
 def _broken(path: Path, line: int, reason: object) -> InputUnreadableError:
