@@ -49,6 +49,7 @@ from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_op
 from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
+from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
 from emopipe.types import FaceRecord, FrameResult
 
 logger = logging.getLogger(__name__)
@@ -419,6 +420,7 @@ class Analyzer:
             if Path(given.report).suffix.lower() not in (".html", ".htm"):
                 raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
             ensure_writable(Path(given.report), "report")
+            check_thumbnails_folder(thumbnails_folder(given.report))
         skipped: list[SourceResult] = []
         for p in planned:
             if p not in todo:

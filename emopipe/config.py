@@ -274,6 +274,10 @@ class RunConfig:
                  "recording": self.record, "report": self.report}
         if self.output and self.output != STDOUT:  # the track summaries and segments, beside the rows
             found.update(tracks=_beside(self.output, ".tracks.csv"), segments=_beside(self.output, ".segments.csv"))
+        if self.report:  # the report's pictures: a folder beside it, replaced whole
+            from emopipe.report.outputs import thumbnails_folder
+
+            found["thumbnails"] = str(thumbnails_folder(self.report))
         return {role: path for role, path in found.items() if path and path != STDOUT}
 
     def check_outputs(self) -> None:
@@ -301,6 +305,11 @@ class RunConfig:
                     raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
                                      f"are the same file ({path}): give each its own name")
             seen[role] = path
+            if role == "thumbnails":  # a folder (in the report's folder, checked as the report's)
+                from emopipe.report.outputs import check_thumbnails_folder
+
+                check_thumbnails_folder(path)
+                continue
             ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
 
 

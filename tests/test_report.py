@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emopipe
-from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, UsageError
+from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.records import open_writer
 from emopipe.report.outputs import write_report
 from emopipe.report.rows import read_records
@@ -357,6 +357,43 @@ def test_the_tracks_csv_names_thumbnails_relative_to_its_own_folder(tmp_path, mo
         picture = tracks.parent / track["thumbnail"]
         assert picture.resolve() == tmp_path / "out" / "r.thumbnails" / "track-1.jpg"
         assert picture.read_bytes()[:2] == b"\xff\xd8"
+
+
+def test_the_thumbnails_never_replace_a_file_of_their_folder_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    rows = rows_file(tmp_path / "v.csv", source=str(video), n=3)
+    taken = tmp_path / "v.thumbnails"  # e.g. an earlier run's rows, named so
+    taken.write_bytes(b"source,frame\n")
+    error = report_command(rows, "-o", "v.html")
+    assert isinstance(error, OutputError) and error.exit_code == 5 and "v.thumbnails: it is not a folder" in str(error)
+    with pytest.raises(OutputError, match="not a folder"):  # the library call, too
+        write_report(read_records(rows), tmp_path / "v.html")
+    assert taken.read_bytes() == b"source,frame\n" and not (tmp_path / "v.html").exists()
+    taken.unlink()
+    taken.mkdir()  # an earlier report's folder is replaced
+    (taken / "track-9.jpg").write_bytes(b"old")
+    assert report_command(rows, "-o", "v.html") is None
+    assert sorted(p.name for p in taken.iterdir()) == ["track-1.jpg"]
+
+
+def test_the_main_command_knows_the_thumbnails_folder_among_its_outputs(tmp_path):
+    from emopipe.config import RunConfig
+
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"not read")
+    config = RunConfig(source=str(video), output=str(tmp_path / "v.csv"), report=str(tmp_path / "r.html"))
+    assert config.resolved("cpu").outputs()["thumbnails"] == str(tmp_path / "r.thumbnails")
+    clash = RunConfig(source=str(video), output=str(tmp_path / "r.thumbnails"), format="csv",
+                      report=str(tmp_path / "r.html")).resolved("cpu")
+    with pytest.raises(UsageError, match="the thumbnails and the rows outputs are the same file"):
+        clash.check_outputs()
+    (tmp_path / "r.thumbnails").write_text("a file")
+    with pytest.raises(OutputError, match=r"r\.thumbnails: it is not a folder"):
+        config.resolved("cpu").check_outputs()
+    (tmp_path / "r.thumbnails").unlink()
+    (tmp_path / "r.thumbnails").mkdir()  # a folder (an earlier report's) is fine
+    config.resolved("cpu").check_outputs()
 
 
 # -- size for a long video ---------------------------------------------------------------------------------

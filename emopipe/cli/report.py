@@ -55,6 +55,10 @@ def _check(args: argparse.Namespace) -> None:
                 raise UsageError(f"the {role} and the {other_role} outputs are the same file ({path})")
         seen[role] = path
         ensure_writable(Path(path), f"the {role}")
+    if not args.no_thumbnails:
+        from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
+
+        check_thumbnails_folder(thumbnails_folder(args.output))
     if not args.short_track >= 0:
         raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
 

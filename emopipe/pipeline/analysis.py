@@ -114,7 +114,8 @@ class SourceRun:
         if self.live is not None:
             sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve
         self.sinks.append(sink)
-        self.outputs.update(config.outputs())
+        # (the thumbnails folder is written only when a track has a picture: the summary names the files)
+        self.outputs.update({role: path for role, path in config.outputs().items() if role != "thumbnails"})
         self.finishers.append(lambda summary: self._track_outputs(tracks, summary))
 
     def _track_outputs(self, tracks: TrackWatcher, summary: RunSummary) -> None:

@@ -85,6 +85,14 @@ def write_segments_csv(path: str | os.PathLike[str], reports: Sequence[TrackRepo
     _write_atomically(Path(path), _csv_bytes(SEGMENT_COLUMNS, (s.as_row() for r in reports for s in r.segments)))
 
 
+def check_thumbnails_folder(folder: str | os.PathLike[str]) -> None:
+    """The thumbnails replace a folder of that name whole, never a file (the run's rows, a video): OutputError."""
+    folder = Path(folder)
+    if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
+        raise OutputError(f"cannot write the thumbnails in {folder}: it is not a folder (a file there is never "
+                          "replaced); move it, or name the report otherwise")
+
+
 def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackReport],
                     relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
     """Each track's thumbnail as a JPEG in ``folder`` (replaced whole, once all are written); the reports
@@ -93,6 +101,7 @@ def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackRepor
     with_pictures = [r for r in reports if r.thumbnail_jpeg]
     if not with_pictures:
         return list(reports)
+    check_thumbnails_folder(folder)
     sources = list(dict.fromkeys(r.summary.source for r in reports))
     names = {}
     for r in with_pictures:
