@@ -396,6 +396,26 @@ def test_the_main_command_knows_the_thumbnails_folder_among_its_outputs(tmp_path
     config.resolved("cpu").check_outputs()
 
 
+def test_the_report_files_get_the_permissions_the_umask_gives_new_files(tmp_path):
+    import os
+    import stat
+
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    rows = rows_file(tmp_path / "rows.csv", source=str(video), n=3)
+    previous = os.umask(0o027)
+    try:
+        neighbour = tmp_path / "made-normally.txt"
+        neighbour.write_text("x")
+        outputs = [tmp_path / "r.html", tmp_path / "t.csv", tmp_path / "s.csv"]
+        assert report_command(rows, "-o", outputs[0], "--tracks", outputs[1], "--segments", outputs[2]) is None
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(neighbour.stat().st_mode) == 0o640
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in outputs} == dict.fromkeys(("r.html", "t.csv", "s.csv"),
+                                                                                      0o640)  # (mkstemp: 0o600)
+    assert stat.S_IMODE((tmp_path / "r.thumbnails").stat().st_mode) == 0o750  # (mkdtemp: 0o700)
+
+
 # -- size for a long video ---------------------------------------------------------------------------------
 
 def test_the_report_of_a_one_hour_one_face_video_stays_small(tmp_path):

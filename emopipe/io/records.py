@@ -108,6 +108,39 @@ def describe_os_error(exc: OSError) -> str:
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
 
 
+def _umask_from_proc() -> int | None:
+    """The process's umask as Linux (4.7 and later) states it, read without changing it; None elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _umask_by_setting() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Elsewhere, read once at import: os.umask reads only by setting, and a thread creating a file in between
+# would get the wrong mask.
+_UMASK_AT_IMPORT = None if _umask_from_proc() is not None else _umask_by_setting()
+
+
+def created_mode(folder: bool = False) -> int:
+    """The permissions a file (``folder``: a folder) created now gets: 0o666 (0o777) less the umask. Files and
+    folders made by :mod:`tempfile` are private (0o600, 0o700) whatever the umask; an output written under a
+    temporary name takes these before it is renamed into place, as its neighbours have."""
+    mask = _umask_from_proc()
+    if mask is None:
+        mask = _UMASK_AT_IMPORT if _UMASK_AT_IMPORT is not None else 0o022
+    return (0o777 if folder else 0o666) & ~mask
+
+
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Do ``a`` and ``b`` name one file (other spellings, symbolic and hard links included)?"""
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from emopipe.errors import OutputError
-from emopipe.io.records import describe_os_error
+from emopipe.io.records import created_mode, describe_os_error
 from emopipe.report.html import TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_video
@@ -55,6 +55,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
         try:
             with os.fdopen(handle, "wb") as f:
                 f.write(data)
+            os.chmod(temporary, created_mode())  # (mkstemp's file is private: 0o600)
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -115,6 +116,7 @@ def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackRepor
     try:
         for r in with_pictures:
             (staging / names[id(r)]).write_bytes(r.thumbnail_jpeg)  # type: ignore[arg-type]
+        os.chmod(staging, created_mode(folder=True))  # (mkdtemp's folder is private: 0o700)
         old = None
         if folder.exists():
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.", suffix=".old"))
