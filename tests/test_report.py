@@ -322,7 +322,9 @@ def test_malformed_rows_files_are_unreadable_inputs_not_internal_errors(tmp_path
     huge_frame = rows_file(tmp_path / "frame.jsonl", n=1)
     huge_frame.write_text(re.sub(r'"frame": ?0', '"frame": 1e400', huge_frame.read_text()))
     assert "1e400" in huge_frame.read_text()
-    for path, line in ((deep, 1), (huge_field, 3), (huge_frame, 1)):
+    not_a_number = rows_file(tmp_path / "nan.csv", n=2)
+    not_a_number.write_text(not_a_number.read_text().replace(",0.1,-0.2\n", ",nan,inf\n", 1))
+    for path, line in ((deep, 1), (huge_field, 3), (huge_frame, 1), (not_a_number, 2)):
         error = report_command(path, "-o", tmp_path / "r.html", "--no-thumbnails")
         assert isinstance(error, InputUnreadableError) and error.exit_code == 4, path
         assert str(error).startswith(f"{path}:{line}: not an emopipe row"), error
@@ -414,6 +416,36 @@ def test_the_report_files_get_the_permissions_the_umask_gives_new_files(tmp_path
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in outputs} == dict.fromkeys(("r.html", "t.csv", "s.csv"),
                                                                                       0o640)  # (mkstemp: 0o600)
     assert stat.S_IMODE((tmp_path / "r.thumbnails").stat().st_mode) == 0o750  # (mkdtemp: 0o700)
+
+
+def test_huge_finite_valence_and_arousal_are_kept_exactly_and_charted(tmp_path):
+    # some checkpoints' outputs reach far beyond ±1: float32 turned 1e39 into inf (the chart crashed) and
+    # 1234567.891 into 1234567.875; near ±1e308 the writer's rounding and the sums overflowed
+    huge = np.finfo(np.float64).max
+    rng = np.random.default_rng(5)
+    records = [FaceRecord.create(labels=LABELS8, probabilities=rng.dirichlet(np.ones(8)), source="clip.mp4", frame=i,
+                                 timestamp_s=i / FPS, track_id=track, box=(40.0, 30.0, 140.0, 150.0), score=0.9,
+                                 valence=valence, arousal=arousal)
+               for i in range(100)
+               for track, valence, arousal in ((1, 1234567.891, 1e39), (2, huge if i < 50 else -huge, -huge))]
+    rows, tracks, segments = tmp_path / "rows.csv", tmp_path / "tracks.csv", tmp_path / "segments.csv"
+    with open_writer(rows, labels=LABELS8) as writer:
+        writer.write(records)
+    assert [r.valence for r in read_records(rows)][:4] == [1234567.891, huge, 1234567.891, huge]
+    page = tmp_path / "r.html"
+    assert report_command(rows, "-o", page, "--tracks", tracks, "--segments", segments, "--no-thumbnails") is None
+    with open(tracks, newline="") as f:
+        exact, extreme = csv.DictReader(f)
+    assert float(exact["valence_mean"]) == float(exact["valence_p10"]) == 1234567.891
+    assert float(exact["arousal_median"]) == 1e39
+    assert abs(float(extreme["valence_mean"])) < huge * 1e-15 and float(extreme["valence_p90"]) == huge
+    assert float(extreme["arousal_mean"]) == -huge
+    with open(segments, newline="") as f:
+        affect = [s for s in csv.DictReader(f) if s["track_id"] == "2" and s["kind"] == "affect"]
+    assert [(float(s["start_s"]), float(s["valence_mean"])) for s in affect] == [(0, huge), (2, -huge)]
+    text = page.read_text()
+    assert text.count("class='chart'") == 2 and "valence / arousal (× 1e+308)" in text
+    assert "1.23e+06" not in text and "1.8e+308" in text  # the numbers table: huge ones short, the others as ever
 
 
 # -- size for a long video ---------------------------------------------------------------------------------

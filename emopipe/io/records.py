@@ -311,14 +311,21 @@ class RecordWriter:
         self.commit(complete=exc_type is None or None)
 
 
+def _rounded(values: np.ndarray, decimals: int) -> np.ndarray:
+    """``values.round(decimals)``, but huge finite values (a checkpoint's outputs may be near ±1e308) stay
+    themselves: rounding scales by 10**decimals first, which overflows to ±inf (they are whole numbers anyway)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(np.abs(values) < 1e300, values.round(decimals), values)
+
+
 def _columns_of(records: Sequence[FaceRecord], landmarks: bool) -> dict[str, Any]:
     """The batch's numbers, rounded once for all its rows (vectorised: rounding per value is slow); one
     rounding call per precision, as the writer thread does this every frame."""
-    values = np.array([(r.timestamp_s, r.score, r.valence, r.arousal) for r in records],
-                      dtype=np.float64).round(VALUE_DECIMALS).T.tolist()
+    values = _rounded(np.array([(r.timestamp_s, r.score, r.valence, r.arousal) for r in records],
+                               dtype=np.float64), VALUE_DECIMALS).T.tolist()
     columns: dict[str, Any] = {
         "timestamp": values[0],
-        "box": np.array([r.box for r in records], dtype=np.float64).round(PIXEL_DECIMALS).tolist(),
+        "box": _rounded(np.array([r.box for r in records], dtype=np.float64), PIXEL_DECIMALS).tolist(),
         "score": values[1],
         "probabilities": np.stack([r.probabilities for r in records]).round(VALUE_DECIMALS).tolist(),
         "valence": values[2],

@@ -25,10 +25,12 @@ import numpy as np
 
 from emopipe._version import __version__
 from emopipe.report.segments import Segment
-from emopipe.report.tracks import TrackSeries, TrackSummary
+from emopipe.report.tracks import TrackSeries, TrackSummary, scale_exponent
 
 TIMELINE_POINTS = 600
 AREA_POINTS = 300
+PLOT_LIMIT = 1e100  # valence/arousal beyond this are plotted in units of a power of ten (Matplotlib's axis
+# arithmetic overflows near ±1e308); a checkpoint's outputs may be any finite numbers
 UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
 
 # one colour per expression, the same in every chart (colour-blind-safe Okabe–Ito hues where there are enough)
@@ -56,7 +58,8 @@ def binned(values: np.ndarray, max_points: int) -> np.ndarray:
         return values
     starts = np.arange(0, n, size)
     counts = np.diff(np.append(starts, n)).reshape(-1, *([1] * (values.ndim - 1)))
-    return np.add.reduceat(values, starts, axis=0) / counts  # type: ignore[no-any-return]
+    e = scale_exponent(values)  # (sums of huge values overflow; the scaled ones' cannot, and are exact)
+    return np.ldexp(np.add.reduceat(np.ldexp(values, -e), starts, axis=0) / counts, e)  # type: ignore[no-any-return]
 
 
 def _colour(label: str, i: int) -> str:
@@ -71,6 +74,8 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
     series = track.series
     times = series.times - origin_s
     valence, arousal, probabilities = series.valence, series.arousal, series.probabilities
+    largest = max(float(np.abs(valence).max(initial=0)), float(np.abs(arousal).max(initial=0)))
+    unit = 10.0 ** math.floor(math.log10(largest)) if largest > PLOT_LIMIT else 1.0
     salt = f"{series.source}#{series.track_id}"  # unique, stable element ids for every chart in one page
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "font.size": 8,
                                 "axes.spines.top": False, "axes.spines.right": False}):
@@ -81,17 +86,18 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         circumplex = figure.add_subplot(grid[:, 1])
 
         t_line = binned(times, TIMELINE_POINTS)
-        timeline.plot(t_line, binned(valence, TIMELINE_POINTS), color=VALENCE_COLOUR, lw=1, label="valence")
-        timeline.plot(t_line, binned(arousal, TIMELINE_POINTS), color=AROUSAL_COLOUR, lw=1, label="arousal")
+        timeline.plot(t_line, binned(valence, TIMELINE_POINTS) / unit, color=VALENCE_COLOUR, lw=1, label="valence")
+        timeline.plot(t_line, binned(arousal, TIMELINE_POINTS) / unit, color=AROUSAL_COLOUR, lw=1, label="arousal")
         affect = [s for s in track.segments if s.kind == "affect"]
         for segment in affect:
             start, end = segment.start_s - origin_s, segment.end_s - origin_s
-            timeline.hlines([segment.valence_mean], start, end, colors=VALENCE_COLOUR, lw=2.5, alpha=0.35)
-            timeline.hlines([segment.arousal_mean], start, end, colors=AROUSAL_COLOUR, lw=2.5, alpha=0.35)
+            timeline.hlines([segment.valence_mean / unit], start, end, colors=VALENCE_COLOUR, lw=2.5, alpha=0.35)
+            timeline.hlines([segment.arousal_mean / unit], start, end, colors=AROUSAL_COLOUR, lw=2.5, alpha=0.35)
         for segment in affect[1:]:
             timeline.axvline(segment.start_s - origin_s, color="#333333", lw=0.8, ls="--")
         timeline.axhline(0, color="#bbbbbb", lw=0.5)
-        timeline.set_ylabel("valence / arousal")
+        in_units = f" (× {unit:.0e})" if unit != 1 else ""
+        timeline.set_ylabel(f"valence / arousal{in_units}")
         timeline.set_title("valence and arousal (dashed: change points; bands: segment means)", loc="left")
         timeline.legend(loc="upper right", frameon=False, ncols=2)
 
@@ -109,7 +115,7 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         if len(t_line) == 1:  # a single frame: give the x axis some width
             timeline.set_xlim(t_line[0] - 0.5, t_line[0] + 0.5)
 
-        v_path, a_path = binned(valence, AREA_POINTS), binned(arousal, AREA_POINTS)
+        v_path, a_path = binned(valence, AREA_POINTS) / unit, binned(arousal, AREA_POINTS) / unit
         circumplex.add_patch(matplotlib.patches.Circle((0, 0), 1, fill=False, color="#cccccc", lw=0.8))
         circumplex.axhline(0, color="#cccccc", lw=0.5)
         circumplex.axvline(0, color="#cccccc", lw=0.5)
@@ -121,8 +127,8 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         circumplex.set_xlim(-reach, reach)
         circumplex.set_ylim(-reach, reach)
         circumplex.set_aspect("equal")
-        circumplex.set_xlabel("valence")
-        circumplex.set_ylabel("arousal")
+        circumplex.set_xlabel(f"valence{in_units}")
+        circumplex.set_ylabel(f"arousal{in_units}")
         circumplex.set_title("circumplex (colour: time)", loc="left")
         circumplex.legend(loc="lower right", frameon=False, fontsize=7)
 
@@ -147,7 +153,8 @@ justify-content:center;font-size:12px;border-radius:4px}
 
 
 def _fmt(value: float, digits: int = 2) -> str:
-    return f"{value:.{digits}f}"
+    # (a checkpoint's huge outputs in fixed point would be hundreds of digits wide)
+    return f"{value:.{digits}f}" if abs(value) < 1e9 else f"{value:.3g}"
 
 
 def _duration(seconds: float) -> str:

@@ -27,11 +27,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from emopipe.report.tracks import TrackSeries
+from emopipe.report.tracks import TrackSeries, mean_of, scale_exponent
 
 SMOOTH_S = 0.5  # centred moving average of the expression probabilities
 MIN_EXPRESSION_S = 0.5  # shorter expression runs join their neighbour
@@ -168,16 +169,16 @@ def expression_segments(series: TrackSeries, interval_s: float) -> list[Segment]
 
 def _segment(series: TrackSeries, kind: str, index: int, a: int, b: int, ends: np.ndarray, label: str) -> Segment:
     return Segment(series.source, series.track_id, kind, index, float(series.times[a]), float(ends[b - 1]), b - a,
-                   label, float(series.valence[a:b].mean()), float(series.arousal[a:b].mean()))
+                   label, float(mean_of(series.valence[a:b])), float(mean_of(series.arousal[a:b])))
 
 
-def _noise_variance(signal: np.ndarray) -> float:
+def _noise_variance(signal: np.ndarray, floor: float = NOISE_FLOOR) -> float:
     """σ² summed over the dimensions, from first differences (robust: median absolute deviation)."""
     if len(signal) < 3:
-        return signal.shape[1] * NOISE_FLOOR ** 2
+        return signal.shape[1] * floor ** 2
     diffs = np.diff(signal, axis=0)
     mad = np.median(np.abs(diffs - np.median(diffs, axis=0)), axis=0)
-    sigma = np.maximum(1.4826 * mad / math.sqrt(2), NOISE_FLOOR)
+    sigma = np.maximum(1.4826 * mad / math.sqrt(2), floor)
     return float(np.sum(sigma ** 2))
 
 
@@ -187,6 +188,10 @@ def change_points(series: TrackSeries, interval_s: float) -> list[int]:
 
     n = len(series)
     signal = np.stack([series.valence, series.arousal], axis=1)
+    # in units that keep huge outputs' sums and squares finite (exact: a power of two; within ±1, none)
+    e = scale_exponent(signal)
+    signal = np.ldexp(signal, -e)
+    noise_floor, min_shift = math.ldexp(NOISE_FLOOR, -e), math.ldexp(MIN_SHIFT, -e)
     size = max(1, math.ceil(n / MAX_POINTS))  # records per bin
     bins = math.ceil(n / size)
     starts = np.arange(bins) * size
@@ -195,7 +200,8 @@ def change_points(series: TrackSeries, interval_s: float) -> list[int]:
     min_size = max(2, math.ceil(MIN_AFFECT_S / bin_s)) if math.isfinite(bin_s) else 2
     if bins < 2 * min_size:
         return []
-    penalty = PENALTY_SCALE * _noise_variance(binned) * math.log(bins)
+    # (in the units of outputs near ±1e308 the floor's square underflows to 0; ruptures needs a positive penalty)
+    penalty = max(PENALTY_SCALE * _noise_variance(binned, noise_floor) * math.log(bins), sys.float_info.min)
     edges = [0, *(int(e) for e in ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(binned)
                   .predict(pen=penalty)[:-1]), bins]
     # merge the neighbours whose means differ least until every shift is at least MIN_SHIFT
@@ -203,7 +209,7 @@ def change_points(series: TrackSeries, interval_s: float) -> list[int]:
         means = [binned[a:b].mean(axis=0) for a, b in itertools.pairwise(edges)]
         shifts = [float(np.linalg.norm(means[i + 1] - means[i])) for i in range(len(means) - 1)]
         smallest = int(np.argmin(shifts))
-        if shifts[smallest] >= MIN_SHIFT:
+        if shifts[smallest] >= min_shift:
             break
         del edges[smallest + 1]
     return [min(n, e * size) for e in edges[1:-1]]

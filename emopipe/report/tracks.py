@@ -1,8 +1,8 @@
 """Per-track summaries: what one person's face did over a source, from its per-frame records.
 
 Records are gathered per (source, track) into columns (:class:`TrackSeries`), a few numbers per face
-and frame, so a run can keep them while it writes its rows: about 60 bytes per face and frame (one
-hour of one face at 25 fps: about 5 MB). :func:`summarize` turns them into :class:`TrackSummary` rows.
+and frame, so a run can keep them while it writes its rows: about 80 bytes per face and frame (one
+hour of one face at 25 fps: about 7 MB). :func:`summarize` turns them into :class:`TrackSummary` rows.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ class TrackSeries:
         self.labels = tuple(labels)
         self._frames = array("q")
         self._times = array("d")
-        self._valence = array("f")
-        self._arousal = array("f")
+        # the model's raw outputs, kept exactly: some checkpoints' reach far beyond ±1 (float32 turned 1e39 to inf)
+        self._valence = array("d")
+        self._arousal = array("d")
         self._scores = array("f")
         self._boxes = array("f")  # 4 per record
         self._probabilities = array("f")  # len(labels) per record
@@ -62,11 +63,11 @@ class TrackSeries:
 
     @property
     def valence(self) -> np.ndarray:
-        return np.frombuffer(self._valence, dtype=np.float32).astype(np.float64)
+        return np.frombuffer(self._valence, dtype=np.float64).copy()
 
     @property
     def arousal(self) -> np.ndarray:
-        return np.frombuffer(self._arousal, dtype=np.float32).astype(np.float64)
+        return np.frombuffer(self._arousal, dtype=np.float64).copy()
 
     @property
     def scores(self) -> np.ndarray:
@@ -165,6 +166,29 @@ def _rounded(value: Any) -> Any:
     return round(value, 6) if isinstance(value, float) else value
 
 
+def scale_exponent(values: np.ndarray) -> int:
+    """``e`` such that ``values · 2⁻ᵉ`` lie within ±1 (0 when they already do).
+
+    A checkpoint's outputs may be any finite numbers: near ±1e308 their sums and squares overflow, where
+    those of the scaled values cannot. Scaling by a power of two is exact, so results computed on the
+    scaled values and scaled back are bit for bit those on the values themselves wherever these do not
+    overflow (valence and arousal within ±1: e = 0, nothing changes)."""
+    largest = float(np.abs(values).max()) if values.size else 0.0
+    return math.frexp(largest)[1] if largest > 1 else 0
+
+
+def mean_of(values: np.ndarray, axis: int | None = None) -> Any:
+    """``values.mean(axis)``, without overflow for huge finite values (see :func:`scale_exponent`)."""
+    e = scale_exponent(values)
+    return np.ldexp(np.ldexp(values, -e).mean(axis=axis), e)
+
+
+def percentiles_of(values: np.ndarray, q: Sequence[float]) -> np.ndarray:
+    """``np.percentile(values, q)``, without overflow for huge finite values (see :func:`scale_exponent`)."""
+    e = scale_exponent(values)
+    return np.ldexp(np.percentile(np.ldexp(values, -e), q), e)  # type: ignore[no-any-return]
+
+
 def frame_interval(series: Sequence[TrackSeries]) -> float:
     """Seconds between consecutive frames of a source: the median over its tracks' neighbouring records
     (0 when no track has two records, e.g. a single image)."""
@@ -195,13 +219,13 @@ def summarize_series(series: TrackSeries, interval_s: float, *, short_track_s: f
     shares = {label: float(c) / len(series) for label, c in zip(series.labels, counts)}
     first, last = float(times[0]), float(times[-1])
     duration = last - first + interval_s
-    v10, v50, v90 = np.percentile(valence, [10, 50, 90])
-    a10, a50, a90 = np.percentile(arousal, [10, 50, 90])
+    v10, v50, v90 = percentiles_of(valence, [10, 50, 90])
+    a10, a50, a90 = percentiles_of(arousal, [10, 50, 90])
     return TrackSummary(
         source=series.source, track_id=series.track_id, first_s=first, last_s=last, duration_s=duration,
         frames=len(series), gaps=int(gap_steps.sum()), gap_s=max(0.0, gap_s),
-        valence_mean=float(valence.mean()), valence_median=float(v50), valence_p10=float(v10),
-        valence_p90=float(v90), arousal_mean=float(arousal.mean()), arousal_median=float(a50),
+        valence_mean=float(mean_of(valence)), valence_median=float(v50), valence_p10=float(v10),
+        valence_p90=float(v90), arousal_mean=float(mean_of(arousal)), arousal_median=float(a50),
         arousal_p10=float(a10), arousal_p90=float(a90), shares=shares,
         dominant=series.labels[int(np.argmax(counts))], short=duration < short_track_s, labels=series.labels,
     )
