@@ -11,14 +11,13 @@ Nothing here imports torch until a run is resolved on an ``auto`` device.
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from emopipe.errors import UsageError
-from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format
+from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format, same_file
 from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
 from emopipe.types import PRECISION_NAMES
 
@@ -297,11 +296,11 @@ class RunConfig:
         seen: dict[str, str] = {}
         for role, path in self.outputs().items():
             for other in inputs:
-                if _same_file(path, other):
+                if same_file(path, other):
                     raise UsageError(f"the {role.replace('_', ' ')} output {path} is an input of this run: "
                                      "choose another name (outputs never overwrite inputs)")
             for other_role, other in seen.items():
-                if _same_file(path, other):
+                if same_file(path, other):
                     raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
                                      f"are the same file ({path}): give each its own name")
             seen[role] = path
@@ -325,17 +324,6 @@ def _positive(name: str, value: int | None) -> None:
 def _choice(name: str, value: object, choices: tuple[object, ...]) -> None:
     if value is not None and value not in choices:
         raise UsageError(f"unknown {name} {value!r}; choose from {', '.join(str(c) for c in choices)}")
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Do ``a`` and ``b`` name the same file (resolved paths, links, hard links)?"""
-    pa, pb = Path(a), Path(b)
-    try:
-        if pa.exists() and pb.exists():
-            return os.path.samefile(pa, pb)
-    except OSError:
-        pass
-    return pa.resolve() == pb.resolve()
 
 
 def _beside(output: str, suffix: str) -> str:
