@@ -212,6 +212,9 @@ def test_rows_files_read_back_equal_the_records_written(tmp_path, suffix):
         assert np.array_equal(a.probabilities, b.probabilities)
         assert (a.landmarks is None and b.landmarks is None) or np.array_equal(a.landmarks, b.landmarks)
     assert emopipe.summarize(back) == emopipe.summarize(records)
+    # an unfinished run's rows (NAME.partial: docs/outputs.md) read as the format before .partial
+    partial = path.rename(path.with_name(path.name + ".partial"))
+    assert [r.frame for r in read_records(partial)] == [r.frame for r in records]
 
 
 def test_rows_that_are_not_emopipe_rows_are_refused_with_the_line(tmp_path):

@@ -24,10 +24,13 @@ _REQUIRED = ("source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2
 
 
 def rows_format(path: str | os.PathLike[str]) -> str:
-    suffix = Path(path).suffix.lower()
+    name = Path(path)
+    if name.suffix.lower() == ".partial":  # the rows of a run that did not complete (docs/outputs.md), as they are
+        name = name.with_suffix("")
+    suffix = name.suffix.lower()
     if suffix not in FORMATS:
         raise InputUnreadableError(f"{path}: not an emopipe rows file (expected a name ending in "
-                                   f"{', '.join(FORMATS)})")
+                                   f"{', '.join(FORMATS)}, or that and .partial)")
     return FORMATS[suffix]
 
 
