@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -71,11 +72,17 @@ def _no_leftovers(directory: Path) -> bool:
 
 
 def test_good_download_is_verified_and_atomic(server, tmp_path, caplog):
-    path = weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=False)
+    umask = os.umask(0o022)
+    try:
+        path = weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=False)
+    finally:
+        os.umask(umask)
     assert path == tmp_path / "toy.bin"
     assert path.read_bytes() == PAYLOAD
     assert _no_leftovers(tmp_path)
     assert "test licence" in caplog.text  # the licence is shown when the file is fetched
+    # readable as any new file is (another user's worker reads a shared models volume); mkstemp made it 0600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_wrong_hash_is_discarded_and_names_both_hashes(server, tmp_path):

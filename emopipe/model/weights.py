@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emopipe.errors import WeightsError
+from emopipe.io.records import created_mode
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ def download(spec: WeightSpec, directory: Path, *, progress: bool = True) -> Pat
                 f"sha256 mismatch for {spec.file} from {spec.url}: expected {spec.expected_hash}, found {digest}; "
                 "the download was discarded"
             )
+        os.chmod(tmp, created_mode())  # (mkstemp's file is private: a models volume shared by workers must read it)
         os.replace(tmp, target)
         _sidecar(target).write_text(f"{_stamp(target)}\n{digest}\n")
     finally:
