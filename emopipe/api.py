@@ -360,9 +360,16 @@ class Analyzer:
         """
         plan = self.plan_many(sources, output_dir, **options)
         started = time.perf_counter()
-        results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
-                                                     on_result=on_result, metrics=metrics, exporter=exporter,
-                                                     progress=progress)
+        results: list[SourceResult] = []
+        summary: RunSummary | None = None
+        interrupted = False
+        if plan.todo:
+            results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
+                                                         on_result=on_result, metrics=metrics, exporter=exporter,
+                                                         progress=progress)
+        elif exporter is not None:  # a resumed run with every source done loads no model; its metrics say it ended
+            with exporter:
+                exporter.finish(linger_after=True, state="finished")
         outcome = finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
                               self.summaries)
         report_many(plan, outcome)

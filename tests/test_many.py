@@ -175,6 +175,11 @@ def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp
     write_done(manifest, "v/b.mp4", out / "b.emotions.csv")
     plan = Analyzer(device="cpu").plan_many(["./v/a.mp4", str(tmp_path / "v" / "b.mp4")], out, resume=True)
     assert plan.todo == [] and len(plan.skipped) == 2
+    # nothing left to do: the run loads no model (these weights do not even exist) and says so in its summary
+    analyzer = Analyzer(device="cpu", weights=str(tmp_path / "no-such-weights.pth"))
+    outcome = analyzer.run_many(["v/a.mp4", "v/b.mp4"], out, resume=True)
+    assert [r.status for r in outcome.results] == ["skipped", "skipped"] and analyzer.models is None
+    assert json.loads((out / "summary.json").read_text())["skipped"] == 2
     monkeypatch.chdir(tmp_path / "v")  # the same run from another folder: paths and -o spelled from there
     plan = Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "../out", resume=True)
     assert plan.todo == [] and {r.outputs["rows"] for r in plan.skipped} == {"../out/a.emotions.csv",
