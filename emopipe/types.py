@@ -85,6 +85,7 @@ class Frame(Protocol):
     read_time: float  # time.perf_counter() when it was read
     stream: int  # which of the run's sources it came from (0 for a run of one source)
     file: str | None  # a folder of images: the image file's name
+    reconnects: int  # live: the stream's reconnections before this frame (a new count: no boxes carry across)
 
     @property
     def height(self) -> int: ...
@@ -116,6 +117,7 @@ class HostFrame:
     read_time: float
     file: str | None = None  # the image file, for a folder of images
     stream: int = 0  # which of the run's sources it came from (several sources in one run: their order)
+    reconnects: int = 0  # live: the stream's reconnections before this frame
 
     def __post_init__(self) -> None:
         b = self.bgr
@@ -149,6 +151,7 @@ class DeviceFrame:
     read_time: float
     file: str | None = None
     stream: int = 0
+    reconnects: int = 0  # (always 0: NVDEC reads files)
 
     def __post_init__(self) -> None:
         p = self.pixels

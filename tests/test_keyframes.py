@@ -42,6 +42,11 @@ def test_every_kth_frame_is_a_key_frame_and_a_new_size_starts_over():
                                                     True, False, False, True, False]
     every_frame = KeyframeSchedule(1)
     assert all(every_frame.is_key(SIZE) for _ in range(5))
+    # a live stream that came back (its reconnection count grew, even if the frame that came back first was
+    # dropped) starts on a key frame: boxes from before the outage are stale
+    live = KeyframeSchedule(3, interpolate=False)
+    reconnects = [0, 0, 0, 0, 2, 2, 2, 2]
+    assert [live.is_key(SIZE, n) for n in reconnects] == [True, False, False, True, True, False, False, True]
 
 
 def test_constant_motion_is_interpolated_exactly_and_frames_come_out_in_order():

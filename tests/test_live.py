@@ -328,6 +328,7 @@ def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue()
     assert np.diff(opened).tolist() == [5 / 128, 1 / 16, 1 / 8, 1 / 8]
     assert cameras[0].released and cameras[-1].released
     assert [f.index for f in frames] == list(range(8))  # numbers continue across the reconnection
+    assert [f.reconnects for f in frames] == [0] * 5 + [1] * 3  # (--detect-every: a key frame after it)
     # the rates are the stream's while it was up: the outage (5/16 s of backoff) is not counted
     assert src.run_fps == 128 and src.measured_fps == 128
 

@@ -401,7 +401,8 @@ class LiveSource(_SourceBase):
 
     def _publish(self, image: np.ndarray, *, reopened: bool) -> None:
         wall, now = self.clock.wall(), self.clock.now()
-        frame = HostFrame(index=self.captured, timestamp_s=wall, bgr=_as_bgr(image), read_time=now)
+        frame = HostFrame(index=self.captured, timestamp_s=wall, bgr=_as_bgr(image), read_time=now,
+                          reconnects=self.reconnects + reopened)
         if reopened:
             self._times.clear()  # a rate measured across the outage would not be the stream's
             self.reconnects += 1

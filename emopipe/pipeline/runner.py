@@ -365,7 +365,8 @@ class Pipeline:
                 yield batch
                 batch = _FrameBatch()
             batch.frames.append(item)
-            batch.keys.append(self._keyframes is None or self._keyframes.is_key(item.stream, (item.height, item.width)))
+            batch.keys.append(self._keyframes is None
+                              or self._keyframes.is_key(item.stream, (item.height, item.width), item.reconnects))
             # A batch ends on a key frame, so the frames before it have their boxes once it is detected
             # and are cropped with it, in one call (with --detect-every; otherwise every frame is a key).
             if sum(batch.keys) == self.detector.batch_size:

@@ -95,6 +95,7 @@ class KeyframeSchedule(Generic[Item]):
         self.match_iou = match_iou
         self._since_key: int | None = None  # frames planned since the last key frame (None: none yet)
         self._planned_size: tuple[int, int] | None = None
+        self._reconnects = 0
         self._position = 0
         self._key: tuple[int, tuple[int, int], Detections] | None = None  # position, size, detections
         self._waiting: list[_Waiting[Item]] = []
@@ -103,9 +104,13 @@ class KeyframeSchedule(Generic[Item]):
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def is_key(self, size: tuple[int, int]) -> bool:
-        """Whether the next frame (of this height, width) is a key frame; call once per frame, in order."""
-        key = self._since_key is None or self._since_key + 1 >= self.every or size != self._planned_size
+    def is_key(self, size: tuple[int, int], reconnects: int = 0) -> bool:
+        """Whether the next frame (of this height, width) is a key frame; call once per frame, in order. The first
+        frame taken after a live stream came back (``reconnects`` grew) is one: boxes from before would be stale,
+        and the frame that came back first may have been dropped, so the count is compared, not a flag."""
+        key = (self._since_key is None or self._since_key + 1 >= self.every or size != self._planned_size
+               or reconnects != self._reconnects)
+        self._reconnects = reconnects
         self._since_key = 0 if key else self._since_key + 1  # type: ignore[operator]
         self._planned_size = size
         return key
@@ -159,12 +164,12 @@ class StreamKeyframes(Generic[Item]):
         self.every, self.interpolate = every, interpolate
         self._schedules: dict[int, KeyframeSchedule[Item]] = {}
 
-    def is_key(self, stream: int, size: tuple[int, int]) -> bool:
+    def is_key(self, stream: int, size: tuple[int, int], reconnects: int = 0) -> bool:
         """Whether the next frame of ``stream`` (of this height, width) is a key frame; once per frame, in order."""
         schedule = self._schedules.get(stream)
         if schedule is None:
             schedule = self._schedules[stream] = KeyframeSchedule(self.every, interpolate=self.interpolate)
-        return schedule.is_key(size)
+        return schedule.is_key(size, reconnects)
 
     def add(self, stream: int, item: Item, size: tuple[int, int], detections: Detections | None
             ) -> list[Located[Item]]:
