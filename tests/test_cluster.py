@@ -601,3 +601,5 @@ def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage(
         assert mounts == {"data": "/data", "models": "/models"} and set(claims) == set(mounts)
     workers = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert workers["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    # the workers' models folder is writable: the compiled GPU code is cached there (read-only, each compiles)
+    assert not next(m for m in workers["volumeMounts"] if m["name"] == "models").get("readOnly")

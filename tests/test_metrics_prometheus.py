@@ -256,6 +256,23 @@ def test_compose_defaults_are_safe_to_run_on_a_shared_machine():
     assert pins and all("==" in line for line in pins) and any(line.startswith("torch==") for line in pins)
 
 
+def test_the_build_context_holds_every_file_the_dockerfile_copies():
+    # .dockerignore is an allowlist ("*", then "!path"): a COPY of a path it leaves out fails only at docker build
+    ignore = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert ignore[0] == "*"
+    allowed = {line[1:] for line in ignore if line.startswith("!")}
+    copied = []
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            copied += words[1:-1]
+    assert copied and all((REPO / path).exists() for path in copied)
+    for path in copied:
+        parts = Path(path).parts
+        assert any("/".join(parts[:n]) in allowed for n in range(1, len(parts) + 1)), f"{path} is not in .dockerignore"
+
+
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint")
     if hadolint is None:

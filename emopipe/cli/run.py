@@ -106,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--detect-size", type=int, metavar="PX",
                      help="working resolution, long side (default: the detector's own)")
     det.add_argument("--detect-batch", type=int, metavar="N",
-                     help="frames per detector call (default on CUDA: 8 for sfd, 32 for blazeface; with "
-                          "--detect-every K, that divided by K; 1 on the CPU)")
+                     help="frames per detector call (default for files on CUDA: 8 for sfd, 32 for blazeface; with "
+                          "--detect-every K, that divided by K; live: 1, several cameras on CUDA up to 16; 1 on the "
+                          "CPU)")
     det.add_argument("--detect-every", type=int, default=1, metavar="K",
                      help="run the detector on every K-th frame only; the frames in between get boxes "
                           "interpolated between the key frames (live: the last key frame's boxes). About K× "
@@ -130,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     model.add_argument("--precision", choices=PRECISION_NAMES, help="default: fp16 on CUDA, fp32 on CPU")
     model.add_argument("--batch-size", type=int, metavar="B",
-                       help="static batch of faces (default: 64 on CUDA, 1 on CPU and live)")
+                       help="static batch of faces (default: 64 on CUDA; live: 1, several cameras on CUDA up to "
+                            "16; 1 on the CPU)")
     model.add_argument("--no-cudnn-benchmark", action="store_true",
                        help="turn cuDNN autotuning off: the first row came 1.5-2.5 s sooner on an H200, at the same "
                             "throughput (for many short commands; docs/benchmarks.md)")
@@ -159,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "later ones are counted together as source=\"other\"")
     metrics.add_argument("--pushgateway", default=None, metavar="URL",
                          help=f"push the final metrics to this Pushgateway (job {PUSH_JOB}, grouped by "
-                              "instance=host name and source)")
+                              "instance=host name: one group per host)")
 
     live = parser.add_argument_group(
         "live mode (a camera, or a network stream given as SOURCE: rtsp://, http(s)://…)",
