@@ -34,6 +34,7 @@ from emopipe.observe.metrics import build_info
 from emopipe.pipeline.analysis import MetricsObserver, Outcome, ProgressBar, SourceRun, write_summary
 from emopipe.pipeline.archive import (
     MANIFEST,
+    RUN_SUMMARY,
     STATUSES,
     Manifest,
     PerSourceSink,
@@ -411,21 +412,26 @@ class Analyzer:
         own, reserved = manifest.names(previous, inputs.sources)
         planned = plan_outputs(inputs.sources, directory, given.format or "csv", own=own, reserved=reserved)
         todo = [p for p in planned if not manifest.done(mine[p.uri])]
-        # a rows file in the way is replaced only when a manifest says the folder is an earlier run's (its sources'
-        # own names are reserved above); without one, it is somebody else's
-        if not previous:
-            clash = next((p.rows for p in todo if p.rows.exists()), None)
+        # a file in the way is replaced only when it is a source's own, by the manifest's word (an earlier run gave
+        # it that name); any other is somebody else's — another tool's, or one the user put there
+        for p in todo:
+            if own.get(p.uri) == p.name:
+                continue
+            clash = next((f for f in p.files if f.exists()), None)
             if clash is not None:
-                raise UsageError(f"{clash} exists (from an earlier run without a manifest); choose another output "
-                                 "folder")
+                raise UsageError(f"{clash} exists and is no file of this run's sources (the manifest does not give it "
+                                 "to them); choose another output folder, or move it")
+        if not previous and (directory / RUN_SUMMARY).exists():
+            raise UsageError(f"{directory / RUN_SUMMARY} exists (from an earlier run without a manifest); choose "
+                             "another output folder")
+        if given.report and Path(given.report).suffix.lower() not in (".html", ".htm"):  # (before the folder is made)
+            raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
         ensure_writable(directory / MANIFEST, "manifest")
         if given.report:  # one page for every source, made from their rows files at the end
-            if Path(given.report).suffix.lower() not in (".html", ".htm"):
-                raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
             ensure_writable(Path(given.report), "report")
             check_thumbnails_folder(thumbnails_folder(given.report))
         skipped: list[SourceResult] = []

@@ -105,6 +105,9 @@ def test_the_manifest_keeps_the_latest_line_per_source_and_survives_a_cut_line(t
         file.write('{"source": "c.mp4", "sta')  # killed while writing
     latest = manifest.previous()
     assert set(latest) == {"a.mp4", "b.mp4"}
+    # the next run's first line starts on a line of its own, not glued to the cut one (and so lost)
+    manifest.append({"source": "c.mp4", "status": "skipped", "outputs": {}})
+    assert set(manifest.previous()) == {"a.mp4", "b.mp4", "c.mp4"}
     assert manifest.done(latest["a.mp4"]) and not manifest.done(latest["b.mp4"])  # b's rows are gone: redo
     assert not manifest.done({"source": "x", "status": "interrupted", "outputs": {}})
 
@@ -163,6 +166,16 @@ def test_resume_never_gives_a_source_added_later_the_files_of_a_finished_one(tmp
     names = {p.uri: p.rows.relative_to(second).as_posix() for p in plan.todo}
     assert names == {"p/r/x.mp4": "p/r/x.emotions.csv", "q/x.mp4": "q/x-2.emotions.csv"}
     assert (second / "q" / "x.emotions.csv").read_bytes() == b"rows of p/q/x.mp4"
+    # another folder's file spelled as a finished source was (X/t/c.mp4 then Y/t/c.mp4, each run from its folder):
+    # the line's path says it is another file, so that name stays reserved for it
+    for name in ("X/t/c.mp4", "Y/t/c.mp4"):
+        touch(tmp_path / name)
+    third = tmp_path / "third"
+    monkeypatch.chdir(tmp_path / "X")
+    write_done(Manifest(third, files=True), "t/c.mp4", third / "c.emotions.csv")
+    monkeypatch.chdir(tmp_path / "Y")
+    plan = Analyzer(device="cpu").plan_many(["t/c.mp4"], third, resume=True)
+    assert [p.rows.name for p in plan.todo] == ["c-2.emotions.csv"]  # not X's finished c.emotions.csv
 
 
 def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp_path, monkeypatch):
@@ -195,9 +208,23 @@ def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp
 def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "v" / "a.mp4")
+    touch(tmp_path / "v" / "b.mp4")
     touch(tmp_path / "out" / "a.emotions.csv", b"somebody's rows")  # no manifest says whose
-    with pytest.raises(UsageError, match="without a manifest"):
+    with pytest.raises(UsageError, match="a.emotions.csv exists and is no file of this run's sources"):
         Analyzer(device="cpu").plan_many(["v/a.mp4"], "out", resume=True)
+    # any file the run would write, not only the rows; and the run's summary.json
+    for name in ("a.emotions.tracks.csv", "a.emotions.segments.csv", "a.emotions.summary.json", "summary.json"):
+        touch(tmp_path / "other" / name, b"the user's")
+        with pytest.raises(UsageError, match=f"{name} exists"):
+            Analyzer(device="cpu").plan_many(["v/a.mp4"], "other")
+        (tmp_path / "other" / name).unlink()
+    # with a manifest (--resume), a file that no line gives to its source is still somebody else's
+    manifest = Manifest(tmp_path / "done", files=True)
+    write_done(manifest, "v/a.mp4", tmp_path / "done" / "a.emotions.csv")
+    touch(tmp_path / "done" / "b.emotions.csv", b"the user's")
+    with pytest.raises(UsageError, match="b.emotions.csv exists"):
+        Analyzer(device="cpu").plan_many(["v/a.mp4", "v/b.mp4"], tmp_path / "done", resume=True)
+    assert (tmp_path / "done" / "b.emotions.csv").read_bytes() == b"the user's"
 
 
 def test_a_damaged_manifest_line_is_passed_over_not_a_crash(tmp_path):

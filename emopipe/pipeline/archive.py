@@ -68,6 +68,7 @@ class PlannedSource:
     uri: str
     rows: Path
     summary: Path
+    directory: Path = Path()  # the run's output folder
 
     @property
     def tracks(self) -> Path:  # per face track (docs/report.md), beside the rows like a one-source run's
@@ -76,6 +77,16 @@ class PlannedSource:
     @property
     def segments(self) -> Path:
         return self.rows.with_suffix(".segments.csv")
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Every file its run writes under its final name."""
+        return self.rows, self.tracks, self.segments, self.summary
+
+    @property
+    def name(self) -> str:
+        """Its name in the folder (``a/clip`` of ``DIR/a/clip.emotions.csv``), as the manifest records it."""
+        return self.summary.relative_to(self.directory).as_posix().removesuffix(".emotions.summary.json")
 
 
 def _relative_stems(uris: Sequence[str]) -> list[str]:
@@ -131,7 +142,7 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[st
                 name = _fitted(stem, f"-{n}")
             taken.add(name.lower())
         planned.append(PlannedSource(position, uri, directory / f"{name}{suffix}",
-                                     directory / f"{name}.emotions.summary.json"))
+                                     directory / f"{name}.emotions.summary.json", directory))
     return planned
 
 
@@ -203,10 +214,13 @@ class Manifest:
         other sources (reserved). An older line of a source here (spelled otherwise, or without ``path``) is its
         own, not another's."""
         own = {uri: name for uri in uris if (entry := self.entry_for(previous, uri)) and (name := self.name_of(entry))}
-        current = {source_key(uri) for uri in uris} | set(uris)
-        reserved = {name for entry in previous.values()
-                    if entry.get("path") not in current and entry["source"] not in current
-                    and (name := self.name_of(entry))}
+        paths = {source_key(uri) for uri in uris}
+
+        def current(entry: dict[str, Any]) -> bool:  # a line with a path is that file's, however it is spelled
+            path = entry.get("path")
+            return path in paths if isinstance(path, str) else entry["source"] in uris or entry["source"] in paths
+
+        reserved = {name for entry in previous.values() if not current(entry) and (name := self.name_of(entry))}
         return own, reserved
 
     def append(self, entry: dict[str, Any]) -> None:
@@ -225,8 +239,12 @@ class Manifest:
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
             try:
-                with open(self.path, "a", encoding="utf-8") as file:
-                    file.write(line)
+                with open(self.path, "a+b") as file:
+                    if file.seek(0, os.SEEK_END):
+                        file.seek(-1, os.SEEK_END)
+                        if file.read(1) != b"\n":  # a line a killed run cut: the next one starts on its own line
+                            line = "\n" + line
+                    file.write(line.encode("utf-8"))
                     file.flush()
                     os.fsync(file.fileno())
             except OSError as exc:
