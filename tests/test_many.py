@@ -210,7 +210,7 @@ def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(
     touch(tmp_path / "v" / "a.mp4")
     touch(tmp_path / "v" / "b.mp4")
     touch(tmp_path / "out" / "a.emotions.csv", b"somebody's rows")  # no manifest says whose
-    with pytest.raises(UsageError, match="a.emotions.csv exists and is no file of this run's sources"):
+    with pytest.raises(UsageError, match=r"a\.emotions\.csv exists and is no file of this run's sources"):
         Analyzer(device="cpu").plan_many(["v/a.mp4"], "out", resume=True)
     # any file the run would write, not only the rows; and the run's summary.json
     for name in ("a.emotions.tracks.csv", "a.emotions.segments.csv", "a.emotions.summary.json", "summary.json"):
@@ -222,7 +222,7 @@ def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(
     manifest = Manifest(tmp_path / "done", files=True)
     write_done(manifest, "v/a.mp4", tmp_path / "done" / "a.emotions.csv")
     touch(tmp_path / "done" / "b.emotions.csv", b"the user's")
-    with pytest.raises(UsageError, match="b.emotions.csv exists"):
+    with pytest.raises(UsageError, match=r"b\.emotions\.csv exists"):
         Analyzer(device="cpu").plan_many(["v/a.mp4", "v/b.mp4"], tmp_path / "done", resume=True)
     assert (tmp_path / "done" / "b.emotions.csv").read_bytes() == b"the user's"
 
