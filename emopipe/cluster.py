@@ -462,6 +462,8 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
     return workers, per_gpu, cpus_per_worker
 
 
+KILL_WAIT_S = 10.0  # Ctrl-C: how long the driver waits for the killed workers' calls to end
+CLOCK_SLACK_S = 1.0  # a file written after a share went out may carry a time this much earlier
 DEPTH = 2  # shares in a worker's pipeline at once: the next is there when one ends, so no round trip idles it
 
 
@@ -599,6 +601,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             warm_up(name)
     load: dict[str, int] = {}  # shares queued at each warm worker
     in_flight: dict[Any, tuple[str, list[PlannedSource], int]] = {}  # share ref → (worker, share, share id)
+    sent_at: dict[str, float] = {}  # source → when its latest share went out (wall clock: files' times are)
     shares = 0
     failures = 0
     interrupted = False
@@ -628,6 +631,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 share = [pending.popleft() for _ in range(min(size, len(pending)))]
                 name = min(free, key=lambda n: load.get(n, 0))
                 load[name] = load.get(name, 0) + 1
+                sent_at.update(dict.fromkeys((s.uri for s in share), time.time()))
                 in_flight[crew.live[name].process.remote(share, shares)] = (name, share, shares)
                 seen.running[shares] = (0, 0)
                 shares += 1
@@ -706,9 +710,14 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             linger(config.metrics_linger)
     except KeyboardInterrupt:
         interrupted = True
-        for _, share, _ in in_flight.values():  # (their workers are killed after: Ray cancels no actor task by force)
+        # the workers first, and until they are gone: one still running would write files after the manifest
+        # says what was left (Ray cancels no actor task by force; a killed actor's calls end once it is dead)
+        crew.kill_all()
+        with contextlib.suppress(Exception):
+            ray.wait(list(in_flight), num_returns=len(in_flight), timeout=KILL_WAIT_S)
+        for _, share, _ in in_flight.values():
             for source in share:  # their rows stay under partial names: the next --resume redoes them
-                record(_as_left(source))
+                record(_as_left(source, sent_at.get(source.uri, 0.0)))
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
                        ray={"workers": crew.count, "gpus_per_worker": crew.per_gpu, "worker_failures": failures,
                             "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},
@@ -717,16 +726,24 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                             "worker_summaries": list(summaries.values())})
 
 
-def _as_left(source: PlannedSource) -> SourceResult:
+def _as_left(source: PlannedSource, since: float) -> SourceResult:
     """A source of a share cut off by Ctrl-C, as its files say (the worker's own result never came): complete
-    when its rows file has its final name and its summary is written (the last steps of a source), else
-    interrupted, with the rows it kept under the partial name."""
+    when its rows file has its final name and its summary is written (the last steps of a source) since its share
+    went out (older ones are an earlier attempt's, e.g. of a source that failed then), else interrupted, with the
+    rows it kept under the partial name."""
     from emopipe.io.records import partial_path
     from emopipe.pipeline.archive import SourceResult
 
-    if source.rows.exists() and source.summary.exists():
-        with contextlib.suppress(OSError, ValueError):
+    since -= CLOCK_SLACK_S  # (a file's time comes from a coarser clock than time.time())
+    with contextlib.suppress(OSError, ValueError):
+        if source.summary.stat().st_mtime >= since and source.rows.stat().st_mtime >= since:
             facts = json.loads(source.summary.read_text())
+            if facts.get("ended_early"):  # complete as far as it went: a failure, as the worker would have said
+                return SourceResult(source=source.uri, status="failed", frames=facts.get("frames", 0),
+                                    faces=facts.get("faces", 0), rows=facts.get("faces", 0),
+                                    error=f"{source.uri}: input ended early: {facts['ended_early']}", exit_code=8,
+                                    kind="InputTruncatedError",
+                                    outputs={"rows": str(source.rows), "summary": str(source.summary)})
             return SourceResult(source=source.uri, status="ok", frames=facts.get("frames", 0),
                                 faces=facts.get("faces", 0), rows=facts.get("faces", 0),
                                 seconds=facts.get("seconds", 0.0),

@@ -273,13 +273,23 @@ def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):
     done, cut, unstarted = (PlannedSource(i, f"{n}.mp4", tmp_path / f"{n}.emotions.csv",
                                           tmp_path / f"{n}.emotions.summary.json")
                             for i, n in enumerate(("done", "cut", "unstarted")))
+    sent = time.time() - 5  # the share went out before the files were written
     done.rows.write_text("source,frame\nx,0\nx,1\n")
     done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "seconds": 0.5}))
     partial_path(cut.rows).write_text("source,frame\nx,0\nx,1\nx,2\n")  # three rows kept
-    results = [_as_left(p) for p in (done, cut, unstarted)]
+    results = [_as_left(p, sent) for p in (done, cut, unstarted)]
     assert [(r.status, r.frames, r.rows) for r in results] == [("ok", 2, 2), ("interrupted", 0, 3),
                                                                 ("interrupted", 0, 0)]
     assert results[1].outputs == {"rows": str(partial_path(cut.rows))} and results[2].outputs == {}
+    # files older than the share are an earlier attempt's (a source that failed then, redone now): not this one's
+    for path in (done.rows, done.summary):
+        os.utime(path, (sent - 3600, sent - 3600))
+    assert _as_left(done, sent).status == "interrupted"
+    # fresh, but the input ended early: failed (exit 8), as the worker would have said
+    done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "ended_early": "stopped at frame 2"}))
+    os.utime(done.rows)
+    left = _as_left(done, sent)
+    assert (left.status, left.exit_code, left.kind) == ("failed", 8, "InputTruncatedError")
 
 
 def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_clips):
