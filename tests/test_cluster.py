@@ -311,6 +311,26 @@ def test_resume_over_ray_finishes_an_interrupted_run(tmp_path, local_ray, five_c
     assert not list(out.rglob("*.partial"))
 
 
+def test_ctrl_c_over_ray_stops_the_workers_before_the_manifest_says_what_was_left(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+
+    results = []
+
+    def ctrl_c_at_the_first_result(result) -> None:  # (the driver's main thread, as a real Ctrl-C would be)
+        results.append(result)
+        if len(results) == 1:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "ray"
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=out, on_result=ctrl_c_at_the_first_result)
+    assert outcome.interrupted
+    time.sleep(3)  # a worker left running would finish its sources now, after the manifest was written
+    latest = {Path(e["source"]).stem: e["status"] for e in map(json.loads, (out / "manifest.jsonl").open())}
+    assert "interrupted" in latest.values()
+    for stem, status in latest.items():  # each source is as its line says: none completed behind its back
+        assert (out / f"{stem}.emotions.csv").exists() == (status == "ok"), (stem, status)
+
+
 FRAMES = 2 + 3 + 2 + 3 + 2  # five_clips
 
 
