@@ -749,6 +749,9 @@ def _as_left(source: PlannedSource, since: float) -> SourceResult:
                                 seconds=facts.get("seconds", 0.0),
                                 outputs={"rows": str(source.rows), "summary": str(source.summary)})
     partial = partial_path(source.rows)
+    with contextlib.suppress(OSError):
+        if source.rows.stat().st_mtime >= since:  # its rows took their name, but the worker died before its summary:
+            partial = source.rows  # interrupted all the same, the rows named as its (so --resume redoes it there)
     if not partial.exists():
         return SourceResult(source=source.uri, status="interrupted", exit_code=130)
     with contextlib.suppress(OSError):
