@@ -63,6 +63,13 @@ FED_MAX_WAIT_S = 0.25  # longer than a full EmoNet batch takes to fill at a GPU'
 
 FILE_OPTIONS = ("output", "summary", "annotate", "report", "record")  # what Analyzer.run writes, analyze() not
 
+
+def _refuse_file_options(options: dict[str, Any]) -> None:
+    files = sorted(name for name in FILE_OPTIONS if options.get(name) is not None)
+    if files:
+        raise UsageError(f"{', '.join(files)}: analyze() yields the records and writes no file; Analyzer.run() "
+                         "writes them")
+
 Method = TypeVar("Method", bound=Callable[..., Any])
 
 
@@ -164,10 +171,7 @@ class Analyzer:
         stream says it should (truncated, damaged) gives every frame that decodes, then raises
         :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
         """
-        files = sorted(name for name in FILE_OPTIONS if options.get(name) is not None)
-        if files:
-            raise UsageError(f"{', '.join(files)}: analyze() yields the records and writes no file; Analyzer.run() "
-                             "writes them")
+        _refuse_file_options(options)
         with self._one_at_a_time("analyze()"):
             yield from self._analyze(source, **options)
 
@@ -618,10 +622,7 @@ def _sigterm_as_ctrl_c(stack: ExitStack) -> None:
 def analyze(source: str | Any, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:
     """The faces of one source as :class:`~emopipe.types.FaceRecord`\\ s: an :class:`Analyzer` opened for it
     and closed when the iteration ends."""
-    files = sorted(name for name in FILE_OPTIONS if options.get(name) is not None)
-    if files:
-        raise UsageError(f"{', '.join(files)}: analyze() yields the records and writes no file; Analyzer.run() "
-                         "writes them")
+    _refuse_file_options(options)
     analyzer = Analyzer(config, **options)
     try:
         yield from analyzer.analyze(source)
