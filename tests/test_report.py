@@ -4,6 +4,7 @@ rows files read back, and a real run's report opened in headless Chromium with t
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import re
@@ -197,17 +198,20 @@ def _rounded_records(n: int = 12) -> list[FaceRecord]:
     return records
 
 
+@pytest.mark.parametrize("files", [False, True])  # True: a folder of images' rows name each image
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
-def test_rows_files_read_back_equal_the_records_written(tmp_path, suffix):
+def test_rows_files_read_back_equal_the_records_written(tmp_path, suffix, files):
     records = _rounded_records()
+    if files:
+        records = [dataclasses.replace(r, file=f"img {r.frame:03d}.png") for r in records]
     path = tmp_path / f"rows{suffix}"
-    with open_writer(path, labels=LABELS8, landmarks=True, detected=True) as writer:
+    with open_writer(path, labels=LABELS8, landmarks=True, detected=True, files=files) as writer:
         writer.write(records)
     back = list(read_records(path))
     assert len(back) == len(records)
     for a, b in zip(records, back):
         for name in ("source", "frame", "timestamp_s", "track_id", "box", "score", "label", "valence", "arousal",
-                     "detected", "labels"):
+                     "detected", "labels", "file"):
             assert getattr(a, name) == getattr(b, name), name
         assert np.array_equal(a.probabilities, b.probabilities)
         assert (a.landmarks is None and b.landmarks is None) or np.array_equal(a.landmarks, b.landmarks)
@@ -362,6 +366,49 @@ def test_the_tracks_csv_names_thumbnails_relative_to_its_own_folder(tmp_path, mo
         picture = tracks.parent / track["thumbnail"]
         assert picture.resolve() == tmp_path / "out" / "r.thumbnails" / "track-1.jpg"
         assert picture.read_bytes()[:2] == b"\xff\xd8"
+
+
+def _image_rows(path: Path, source: str, files: list[str | None]) -> Path:
+    """A rows file of one face track over the images ``files`` (None: a source that is one image)."""
+    records = [FaceRecord.create(labels=LABELS8, probabilities=np.full(8, 1 / 8), source=source, frame=i,
+                                 timestamp_s=0.0, track_id=1, box=(40.0, 30.0, 140.0, 150.0), score=0.9, valence=0.1,
+                                 arousal=-0.2, file=file) for i, file in enumerate(files)]
+    with open_writer(path, labels=LABELS8, files=files[0] is not None) as writer:
+        writer.write(records)
+    return path
+
+
+def _picture(flat: bool) -> np.ndarray:
+    """200×200 grey; its face box a checkerboard (sharp: a thumbnail's best) unless ``flat``."""
+    image = np.full((200, 200, 3), 128, np.uint8)
+    if not flat:
+        image[30:150, 40:140] = (np.indices((120, 100)).sum(axis=0) // 4 % 2 * 255)[..., None]
+    return image
+
+
+def test_the_report_command_cuts_thumbnails_from_a_folder_of_images_and_from_one_image(tmp_path, monkeypatch):
+    import cv2
+
+    monkeypatch.chdir(tmp_path)
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name, flat in (("a.png", True), ("b.png", False), ("c.png", True)):
+        cv2.imwrite(str(photos / name), _picture(flat))
+    cv2.imwrite(str(tmp_path / "one.png"), _picture(False))
+    folder_rows = _image_rows(tmp_path / "photos.csv", str(photos), ["a.png", "b.png", "c.png"])
+    image_rows = _image_rows(tmp_path / "one.csv", str(tmp_path / "one.png"), [None])
+    for rows in (folder_rows, image_rows):
+        tracks = tmp_path / f"{rows.stem}.tracks.csv"
+        assert report_command(rows, "-o", f"{rows.stem}.html", "--tracks", tracks) is None
+        with open(tracks, newline="") as f:
+            (track,) = csv.DictReader(f)
+        thumbnail = cv2.imread(str(tracks.parent / track["thumbnail"]))  # (was: none — "the source video is not there")
+        assert thumbnail is not None and thumbnail.std() > 60, rows  # the sharp image's face, not a flat one
+    (photos / "b.png").unlink()  # the best image gone: the best of those left
+    assert report_command(folder_rows, "-o", "again.html", "--tracks", "again.csv") is None
+    with open("again.csv", newline="") as f:
+        (track,) = csv.DictReader(f)
+    assert cv2.imread(track["thumbnail"]).std() < 5
 
 
 def test_the_thumbnails_never_replace_a_file_of_their_folder_name(tmp_path, monkeypatch):

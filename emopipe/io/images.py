@@ -21,7 +21,7 @@ from emopipe.types import Frame, HostFrame, SourceInfo
 logger = logging.getLogger(__name__)
 
 
-def _read_image(path: Path) -> np.ndarray | None:
+def read_image(path: Path) -> np.ndarray | None:
     """An image file as BGR uint8 (EXIF orientation applied), or None when it does not decode."""
     try:
         data = np.fromfile(path, dtype=np.uint8)  # unlike cv2.imread, fine with any path on any OS
@@ -44,7 +44,7 @@ class ImageSource(_SourceBase):
         _check_arguments(None, None, max_frames)
         self.path = Path(path)
         _check_file(self.path)
-        image = _read_image(self.path)
+        image = read_image(self.path)
         if image is None:
             raise InputUnreadableError(f"cannot read {self.path}: not an image OpenCV can decode")
         self._image: np.ndarray | None = image
@@ -121,7 +121,7 @@ class FolderSource(_SourceBase):
         while self._next < len(self.paths):
             index, file = self._next, self.paths[self._next]
             self._next += 1
-            image = _read_image(file)
+            image = read_image(file)
             if image is not None:
                 return HostFrame(index=index, timestamp_s=float(index), bgr=image, read_time=time.perf_counter(),
                                  file=file.name)

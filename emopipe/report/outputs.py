@@ -22,7 +22,7 @@ from emopipe.errors import OutputError
 from emopipe.io.records import created_mode, describe_os_error
 from emopipe.report.html import TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
-from emopipe.report.thumbnails import jpeg, thumbnails_from_video
+from emopipe.report.thumbnails import jpeg, thumbnails_from_source
 from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
 from emopipe.types import FaceRecord
 
@@ -156,9 +156,9 @@ def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *,
                  short_track_s: float = SHORT_TRACK_S,
                  thumbnails_relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
     """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
-    ``path``; thumbnails, when asked for, are cut from each source video that can still be read, and also
-    saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the summaries name the
-    thumbnails relative to ``thumbnails_relative_to``, by default the page's folder)."""
+    ``path``; thumbnails, when asked for, are cut from each source (video, image or folder of images) that can
+    still be read, and also saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the
+    summaries name the thumbnails relative to ``thumbnails_relative_to``, by default the page's folder)."""
     collector = TrackCollector()
     collector.add(records)
     return write_collected_report(collector, path, thumbnails=thumbnails, short_track_s=short_track_s,
@@ -175,7 +175,7 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
         for series in collector.series():
             by_source.setdefault(series.source, []).append(series)
         for source, tracks in by_source.items():
-            crops.update(thumbnails_from_video(tracks, source))
+            crops.update(thumbnails_from_source(tracks, source))
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent

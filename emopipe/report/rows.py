@@ -115,9 +115,16 @@ def _csv_records(path: Path, reader: Any) -> Iterator[FaceRecord]:
                 probabilities=[float(row[c]) for c in p_columns], valence=float(row[where["valence"]]),
                 arousal=float(row[where["arousal"]]), landmarks=landmarks,
                 detected=bool(int(row[where["detected"]])) if "detected" in where else True, labels=labels,
+                file=row[where["file"]] if "file" in where else None,  # (a folder of images: the image's name)
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise _broken(path, number, exc) from None
+
+
+def _text_or_none(value: Any, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} is not a string")
+    return value
 
 
 def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
@@ -146,6 +153,7 @@ def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
                 probabilities=[float(p) for p in probabilities.values()], valence=float(row["valence"]),
                 arousal=float(row["arousal"]), landmarks=row.get("landmarks"),
                 detected=bool(row.get("detected", True)), labels=tuple(probabilities),
+                file=_text_or_none(row.get("file"), "file"),
             )
         except RecursionError:  # json nests by recursion: a deeply nested value ends it
             raise _broken(path, number, "nested too deeply") from None

@@ -5,8 +5,8 @@ variance of the Laplacian of the crop scaled to ``THUMBNAIL_PX`` (so large and s
 fairly), and frontality (from the landmarks, when the run has them) is how centred the nose tip is
 between the outer eye corners, 1 for a frontal face, falling to 0.25 for a profile. During a run
 :class:`ThumbnailPicker` keeps one crop per track (bounded memory: ``THUMBNAIL_PX``² × 3 bytes per
-track); for rows files, :func:`thumbnails_from_video` reads a few candidate frames from the source
-video, when it is still there.
+track); for rows files, :func:`thumbnails_from_source` reads a few candidate frames from the source
+video, or the candidate images of a folder of images, when they are still there.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from emopipe.io.images import read_image
+from emopipe.io.uris import IMAGE_SUFFIXES
 from emopipe.report.tracks import TrackSeries
 from emopipe.types import FaceRecord
 
@@ -114,6 +116,53 @@ def _candidates(series: TrackSeries) -> list[int]:
     return [int(chunk[np.argmax(value[chunk])]) for chunk in chunks if len(chunk)]
 
 
+def thumbnails_from_source(tracks: Sequence[TrackSeries], source: str) -> dict[tuple[str, int], np.ndarray]:
+    """The best of a few candidate crops per track, cut from ``source`` (the rows' source): a video, one image, or
+    a folder of images (each row names its image file); empty when it cannot be read (then no thumbnails)."""
+    if any(series.files for series in tracks):
+        return _thumbnails_from_images(tracks, Path(source))
+    if Path(source).suffix.lower() in IMAGE_SUFFIXES:
+        return _thumbnails_from_images(tracks, Path(source), single=True)
+    return thumbnails_from_video(tracks, source)
+
+
+def _keep_best(best: dict[tuple[str, int], tuple[float, np.ndarray]], series: TrackSeries, i: int,
+               pixels: np.ndarray) -> None:
+    crop = cut_face(pixels, series.boxes[i])
+    if crop is None:
+        return
+    value = quality(crop, float(series.scores[i]))
+    key = (series.source, series.track_id)
+    if key not in best or value > best[key][0] or math.isnan(best[key][0]):
+        best[key] = (value, crop)
+
+
+def _thumbnails_from_images(tracks: Sequence[TrackSeries], source: Path,
+                            single: bool = False) -> dict[tuple[str, int], np.ndarray]:
+    """Thumbnails from the images the rows came from: ``source`` itself (``single``), else each row's file in
+    the folder ``source``. Images are read as the run read them (EXIF orientation applied), so the boxes fit."""
+    wanted: dict[Path, list[tuple[TrackSeries, int]]] = {}
+    for series in tracks:
+        for i in _candidates(series):
+            if single:
+                wanted.setdefault(source, []).append((series, i))
+            elif i in series.files:
+                wanted.setdefault(source / series.files[i], []).append((series, i))
+    best: dict[tuple[str, int], tuple[float, np.ndarray]] = {}
+    missing = 0
+    for path, candidates in wanted.items():
+        pixels = read_image(path)
+        if pixels is None:
+            missing += 1
+            continue
+        for series, i in candidates:
+            _keep_best(best, series, i, pixels)
+    if missing:
+        logger.info("%s: %d of %d image(s) for thumbnails are not there or do not decode", source, missing,
+                    len(wanted))
+    return {key: crop for key, (_, crop) in best.items()}
+
+
 def thumbnails_from_video(tracks: Sequence[TrackSeries], video: str) -> dict[tuple[str, int], np.ndarray]:
     """The best of a few candidate crops per track, cut from ``video`` (the rows' source); empty when the
     video cannot be read (the report then has no thumbnails)."""
@@ -141,13 +190,7 @@ def thumbnails_from_video(tracks: Sequence[TrackSeries], video: str) -> dict[tup
             if not ok:
                 continue
             for series, i in wanted[frame_index]:
-                crop = cut_face(pixels, series.boxes[i])
-                if crop is None:
-                    continue
-                value = quality(crop, float(series.scores[i]))
-                key = (series.source, series.track_id)
-                if key not in best or value > best[key][0] or math.isnan(best[key][0]):
-                    best[key] = (value, crop)
+                _keep_best(best, series, i, pixels)
         return {key: crop for key, (_, crop) in best.items()}
     finally:
         capture.release()

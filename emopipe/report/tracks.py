@@ -35,11 +35,14 @@ class TrackSeries:
         self._scores = array("f")
         self._boxes = array("f")  # 4 per record
         self._probabilities = array("f")  # len(labels) per record
+        self.files: dict[int, str] = {}  # record index → its image file, for a folder of images (videos have none)
 
     def add(self, record: FaceRecord) -> None:
         if record.labels != self.labels:
             raise ValueError(f"track {self.track_id} of {self.source}: a record has labels {record.labels}, "
                              f"the track {self.labels}")
+        if record.file is not None:
+            self.files[len(self._frames)] = record.file
         self._frames.append(record.frame)
         self._times.append(record.timestamp_s)
         self._valence.append(record.valence)
