@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from emopipe.config import RunConfig
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, OutputError, UsageError
-from emopipe.io.inputs import expand_inputs
+from emopipe.io.inputs import expand_inputs, warn_linked
 from emopipe.io.nvdec import open_input
 from emopipe.io.records import STDOUT, ensure_writable, partial_path
 from emopipe.io.uris import is_live, redact_uri
@@ -392,6 +392,7 @@ class Analyzer:
         inputs = expand_inputs(wanted, config.list_files, recursive=config.recursive)
         if not inputs.sources:
             raise UsageError("no source given (files, folders, globs, --list FILE)")
+        warn_linked(inputs.sources)
         live = [redact_uri(u) for u in inputs.sources if is_live(u)]
         if live:
             raise UsageError(f"{', '.join(live)}: cameras and streams run as a fleet (Analyzer.run_fleet), "

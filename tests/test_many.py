@@ -131,6 +131,32 @@ def test_a_list_line_may_end_with_a_comment_but_a_hash_inside_a_name_or_url_stay
     assert read_list(str(listing)) == ["rtsp://cam/1", "http://h/feed#main", "clip#2.mp4", "rtsp://cam/2"]
 
 
+def test_a_link_is_a_source_of_its_own_named_after_the_link(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "raw" / "x123.mp4")
+    Path("videos").mkdir()
+    for name in ("interview.mp4", "intro.mp4"):
+        (tmp_path / "videos" / name).symlink_to(tmp_path / "raw" / "x123.mp4")
+    Path("linked").symlink_to(tmp_path / "raw")  # a linked folder: the same file as raw/x123.mp4
+    found = expand_inputs(["videos/interview.mp4", "videos/intro.mp4", "./videos/interview.mp4",
+                           str(tmp_path / "videos" / "interview.mp4")])
+    assert found.sources == ("videos/interview.mp4", "videos/intro.mp4")  # one path named twice is one source
+    assert expand_inputs(["videos"]).sources == ("videos/interview.mp4", "videos/intro.mp4")
+    assert expand_inputs(["raw/x123.mp4", "linked/x123.mp4"]).sources == ("raw/x123.mp4",)
+    planned = plan_outputs(["videos/interview.mp4", "videos/intro.mp4", "linked/x123.mp4"], Path("out"), "csv")
+    assert [p.name for p in planned] == ["videos/interview", "videos/intro", "linked/x123"]
+    # --resume matches each link to its own manifest line, from any folder and however spelled
+    out = tmp_path / "out"
+    write_done(Manifest(out, files=True), "videos/interview.mp4", out / "interview.emotions.csv")
+    assert json.loads((out / "manifest.jsonl").read_text())["path"] == str(tmp_path / "videos" / "interview.mp4")
+    monkeypatch.chdir(tmp_path / "videos")
+    caplog.clear()
+    plan = Analyzer(device="cpu").plan_many(["interview.mp4", "intro.mp4"], out, resume=True)
+    assert caplog.text.count("interview.mp4, intro.mp4 are one file") == 1  # each analysed: said, once
+    assert [r.source for r in plan.skipped] == ["interview.mp4"]
+    assert [(p.uri, p.rows.name) for p in plan.todo] == [("intro.mp4", "intro.emotions.csv")]
+
+
 def write_done(manifest: Manifest, source: str, rows: Path) -> None:
     """A line an earlier run wrote for a finished source, with its files."""
     summary = rows.with_name(rows.name.replace(".emotions.csv", ".emotions.summary.json"))

@@ -46,10 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("sources", nargs="*", metavar="SOURCE",
                         help="video file, image file or folder of images; or a network stream (rtsp://, http(s)://…) "
                              "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
-                             "in one process, warmed once, with a rows file per source in the -o folder (a folder "
-                             "holding videos gives its videos, its images are skipped; a folder of images only is "
-                             "one image sequence). Several cameras or streams (and --webcam N beside them) run live in "
-                             "one process, a rows file per camera in the -o folder (docs/live.md)")
+                             "in one process, warmed once, with a rows file per source in the -o folder, named "
+                             "after the path given, a link after the link (a folder holding videos gives its "
+                             "videos, its images are skipped; a folder of images only is one image sequence). "
+                             "Several cameras or streams (and --webcam N beside them) run live in one process, a "
+                             "rows file per camera in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")

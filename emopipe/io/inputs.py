@@ -6,13 +6,14 @@ single folder. Images beside videos in one folder are not analysed (a warning sa
 cameras pass through unchanged; a path that does not exist also does (it fails as a source of its own,
 recorded, while the others run). A list file's lines are expanded as the command line's items are (a folder,
 a quoted glob), relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one
-source (:func:`source_key`).
+source (:func:`source_key`); a link is a source of its own, named after the link.
 """
 
 from __future__ import annotations
 
 import glob
 import logging
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,11 +62,26 @@ def read_list(path: str) -> list[str]:
 
 
 def source_key(uri: str) -> str:
-    """What names a source from run to run: a local path resolved (``v/a.mp4``, ``./v/a.mp4`` and its absolute
-    path are one file, whichever folder the command runs in), a URL or camera as given."""
+    """What names a source from run to run: a local path made absolute with its folders resolved (``v/a.mp4``,
+    ``./v/a.mp4``, its absolute path and a path through a linked folder are one file, whichever folder the
+    command runs in) but not its own name (a link to a file is a source of its own, as its outputs are named
+    after the link); a URL or camera as given."""
     if is_url(uri) or webcam_index(uri) is not None:
         return uri
-    return str(Path(uri).resolve())
+    path = Path(os.path.abspath(uri))
+    return str(path.parent.resolve() / path.name)
+
+
+def warn_linked(sources: Sequence[str]) -> None:
+    """Say when two sources are one file (links to it, or it and a link): each is analysed, under its own name.
+    (Called where a run is planned: the command line expands its inputs once more before that.)"""
+    names: dict[str, list[str]] = {}
+    for uri in sources:
+        if not (is_url(uri) or webcam_index(uri) is not None):
+            names.setdefault(os.path.realpath(uri), []).append(uri)
+    for target, given in names.items():
+        if len(given) > 1:
+            logger.warning("%s are one file (%s): analysed once for each name", ", ".join(given), target)
 
 
 def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursive: bool = False) -> Inputs:

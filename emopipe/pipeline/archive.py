@@ -89,17 +89,22 @@ class PlannedSource:
         return self.summary.relative_to(self.directory).as_posix().removesuffix(".emotions.summary.json")
 
 
+def _absolute(uri: str) -> Path:
+    return Path(os.path.abspath(uri))  # (".." and "." removed from the text; links kept, unlike resolve())
+
+
 def _relative_stems(uris: Sequence[str]) -> list[str]:
     """Names for the outputs that differ whenever the inputs differ: a file's path relative to the folder all
-    the files share (without its extension; a/clip.mp4 and b/clip.mp4 → a/clip, b/clip), a stream's cleaned URL."""
-    files = [Path(u).resolve() for u in uris if not is_live(u)]
+    the files share (without its extension; a/clip.mp4 and b/clip.mp4 → a/clip, b/clip), a stream's cleaned URL.
+    Paths are taken as given, links not followed: a link's outputs are named after the link, not its target."""
+    files = [_absolute(u) for u in uris if not is_live(u)]
     common = Path(os.path.commonpath([str(f.parent) for f in files])) if files else Path("/")
     stems = []
     for uri in uris:
         if is_live(uri):
             stems.append(default_output(uri).removesuffix(".emotions.csv"))
             continue
-        relative = Path(uri).resolve().relative_to(common)
+        relative = _absolute(uri).relative_to(common)
         parts = [re.sub(r"[^\w.+-]+", "_", p) for p in relative.parts]
         name = parts[-1]
         stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
