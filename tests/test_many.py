@@ -131,6 +131,48 @@ def test_a_list_line_may_end_with_a_comment_but_a_hash_inside_a_name_or_url_stay
     assert read_list(str(listing)) == ["rtsp://cam/1", "http://h/feed#main", "clip#2.mp4", "rtsp://cam/2"]
 
 
+def test_a_glob_takes_what_a_folder_takes_and_says_what_it_skips(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    for name in ("data/top.mp4", "data/notes.txt", "data/cover.jpg", "data/vids/b.mp4", "data/vids/a.mp4",
+                 "data/frames/1.png", "data/frames/2.png", "data/empty/readme.md",
+                 # a first run's outputs inside the folder: never sources of the next
+                 "data/top.emotions.csv", "data/manifest.jsonl", "data/report.html", "data/report.thumbnails/t1.jpg"):
+        touch(tmp_path / name)
+    found = expand_inputs(["data/*"])
+    # its folders as if named: one of videos gives them, one of images is an image sequence; the jpg beside videos
+    # is not taken, as a folder's images beside its videos are not
+    assert found.sources == ("data/frames", "data/top.mp4", "data/vids/a.mp4", "data/vids/b.mp4")
+    assert "data/*: 1 video(s) analysed; the 1 image(s) it matches are not" in caplog.text
+    assert "skipped 6 match(es) that are no video or image" in caplog.text and "data/empty/" in caplog.text
+    deep = expand_inputs(["./data/**/*"]).sources  # (./ kept on what it matches: still taken)
+    assert [os.path.normpath(s) for s in deep] == ["data/frames", "data/top.mp4", "data/vids/a.mp4", "data/vids/b.mp4"]
+    # a list line is expanded the same way; a pattern that gives nothing is a one-line error
+    listing = touch(tmp_path / "list.txt", b"data/v*\n")
+    assert expand_inputs([], [str(listing)]).sources == ("data/vids/a.mp4", "data/vids/b.mp4")
+    with pytest.raises(InputNotFoundError, match=r"^data/\*\.txt matches no video or image.*data/notes\.txt"):
+        expand_inputs(["data/*.txt"])
+
+
+def test_hidden_files_are_no_sources_but_a_link_to_nothing_fails_as_one(tmp_path):
+    for name in ("v/a.mp4", "v/._a.mp4", "v/.DS_Store", "v/.trash/old.mp4", "v/s/b.mp4"):
+        touch(tmp_path / name)
+    (tmp_path / "v" / "gone.mp4").symlink_to(tmp_path / "nowhere.mp4")  # not silently left out: it fails, recorded
+    expected = (str(tmp_path / "v" / "a.mp4"), str(tmp_path / "v" / "gone.mp4"))
+    assert expand_inputs([str(tmp_path / "v")]).sources == expected
+    assert expand_inputs([str(tmp_path / "v")], recursive=True).sources == (*expected, str(tmp_path / "v/s/b.mp4"))
+    assert expand_inputs([str(tmp_path / "v" / "*")]).sources == (*expected, str(tmp_path / "v/s/b.mp4"))
+
+
+def test_a_list_file_from_windows_or_with_a_home_folder_reads_as_meant(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    touch(tmp_path / "v" / "a.mp4")
+    touch(tmp_path / "v" / "b.mp4")
+    listing = touch(tmp_path / "list.txt", "\ufeff# clips\r\n~/v/a.mp4\r\n\r\n~/v/b.*\r\n".encode())
+    assert read_list(str(listing)) == ["~/v/a.mp4", "~/v/b.*"]  # no byte-order mark in a name, no \r
+    assert expand_inputs([], [str(listing)]).sources == (str(tmp_path / "v" / "a.mp4"), str(tmp_path / "v" / "b.mp4"))
+    assert expand_inputs([], ["~/list.txt"]).sources == (str(tmp_path / "v" / "a.mp4"), str(tmp_path / "v" / "b.mp4"))
+
+
 def test_a_link_is_a_source_of_its_own_named_after_the_link(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "raw" / "x123.mp4")
@@ -390,6 +432,19 @@ def clips(tmp_path, models_home, checkpoints):
         "b/two.mp4": moving_face_video(tmp_path / "b" / "two.mp4", frames=2, two_faces=True, empty=None),
     }
     return made, ("--weights", str(checkpoints[8]), *MODEL)
+
+
+@pytest.mark.parametrize(("pattern", "message"), [
+    ("nothing/*.mp4", "no file matches nothing/*.mp4"),
+    ("data/*", "data/* matches no video or image, nor a folder holding them (data/notes.txt, data/sub/); name a "
+               "file directly or in a --list file to analyse it anyway"),
+])
+def test_a_glob_that_gives_nothing_is_a_one_line_error_before_any_model_loads(tmp_path, pattern, message):
+    touch(tmp_path / "data" / "notes.txt")
+    touch(tmp_path / "data" / "sub" / "notes.txt")
+    done = emopipe(pattern, "-o", "out", "--weights", tmp_path / "no-such.pth", cwd=tmp_path, check=3)
+    assert done.stderr.splitlines() == [f"emopipe: error: {message}"]  # (missing weights would be exit 6)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

@@ -47,10 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="video file, image file or folder of images; or a network stream (rtsp://, http(s)://…) "
                              "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
                              "in one process, warmed once, with a rows file per source in the -o folder, named "
-                             "after the path given, a link after the link (a folder holding videos gives its "
-                             "videos, its images are skipped; a folder of images only is one image sequence). "
-                             "Several cameras or streams (and --webcam N beside them) run live in one process, a "
-                             "rows file per camera in the -o folder (docs/live.md)")
+                             "after the path given (a link after the link). A folder holding videos gives its "
+                             "videos (its images and hidden files are skipped); a folder of images only is one "
+                             "image sequence; a glob takes what it matches as a folder does, each folder it "
+                             "matches as if named, and skips other files with a warning. Several cameras or "
+                             "streams (and --webcam N beside them) run live in one process, a rows file per camera "
+                             "in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
                                             "default: SOURCE_NAME.emotions.csv in the current folder)")
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted, skipped) and summary.json. A source that fails is recorded and the others go on: exit code 9 "
         "if any failed.")
     many.add_argument("--list", dest="list_files", action="append", default=[], metavar="FILE",
-                      help="read sources from FILE, one per line (# comments; folders and globs expanded)")
+                      help="read sources from FILE, one per line (# comments; folders, globs and ~ expanded)")
     many.add_argument("--recursive", action="store_true", help="folders: also the videos in their subfolders")
     many.add_argument("--resume", action="store_true",
                       help="continue a run into the same folder: skip the sources it finished, redo the others "

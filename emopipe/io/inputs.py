@@ -2,10 +2,13 @@
 
 A folder holding video files gives one source per video (``recursive``: in its subfolders too); a folder
 holding images and no videos stays one source, the images in name order (an image sequence), as for a
-single folder. Images beside videos in one folder are not analysed (a warning says how many). URLs and
-cameras pass through unchanged; a path that does not exist also does (it fails as a source of its own,
-recorded, while the others run). A list file's lines are expanded as the command line's items are (a folder,
-a quoted glob), relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one
+single folder. Images beside videos in one folder are not analysed (a warning says how many). Hidden files
+(``.DS_Store``, macOS's ``._clip.mp4`` metadata twins) and hidden folders are never a folder's sources. A glob
+takes what it matches as a folder takes its contents: its videos (its images when it matches no video; other
+files are skipped with a warning), and each folder it matches as if that folder were named. URLs and cameras
+pass through unchanged; a path that does not exist also does (it fails as a source of its own, recorded, while
+the others run). A list file's lines are expanded as the command line's items are (a folder, a quoted glob, a
+leading ``~``), relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one
 source (:func:`source_key`); a link is a source of its own, named after the link.
 """
 
@@ -28,6 +31,8 @@ logger = logging.getLogger(__name__)
 VIDEO_FILE_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts",
                                  ".mts", ".m2ts", ".wmv", ".flv", ".3gp", ".ogv"})
 _GLOB_CHARACTERS = frozenset("*?[")
+# --report writes its pictures in NAME.thumbnails/: emopipe's own output, never an image sequence to analyse
+_THUMBNAILS = ".thumbnails"
 
 
 @dataclass(frozen=True)
@@ -38,21 +43,80 @@ class Inputs:
     collection: bool  # a folder of videos, a glob or a list file: even one source is written per source
 
 
+def _skipped(path: Path, root: Path) -> bool:
+    """A file under ``root`` that is no source: hidden, or in a hidden folder or a report's thumbnails."""
+    parts = path.relative_to(root).parts
+    return any(p.startswith(".") for p in parts) or any(p.endswith(_THUMBNAILS) for p in parts[:-1])
+
+
+def _listed(path: Path) -> bool:
+    """A file to consider; a link to nothing too, so that it fails as a source rather than vanish unsaid."""
+    return path.is_file() or (path.is_symlink() and not path.exists())
+
+
 def _videos_in(folder: Path, recursive: bool) -> tuple[list[Path], int]:
     pattern = "**/*" if recursive else "*"
-    files = sorted((p for p in folder.glob(pattern) if p.is_file()), key=lambda p: str(p).lower())
+    files = sorted((p for p in folder.glob(pattern) if not _skipped(p, folder) and _listed(p)),
+                   key=lambda p: str(p).lower())
     videos = [p for p in files if p.suffix.lower() in VIDEO_FILE_SUFFIXES]
     images = sum(1 for p in files if p.suffix.lower() in IMAGE_SUFFIXES)
     return videos, images
 
 
+def _folder(item: str, recursive: bool) -> list[str] | None:
+    """A folder's sources: its videos, or the folder itself when it holds images only (an image sequence);
+    None when it holds neither."""
+    videos, images = _videos_in(Path(item), recursive)
+    if videos:
+        if images:
+            logger.warning("%s: %d video(s) analysed; its %d image(s) are not (give the images a folder of their "
+                           "own to analyse them as an image sequence)", item, len(videos), images)
+        return [str(v) for v in videos]
+    return [item] if images else None
+
+
+def _globbed(pattern: str, recursive: bool) -> list[str]:
+    """A glob's sources, taken as a folder takes its contents (the folders it matches as if named); what it
+    matches but does not take is said in a warning, and a glob that gives nothing is an error."""
+    matches = sorted(glob.glob(pattern, recursive=True))
+    if not matches:
+        raise InputNotFoundError(f"no file matches {pattern}")
+    skipped = [m for m in matches if any(p.endswith(_THUMBNAILS) for p in Path(m).parts)]  # a report's pictures
+    matches = [m for m in matches if m not in skipped]
+    files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m))]  # (spelled as matched: ./a.mp4)
+    videos = {m for m in files if Path(m).suffix.lower() in VIDEO_FILE_SUFFIXES}
+    images = {m for m in files if Path(m).suffix.lower() in IMAGE_SUFFIXES}
+    sources: list[str] = []
+    for match in matches:
+        if Path(match).is_dir():
+            found = _folder(match, recursive)
+            if found is None:
+                skipped.append(os.path.join(match, ""))  # (its trailing / says it is a folder)
+            sources += found or []
+        elif match in videos or (match in images and not videos):
+            sources.append(match)
+        elif match not in images:
+            skipped.append(match)
+    if videos and images:
+        logger.warning("%s: %d video(s) analysed; the %d image(s) it matches are not (match them with a glob of "
+                       "their own)", pattern, len(videos), len(images))
+    if skipped:
+        examples = ", ".join(skipped[:3]) + (", …" if len(skipped) > 3 else "")
+        if not sources:
+            raise InputNotFoundError(f"{pattern} matches no video or image, nor a folder holding them ({examples}); "
+                                     "name a file directly or in a --list file to analyse it anyway")
+        logger.warning("%s: skipped %d match(es) that are no video or image, nor a folder holding them: %s",
+                       pattern, len(skipped), examples)
+    return sources
+
+
 def read_list(path: str) -> list[str]:
     """The sources in a list file: one per line; blank lines and lines starting with # are skipped."""
-    file = Path(path)
+    file = Path(path).expanduser()
     if not file.is_file():
         raise InputNotFoundError(f"list file not found: {path}")
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
+    try:  # (utf-8-sig: a byte-order mark, as Windows editors write, is not part of the first line's name)
+        lines = file.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputUnreadableError(f"cannot read the list file {path}: {exc}") from None
     # a "#" at a line's start, or after a space, begins a comment ("rtsp://cam/1  # door"); one inside a name or
@@ -96,22 +160,16 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
     for item in [*entries, *items]:
         if is_url(item) or webcam_index(item) is not None:
             found.append(item)
-        elif _GLOB_CHARACTERS & set(item) and not Path(item).exists():
-            matches = sorted(glob.glob(item, recursive=True))
-            if not matches:
-                raise InputNotFoundError(f"no file matches {item}")
-            found += [m for m in matches if Path(m).is_file()]
+            continue
+        if item.startswith("~") and not Path(item).exists():  # a list's line, or a quoted glob: no shell expanded it
+            item = os.path.expanduser(item)
+        if _GLOB_CHARACTERS & set(item) and not Path(item).exists():
+            found += _globbed(item, recursive)
             collection = True
         elif Path(item).is_dir():
-            videos, images = _videos_in(Path(item), recursive)
-            if videos:
-                if images:
-                    logger.warning("%s: %d video(s) analysed; its %d image(s) are not (give the images a folder "
-                                   "of their own to analyse them as an image sequence)", item, len(videos), images)
-                found += [str(v) for v in videos]
-                collection = True
-            else:
-                found.append(item)  # an image sequence
+            sources = _folder(item, recursive) or [item]  # (a folder with nothing to read fails as a source)
+            collection |= sources != [item]  # its videos, not one image sequence
+            found += sources
         else:
             found.append(item)
     first: dict[str, str] = {}
