@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "16; 1 on the CPU)")
     model.add_argument("--no-cudnn-benchmark", action="store_true",
                        help="turn cuDNN autotuning off: the first row came 1.5-2.5 s sooner on an H200, at the same "
-                            "throughput (for many short commands; docs/benchmarks.md)")
+                            "throughput (for many short commands; docs/benchmarks.md), and reruns of a command give "
+                            "bit-identical rows (docs/outputs.md)")
     model.add_argument("--no-cudnn-epilogue", action="store_true",
                        help="EmoNet's convolutions without cuDNN's fused epilogue (comparison; the epilogue needs "
                             "nvidia-cudnn-frontend): fewer faces/s and more latency at batch 1 (docs/benchmarks.md)")
