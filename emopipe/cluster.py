@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -393,16 +393,37 @@ def _connect(address: str) -> bool:
 
     if ray.is_initialized():
         return False  # e.g. a notebook or a test that started Ray itself
-    # Ray's driver takes SIGTERM for itself (it exits at once, files left open): give it back to the handler
-    # this process had (the command line's: finish the files, exit 130, as `docker stop` and Kubernetes expect)
+    # Ray's driver takes SIGTERM for itself as ray.init starts (it exits at once, status 15, files left open): the
+    # handler this process had (the command line's: finish the files, exit 130, as `docker stop` and Kubernetes
+    # expect) is kept all along, Ray kept from setting its own, and set back after (should Ray set it otherwise)
     main = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGTERM) if main else None
     try:
-        _join(address)
+        with _without_rays_sigterm_handler():
+            _join(address)
     finally:
         if handler is not None:
             signal.signal(signal.SIGTERM, handler)
     return True
+
+
+@contextlib.contextmanager
+def _without_rays_sigterm_handler() -> Iterator[None]:
+    """ray.init sets Ray's SIGTERM handlers (the driver's, then the local node's) through
+    ``ray._private.utils.set_sigterm_handler``: while Ray starts, that sets nothing. Through Ray's private module,
+    as :func:`_disconnect` does; should it change, Ray's handler is only set back after ray.init (a SIGTERM during
+    ray.init then ends the process)."""
+    from ray._private import utils
+
+    setter = getattr(utils, "set_sigterm_handler", None)
+    if setter is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = setter
 
 
 def _join(address: str) -> None:
@@ -528,14 +549,17 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     if options.retries < 0:
         raise UsageError(f"--ray-retries must be ≥ 0, got {options.retries}")
     started = time.perf_counter()
-    ours = _connect(options.address)
-    timeline = {"connect_s": time.perf_counter() - started}
-    count, per_gpu, per_cpu = _sizing(options)
-    worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
-    board = ray.remote(num_cpus=0)(ProgressBoard).remote() if progress else None
-    crew = _Crew(config, count, per_gpu, per_cpu, board)
+    ours, crew, board = False, None, None
+    held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
+    held.hold()
     try:
-        for _ in range(count):
+        ours = _connect(options.address)
+        timeline = {"connect_s": time.perf_counter() - started}
+        count, per_gpu, per_cpu = _sizing(options)
+        worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
+        board = ray.remote(num_cpus=0)(ProgressBoard).remote() if progress else None
+        crew = _Crew(config, count, per_gpu, per_cpu, board)
+        for _ in range(count if held.signum is None else 0):  # (none for a run already interrupted)
             crew.spawn()
         from emopipe.api import Analyzer, report_many
         from emopipe.pipeline.analysis import ProgressBar
@@ -546,11 +570,13 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             crew.dismiss(name)
         seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
         try:
-            outcome = _run(plan, config, options, seen, on_result, started, crew, timeline)
+            outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)
         finally:
             seen.close()  # the bar's last line, on its own line, before the summary's log lines
     finally:
-        crew.kill_all()
+        held.release()  # (an error before _run took them)
+        if crew is not None:
+            crew.kill_all()
         if board is not None:
             ray.kill(board, no_restart=True)
         if ours:  # (now, not at exit: a local Ray's processes take a second or more to stop; said in the log)
@@ -562,9 +588,58 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     return outcome
 
 
+class _HeldSignals:
+    """Ctrl-C and SIGTERM while a run starts (Ray connecting, the workers spawned, the run planned) are held, and
+    taken as the run begins (:meth:`take`): it then ends at once, every source recorded, as at any later moment.
+    Cut off before, it would leave a Ray started halfway and no manifest. A second signal meanwhile goes to the
+    process's own handler at once (the command line's: exit 130 now, with no manifest). Only on the main thread,
+    where Python handles signals; a signal the process ignores stays ignored."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._before: dict[int, Any] = {}  # signal → the handler the process had
+
+    def hold(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler not in (signal.SIG_IGN, None):  # (None: a handler set outside Python, left alone)
+                self._before[signum] = handler
+                signal.signal(signum, self._hold)
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            return
+        self.release()
+        self._deliver(signum)
+
+    def release(self) -> None:
+        """Give each signal back to the handler the process had."""
+        for signum, handler in self._before.items():
+            signal.signal(signum, handler)
+        self._before.clear()
+
+    def take(self) -> None:
+        """Release the signals, and hand the one held (if any) to its handler: a KeyboardInterrupt, mostly."""
+        self.release()
+        if self.signum is not None:
+            self._deliver(self.signum)
+
+    @staticmethod
+    def _deliver(signum: int) -> None:
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            handler(signum, None)  # the command line's: a KeyboardInterrupt (and the next signal exits at once)
+        raise KeyboardInterrupt  # SIGTERM with no handler of the process's: ends the run as Ctrl-C does
+
+
 def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
          on_result: Callable[[SourceResult], None] | None, started: float, crew: _Crew,
-         timeline: dict[str, float]) -> ManyOutcome:
+         timeline: dict[str, float], held: _HeldSignals) -> ManyOutcome:
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
@@ -623,6 +698,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         seen.draw()
 
     try:
+        held.take()  # a Ctrl-C or SIGTERM while the run started ends it here
         while pending or in_flight:
             while pending and (free := [n for n in load if n in crew.live and load[n] < DEPTH]):
                 # guided: large shares while much is left (few pipeline restarts), single sources at the end
@@ -715,9 +791,13 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         crew.kill_all()
         with contextlib.suppress(Exception):
             ray.wait(list(in_flight), num_returns=len(in_flight), timeout=KILL_WAIT_S)
-        for _, share, _ in in_flight.values():
-            for source in share:  # their rows stay under partial names: the next --resume redoes them
-                record(_as_left(source, sent_at.get(source.uri, 0.0)))
+        # every source without its line gets one: one that went out as its files say (its worker's reply never
+        # came, or came cut off), one that never did interrupted; the next --resume redoes them
+        recorded = {r.source for r in results}
+        for source in plan.todo:
+            if source.uri not in recorded:
+                record(_as_left(source, sent_at[source.uri]) if source.uri in sent_at else
+                       SourceResult(source=source.uri, status="interrupted", exit_code=130))
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
                        ray={"workers": crew.count, "gpus_per_worker": crew.per_gpu, "worker_failures": failures,
                             "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},

@@ -327,6 +327,7 @@ def test_ctrl_c_over_ray_stops_the_workers_before_the_manifest_says_what_was_lef
     time.sleep(3)  # a worker left running would finish its sources now, after the manifest was written
     latest = {Path(e["source"]).stem: e for e in map(json.loads, (out / "manifest.jsonl").open())}
     assert "interrupted" in {e["status"] for e in latest.values()}
+    assert len(latest) == 5  # every source has its line: those never handed out (or cut off in a reply) too
     for stem, entry in latest.items():  # each source is as its line says: none completed behind its back
         rows = out / f"{stem}.emotions.csv"
         # (a worker killed between its rows' rename and its summary: interrupted, its line naming those rows)

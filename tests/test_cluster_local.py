@@ -3,13 +3,22 @@ other cluster tests share one Ray the module starts, and this one needs none run
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
 from emopipe.cluster import LOCAL, _connect, _disconnect  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
@@ -40,3 +49,67 @@ def test_a_local_ray_the_run_started_stops_with_its_monitor_killed_first(monkeyp
     assert not ray.is_initialized()
     still_running = [kind for kind, processes in started.items() for p in processes if p.poll() is None]
     assert still_running == []
+
+
+# The command, with ray.init held where Ray's own SIGTERM handlers are already set (the local node started, the
+# driver not yet connected): it says so on stderr and goes on once the test has sent its SIGTERM (a file appears).
+# Linux hands a signal sent to a process to its main thread, which runs the handler as the signal lands (here: in
+# the sleep), before it can see the file: no timing involved.
+SIGTERM_WHILE_RAY_CONNECTS = """
+import sys, time
+from pathlib import Path
+from ray._private import worker
+
+connect, go = worker.connect, Path(sys.argv[1])
+
+def held(*args, **kwargs):
+    print("test: ray connecting", file=sys.stderr, flush=True)
+    while not go.exists():
+        time.sleep(0.01)
+    return connect(*args, **kwargs)
+
+worker.connect = held
+from emopipe.cli.app import run_and_exit
+run_and_exit(sys.argv[2:])
+"""
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_while_ray_connects_exits_130_with_every_source_recorded(tmp_path, checkpoints, models_home):
+    """Ray's SIGTERM handler, set inside ray.init, ended the command at once (status 15 or 1, no manifest) when
+    `docker stop` or Kubernetes sent SIGTERM while Ray started; now the run ends as at Ctrl-C: exit 130, each
+    source recorded (none started: interrupted), the run's summary written."""
+    if ray.is_initialized():
+        pytest.skip("a Ray is already connected in this process")
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name in ("a.mp4", "b.mp4"):
+        moving_face_video(clips / name, frames=2, empty=None)
+    out, go = tmp_path / "out", tmp_path / "go"
+    process = subprocess.Popen(
+        [sys.executable, "-c", SIGTERM_WHILE_RAY_CONNECTS, str(go), str(clips), "-o", str(out), "--ray", LOCAL,
+         "--ray-workers", "1", "--detector", "blazeface", "--weights", str(checkpoints[8]), "--device", "cpu",
+         "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        seen = []
+        assert process.stderr is not None
+        for line in process.stderr:  # (ends with the process, should it end before Ray connects)
+            seen.append(line)
+            if line.startswith("test: ray connecting"):
+                break
+        assert seen and seen[-1].startswith("test: ray connecting"), "".join(seen)
+        process.send_signal(signal.SIGTERM)
+        go.touch()
+        stderr = "".join(seen) + process.communicate(timeout=240)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted((Path(e["source"]).name, e["status"], e["exit_code"]) for e in lines) == [
+        ("a.mp4", "interrupted", 130), ("b.mp4", "interrupted", 130)]
+    run = json.loads((out / "summary.json").read_text())
+    assert run["run_interrupted"] is True and (run["sources"], run["interrupted"]) == (2, 2)
+    assert not list(out.glob("*.emotions.csv*"))  # nothing ran
