@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,7 +165,8 @@ class Worker:
     between shares; :meth:`process` returns a share's results once its last source is finished. All the CUDA
     work (engines built, warmed and CUDA graphs captured, then the pipeline) runs on the worker's one serving
     thread; the actor's methods only add sources and wait (the actor takes a few calls at once for that). A
-    pipeline that fails (a bug, the GPU out of memory) fails the shares in it and a new one takes the next.
+    pipeline that fails (a bug, the GPU out of memory, a rows file that cannot be written) fails the source it was
+    in, and a new one takes the sources it never reached and the next shares.
 
     With ``metrics_port`` (0: a free one) it serves its Prometheus metrics for its whole life, over all its
     shares; with ``--pushgateway`` it pushes them after each share, grouped by its name as ``instance``."""
@@ -274,11 +275,16 @@ class Worker:
                 self.first_share_at = began
             feed.share_of.extend([share_id] * len(share))
             positions = feed.chain.extend(share)
-            while len(feed.results) < positions.stop and not feed.stopped:
+            # (a source is interrupted only when its pipeline stops under it: then wait for the failure, to say it)
+            while not feed.stopped and (len(feed.results) < positions.stop or any(
+                    r.status == "interrupted" for r in feed.results[positions.start:positions.stop])):
                 self._changed.wait(timeout=1.0)
-            if len(feed.results) < positions.stop:  # its pipeline failed under it: a bug, said as such
-                raise RuntimeError(f"{self.name}: its pipeline failed: {feed.failure}") from feed.failure
             results = feed.results[positions.start:positions.stop]
+        if feed.failure is not None:
+            # its pipeline failed under the share: each source as far as it went — those finished keep their
+            # results, the one it failed in fails with the error, and those it never reached have no result here
+            # (the driver gives them to a pipeline again)
+            results = [_failed_in(r, feed.failure, self.name) if r.status == "interrupted" else r for r in results]
         self.counter.wait_for(share_id, sum(r.frames for r in results), lambda: feed.stopped)
         # Two shares' replies are taken one at a time, each numbered: the driver keeps the summary taken last
         # (replies may reach it in either order), and the Pushgateway gets the pushes in the order their values
@@ -313,6 +319,18 @@ class Worker:
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
         return {"name": self.name, "where": self.where, "metrics": _endpoint(server)}
+
+
+def _failed_in(result: SourceResult, failure: BaseException, worker: str) -> SourceResult:
+    """The source a worker's pipeline failed in (its sink marked it interrupted as the pipeline stopped): failed,
+    with the failure's one-line message and exit code (as one process would report it; 1 for a bug); its rows so
+    far stay under the partial name."""
+    if isinstance(failure, EmopipeError):
+        message, exit_code, kind = str(failure), failure.exit_code, type(failure).__name__
+    else:
+        message, exit_code, kind = f"{type(failure).__name__}: {failure}", 1, "WorkerError"
+    return replace(result, status="failed", error=f"{worker}'s pipeline failed: {message}".splitlines()[0],
+                   exit_code=exit_code, kind=kind)
 
 
 def _endpoint(server: MetricsServer | None) -> str | None:
@@ -688,6 +706,16 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         if on_result is not None:
             on_result(result)
 
+    def again(source: PlannedSource, why: str, kind: str) -> None:
+        """A source its worker left unfinished (it died, or its pipeline failed before the source): to another
+        pipeline, up to --ray-retries times, then failed (``why`` with the count)."""
+        attempts[source.uri] = attempts.get(source.uri, 0) + 1
+        if attempts[source.uri] > options.retries:
+            record(SourceResult(source=source.uri, status="failed", error=why.format(attempts[source.uri]),
+                                exit_code=1, kind=kind))
+        else:
+            pending.appendleft(source)
+
     def poll() -> None:
         """Read how far the running shares are (as their workers last told the board) and redraw."""
         if crew.board is not None:
@@ -749,13 +777,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         logger.warning("%s died (%s); its sources go to another worker", name, type(exc).__name__)
                         warm_up(crew.spawn())
                     for source in share:
-                        attempts[source.uri] = attempts.get(source.uri, 0) + 1
-                        if attempts[source.uri] > options.retries:
-                            record(SourceResult(source=source.uri, status="failed", error=f"its worker died "
-                                                f"{attempts[source.uri]} time(s): {type(exc).__name__}",
-                                                exit_code=1, kind="WorkerDied"))
-                        else:
-                            pending.appendleft(source)
+                        again(source, f"its worker died {{}} time(s): {type(exc).__name__}", "WorkerDied")
                     continue
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
                     cause = exc.cause if isinstance(exc.cause, EmopipeError) else None
@@ -772,7 +794,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     workers[name]["frames"] += result.frames
                     workers[name]["faces"] += result.faces
                 workers[name]["busy_s"] = max(workers[name]["busy_s"], reply["busy_s"])  # (replies: any order)
-                pending.extendleft(s for s in share if s.uri not in finished)  # (not expected: interrupted)
+                for source in share:
+                    if source.uri not in finished:  # its pipeline failed before reaching it
+                        again(source, "its worker's pipeline failed {} time(s) before reaching it", "WorkerError")
                 keep_latest_summary(summaries, name, reply)
             if seen.bar is not None:
                 poll()

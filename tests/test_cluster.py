@@ -248,6 +248,42 @@ def test_a_worker_whose_every_source_fails_to_open_reports_them_and_the_run_ends
     assert len(Manifest(tmp_path / "ray").previous()) == 2
 
 
+@pytest.mark.timeout(600)
+def test_a_pipeline_failing_mid_share_fails_only_its_source(tmp_path, local_ray, five_clips):
+    """One share of four: a good clip, one whose rows cannot be written (its folder in the output is a file: the
+    worker's pipeline fails in it), another good clip and a corrupt file. The whole share was failed, the
+    completed clip with it; now the sources done before keep their results, the one the pipeline failed in
+    fails with its error, and those it never reached run on the worker's next pipeline."""
+    _, config = five_clips
+    clips = tmp_path / "in"
+    (clips / "sub").mkdir(parents=True)
+    good, blocked, later = clips / "good.mp4", clips / "sub" / "blocked.mp4", clips / "later.mp4"
+    for path, frames in ((good, 4), (blocked, 3), (later, 2)):
+        moving_face_video(path, frames=frames, empty=None)
+    corrupt = clips / "corrupt.mp4"
+    corrupt.write_text("not a video\n")
+    order = [good, blocked, later, corrupt]
+    assert sorted(order, key=lambda p: -p.stat().st_size) == order  # the order the driver hands them out in
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sub").write_text("in the way\n")  # where blocked's rows go (out/sub/blocked.emotions.csv)
+    outcome = run_on_ray(config, RayOptions(workers=1, chunk=4), sources=[str(p) for p in order], output_dir=out)
+    got = {Path(r.source).name: r for r in outcome.results}
+    assert {name: r.status for name, r in got.items()} == {"good.mp4": "ok", "blocked.mp4": "failed",
+                                                            "later.mp4": "ok", "corrupt.mp4": "failed"}
+    failed = got["blocked.mp4"]
+    assert (failed.kind, failed.exit_code) == ("WorkerError", 1)
+    assert "pipeline failed: FileExistsError" in failed.error and "\n" not in failed.error, failed.error
+    assert got["corrupt.mp4"].kind == "InputUnreadableError"
+    for name, frames in (("good", 4), ("later", 2)):  # complete files, as the manifest says
+        result = got[f"{name}.mp4"]
+        assert result.frames == frames and len(rows(out / f"{name}.emotions.csv")) == result.rows > 0
+    latest = Manifest(out).previous()
+    assert {Path(k).name: e["status"] for k, e in latest.items()} == {n: r.status for n, r in got.items()}
+    assert len((out / "manifest.jsonl").read_text().splitlines()) == 4  # one line each
+    assert outcome.run["ray"]["shares"] == 2 and outcome.run["ray"]["worker_failures"] == 0
+
+
 JOIN_THEN_SIGTERM = """
 import os, signal, sys, time
 from emopipe.cluster import _connect
