@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import urllib.error
 from pathlib import Path
 
@@ -593,3 +595,31 @@ def test_a_batch_larger_than_the_resize_chunk_is_prepared_frame_by_frame_alike()
         torch.testing.assert_close(batch[i], alone[0], rtol=0, atol=0)
     assert not batch[frames_n:].any()
     assert not torch.equal(batch[0], batch[PREPARE_FRAMES])  # (different frames: the check above can fail)
+
+
+def test_the_detector_networks_load_without_face_alignments_landmark_api():
+    # its package __init__ imports scikit-image, numba and imageio: half a second of every start, never used here
+    script = (
+        "import sys\n"
+        "from emopipe.vision.detectors.base import face_alignment_network\n"
+        "nets = [face_alignment_network('detection.blazeface.net_blazeface', 'BlazeFace')(back_model=True),\n"
+        "        face_alignment_network('detection.sfd.net_s3fd', 's3fd')()]\n"
+        "print(sorted(m for m in ('face_alignment', 'skimage', 'numba', 'imageio') if m in sys.modules))\n"
+        "from face_alignment.detection.blazeface.net_blazeface import BlazeFace\n"
+        "from face_alignment.detection.sfd.net_s3fd import s3fd\n"
+        "print(list(nets[0].state_dict()) == list(BlazeFace(back_model=True).state_dict()),\n"
+        "      list(nets[1].state_dict()) == list(s3fd().state_dict()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True True"], done.stdout + done.stderr
+
+
+def test_the_detector_networks_come_from_the_package_when_its_files_cannot_be_found(monkeypatch):
+    import importlib.util
+
+    from emopipe.vision.detectors import base
+
+    monkeypatch.delitem(sys.modules, "emopipe._face_alignment.detection.sfd.net_s3fd", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    network = base.face_alignment_network("detection.sfd.net_s3fd", "s3fd")
+    assert network.__module__ == "face_alignment.detection.sfd.net_s3fd"

@@ -34,8 +34,11 @@ side, frame pixels) and the maximum number of faces per frame apply, largest fac
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -453,6 +456,34 @@ class _DetectorGraph:
 
 
 # -- weights and the registry ------------------------------------------------------------------
+
+def face_alignment_network(module: str, name: str) -> type[nn.Module]:
+    """The network class ``name`` of face-alignment's ``module`` (``detection.sfd.net_s3fd``), its file loaded on
+    its own: importing it as part of the package runs the package's ``__init__``, whose landmark API imports
+    scikit-image, numba and imageio (about 0.5 s of every command's start on the CPU machine) that a detector
+    never uses. The network files import only PyTorch and NumPy; should that change, the package is imported."""
+    qualified = f"face_alignment.{module}"
+    private = f"emopipe._face_alignment.{module}"
+    if private not in sys.modules:
+        try:
+            package = importlib.util.find_spec("face_alignment")  # (finds it without running its __init__)
+            if package is None or not package.submodule_search_locations:
+                raise ImportError(qualified)
+            path = Path(package.submodule_search_locations[0], *module.split(".")).with_suffix(".py")
+            spec = importlib.util.spec_from_file_location(private, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(qualified)
+            loaded = importlib.util.module_from_spec(spec)
+            sys.modules[private] = loaded  # (as an import would: classes find their module by name)
+            try:
+                spec.loader.exec_module(loaded)
+            except BaseException:
+                del sys.modules[private]
+                raise
+        except (ImportError, OSError, SyntaxError):  # not there, or laid out otherwise: the package's own import
+            return getattr(importlib.import_module(qualified), name)  # type: ignore[no-any-return]
+    return getattr(sys.modules[private], name)  # type: ignore[no-any-return]
+
 
 def load_network_weights(network: nn.Module, path: Path) -> nn.Module:
     """Load a plain state dict with ``weights_only=True`` and strict keys; errors name the keys."""

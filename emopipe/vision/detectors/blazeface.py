@@ -19,6 +19,7 @@ from emopipe.vision.detectors.base import (
     NMS_IOU,
     FaceDetector,
     batched_weighted_nms,
+    face_alignment_network,
     load_network_weights,
 )
 
@@ -88,9 +89,9 @@ def load_anchors(path: Path) -> np.ndarray:
 
 def _build(back_model: bool, models_dir: str | os.PathLike[str] | None, working_size: int | None,
            **options: object) -> FaceDetector:
-    from face_alignment.detection.blazeface.net_blazeface import BlazeFace
-
     from emopipe.model import weights
+
+    BlazeFace = face_alignment_network("detection.blazeface.net_blazeface", "BlazeFace")
 
     size = 256 if back_model else 128
     if working_size not in (None, size):

@@ -23,6 +23,7 @@ from emopipe.vision.detectors.base import (
     FaceDetector,
     _round_up,
     batched_nms,
+    face_alignment_network,
     load_network_weights,
 )
 
@@ -132,9 +133,9 @@ class S3FDDetector(FaceDetector):
 
 def build(models_dir: str | os.PathLike[str] | None, working_size: int | None,
                **options: object) -> FaceDetector:
-    from face_alignment.detection.sfd.net_s3fd import s3fd
-
     from emopipe.model import weights
+
+    s3fd = face_alignment_network("detection.sfd.net_s3fd", "s3fd")
 
     network = load_network_weights(s3fd(), weights.ensure("s3fd", models_dir))
     return S3FDDetector(network, working_size=working_size or DEFAULT_WORKING_SIZE, **options)
