@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linear_sum_assignment
 
 from emopipe.errors import UsageError
 from emopipe.vision import track
-from emopipe.vision.track import IouTracker, TrackSmoother, box_iou
+from emopipe.vision.track import IouTracker, TrackSmoother, best_pairs, box_iou
 
 
 def square(cx: float, cy: float, side: float = 60.0) -> list[float]:
@@ -263,3 +266,25 @@ def test_smoother_rejects_mismatched_rows_and_duplicate_ids():
         smoother.smooth([1, 2], [[1.0, 0.0]], [0.0, 0.0], [0.0, 0.0])
     with pytest.raises(ValueError, match="distinct"):
         smoother.smooth([1, 1], [[1.0, 0.0]] * 2, [0.0, 0.0], [0.0, 0.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 6), st.integers(0, 6), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_best_pairs_are_scipys_assignment_without_its_zero_worth_pairs(rows, cols, density, seed):
+    # sparse (faces apart: found without SciPy) and crowded (rows or columns in conflict: SciPy's) matrices alike
+    rng = np.random.default_rng(seed)
+    worth = np.where(rng.random((rows, cols)) < density, rng.uniform(0.01, 1.0, (rows, cols)), 0.0)
+    expected_rows, expected_cols = linear_sum_assignment(worth, maximize=True)
+    kept = worth[expected_rows, expected_cols] > 0
+    got_rows, got_cols = best_pairs(worth)
+    assert got_rows.tolist() == expected_rows[kept].tolist() and got_cols.tolist() == expected_cols[kept].tolist()
+
+
+def test_best_pairs_settle_a_conflict_for_the_larger_sum():
+    # two tracks both overlap box 0; only track 1 overlaps box 1: the greedy pick (0, 0) would leave 0.5 on the table
+    worth = np.array([[0.9, 0.0], [0.6, 0.5]])
+    rows, cols = best_pairs(worth)
+    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 0), (1, 1)]
+    worth = np.array([[0.9, 0.8], [0.7, 0.0]])  # here the larger sum pairs track 0 with box 1
+    rows, cols = best_pairs(worth)
+    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 1), (1, 0)]

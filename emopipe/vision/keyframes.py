@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from emopipe.errors import UsageError
 from emopipe.types import Detections
-from emopipe.vision.track import box_iou
+from emopipe.vision.track import best_pairs, box_iou
 
 # Two key frames K frames apart: a face matches itself when its boxes overlap at all; two faces
 # side by side do not overlap. 0.1 keeps a face moving a box width in 10 frames matched at K = 5.
@@ -52,7 +51,7 @@ class Bridge:
     def __init__(self, before: Detections, after: Detections, match_iou: float = MATCH_IOU) -> None:
         self.before, self.after = before, after
         iou = box_iou(before.boxes, after.boxes)
-        rows, cols = linear_sum_assignment(iou, maximize=True) if iou.size else (np.zeros(0, int), np.zeros(0, int))
+        rows, cols = best_pairs(iou)
         matched = iou[rows, cols] >= match_iou
         self.pairs = (rows[matched], cols[matched])
         self.only_before = np.setdiff1d(np.arange(len(before)), self.pairs[0])

@@ -17,9 +17,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from emopipe.errors import UsageError
+
+
+def best_pairs(worth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and columns of the pairs with positive worth in the assignment that maximises the summed worth
+    (``worth`` ≥ 0; SciPy's ``linear_sum_assignment``, its zero-worth pairs left out). When no row and no column
+    has two positive entries — faces apart from each other, the usual frame — those entries are the assignment,
+    and SciPy is not needed: its import costs about half a second of every command's start."""
+    positive = worth > 0
+    if (positive.sum(axis=0) <= 1).all() and (positive.sum(axis=1) <= 1).all():
+        rows, cols = np.nonzero(positive)
+        return rows, cols
+    from scipy.optimize import linear_sum_assignment
+
+    rows, cols = linear_sum_assignment(worth, maximize=True)
+    kept = worth[rows, cols] > 0
+    return rows[kept], cols[kept]
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -114,12 +129,11 @@ class IouTracker:
             else:
                 iou = box_iou(np.array(predicted), boxes)
             # Pairs under the threshold are worth nothing, so the assignment maximises the summed IoU
-            # of acceptable pairs only; any zero-worth pair it still makes is discarded below.
+            # of acceptable pairs only.
             worth = np.where(iou >= self.iou_threshold, iou, 0.0)
-            rows, cols = linear_sum_assignment(worth, maximize=True)
+            rows, cols = best_pairs(worth)
             for row, col in zip(rows.tolist(), cols.tolist()):
-                if worth[row, col] > 0:
-                    track_of_box[col] = tracks[row]
+                track_of_box[col] = tracks[row]
 
         for box, track in zip(found, track_of_box):
             if track is not None:
