@@ -51,6 +51,7 @@ from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
+from emopipe.report.segments import import_change_points_ahead
 from emopipe.types import FaceRecord, FrameResult
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class Analyzer:
         """Build the engines and warm every static shape now (otherwise the first source does)."""
         if self.models is None:
             self.models = load_models(self._base)
+            import_change_points_ahead()  # (every run summarises its tracks: their library loads as EmoNet warms)
             if not self._base.no_warmup:
                 self.models.warm_engine()
         return self

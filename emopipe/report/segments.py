@@ -24,10 +24,12 @@ noise; ruptures is the maintained reference implementation of these methods (BSD
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
 import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,6 +182,17 @@ def _noise_variance(signal: np.ndarray, floor: float = NOISE_FLOOR) -> float:
     mad = np.median(np.abs(diffs - np.median(diffs, axis=0)), axis=0)
     sigma = np.maximum(1.4826 * mad / math.sqrt(2), floor)
     return float(np.sum(sigma ** 2))
+
+
+def import_change_points_ahead() -> None:
+    """Import ruptures (with SciPy's statistics and signal modules: about a second) on a thread of its own now, so
+    that the first source's track summaries do not pay for it later on the writer thread, beside the GPU thread.
+    Called as EmoNet warms up, when the interpreter is mostly free (the GPU works); failing is left to later."""
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            import ruptures  # noqa: F401
+
+    threading.Thread(target=load, name="emopipe-import-ruptures", daemon=True).start()
 
 
 def change_points(series: TrackSeries, interval_s: float) -> list[int]:
