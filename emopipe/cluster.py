@@ -832,9 +832,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
 
 def _as_left(source: PlannedSource, since: float) -> SourceResult:
     """A source of a share cut off by Ctrl-C, as its files say (the worker's own result never came): complete
-    when its rows file has its final name and its summary is written (the last steps of a source) since its share
-    went out (older ones are an earlier attempt's, e.g. of a source that failed then), else interrupted, with the
-    rows it kept under the partial name."""
+    when its rows file has its final name and its summary is written since its share went out (older ones are an
+    earlier attempt's, e.g. of a source that failed then; the rows take their name last, after the summary), else
+    interrupted, with the rows it kept under the partial name."""
     from emopipe.io.records import partial_path
     from emopipe.pipeline.archive import SourceResult
 
@@ -853,9 +853,6 @@ def _as_left(source: PlannedSource, since: float) -> SourceResult:
                                 seconds=facts.get("seconds", 0.0),
                                 outputs={"rows": str(source.rows), "summary": str(source.summary)})
     partial = partial_path(source.rows)
-    with contextlib.suppress(OSError):
-        if source.rows.stat().st_mtime >= since:  # its rows took their name, but the worker died before its summary:
-            partial = source.rows  # interrupted all the same, the rows named as its (so --resume redoes it there)
     if not partial.exists():
         return SourceResult(source=source.uri, status="interrupted", exit_code=130)
     with contextlib.suppress(OSError):

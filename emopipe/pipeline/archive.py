@@ -5,9 +5,10 @@ The sources are read one after another into a single :class:`~emopipe.pipeline.r
 there is no pause between sources and the detector's and EmoNet's static batches are shared across them.
 Frames carry their source's position (``Frame.stream``); on the writer thread a :class:`PerSourceSink` hands
 each frame to that source's tracker and rows file, and — as frames arrive in order — finishes a source when
-its last frame is written (or the first frame of a later one arrives, or the run ends): its rows file is renamed
-from its partial name, its summary written and its line appended to the manifest. A source that cannot be
-opened or read is recorded as ``failed`` and the others go on.
+its last frame is written (or the first frame of a later one arrives, or the run ends): its files are written
+under partial names, its line appended to the manifest, then the files take their final names, the rows last
+(:meth:`PerSourceSink._finish` says why). A source that cannot be opened or read is recorded as ``failed`` and the
+others go on.
 
 A chain can also be *fed* (``feeding=True``): sources are added while it runs (:meth:`SourceChain.extend`) and
 it waits for more until :meth:`SourceChain.end_feed`. A cluster worker runs one such chain through one pipeline
@@ -15,7 +16,7 @@ for its whole life, so the GPU never drains between the shares the driver hands 
 
 ``DIR/manifest.jsonl`` gets one JSON line per source as it finishes (append-only, flushed and synced, so it
 survives a killed run); ``--resume`` skips sources whose latest line says ``ok`` (or ``skipped``) and whose
-outputs exist, and runs the others again, replacing their partial files: no row is duplicated. Each source
+outputs all exist, and runs the others again, replacing their partial files: no row is duplicated. Each source
 keeps the names the earlier run gave its files, and no source takes another's.
 """
 
@@ -576,12 +577,11 @@ class PerSourceSink(Sink):
             self._open(position)  # a source with no frame at all still gets its (header-only) rows file
         outputs: dict[str, str] = {}
         rows = 0
-        if self._sink is not None and self._writer is not None:
-            self._sink.close()
-            rows = self._writer.rows_written
-            complete = not interrupted
-            where = self._writer.commit(complete)  # interrupted: stays under its partial name
-            outputs["rows"] = where
+        writer = self._writer
+        if self._sink is not None and writer is not None:
+            self._sink.close()  # the rows are all written, still under their partial name
+            rows = writer.rows_written
+            outputs["rows"] = writer.commit(False) if interrupted else str(planned.rows)  # (interrupted: stays partial)
         # the run's time on this source: since the source before it finished, or since it was added if later (a fed
         # chain may have waited for it), so a short source's time is not just the gap between its first and last rows
         now = time.perf_counter()
@@ -604,19 +604,29 @@ class PerSourceSink(Sink):
                               exit_code=error.exit_code if error else (130 if interrupted else None),
                               kind=type(error).__name__ if error else None, outputs=outputs,
                               ended_early=reading.ended_early)
-        tracks = None
-        if status != "interrupted" and "rows" in outputs and self._tracks is not None:
-            tracks = self._write_tracks(planned, outputs)
-        if status != "interrupted" and "rows" in outputs:
+        # Crash-safe at every instant (even SIGKILL): every file is written under its partial name, then any earlier
+        # attempt's files are removed, then the manifest line claims the names, then the files take them, the rows
+        # last. Killed before the line, a source has no file under a final name; after it, --resume finds its line
+        # owning the names and redoes it until all its files are there (Manifest.done).
+        staged: list[tuple[Path, Path]] = []  # (partial, final), renamed once the line is written
+        publish = status != "interrupted" and "rows" in outputs
+        if publish:
+            tracks = self._write_tracks(planned, outputs, staged) if self._tracks is not None else None
             summary = RunSummary(source=planned.uri, decoder=reading.decoder, frames=reading.frames, faces=self._faces,
                                  seconds=round(seconds, 4), fps=reading.frames / seconds if seconds else 0.0,
                                  faces_per_s=self._faces / seconds if seconds else 0.0,
                                  detect_every=self.config.detect_every, frames_detected=self._detected,
                                  ended_early=reading.ended_early, outputs=dict(outputs), tracks=tracks)
-            _write_json(planned.summary, summary.as_dict())
+            staged.append((_write_partial(planned.summary, summary.as_dict()), planned.summary))
             result.outputs["summary"] = str(planned.summary)
+            _remove_earlier(planned)
         if self.manifest is not None:  # (a cluster worker's results go to the driver, which writes it)
             self.manifest.append(result.as_dict())
+        if publish:
+            assert writer is not None
+            for partial, final in staged:
+                _rename(partial, final)
+            writer.commit(True)  # the rows last: a rows file under its final name has its other files beside it
         self.results.append(result)
         if self.on_result is not None:
             self.on_result(result)
@@ -624,29 +634,54 @@ class PerSourceSink(Sink):
         self._faces = self._written = self._detected = 0
         self._next = position + 1
 
-    def _write_tracks(self, planned: PlannedSource, outputs: dict[str, str]) -> list[dict[str, Any]] | None:
-        """The source's track summaries and segments (docs/report.md) beside its rows; they are derived from the
-        rows, which are complete: failing to write them is a warning, not the source's failure."""
+    def _write_tracks(self, planned: PlannedSource, outputs: dict[str, str],
+                      staged: list[tuple[Path, Path]]) -> list[dict[str, Any]] | None:
+        """The source's track summaries and segments (docs/report.md), under partial names added to ``staged``;
+        they are derived from the rows, which are complete: failing to write them is a warning, not the source's
+        failure."""
         assert self._tracks is not None
         try:
             reports = analyse(self._tracks.collector)
-            write_tracks_csv(planned.tracks, reports)
-            write_segments_csv(planned.segments, reports)
+            write_tracks_csv(partial_path(planned.tracks), reports)
+            write_segments_csv(partial_path(planned.segments), reports)
         except (EmopipeError, ImportError, OSError) as exc:
             logger.warning("%s: track summaries not written (the rows are complete): %s", redact_uri(planned.uri),
                            exc)
             return None
+        staged += [(partial_path(planned.tracks), planned.tracks), (partial_path(planned.segments), planned.segments)]
         outputs.update(tracks=str(planned.tracks), segments=str(planned.segments))
         return [r.summary.as_dict() for r in reports]
 
 
-def _write_json(path: Path, data: Any) -> None:
+def _remove_earlier(planned: PlannedSource) -> None:
+    """An earlier attempt's files of this source (one that failed, or was cut off while its files took their
+    names): left beside the new ones, they would make the source look done before all its files are there."""
+    for path in planned.files:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot replace {path}: {exc.strerror or exc}") from None
+
+
+def _rename(partial: Path, final: Path) -> None:
+    try:
+        os.replace(partial, final)
+    except OSError as exc:
+        raise OutputError(f"cannot write {final}: {exc.strerror or exc}") from None
+
+
+def _write_partial(path: Path, data: Any) -> Path:
+    """``data`` as JSON under ``path``'s partial name, which it returns."""
     partial = partial_path(path)
     try:
         partial.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(partial, path)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return partial
+
+
+def _write_json(path: Path, data: Any) -> None:
+    _rename(_write_partial(path, data), path)
 
 
 def write_run_summary(directory: Path, data: dict[str, Any]) -> Path:
