@@ -264,7 +264,9 @@ def test_a_run_cut_short_keeps_an_earlier_runs_files_and_puts_its_own_beside_the
     assert emopipe(clip.path, *options, "--max-frames", "4").returncode == 0  # an earlier, complete run
     names = ("rows.csv", "rows.tracks.csv", "rows.segments.csv", "rows.summary.json", "a.mp4")
     earlier = {name: (tmp_path / name).read_bytes() for name in names}
-    one_line_error(emopipe(cut, *options), 8, "stopped at frame")
+    done = emopipe(cut, *options)
+    one_line_error(done, 8, "stopped at frame")
+    assert done.stderr.count("rows are in") == 1, done.stderr  # said once (the rows were committed once)
     assert {name: (tmp_path / name).read_bytes() for name in names} == earlier  # every earlier file untouched
     assert len(rows(tmp_path / "rows.csv.partial")) >= 3  # this run's rows, video and summary beside them
     summary = json.loads((tmp_path / "rows.summary.json.partial").read_text())

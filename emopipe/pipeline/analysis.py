@@ -68,6 +68,7 @@ class SourceRun:
     outputs: dict[str, str] = field(default_factory=dict)
     warmup_s: float = 0.0
     aside: bool = False  # the run did not complete and its rows went beside an earlier run's (which stay)
+    rows_at: str | None = None  # where the rows are, once committed
     cancel: threading.Event = field(default_factory=threading.Event)  # set when the caller stops it (analyze())
 
     def open(self) -> Source:
@@ -101,8 +102,8 @@ class SourceRun:
         # final name; failed, cut short or interrupted, they do too unless that would replace an earlier file
         # (then they stay beside it, and nothing derived from them replaces the earlier run's files either).
         writer.commit_on_close = False
-        self.stack.callback(self._commit_rows, writer)
-        self.finishers.append(lambda summary: self._finish_rows(writer, summary))
+        self.stack.callback(self._commit_rows, writer)  # (a run that raised: its finishers never ran)
+        self.finishers.append(lambda summary: self._commit_rows(writer, summary))
         video = None
         if config.annotate:
             video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height), partial=True)
@@ -122,12 +123,17 @@ class SourceRun:
         if not self.aside:  # (rows kept beside an earlier run's: its tracks, segments and report stay too)
             _track_outputs_or_warn(self.config, tracks, summary)
 
-    def _finish_rows(self, writer: Any, summary: RunSummary) -> None:
-        complete = not (summary.interrupted or summary.ended_early)
-        where = writer.commit(True if complete else None)
+    def _commit_rows(self, writer: Any, summary: RunSummary | None = None) -> None:
+        """The rows under their final name if the run completed; if not (or it raised: no ``summary``), only if no
+        earlier file is there, else beside it (``aside``). Once only: after the finisher's call, the stack's is none."""
+        if self.rows_at is not None:
+            return
+        complete = summary is not None and not (summary.interrupted or summary.ended_early)
+        self.rows_at = where = writer.commit(True if complete else None)
         if where != str(writer.path):
             self.aside = True
-            summary.outputs["rows"] = where
+            if summary is not None:
+                summary.outputs["rows"] = where
             logger.warning("the run did not complete: its %d rows are in %s (%s, from an earlier run, is unchanged; "
                            "so are its track summaries and report)", writer.rows_written, where, writer.path)
 
@@ -138,13 +144,6 @@ class SourceRun:
             summary.outputs["annotated_video"] = str(where)
             logger.warning("the run did not complete: its annotated video is %s (%s, from an earlier run, is "
                            "unchanged)", where, video.path)
-
-    @staticmethod
-    def _commit_rows(writer: Any, complete: bool | None = None) -> None:
-        where = writer.commit(complete)
-        if where != str(writer.path):
-            logger.warning("the run did not complete: its %d rows are in %s (%s, from an earlier run, is unchanged)",
-                           writer.rows_written, where, writer.path)
 
     def observe(self, progress: bool) -> None:
         if progress:
