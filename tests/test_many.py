@@ -550,3 +550,27 @@ def test_resume_after_a_killed_run_completes_with_no_duplicated_or_missing_rows(
         got = rows(tmp_path / "out" / name.replace(".mp4", ".emotions.csv"))
         assert [{**r, "source": ""} for r in got] == [{**r, "source": ""} for r in expected], name
     assert not list((tmp_path / "out").rglob("*.partial"))
+
+
+def test_a_source_keeps_its_files_names_through_a_line_that_has_none(tmp_path):
+    # run 1 failed partway (its files named a.*); run 2 could not open it (a line with no files); run 3 resumes:
+    # a.* are still its own, not another's files to refuse as a clash (was: exit 2, "is no file of this run's")
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    (videos / "a.mp4").write_bytes(b"not yet a video")
+    (videos / "b.mp4").write_bytes(b"not yet a video")
+    out = tmp_path / "out"
+    out.mkdir()
+    manifest = Manifest(out, files=True)
+    rows = out / "a.emotions.csv"
+    rows.write_text("source,frame\n")
+    source = str(videos / "a.mp4")
+    manifest.append({"source": source, "status": "failed", "outputs": {"rows": str(rows)}})
+    manifest.append({"source": source, "status": "failed", "error": "input not found"})
+    config = RunConfig(weights="unused.pth", device="cpu", resume=True)
+    plan = Analyzer(config).plan_many([str(videos)], out)
+    assert {p.uri: p.rows for p in plan.todo} == {source: rows, str(videos / "b.mp4"): out / "b.emotions.csv"}
+    # another source's files stay out of reach all the same
+    (out / "b.emotions.csv").write_text("source,frame\n")
+    with pytest.raises(UsageError, match="is no file of this run's sources"):
+        Analyzer(config).plan_many([str(videos)], out)

@@ -187,7 +187,13 @@ class Manifest:
                     and isinstance(entry.get("outputs", {}), dict) and isinstance(entry.get("files", {}), dict)):
                 continue
             path = entry.get("path")
-            latest[path if isinstance(path, str) else entry["source"]] = entry
+            key = path if isinstance(path, str) else entry["source"]
+            earlier = latest.get(key)
+            if earlier is not None and not (entry.get("files") or entry.get("outputs")):
+                # a line without files (a redo that could not open its source, or was cut off before it began)
+                # keeps the names its files have from an earlier line: still its own, not a clash next time
+                entry = {**entry, "named_as": earlier.get("named_as") or earlier}
+            latest[key] = entry
         return latest
 
     def entry_for(self, previous: dict[str, dict[str, Any]], uri: str) -> dict[str, Any] | None:
@@ -204,6 +210,8 @@ class Manifest:
 
     def name_of(self, entry: dict[str, Any]) -> str | None:
         """The name (``a/clip``) an earlier run gave a source's files, or None."""
+        if not (entry.get("files") or entry.get("outputs")) and isinstance(entry.get("named_as"), dict):
+            entry = entry["named_as"]
         for path in self.outputs_of(entry).values():
             try:
                 relative = path.resolve().relative_to(self.directory.resolve()).as_posix()
