@@ -146,6 +146,7 @@ def test_a_glob_takes_what_a_folder_takes_and_says_what_it_skips(tmp_path, monke
     assert "skipped 6 match(es) that are no video or image" in caplog.text and "data/empty/" in caplog.text
     deep = expand_inputs(["./data/**/*"]).sources  # (./ kept on what it matches: still taken)
     assert [os.path.normpath(s) for s in deep] == ["data/frames", "data/top.mp4", "data/vids/a.mp4", "data/vids/b.mp4"]
+    assert "./data/empty/" in caplog.text  # its readme.md matched too, yet the folder is still said to be skipped
     # a list line is expanded the same way; a pattern that gives nothing is a one-line error
     listing = touch(tmp_path / "list.txt", b"data/v*\n")
     assert expand_inputs([], [str(listing)]).sources == ("data/vids/a.mp4", "data/vids/b.mp4")
@@ -197,6 +198,53 @@ def test_a_link_is_a_source_of_its_own_named_after_the_link(tmp_path, monkeypatc
     assert caplog.text.count("interview.mp4, intro.mp4 are one file") == 1  # each analysed: said, once
     assert [r.source for r in plan.skipped] == ["interview.mp4"]
     assert [(p.uri, p.rows.name) for p in plan.todo] == [("intro.mp4", "intro.emotions.csv")]
+
+
+def test_recursive_makes_each_folder_of_images_in_the_tree_one_sequence(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    for name in ("shoots/day1/1.jpg", "shoots/day1/2.jpg", "shoots/day2/1.jpg", "shoots/day2/raw/1.png",
+                 "shoots/take.1/1.jpg", "shoots/take.2/1.jpg", "shoots/clips/a.mp4", "shoots/clips/cover.jpg",
+                 "shoots/.cache/1.jpg", "shoots/report.thumbnails/t.jpg", "other/day1/1.jpg"):
+        touch(tmp_path / name)
+    found = expand_inputs(["shoots"], recursive=True)
+    # each folder holding images (and no video of its own) is one sequence; a folder's videos are taken as before
+    assert found.sources == ("shoots/clips/a.mp4", "shoots/day1", "shoots/day2", "shoots/day2/raw", "shoots/take.1",
+                             "shoots/take.2")
+    assert "shoots/clips: 1 video(s) analysed; its 1 image(s) are not" in caplog.text  # its own image only
+    # named after each folder's path, dots kept (take.1 and take.2, not take and take-2), never one name twice
+    planned = plan_outputs([*found.sources, "other/day1"], Path("out"), "csv")
+    assert [p.name for p in planned] == ["shoots/clips/a", "shoots/day1", "shoots/day2", "shoots/day2/raw",
+                                         "shoots/take.1", "shoots/take.2", "other/day1"]
+    assert [p.name for p in plan_outputs(found.sources, Path("out"), "csv")][1:3] == ["day1", "day2"]
+    # without --recursive the top folder holds none: the warning says where they are and how to take them
+    caplog.clear()
+    assert expand_inputs(["shoots"]).sources == ("shoots",)  # (fails as a source: no image of its own)
+    assert "shoots: no video or image of its own; its subfolders hold 1 video(s) and 7 image(s) (--recursive " \
+           "analyses them)" in caplog.text
+    # --resume knows each folder by its path, as a file is known
+    out = tmp_path / "out"
+    write_done(Manifest(out, files=True), "shoots/day1", out / "day1.emotions.csv")
+    plan = Analyzer(device="cpu").plan_many(["shoots"], out, resume=True, recursive=True)
+    assert [r.source for r in plan.skipped] == ["shoots/day1"]
+    assert [p.rows.relative_to(out).as_posix() for p in plan.todo][:2] == ["clips/a.emotions.csv",
+                                                                            "day2.emotions.csv"]
+
+
+def test_a_glob_of_a_whole_tree_never_takes_one_image_twice(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    for name in ("shoots/day1/1.jpg", "shoots/day1/2.jpg", "shoots/day2/1.jpg", "shoots/day2/raw/1.png"):
+        touch(tmp_path / name)
+    # its folders are taken as if named, each one sequence; their images are not sources of their own too
+    assert expand_inputs(["shoots/**"]).sources == ("shoots/day1", "shoots/day2", "shoots/day2/raw")
+    assert expand_inputs(["shoots/**"], recursive=True).sources == ("shoots/day1", "shoots/day2", "shoots/day2/raw")
+    assert "skipped" not in caplog.text  # (shoots/ itself holds only folders, which are taken)
+    # with videos in the tree: the folders of images are still sequences, and no warning says they are not
+    touch(tmp_path / "shoots" / "clips" / "a.mp4")
+    assert expand_inputs(["shoots/**"]).sources == ("shoots/clips/a.mp4", "shoots/day1", "shoots/day2",
+                                                    "shoots/day2/raw")
+    assert "are not" not in caplog.text
+    # a glob that matches only files takes the images it matches, each its own source, as before
+    assert expand_inputs(["shoots/**/*.png"]).sources == ("shoots/day2/raw/1.png",)
 
 
 def write_done(manifest: Manifest, source: str, rows: Path) -> None:

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "after the path given (a link after the link). A folder holding videos gives its "
                              "videos (its images and hidden files are skipped); a folder of images only is one "
                              "image sequence; a glob takes what it matches as a folder does, each folder it "
-                             "matches as if named, and skips other files with a warning. Several cameras or "
+                             "matches as if named (its files not taken again: 'dir/**' is each folder of the "
+                             "tree), and skips other files with a warning. Several cameras or "
                              "streams (and --webcam N beside them) run live in one process, a rows file per camera "
                              "in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")
@@ -78,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
         "if any failed.")
     many.add_argument("--list", dest="list_files", action="append", default=[], metavar="FILE",
                       help="read sources from FILE, one per line (# comments; folders, globs and ~ expanded)")
-    many.add_argument("--recursive", action="store_true", help="folders: also the videos in their subfolders")
+    many.add_argument("--recursive", action="store_true",
+                      help="folders: their whole tree — each video, and each folder of images (with no video of "
+                           "its own) as one image sequence named after its path")
     many.add_argument("--resume", action="store_true",
                       help="continue a run into the same folder: skip the sources it finished, redo the others "
                            "(each keeps its file names; a source added since never takes another's)")

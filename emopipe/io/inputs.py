@@ -1,15 +1,17 @@
 """What a command line's inputs name: files, folders, quoted globs and list files, expanded into sources.
 
-A folder holding video files gives one source per video (``recursive``: in its subfolders too); a folder
-holding images and no videos stays one source, the images in name order (an image sequence), as for a
-single folder. Images beside videos in one folder are not analysed (a warning says how many). Hidden files
-(``.DS_Store``, macOS's ``._clip.mp4`` metadata twins) and hidden folders are never a folder's sources. A glob
-takes what it matches as a folder takes its contents: its videos (its images when it matches no video; other
-files are skipped with a warning), and each folder it matches as if that folder were named. URLs and cameras
-pass through unchanged; a path that does not exist also does (it fails as a source of its own, recorded, while
-the others run). A list file's lines are expanded as the command line's items are (a folder, a quoted glob, a
-leading ``~``), relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one
-source (:func:`source_key`); a link is a source of its own, named after the link.
+A folder holding video files gives one source per video; a folder holding images and no videos is one source,
+the images in name order (an image sequence). ``recursive``: each folder of its tree likewise, so that each
+folder of images is a sequence of its own (named after its path, as a video is). Images beside videos in one
+folder are not analysed (a warning says how many). Hidden files (``.DS_Store``, macOS's ``._clip.mp4`` metadata
+twins) and hidden folders are never a folder's sources. A glob takes what it matches as a folder takes its
+contents: its videos (its images when it matches no video; other files are skipped with a warning), and each
+folder it matches as if that folder were named, whose files it does not take again (``dir/**`` is each folder of
+the tree, never one image twice). URLs and cameras pass through unchanged; a path that does not exist also does
+(it fails as a source of its own, recorded, while the others run). A list file's lines are expanded as the
+command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current folder. One file
+named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a source of its own,
+named after the link.
 """
 
 from __future__ import annotations
@@ -54,36 +56,54 @@ def _listed(path: Path) -> bool:
     return path.is_file() or (path.is_symlink() and not path.exists())
 
 
-def _videos_in(folder: Path, recursive: bool) -> tuple[list[Path], int]:
+def _media_in(folder: Path, recursive: bool) -> dict[Path, tuple[list[Path], list[Path]]]:
+    """Each folder's own videos and images, by folder, in name order: ``folder``'s alone, or (``recursive``)
+    those of every folder in its tree; a folder holding neither is left out."""
     pattern = "**/*" if recursive else "*"
     files = sorted((p for p in folder.glob(pattern) if not _skipped(p, folder) and _listed(p)),
                    key=lambda p: str(p).lower())
-    videos = [p for p in files if p.suffix.lower() in VIDEO_FILE_SUFFIXES]
-    images = sum(1 for p in files if p.suffix.lower() in IMAGE_SUFFIXES)
-    return videos, images
+    found: dict[Path, tuple[list[Path], list[Path]]] = {}
+    for file in files:
+        suffix = file.suffix.lower()
+        if suffix in VIDEO_FILE_SUFFIXES or suffix in IMAGE_SUFFIXES:
+            videos, images = found.setdefault(file.parent, ([], []))
+            (videos if suffix in VIDEO_FILE_SUFFIXES else images).append(file)
+    return found
 
 
 def _folder(item: str, recursive: bool) -> list[str] | None:
-    """A folder's sources: its videos, or the folder itself when it holds images only (an image sequence);
+    """A folder's sources: its videos, or the folder itself when it holds images and no video (an image
+    sequence: FolderSource reads a folder's own images); ``recursive``: the same for each folder of its tree.
     None when it holds neither."""
-    videos, images = _videos_in(Path(item), recursive)
-    if videos:
-        if images:
-            logger.warning("%s: %d video(s) analysed; its %d image(s) are not (give the images a folder of their "
-                           "own to analyse them as an image sequence)", item, len(videos), images)
-        return [str(v) for v in videos]
-    return [item] if images else None
+    sources: list[tuple[str, str]] = []  # (sort key, source)
+    for place, (videos, images) in _media_in(Path(item), recursive).items():
+        if videos:
+            if images:
+                logger.warning("%s: %d video(s) analysed; its %d image(s) are not (give the images a folder of "
+                               "their own to analyse them as an image sequence)", place, len(videos), len(images))
+            sources += [(str(v).lower(), str(v)) for v in videos]
+        else:  # (the folder named keeps its spelling: a trailing / or ./)
+            sources.append((str(place).lower(), item if place == Path(item) else str(place)))
+    return [source for _, source in sorted(sources)] or None
+
+
+def _inside(path: Path, folders: set[Path], recursive: bool) -> bool:
+    """Whether ``path`` is a file that taking one of ``folders`` as if named already took (or said it left out)."""
+    return path.parent in folders or (recursive and any(p in folders for p in path.parents))
 
 
 def _globbed(pattern: str, recursive: bool) -> list[str]:
-    """A glob's sources, taken as a folder takes its contents (the folders it matches as if named); what it
+    """A glob's sources, taken as a folder takes its contents (the folders it matches as if named; a file in one
+    of them is not taken again: ``dir/**`` is ``dir`` and each of its folders, never one image twice); what it
     matches but does not take is said in a warning, and a glob that gives nothing is an error."""
     matches = sorted(glob.glob(pattern, recursive=True))
     if not matches:
         raise InputNotFoundError(f"no file matches {pattern}")
     skipped = [m for m in matches if any(p.endswith(_THUMBNAILS) for p in Path(m).parts)]  # a report's pictures
     matches = [m for m in matches if m not in skipped]
-    files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m))]  # (spelled as matched: ./a.mp4)
+    folders = {Path(m) for m in matches if Path(m).is_dir()}
+    taken = {m for m in matches if _inside(Path(m), folders, recursive)}
+    files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m)) and m not in taken]  # (as matched: ./a)
     videos = {m for m in files if Path(m).suffix.lower() in VIDEO_FILE_SUFFIXES}
     images = {m for m in files if Path(m).suffix.lower() in IMAGE_SUFFIXES}
     sources: list[str] = []
@@ -95,8 +115,11 @@ def _globbed(pattern: str, recursive: bool) -> list[str]:
             sources += found or []
         elif match in videos or (match in images and not videos):
             sources.append(match)
-        elif match not in images:
+        elif match not in images and match not in taken:
             skipped.append(match)
+    # a folder with nothing of its own but sources in its subfolders (dir/ of dir/**) is taken through them
+    holding = {p for source in sources for p in Path(source).parents}
+    skipped = [m for m in skipped if not (m.endswith(os.sep) and Path(m) in holding)]
     if videos and images:
         logger.warning("%s: %d video(s) analysed; the %d image(s) it matches are not (match them with a glob of "
                        "their own)", pattern, len(videos), len(images))
@@ -108,6 +131,15 @@ def _globbed(pattern: str, recursive: bool) -> list[str]:
         logger.warning("%s: skipped %d match(es) that are no video or image, nor a folder holding them: %s",
                        pattern, len(skipped), examples)
     return sources
+
+
+def _nothing_of_its_own(item: str) -> None:
+    """Say where a folder's videos and images are when it holds none itself (without --recursive)."""
+    media = _media_in(Path(item), recursive=True).values()
+    videos, images = sum(len(v) for v, _ in media), sum(len(i) for _, i in media)
+    if videos or images:
+        logger.warning("%s: no video or image of its own; its subfolders hold %d video(s) and %d image(s) "
+                       "(--recursive analyses them)", item, videos, images)
 
 
 def read_list(path: str) -> list[str]:
@@ -167,7 +199,11 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
             found += _globbed(item, recursive)
             collection = True
         elif Path(item).is_dir():
-            sources = _folder(item, recursive) or [item]  # (a folder with nothing to read fails as a source)
+            sources = _folder(item, recursive)
+            if sources is None:  # (a folder with nothing to read fails as a source)
+                if not recursive:
+                    _nothing_of_its_own(item)
+                sources = [item]
             collection |= sources != [item]  # its videos, not one image sequence
             found += sources
         else:

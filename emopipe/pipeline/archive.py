@@ -96,7 +96,8 @@ def _absolute(uri: str) -> Path:
 
 def _relative_stems(uris: Sequence[str]) -> list[str]:
     """Names for the outputs that differ whenever the inputs differ: a file's path relative to the folder all
-    the files share (without its extension; a/clip.mp4 and b/clip.mp4 → a/clip, b/clip), a stream's cleaned URL.
+    the files share (without its extension; a/clip.mp4 and b/clip.mp4 → a/clip, b/clip; a folder of images
+    keeps its whole name), a stream's cleaned URL.
     Paths are taken as given, links not followed: a link's outputs are named after the link, not its target."""
     files = [_absolute(u) for u in uris if not is_live(u)]
     common = Path(os.path.commonpath([str(f.parent) for f in files])) if files else Path("/")
@@ -108,7 +109,8 @@ def _relative_stems(uris: Sequence[str]) -> list[str]:
         relative = _absolute(uri).relative_to(common)
         parts = [re.sub(r"[^\w.+-]+", "_", p) for p in relative.parts]
         name = parts[-1]
-        stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+        dotted = "." in name.lstrip(".") and not Path(uri).is_dir()  # (a folder's name has no extension: take.1)
+        stem = name.rsplit(".", 1)[0] if dotted else name
         if len(stem.encode()) > NAME_ROOM:  # cut, with a hash of the whole name so that cut names still differ
             stem = stem.encode()[:NAME_ROOM - 20].decode(errors="ignore") + "-" + \
                 hashlib.sha1(name.encode()).hexdigest()[:12]
