@@ -247,6 +247,20 @@ def test_a_glob_of_a_whole_tree_never_takes_one_image_twice(tmp_path, monkeypatc
     assert expand_inputs(["shoots/**/*.png"]).sources == ("shoots/day2/raw/1.png",)
 
 
+def test_a_missing_path_with_brackets_fails_as_a_source_like_any_missing_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "other.mp4")
+    assert expand_inputs(["take[1].mp4", "other.mp4"]).sources == ("take[1].mp4", "other.mp4")
+    touch(tmp_path / "take1.mp4")  # a pattern in brackets that matches is still a glob
+    assert expand_inputs(["take[12].mp4"]).sources == ("take1.mp4",)
+    with pytest.raises(InputNotFoundError, match=r"no file matches clips/\*\.mp4"):
+        expand_inputs(["clips/*.mp4"])  # a wildcard that matches nothing: as before, an error before the run
+    # alone, it is a missing input: exit 3 with a one-line error that says so (was: "no file matches take[1].mp4")
+    (tmp_path / "alone").mkdir()  # (no take1.mp4 here)
+    done = emopipe("take[1].mp4", "--weights", tmp_path / "no-such.pth", cwd=tmp_path / "alone", check=3)
+    assert done.stderr.splitlines()[-1] == "emopipe: error: input not found: take[1].mp4"
+
+
 def write_done(manifest: Manifest, source: str, rows: Path) -> None:
     """A line an earlier run wrote for a finished source, with its files."""
     summary = rows.with_name(rows.name.replace(".emotions.csv", ".emotions.summary.json"))

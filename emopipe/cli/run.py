@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "videos (its images and hidden files are skipped); a folder of images only is one "
                              "image sequence; a glob takes what it matches as a folder does, each folder it "
                              "matches as if named (its files not taken again: 'dir/**' is each folder of the "
-                             "tree), and skips other files with a warning. Several cameras or "
+                             "tree), and skips other files with a warning; a missing name with brackets "
+                             "(take[1].mp4) is a missing file. Several cameras or "
                              "streams (and --webcam N beside them) run live in one process, a rows file per camera "
                              "in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")

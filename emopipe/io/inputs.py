@@ -8,10 +8,11 @@ twins) and hidden folders are never a folder's sources. A glob takes what it mat
 contents: its videos (its images when it matches no video; other files are skipped with a warning), and each
 folder it matches as if that folder were named, whose files it does not take again (``dir/**`` is each folder of
 the tree, never one image twice). URLs and cameras pass through unchanged; a path that does not exist also does
-(it fails as a source of its own, recorded, while the others run). A list file's lines are expanded as the
-command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current folder. One file
-named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a source of its own,
-named after the link.
+(it fails as a source of its own, recorded, while the others run), as does a name with brackets that matches
+nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's lines are
+expanded as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current
+folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a
+source of its own, named after the link.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 VIDEO_FILE_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts",
                                  ".mts", ".m2ts", ".wmv", ".flv", ".3gp", ".ogv"})
 _GLOB_CHARACTERS = frozenset("*?[")
+_WILDCARDS = frozenset("*?")  # (brackets alone are common in file names: take[1].mp4)
 # --report writes its pictures in NAME.thumbnails/: emopipe's own output, never an image sequence to analyse
 _THUMBNAILS = ".thumbnails"
 
@@ -92,11 +94,14 @@ def _inside(path: Path, folders: set[Path], recursive: bool) -> bool:
     return path.parent in folders or (recursive and any(p in folders for p in path.parents))
 
 
-def _globbed(pattern: str, recursive: bool) -> list[str]:
+def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     """A glob's sources, taken as a folder takes its contents (the folders it matches as if named; a file in one
     of them is not taken again: ``dir/**`` is ``dir`` and each of its folders, never one image twice); what it
-    matches but does not take is said in a warning, and a glob that gives nothing is an error."""
+    matches but does not take is said in a warning, and a glob that gives nothing is an error. None when a
+    pattern with no wildcard but brackets (``take[1].mp4``) matches nothing: a file name, not found."""
     matches = sorted(glob.glob(pattern, recursive=True))
+    if not matches and not _WILDCARDS & set(pattern):
+        return None
     if not matches:
         raise InputNotFoundError(f"no file matches {pattern}")
     skipped = [m for m in matches if any(p.endswith(_THUMBNAILS) for p in Path(m).parts)]  # a report's pictures
@@ -195,8 +200,9 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
             continue
         if item.startswith("~") and not Path(item).exists():  # a list's line, or a quoted glob: no shell expanded it
             item = os.path.expanduser(item)
-        if _GLOB_CHARACTERS & set(item) and not Path(item).exists():
-            found += _globbed(item, recursive)
+        globbed = _globbed(item, recursive) if _GLOB_CHARACTERS & set(item) and not Path(item).exists() else None
+        if globbed is not None:
+            found += globbed
             collection = True
         elif Path(item).is_dir():
             sources = _folder(item, recursive)
