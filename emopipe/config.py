@@ -52,7 +52,7 @@ class RunConfig:
     # by emopipe.io.inputs
     sources: tuple[str, ...] = ()
     list_files: tuple[str, ...] = ()  # --list FILE: one source per line
-    recursive: bool = False  # folders: their subfolders' videos too
+    recursive: bool = False  # folders: their whole tree (each video, each folder of images one sequence)
     resume: bool = False  # skip the sources an earlier run into the same folder finished
     parallel: int | None = None  # sources opened and decoded ahead at once (default: 2)
     # the same run over a Ray cluster (emopipe.cluster)
