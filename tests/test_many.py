@@ -238,6 +238,13 @@ def test_a_glob_of_a_whole_tree_never_takes_one_image_twice(tmp_path, monkeypatc
     assert expand_inputs(["shoots/**"]).sources == ("shoots/day1", "shoots/day2", "shoots/day2/raw")
     assert expand_inputs(["shoots/**"], recursive=True).sources == ("shoots/day1", "shoots/day2", "shoots/day2/raw")
     assert "skipped" not in caplog.text  # (shoots/ itself holds only folders, which are taken)
+    touch(tmp_path / "shoots" / "day1" / "b.mp4")
+    caplog.clear()
+    assert expand_inputs(["shoots/**"], recursive=True).sources == ("shoots/day1/b.mp4", "shoots/day2",
+                                                                    "shoots/day2/raw")
+    assert caplog.text.count("shoots/day1: 1 video(s) analysed; its 2 image(s) are not") == 1  # said once
+    (tmp_path / "shoots" / "day1" / "b.mp4").unlink()
+    caplog.clear()
     # with videos in the tree: the folders of images are still sequences, and no warning says they are not
     touch(tmp_path / "shoots" / "clips" / "a.mp4")
     assert expand_inputs(["shoots/**"]).sources == ("shoots/clips/a.mp4", "shoots/day1", "shoots/day2",

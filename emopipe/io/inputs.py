@@ -113,6 +113,8 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     images = {m for m in files if Path(m).suffix.lower() in IMAGE_SUFFIXES}
     sources: list[str] = []
     for match in matches:
+        if Path(match).is_dir() and recursive and match in taken:
+            continue  # (a folder in a folder taken with its tree: taken, and said, once)
         if Path(match).is_dir():
             found = _folder(match, recursive)
             if found is None:
