@@ -422,6 +422,13 @@ class Analyzer:
         # a file in the way is replaced only when it is a source's own, by the manifest's word (an earlier run gave
         # it that name); any other is somebody else's — another tool's, or one the user put there
         for p in todo:
+            # a file where a source's folder must be (out/a beside out/a/clip.emotions.csv): refused now, not as the
+            # source's first rows are written mid-run
+            blocking = next((f for f in p.rows.parents if f.is_relative_to(directory) and f.exists()
+                             and not f.is_dir()), None)
+            if blocking is not None:
+                raise OutputError(f"{blocking} is a file where {p.uri}'s outputs need a folder; move it, or choose "
+                                  "another output folder")
             if own.get(p.uri) == p.name:
                 continue
             clash = next((f for f in p.files if f.exists()), None)

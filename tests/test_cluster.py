@@ -266,14 +266,15 @@ def test_a_pipeline_failing_mid_share_fails_only_its_source(tmp_path, local_ray,
     assert sorted(order, key=lambda p: -p.stat().st_size) == order  # the order the driver hands them out in
     out = tmp_path / "out"
     out.mkdir()
-    (out / "sub").write_text("in the way\n")  # where blocked's rows go (out/sub/blocked.emotions.csv)
+    # a folder where blocked's rows are first written (out/sub/blocked.emotions.csv.partial): the pipeline fails there
+    (out / "sub" / "blocked.emotions.csv.partial").mkdir(parents=True)
     outcome = run_on_ray(config, RayOptions(workers=1, chunk=4), sources=[str(p) for p in order], output_dir=out)
     got = {Path(r.source).name: r for r in outcome.results}
     assert {name: r.status for name, r in got.items()} == {"good.mp4": "ok", "blocked.mp4": "failed",
                                                             "later.mp4": "ok", "corrupt.mp4": "failed"}
     failed = got["blocked.mp4"]
-    assert (failed.kind, failed.exit_code) == ("WorkerError", 1)
-    assert "pipeline failed: FileExistsError" in failed.error and "\n" not in failed.error, failed.error
+    assert (failed.kind, failed.exit_code) == ("OutputError", 5)  # (an emopipe error keeps its kind and code)
+    assert "pipeline failed: cannot write output" in failed.error and "\n" not in failed.error, failed.error
     assert got["corrupt.mp4"].kind == "InputUnreadableError"
     for name, frames in (("good", 4), ("later", 2)):  # complete files, as the manifest says
         result = got[f"{name}.mp4"]

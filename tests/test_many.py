@@ -643,3 +643,17 @@ def test_a_source_keeps_its_files_names_through_a_line_that_has_none(tmp_path):
     (out / "b.emotions.csv").write_text("source,frame\n")
     with pytest.raises(UsageError, match="is no file of this run's sources"):
         Analyzer(config).plan_many([str(videos)], out)
+
+
+def test_a_file_where_a_sources_output_folder_must_be_is_refused_before_any_model_loads(tmp_path):
+    # (was: the run went on until that source's first rows, then ended as an internal error, exit 1)
+    for folder in ("a", "b"):
+        touch(tmp_path / folder / "clip.mp4")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "b").write_text("in the way\n")
+    done = emopipe("a/clip.mp4", "b/clip.mp4", "-o", "out", "--weights", tmp_path / "no-such.pth", cwd=tmp_path,
+                   check=5)
+    assert done.stderr.splitlines()[-1] == ("emopipe: error: out/b is a file where b/clip.mp4's outputs need a "
+                                            "folder; move it, or choose another output folder")
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "out" / "b").read_text() == "in the way\n" and not (tmp_path / "out" / "manifest.jsonl").exists()

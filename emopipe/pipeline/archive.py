@@ -564,7 +564,10 @@ class PerSourceSink(Sink):
 
     def _open(self, stream: int) -> None:
         planned = self.chain.readings[stream].planned
-        planned.rows.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            planned.rows.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # (a file in the way of its folder, no permission): said as what it is, not a bug
+            raise OutputError(f"cannot create the folder {planned.rows.parent}: {exc.strerror or exc}") from None
         info = self.chain.readings[stream].info
         self._writer = open_writer(planned.rows, fmt=self.config.format, labels=self.labels,
                                    landmarks=self.config.landmarks, detected=self.config.detect_every > 1,
