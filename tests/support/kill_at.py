@@ -54,11 +54,11 @@ def main() -> None:
 
         os.replace = killing_replace
 
-    from emopipe.cli.app import run_and_exit
+    from emopipe.cli.app import main
 
     sys.argv = ["emopipe", *args]
     try:
-        run_and_exit()
+        main(args)  # (not run_and_exit: it ends the process with the run's own exit code)
     finally:
         os._exit(NOT_REACHED)  # (the instant never came)
 
