@@ -6,11 +6,13 @@ overlaps the rest; meanwhile it plans the run exactly as one process does (:meth
 sources, their output files, the manifest, ``--resume``), then hands the sources out dynamically, a few at a time
 (``DEPTH`` shares queued per worker), largest file first, so one long video never leaves the other GPUs idle. Each
 worker runs one pipeline for its whole life (:meth:`Analyzer.process` over a fed source chain): a share is added
-to it as it comes, so the GPU does not drain and refill between shares. The worker writes the rows files itself,
-under their partial names until complete; the driver appends each source's manifest line as results come back and
-writes ``summary.json``. A worker that dies (killed, out of memory, node lost) is replaced and its unfinished
-sources go to another worker, up to ``--ray-retries`` times each; a source redone replaces its partial file, so no
-row is ever duplicated. The output folder must be storage every worker sees at the same path (docs/cluster.md).
+to it as it comes, so the GPU does not drain and refill between shares. The worker writes each source's files
+itself, under their partial names, and leaves them so: the driver appends the source's manifest line as its result
+comes back, then renames the files (the rows last), as one process does; a driver killed at any instant leaves no
+file under a final name that no line claims, so ``--resume`` goes on. The driver writes ``summary.json``. A
+worker that dies (killed, out of memory, node lost) is replaced and its unfinished sources go to another worker, up
+to ``--ray-retries`` times each; a source redone replaces its partial files, so no row is ever duplicated. The
+output folder must be storage every worker (and the driver) sees at the same path (docs/cluster.md).
 
 Seeing it run: the driver draws one progress bar over all sources (frames done of the total their containers
 declare, probed on the driver as the run starts; aggregate frames/s; workers alive), reading each busy worker's
@@ -262,8 +264,9 @@ class Worker:
         return dict(self.counter.shares)
 
     def process(self, share: Sequence[PlannedSource], share_id: int = 0) -> dict[str, Any]:
-        """Add ``share`` to the pipeline and wait for its sources to finish (rows files and per-source summaries
-        written here); their results go back to the driver."""
+        """Add ``share`` to the pipeline and wait for its sources to finish (their files written here, under their
+        partial names); their results go back to the driver, each with the renames it is to do after the source's
+        manifest line (:attr:`SourceResult.renames`)."""
         self.ready()
         if self.error is not None:
             raise self.error
@@ -662,7 +665,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     from ray.exceptions import RayActorError, RayTaskError
 
     from emopipe.api import finish_many
-    from emopipe.pipeline.archive import SourceResult
+    from emopipe.pipeline.archive import SourceResult, publish
 
     workers = crew.workers
 
@@ -700,7 +703,11 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     interrupted = False
 
     def record(result: SourceResult) -> None:
+        # as in one process: the line claims the names, then the files the worker left partial take them, the rows
+        # last (killed between the two, --resume redoes the source: its line owns the names)
         plan.manifest.append(result.as_dict())
+        publish(result.renames)
+        result.renames = []
         results.append(result)
         seen.finished(result)
         if on_result is not None:
@@ -831,10 +838,12 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
 
 
 def _as_left(source: PlannedSource, since: float) -> SourceResult:
-    """A source of a share cut off by Ctrl-C, as its files say (the worker's own result never came): complete
-    when its rows file has its final name and its summary is written since its share went out (older ones are an
-    earlier attempt's, e.g. of a source that failed then; the rows take their name last, after the summary), else
-    interrupted, with the rows it kept under the partial name."""
+    """A source of a share cut off by Ctrl-C, as its files say (its result was never recorded): a worker leaves a
+    source's files under their partial names for the driver to rename after the line, so mostly interrupted, with
+    the rows it kept under the partial name (the next --resume redoes it). Complete only when its rows file has its
+    final name and its summary is written since its share went out: the Ctrl-C came inside ``record``, after the
+    renames (older files are an earlier attempt's, e.g. of a source that failed then; the rows take their name last,
+    after the summary)."""
     from emopipe.io.records import partial_path
     from emopipe.pipeline.archive import SourceResult
 

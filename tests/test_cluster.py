@@ -22,7 +22,7 @@ from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import UsageError
 from emopipe.io.records import partial_path
-from emopipe.pipeline.archive import Manifest, PlannedSource, expected_frames
+from emopipe.pipeline.archive import Manifest, PlannedSource, expected_frames, publish
 from tests.support.ports import free_ports
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
@@ -562,17 +562,18 @@ def test_a_workers_replies_are_numbered_in_the_order_taken_and_the_last_counts_e
 
 def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five_clips):
     """Shares sent one after another are added to the worker's running pipeline (it does not drain and start
-    again): each share's results come back when its own sources are done, in order, rows as one process writes."""
+    again): each share's results come back when its own sources are done, in order, rows as one process writes —
+    under their partial names, each result saying the renames the driver is to do after its manifest line."""
     _, config = five_clips
     with Analyzer(config) as analyzer:
         analyzer.run_many(output_dir=tmp_path / "one")
     plan = Analyzer(config).plan_many(None, tmp_path / "out")
     worker = ray.remote(max_concurrency=4)(Worker).remote(config, name="fed")
     try:
-        first = worker.process.remote(plan.todo[:2], 0)
-        second = worker.process.remote(plan.todo[2:3], 1)
-        assert [r.source for r in ray.get(first)["results"]] == [p.uri for p in plan.todo[:2]]
-        assert [r.source for r in ray.get(second)["results"]] == [plan.todo[2].uri]
+        first = ray.get(worker.process.remote(plan.todo[:2], 0))
+        second = ray.get(worker.process.remote(plan.todo[2:3], 1))
+        assert [r.source for r in first["results"]] == [p.uri for p in plan.todo[:2]]
+        assert [r.source for r in second["results"]] == [plan.todo[2].uri]
         third = ray.get(worker.process.remote(plan.todo[3:], 2))  # after the pipeline waited idle for it
         assert [r.source for r in third["results"]] == [p.uri for p in plan.todo[3:]]
         assert all(r.status == "ok" for r in third["results"])
@@ -580,8 +581,16 @@ def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five
         assert third["summary"]["emonet_batches"] > 0
     finally:
         ray.kill(worker, no_restart=True)
-    assert same_rows(all_rows(tmp_path / "out"), all_rows(tmp_path / "one"))
-    assert not list((tmp_path / "out").rglob("*.partial"))
+    out = tmp_path / "out"
+    assert not list(out.glob("*.emotions*.csv")) and not list(out.glob("*.json"))  # no final name taken yet
+    results = [r for reply in (first, second, third) for r in reply["results"]]
+    for result, planned in zip(results, plan.todo):
+        finals = [final for _, final in result.renames]
+        assert finals == [planned.tracks, planned.segments, planned.summary, planned.rows]  # the rows last
+        assert "renames" not in result.as_dict()  # (not the manifest line's)
+        publish(result.renames)
+    assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
+    assert not list(out.rglob("*.partial"))
 
 
 class _Pushgateway(http.server.ThreadingHTTPServer):

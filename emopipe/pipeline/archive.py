@@ -8,7 +8,8 @@ each frame to that source's tracker and rows file, and — as frames arrive in o
 its last frame is written (or the first frame of a later one arrives, or the run ends): its files are written
 under partial names, its line appended to the manifest, then the files take their final names, the rows last
 (:meth:`PerSourceSink._finish` says why). A source that cannot be opened or read is recorded as ``failed`` and the
-others go on.
+others go on. A sink with no manifest (a cluster worker's: its driver writes the lines) leaves the files under
+their partial names and lists the renames in the source's result; the driver does them after the line.
 
 A chain can also be *fed* (``feeding=True``): sources are added while it runs (:meth:`SourceChain.extend`) and
 it waits for more until :meth:`SourceChain.end_feed`. A cluster worker runs one such chain through one pipeline
@@ -489,9 +490,12 @@ class SourceResult:
     kind: str | None = None  # the error's class, for scripts
     outputs: dict[str, str] = field(default_factory=dict)
     ended_early: str | None = None
+    # (partial, final) renames still to do, the rows last: a cluster worker's, done by the driver once the source's
+    # manifest line is written (:func:`publish`); empty once done, and never in the line
+    renames: list[tuple[Path, Path]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        entry = {k: v for k, v in self.__dict__.items() if v is not None}
+        entry = {k: v for k, v in self.__dict__.items() if v is not None and k != "renames"}
         entry["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         return entry
 
@@ -499,7 +503,10 @@ class SourceResult:
 class PerSourceSink(Sink):
     """Hands each frame to its source's tracker and rows file; finishes each source once its last frame is
     written (or a later source's first frame comes, or the run ends). The writer thread writes; a fed chain's
-    reading thread calls :meth:`settle` while it waits for sources (a lock keeps them apart)."""
+    reading thread calls :meth:`settle` while it waits for sources (a lock keeps them apart).
+
+    Without a manifest (a cluster worker's) the files stay under their partial names: whoever writes a source's line
+    gives them their names after it, so here the renames go back in the result (:attr:`SourceResult.renames`)."""
 
     def __init__(self, chain: SourceChain, config: RunConfig, labels: Sequence[str], manifest: Manifest | None,
                  on_result: Callable[[SourceResult], None] | None = None) -> None:
@@ -620,10 +627,11 @@ class PerSourceSink(Sink):
         # Crash-safe at every instant (even SIGKILL): every file is written under its partial name, then any earlier
         # attempt's files are removed, then the manifest line claims the names, then the files take them, the rows
         # last. Killed before the line, a source has no file under a final name; after it, --resume finds its line
-        # owning the names and redoes it until all its files are there (Manifest.done).
+        # owning the names and redoes it until all its files are there (Manifest.done). A cluster worker stops
+        # before the line: its driver writes the line and then renames, so the order holds across the two processes.
         staged: list[tuple[Path, Path]] = []  # (partial, final), renamed once the line is written
-        publish = status != "interrupted" and "rows" in outputs
-        if publish:
+        complete = status != "interrupted" and "rows" in outputs
+        if complete:
             tracks = self._write_tracks(planned, outputs, staged) if self._tracks is not None else None
             summary = RunSummary(source=planned.uri, decoder=reading.decoder, frames=reading.frames, faces=self._faces,
                                  seconds=round(seconds, 4), fps=reading.frames / seconds if seconds else 0.0,
@@ -632,14 +640,16 @@ class PerSourceSink(Sink):
                                  ended_early=reading.ended_early, outputs=dict(outputs), tracks=tracks)
             staged.append((_write_partial(planned.summary, summary.as_dict()), planned.summary))
             result.outputs["summary"] = str(planned.summary)
-            _remove_earlier(planned)
-        if self.manifest is not None:  # (a cluster worker's results go to the driver, which writes it)
-            self.manifest.append(result.as_dict())
-        if publish:
             assert writer is not None
-            for partial, final in staged:
-                _rename(partial, final)
-            writer.commit(True)  # the rows last: a rows file under its final name has its other files beside it
+            rows_at = Path(writer.commit(False))  # (its partial name; the final one where written in place)
+            if rows_at != planned.rows:  # the rows last: a rows file under its final name has its other files beside it
+                staged.append((rows_at, planned.rows))
+            _remove_earlier(planned)
+        if self.manifest is None:  # a cluster worker's: the driver writes the line, then does the renames
+            result.renames = staged
+        else:
+            self.manifest.append(result.as_dict())
+            publish(staged)
         self.results.append(result)
         if self.on_result is not None:
             self.on_result(result)
@@ -674,6 +684,13 @@ def _remove_earlier(planned: PlannedSource) -> None:
             path.unlink(missing_ok=True)
         except OSError as exc:
             raise OutputError(f"cannot replace {path}: {exc.strerror or exc}") from None
+
+
+def publish(renames: Sequence[tuple[Path, Path]]) -> None:
+    """Give a source's files their final names, in order (the rows last); only once its manifest line is written,
+    which claims the names (:meth:`PerSourceSink._finish` says why)."""
+    for partial, final in renames:
+        _rename(partial, final)
 
 
 def _rename(partial: Path, final: Path) -> None:
