@@ -787,11 +787,15 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         again(source, f"its worker died {{}} time(s): {type(exc).__name__}", "WorkerDied")
                     continue
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
-                    cause = exc.cause if isinstance(exc.cause, EmopipeError) else None
+                    cause = exc.cause
+                    if isinstance(cause, EmopipeError):
+                        error, exit_code, kind = str(cause), cause.exit_code, type(cause).__name__
+                    else:  # the error itself, not str(exc): that starts with Ray's "ray::…Worker.process() (pid=…)"
+                        error, exit_code, kind = f"{type(cause).__name__}: {cause}", 1, "WorkerError"
+                    error = (error.splitlines() or [""])[0]
                     for source in share:
-                        record(SourceResult(source=source.uri, status="failed", error=str(cause or exc).splitlines()[0],
-                                            exit_code=cause.exit_code if cause else 1,
-                                            kind=type(cause).__name__ if cause else "WorkerError"))
+                        record(SourceResult(source=source.uri, status="failed", error=error, exit_code=exit_code,
+                                            kind=kind))
                     continue
                 met(reply)
                 finished = {r.source for r in reply["results"]}

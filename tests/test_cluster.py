@@ -437,6 +437,28 @@ def test_a_worker_says_how_far_its_share_is_while_it_runs(tmp_path, local_ray, f
         ray.kill(board, no_restart=True)
 
 
+class BuggyWorker(Worker):
+    """A worker whose every share meets a bug (not an emopipe error): the call itself fails."""
+
+    def process(self, share, share_id=0):
+        raise RuntimeError("a bug in the worker\nits second line")
+
+
+def test_a_bug_in_a_worker_fails_its_shares_sources_with_the_error_itself(tmp_path, local_ray, five_clips,
+                                                                           monkeypatch):
+    """Each source of the share fails with the bug's one line (its class and message), not Ray's header line
+    ("ray::emopipe-worker-0:Worker.process() (pid=…)") that its error's text starts with."""
+    import emopipe.cluster
+
+    _, config = five_clips
+    monkeypatch.setattr(emopipe.cluster, "Worker", BuggyWorker)
+    outcome = run_on_ray(config, RayOptions(workers=1), output_dir=tmp_path / "ray")
+    assert [(r.status, r.error, r.kind, r.exit_code) for r in outcome.results] == [
+        ("failed", "RuntimeError: a bug in the worker", "WorkerError", 1)] * 5
+    lines = Manifest(tmp_path / "ray").previous().values()
+    assert [e["error"] for e in lines] == ["RuntimeError: a bug in the worker"] * 5
+
+
 class LateCountingWorker(Worker):
     """A worker whose counter hears of a source's last frame only once a share's summary was taken (or after
     ``hold_s``): the order that, unwaited for, left the last frames out of the reply (seen once in CI)."""
