@@ -126,8 +126,9 @@ class PipelineMetrics:
         self.reconnects = Counter("stream_reconnects", "Times a live stream was reopened", **common)
         self.reopen_failures = Counter("stream_reopen_failures", "Attempts to reopen a lost live stream that "
                                        "failed (refused, unreachable, or no frame)", **common)
-        self.source_up = Gauge("source_up", "1 while a live source's frames arrive, 0 while it is lost and "
-                               "reconnecting", ["source"], **common)
+        self.source_up = Gauge("source_up", "1 while a source's frames arrive; 0 while a live source is lost "
+                               "and reconnecting, and once a source has ended (a file read, a camera ended)",
+                               ["source"], **common)
         self.source_frames = Counter("source_frames", "Frames processed (results written), by source", ["source"],
                                      **common)
         self.source_faces = Counter("source_faces", "Faces whose results were written, by source", ["source"],
