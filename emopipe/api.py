@@ -203,7 +203,8 @@ class Analyzer:
             try:
                 with stack:
                     run.warm(models)
-                    run.sinks.append(_QueueSink(FaceRecorder(opened.info.uri, models.labels, smoothing=config.smooth),
+                    run.sinks.append(_QueueSink(FaceRecorder(opened.info.uri, models.labels, smoothing=config.smooth,
+                                                             precision=config.precision),
                                                 records, stop))
                     outcome.append(run.run(on_pipeline=started))
             except BaseException as exc:  # handed to the caller's thread

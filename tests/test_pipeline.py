@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from emopipe.engines.base import PendingOutput
+from emopipe.errors import WeightsError
 from emopipe.io.records import open_writer
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
@@ -350,6 +351,16 @@ def test_rows_held_back_and_flushed_are_the_rows_written_frame_by_frame(tmp_path
         assert seen == [(i, 2) for i in range(40)]  # watchers still see every frame, in order
         assert [r.frame for r in sink.last_records] == [39, 39]
     assert files[0] == files[1] and files[0].count(b"\n") == 1 + 80  # the same tracks, smoothing and values
+
+
+@pytest.mark.parametrize(("precision", "advice"), [("fp32", False), ("fp16", True), ("bf16", True), (None, True)])
+def test_outputs_that_are_not_numbers_suggest_fp32_only_to_a_run_that_is_not_fp32(precision, advice):
+    (result,) = _frame_results(1)
+    result.faces[0] = FaceResult(result.faces[0].probabilities, float("inf"), 0.0, None)
+    recorder = FaceRecorder("clip.mp4", PixelEngine().labels, precision=precision)
+    with pytest.raises(WeightsError, match="not a number") as failure:
+        recorder.records(result)
+    assert ("try --precision fp32" in str(failure.value)) == advice, failure.value
 
 
 def test_faceless_frames_behind_an_unfilled_batch_are_bounded(models_home, two_face_clip):

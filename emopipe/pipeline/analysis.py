@@ -110,7 +110,8 @@ class SourceRun:
             self.stack.callback(video.commit, None)
             self.finishers.append(lambda summary: self._finish_video(video, summary))
         tracks = TrackWatcher(thumbnails=bool(config.report))
-        sink: Sink = RecordSink(FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth), writer, video,
+        recorder = FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth, precision=config.precision)
+        sink: Sink = RecordSink(recorder, writer, video,
                                 watchers=[tracks], hold_rows=self.live is None)  # (live: each frame's rows at once)
         if self.live is not None:
             sink = self.live.sink(sink)  # the annotated stream for --record, --show, --serve

@@ -582,8 +582,8 @@ class PerSourceSink(Sink):
         self._writer.commit_on_close = False
         uri = info.uri if info is not None else redact_uri(planned.uri)
         self._tracks = TrackWatcher(thumbnails=False)
-        self._sink = RecordSink(FaceRecorder(uri, self.labels, smoothing=self.config.smooth), self._writer, None,
-                                watchers=[self._tracks], hold_rows=True)
+        recorder = FaceRecorder(uri, self.labels, smoothing=self.config.smooth, precision=self.config.precision)
+        self._sink = RecordSink(recorder, self._writer, None, watchers=[self._tracks], hold_rows=True)
         self._faces = 0
 
     def _finish_before(self, stream: int) -> None:

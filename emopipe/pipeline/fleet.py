@@ -242,8 +242,8 @@ class FleetSink(Sink):
             # live rows are written in place, as they come: a file that grows while the camera runs
             camera.writer = open_writer(camera.planned.rows, fmt=config.format, labels=self.labels,
                                         landmarks=config.landmarks, detected=config.detect_every > 1, in_place=True)
-            camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth),
-                                     camera.writer)
+            camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth,
+                                                  precision=config.precision), camera.writer)
 
     def write(self, result: FrameResult) -> None:
         self.fleet.settle()  # (also called while no frame comes: see Fleet.open)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from emopipe.engines.base import Engine, PendingOutput, launch
-from emopipe.errors import InputNotFoundError, InputUnreadableError, SourceUnavailableError
+from emopipe.errors import InputNotFoundError, InputUnreadableError, SourceUnavailableError, WeightsError
 from emopipe.io.sources import Source
 from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
 from emopipe.pipeline.summary import RunSummary
@@ -306,7 +306,8 @@ class Pipeline:
                     o.frame_split(max(0.0, taken - item.frame.read_time), done - taken)
         except BaseException as exc:
             self._errors.append(exc)
-            self._count_error(exc, "write")
+            # the recorder refuses the model's NaN/inf outputs (a WeightsError): the model failed, not the writing
+            self._count_error(exc, "infer" if isinstance(exc, WeightsError) else "write")
             self._stop.set()
             while not ended and self._results.get() is not _END:  # keep the GPU thread from blocking on a full queue
                 pass

@@ -23,8 +23,9 @@ class FaceRecorder:
     """
 
     def __init__(self, source: str, labels: Sequence[str], *, tracker: IouTracker | None = None,
-                 smoothing: float | None = None) -> None:
+                 smoothing: float | None = None, precision: str | None = None) -> None:
         self.source = source
+        self.precision = precision  # the engine's (fp32, fp16, bf16), for the advice on outputs that are not numbers
         self.labels = tuple(labels)
         self.tracker = tracker or IouTracker()
         self.smoother = TrackSmoother(smoothing)
@@ -39,9 +40,11 @@ class FaceRecorder:
         valence = np.array([f.valence for f in result.faces])
         arousal = np.array([f.arousal for f in result.faces])
         if not (np.isfinite(probabilities).all() and np.isfinite(valence).all() and np.isfinite(arousal).all()):
+            cause = ("the weights are damaged" if self.precision == "fp32" else  # (fp32 does not overflow here)
+                     f"the weights are damaged, or their outputs overflow at {self.precision or 'this precision'} "
+                     "(try --precision fp32)")
             raise WeightsError(f"EmoNet gave a value that is not a number (NaN or infinity) for a face in frame "
-                               f"{result.frame.index} of {self.source}: the weights are damaged, or their outputs "
-                               "overflow at this precision (try --precision fp32)")
+                               f"{result.frame.index} of {self.source}: {cause}")
         probabilities, valence, arousal = self.smoother.smooth(ids, probabilities, valence, arousal)
         self.smoother.forget(self.tracker.expired)
         landmarks = None
