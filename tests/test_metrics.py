@@ -419,6 +419,14 @@ def test_serve_metrics_serves_the_registry_and_closes(registry, pm):
         fetch(server.url)
 
 
+def test_leaving_the_metrics_server_on_an_error_raises_that_error_and_closes(registry):
+    with pytest.raises(RuntimeError, match="the caller's"), x.serve_metrics(registry, 0, "127.0.0.1") as server:
+        url = server.url
+        raise RuntimeError("the caller's error")  # (once hidden by an AttributeError of the server's exit)
+    with pytest.raises(urllib.error.URLError):
+        fetch(url)
+
+
 def test_serve_metrics_on_a_busy_port_is_a_usage_error(registry):
     with x.serve_metrics(registry, 0, "127.0.0.1") as first, \
             pytest.raises(UsageError, match=f"cannot serve metrics on 127.0.0.1:{first.port}.*--metrics-port"):
@@ -468,7 +476,8 @@ def test_pushgateway_urls(url, full):
     assert x.check_pushgateway_url(url) == full
 
 
-@pytest.mark.parametrize("url", ["ftp://pg:21", "http://", "://x"])
+@pytest.mark.parametrize("url", ["ftp://pg:21", "http://", "://x", "http://127.0.0.1:abc", "http://[::1",
+                                 "pg:99999", "http://pg:9091/a b", "http://pg:9091/\n"])
 def test_bad_pushgateway_urls_are_usage_errors(url):
     with pytest.raises(UsageError, match="--pushgateway must be an http"):
         x.check_pushgateway_url(url)
@@ -555,6 +564,25 @@ def test_an_unreachable_pushgateway_after_a_complete_run_is_a_warning(registry, 
     assert "the results are complete" in caplog.text
 
 
+def test_a_pushgateway_that_does_not_answer_in_http_is_a_warning_too(registry, caplog):
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_nonsense() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"nonsense\r\n\r\n")  # http.client: BadStatusLine, not an OSError
+
+    thread = threading.Thread(target=answer_nonsense)
+    thread.start()
+    with listener:
+        port = listener.getsockname()[1]
+        MetricsExporter(registry, pushgateway=f"127.0.0.1:{port}").finish()  # no exception: a warning
+        thread.join()
+    assert f"cannot push metrics to the Pushgateway at http://127.0.0.1:{port}" in caplog.text
+    assert "the results are complete" in caplog.text
+
+
 def test_exporter_validates_its_flags_before_the_run(registry):
     with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
         MetricsExporter(registry, linger_s=10)
@@ -575,6 +603,61 @@ def test_exporter_serves_during_the_run_and_lingers_after(registry, pm):
     assert exporter.server is None
     with pytest.raises(urllib.error.URLError):
         fetch(url)
+
+
+@pytest.mark.parametrize(("error", "state", "lingers"), [(RuntimeError, "failed", True),
+                                                         (KeyboardInterrupt, "interrupted", False)])
+def test_a_run_that_fails_is_served_as_failed_while_it_lingers_and_an_interrupted_one_exits_now(
+        registry, monkeypatch, error, state, lingers):
+    pm = PipelineMetrics(registry)
+    scraped: list[str] = []  # what a scrape during the linger sees
+    monkeypatch.setattr(x, "linger", lambda seconds, stop=None: scraped.append(fetch(server.url)) or 0.0)
+    with pytest.raises(error), MetricsExporter(registry, port=0, host="127.0.0.1", linger_s=600,
+                                               run_state=pm.set_run_state) as exporter:
+        server = exporter.server
+        pm.set_run_state("running")
+        raise error("a stage failed")
+    assert pm.state == state
+    if lingers:  # Prometheus' last scrape says failed (EmopipeRunFailed), not running (EmopipeTargetDown)
+        (text,) = scraped
+        assert f'emopipe_run_state{{mode="file",state="{state}"}} 1.0' in text
+        assert 'emopipe_run_state{mode="file",state="running"} 0.0' in text
+    else:  # Ctrl-C / SIGTERM: stop now
+        assert scraped == []
+
+
+def test_a_file_run_that_fails_pushes_failed_its_source_not_up_and_its_error_as_the_models(
+        tmp_path, checkpoints, models_home, monkeypatch):
+    from emopipe.errors import WeightsError
+    from tests.support.synth import moving_face_video
+
+    state = torch.load(checkpoints[8], map_location="cpu")
+    state["module.emo_fc_2.3.bias"][8] = float("nan")  # the valence output: EmoNet's outputs are not numbers
+    broken = tmp_path / "nan.pth"
+    torch.save(state, broken)
+    clip = moving_face_video(tmp_path / "one.mp4", frames=1, empty=None)
+    registry = CollectorRegistry()
+    pm = PipelineMetrics(registry, mode="file")
+    pushed: list[dict] = []  # the values as they were pushed: (name, labels) → value
+
+    def push(reg, url, **kwargs):
+        pushed.append({(s.name, frozenset(s.labels.items())): s.value for f in reg.collect() for s in f.samples})
+
+    monkeypatch.setattr(x, "push_metrics", push)
+    exporter = MetricsExporter(registry, pushgateway="pg:9091", run_state=pm.set_run_state)
+    with emopipe.Analyzer(detector="blazeface", weights=str(broken), device="cpu") as analyzer, \
+            pytest.raises(WeightsError, match="not a number") as failure:
+        analyzer.run(str(clip.path), output=str(tmp_path / "rows.csv"), metrics=pm, exporter=exporter)
+    assert "--precision" not in str(failure.value)  # the run is fp32 already: that advice cannot help
+    (final,) = pushed
+
+    def at_push(name: str, **labels: str) -> float:
+        return final[name, frozenset(labels.items())]
+
+    assert at_push("emopipe_run_state", mode="file", state="failed") == 1
+    assert at_push("emopipe_source_up", source=str(clip.path)) == 0  # read no more: not up
+    assert at_push("emopipe_errors_total", kind="infer") == 1  # the model's outputs, not the writing
+    assert at_push("emopipe_errors_total", kind="write") == 0
 
 
 def test_metrics_flags_resolve_with_a_live_default_port():

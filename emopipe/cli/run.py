@@ -162,14 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="address the metrics server listens on (0.0.0.0: every interface, for a "
                               "Prometheus on another machine or outside a container)")
     metrics.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
-                         help="after a file run, keep serving /metrics this long so Prometheus scrapes the "
-                              "final values (SIGTERM or Ctrl-C ends it early)")
+                         help="after a file run (finished or failed), keep serving /metrics this long so "
+                              "Prometheus scrapes the final values (SIGTERM or Ctrl-C ends it early)")
     metrics.add_argument("--metrics-max-sources", type=int, default=RunConfig.metrics_max_sources, metavar="N",
                          help="per-source series (emopipe_source_*) carry a `source` label for the first N sources; "
                               "later ones are counted together as source=\"other\"")
     metrics.add_argument("--pushgateway", default=None, metavar="URL",
                          help=f"push the final metrics to this Pushgateway (job {PUSH_JOB}, grouped by "
-                              "instance=host name: one group per host)")
+                              "instance=host name: one group per host); a URL that is not one is refused at the "
+                              "start, a push that fails is a warning")
 
     live = parser.add_argument_group(
         "live mode (a camera, or a network stream given as SOURCE: rtsp://, http(s)://…)",

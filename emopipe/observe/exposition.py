@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from http.client import HTTPException
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,16 +64,8 @@ class MetricsServer:
     def __enter__(self) -> MetricsServer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        try:
-            if exc_type is not None and not self.finished:  # the run ended on an error: say so, wherever it is seen
-                self.finished = True
-                interrupted = issubclass(exc_type, KeyboardInterrupt)
-                if self.run_state is not None:
-                    self.run_state("interrupted" if interrupted else "failed")
-                self._push()
-        finally:
-            self.close()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def serve_metrics(registry: CollectorRegistry, port: int, host: str = DEFAULT_HOST) -> MetricsServer:
@@ -109,8 +102,13 @@ def linger(seconds: float, stop: threading.Event | None = None) -> float:
 def check_pushgateway_url(url: str) -> str:
     """``url`` as an http(s) URL (``host:port`` gets ``http://``); a UsageError if it is not one."""
     full = url if "://" in url else f"http://{url}"
-    parts = urlsplit(full)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(full)  # (a ValueError for "http://[::1")
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and full.isprintable() and " " not in full
+        _ = parts.port  # a ValueError for a port that is not a number in 0..65535: refused now, not after the run
+    except ValueError:
+        valid = False
+    if not valid:
         raise UsageError(f"--pushgateway must be an http(s) URL such as http://pushgateway:9091, got {url!r}")
     return full
 
@@ -143,8 +141,8 @@ def push_metrics(registry: CollectorRegistry, url: str, *, job: str = PUSH_JOB,
     final.register(FinalValues(registry))
     try:
         push_to_gateway(full, job=job, registry=final, grouping_key=dict(grouping_key or {}), timeout=timeout_s)
-    except OSError as exc:  # URLError and prometheus_client's "error talking to pushgateway" are OSErrors
-        reason = getattr(exc, "reason", None) or exc
+    except (OSError, HTTPException) as exc:  # URLError and prometheus_client's "error talking to pushgateway" are
+        reason = getattr(exc, "reason", None) or exc  # OSErrors; a reply that is not HTTP is an HTTPException
         raise OutputError(f"cannot push metrics to the Pushgateway at {full}: {reason}") from None
 
 
@@ -158,7 +156,8 @@ class MetricsExporter:
 
     ``start()`` before loading models (so scrapes see start-up), ``finish()`` after the last result
     (push, then linger), ``close()`` in ``finally`` (or use it as a context manager: start/close; leaving it
-    on an exception marks the run ``failed`` — ``interrupted`` for Ctrl-C — and still pushes).
+    on an exception marks the run ``failed`` and pushes and lingers as a finished run does, so a scraped run is
+    seen to have failed; Ctrl-C or SIGTERM mark it ``interrupted``, push, and end at once).
     ``run_state`` receives how the run ended (e.g. :meth:`PipelineMetrics.set_run_state`), before any push.
     """
 
@@ -195,8 +194,8 @@ class MetricsExporter:
             self.run_state(state)
         self._push()
         if self.server is not None and self.linger_s > 0 and linger_after:
-            logger.info("run finished; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)",
-                        self.server.url, self.linger_s)
+            logger.info("run %s; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)%s",
+                        state, self.server.url, self.linger_s, "; its error follows then" if state == "failed" else "")
             linger(self.linger_s)
 
     def _push(self) -> None:
@@ -219,10 +218,9 @@ class MetricsExporter:
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         try:
             if exc_type is not None and not self.finished:  # the run ended on an error: say so, wherever it is seen
-                self.finished = True
-                interrupted = issubclass(exc_type, KeyboardInterrupt)
-                if self.run_state is not None:
-                    self.run_state("interrupted" if interrupted else "failed")
-                self._push()
+                interrupted = issubclass(exc_type, KeyboardInterrupt)  # (SIGTERM too: the run turns it into one)
+                # a failure lingers like a finished run, or a scraped run's last scrape would still say running
+                self.finish(linger_after=issubclass(exc_type, Exception),
+                            state="interrupted" if interrupted else "failed")
         finally:
             self.close()

@@ -160,6 +160,8 @@ class SourceRun:
                 metrics, name = self.metrics, self.source.info.uri
                 metrics.set_source_up(name, True)
                 self.finishers.append(lambda summary: metrics.set_source_up(name, False))
+                # or once the run failed: the stack closes this before the exporter (entered earlier) pushes
+                self.stack.callback(metrics.set_source_up, name, False)
 
     def settings(self) -> PipelineSettings:
         if self.live is not None:
