@@ -497,6 +497,7 @@ class Analyzer:
             if metrics is not None:
                 metrics.observe_startup(models.load_s, models.warmup_s)
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+                metrics.set_run_state("running")  # (the alerts on a running run's rates and sources watch from now)
             if metrics is not None:  # each source that fails counts as an error (errors_total, its alert)
                 on_result = _counting_failures(metrics, on_result)
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)

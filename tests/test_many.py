@@ -657,3 +657,20 @@ def test_a_file_where_a_sources_output_folder_must_be_is_refused_before_any_mode
                                             "folder; move it, or choose another output folder")
     assert "Traceback" not in done.stderr
     assert (tmp_path / "out" / "b").read_text() == "in the way\n" and not (tmp_path / "out" / "manifest.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_a_many_source_run_is_running_for_its_metrics_while_its_sources_finish(tmp_path, models_home, checkpoints):
+    # (was: "starting" until the end, so the alerts on a running run's rates and sources never watched archives)
+    from prometheus_client import CollectorRegistry
+
+    from emopipe.observe.metrics import PipelineMetrics
+
+    (tmp_path / "v").mkdir()
+    moving_face_video(tmp_path / "v" / "a.mp4", frames=1, empty=None)
+    metrics = PipelineMetrics(CollectorRegistry())
+    states: list[str | None] = []
+    analyzer = Analyzer(weights=str(checkpoints[8]), detector="blazeface", device="cpu")
+    outcome = analyzer.run_many([str(tmp_path / "v")], tmp_path / "out", metrics=metrics,
+                                on_result=lambda result: states.append(metrics.state))
+    assert [r.status for r in outcome.results] == ["ok"] and states == ["running"]
