@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from emopipe.cli.bench import CONFIGS, BenchResult, face_counts, format_table
+from emopipe.cli.bench import CONFIGS, BenchResult, face_counts, format_table, select_configs, significant
+from emopipe.errors import EmopipeError, OutputError, UsageError
 from emopipe.pipeline.timing import percentile
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +60,8 @@ def test_bench_on_cpu_runs_static_and_varying_configurations(tmp_path):
     assert CONFIGS[0].name in done.stdout and "first/p50" in done.stdout
 
 
-@pytest.mark.parametrize("args", [["--configs", "9"], ["--batch-size", "0"]])
+@pytest.mark.parametrize("args", [["--configs", "9"], ["--configs", "0"], ["--batch-size", "0"],
+                                  ["--precision", "fp64"]])
 def test_bad_options_are_one_line_usage_errors(args):
     done = emopipe_bench("--device", "cpu", *args)
     assert done.returncode == 2, done.stderr
@@ -82,3 +84,97 @@ def test_each_configuration_uses_the_products_caches(monkeypatch, tmp_path, caps
     args = bench.build_parser().parse_args(["--device", "cpu", "--configs", "1", "--models-dir", str(tmp_path)])
     assert bench.run(args) == 0
     assert [job["cache_dir"] for job in jobs] == [str(tmp_path / "cache")]
+
+
+def _result(config: str, faces_per_s: float = 2.0) -> BenchResult:
+    return BenchResult(config, "cpu", "fp32", 2, 1.0, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, faces_per_s, 2, 2)
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    """No EmoNet: each configuration's process is ``outcome["run"](job)``, a CompletedProcess; the jobs are kept."""
+    from emopipe.cli import bench
+
+    jobs: list[dict] = []
+    def succeeds(job: dict) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess([], 0, json.dumps(_result(job["config"]["name"]).__dict__), "")
+
+    outcome = {"run": succeeds}
+
+    def worker(cmd, **kwargs):  # type: ignore[no-untyped-def]
+        job = json.loads(cmd[cmd.index("--worker") + 1])
+        jobs.append(job)
+        return outcome["run"](job)
+
+    monkeypatch.setattr(bench.subprocess, "run", worker)
+    return jobs, outcome
+
+
+def bench_run(*argv: str) -> int:
+    from emopipe.cli import bench
+
+    return bench.run(bench.build_parser().parse_args(["--device", "cpu", *argv]))
+
+
+def test_table_numbers_each_row_by_its_configuration_and_shows_slow_throughputs():
+    table = format_table([_result(CONFIGS[4].name, faces_per_s=0.1274), _result(CONFIGS[0].name, faces_per_s=1234.4)])
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "configuration" not in line]
+    assert rows[0].startswith(f"| 5 | {CONFIGS[4].name} |") and rows[0].endswith("| 0.127 |")
+    assert rows[1].startswith(f"| 1 | {CONFIGS[0].name} |") and rows[1].endswith("| 1234 |")
+    assert [significant(v) for v in (0.13, 2.5, 99.0, 12345.6)] == ["0.130", "2.50", "99.0", "12346"]
+
+
+@pytest.mark.parametrize("spec", ["0", "7", "-1", "1,0", "", "x"])
+def test_configs_out_of_range_are_refused(spec):
+    with pytest.raises(UsageError, match=r"numbers 1\.\.6"):
+        select_configs(spec, cuda=False)
+    assert select_configs("6,1", cuda=False) == [CONFIGS[5], CONFIGS[0]]
+
+
+def test_a_workload_of_one_static_batch_is_refused_before_any_worker(workers):
+    """No latency after the first batch to measure: said up front, not a crash in the worker (max of nothing)."""
+    jobs, _ = workers
+    assert sum(face_counts(2, 2, seed=1)) <= 2  # one static batch of 2
+    with pytest.raises(UsageError, match="1 static batch"):
+        bench_run("--batch-size", "2", "--frames", "2", "--configs", "1", "--seed", "1")
+    assert jobs == []
+    assert bench_run("--batch-size", "2", "--frames", "2", "--configs", "5", "--seed", "1") == 0  # varying: 2 batches
+
+
+@pytest.mark.parametrize("args", [["--precision", "fp64"], ["--device", "cuda:99"]])
+def test_bad_device_or_precision_is_a_usage_error_before_any_worker(workers, args):
+    jobs, _ = workers
+    with pytest.raises(UsageError):
+        bench_run(*args)
+    assert jobs == []
+
+
+def test_an_unwritable_json_is_refused_before_any_worker(workers, tmp_path):
+    jobs, _ = workers
+    with pytest.raises(OutputError, match="does not exist"):
+        bench_run("--configs", "1", "--json", str(tmp_path / "missing" / "bench.json"))
+    assert jobs == []
+
+
+def test_a_failing_worker_gives_its_own_exit_code_and_line(workers, tmp_path):
+    jobs, outcome = workers
+    said = "loading …\nemopipe: error: cannot read x.pth\n"
+    outcome["run"] = lambda job: subprocess.CompletedProcess([], 6, "", said)
+    with pytest.raises(EmopipeError) as caught:
+        bench_run("--configs", "1,5")
+    assert caught.value.exit_code == 6 and len(jobs) == 1
+    assert str(caught.value) == f"benchmark configuration {CONFIGS[0].name!r} failed: cannot read x.pth"
+    outcome["run"] = lambda job: subprocess.CompletedProcess([], -9, "", "")  # killed by a signal: not a code of ours
+    with pytest.raises(EmopipeError) as caught:
+        bench_run("--configs", "1")
+    assert caught.value.exit_code == 1 and "no output" in str(caught.value)
+
+
+def test_json_is_written_whole_in_place_of_an_earlier_one(workers, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    out.write_text("earlier\n")
+    assert bench_run("--configs", "5,1", "--json", str(out)) == 0
+    assert [r["config"] for r in json.loads(out.read_text())] == [CONFIGS[4].name, CONFIGS[0].name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json"]  # no partial file left beside it
+    table = capsys.readouterr().out
+    assert f"| 5 | {CONFIGS[4].name} |" in table and f"| 1 | {CONFIGS[0].name} |" in table

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -21,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from emopipe.errors import EmopipeError, UsageError
+from emopipe.errors import EmopipeError, OutputError, UsageError
 from emopipe.pipeline.timing import percentile
 
 
@@ -78,10 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", default=None, help="fp32, fp16 or bf16 (default: fp16 on CUDA, fp32 on CPU)")
     parser.add_argument("--batch-size", type=int, default=None, help="static batch B (default: 32 on CUDA, 4 on CPU)")
     parser.add_argument("--frames", type=int, default=None,
-                        help="frames in the workload, each with 1..B faces (default: 200 on CUDA, 4 on CPU)")
+                        help="frames in the workload, each with 1..B faces (default: 200 on CUDA, 4 on CPU); "
+                             "the static configurations need faces for 2 or more batches")
     parser.add_argument("--configs", default="all",
                         help="comma-separated config numbers (1-based, see the table) or 'all'")
-    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here (checked before the run)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the face-count sequence")
     parser.add_argument("--models-dir", default=None,
                         help="whose <dir>/cache the engines use, as `emopipe` does (compiled kernels, cuDNN plans)")
@@ -93,20 +95,25 @@ def run(args: argparse.Namespace) -> int:
     if args.worker:
         print(json.dumps(asdict(_worker(json.loads(args.worker)))))
         return 0
-    import torch
+    from emopipe.engines.base import EngineOptions
+    from emopipe.io.records import ensure_writable, partial_path
+    from emopipe.model.devices import resolve_device
+    from emopipe.model.weights import models_dir
 
-    cuda = args.device != "cpu" and torch.cuda.is_available()
+    device = resolve_device(args.device)  # a bad device or precision is refused here, before any worker starts
+    cuda = device.type == "cuda"
     batch = (32 if cuda else 4) if args.batch_size is None else args.batch_size
     frames = (200 if cuda else 4) if args.frames is None else args.frames
     if batch < 1 or frames < 2:
         raise UsageError("need --batch-size ≥ 1 and --frames ≥ 2")
-    configs = list(CONFIGS) if cuda else [c for c in CONFIGS if c.cudnn_benchmark]
-    if args.configs != "all":
-        try:
-            configs = [CONFIGS[int(i) - 1] for i in args.configs.split(",")]
-        except (ValueError, IndexError):
-            raise UsageError(f"--configs takes numbers 1..{len(CONFIGS)} or 'all', got {args.configs!r}") from None
-    from emopipe.model.weights import models_dir
+    EngineOptions(precision=args.precision, batch_size=batch).resolved(device)
+    configs = select_configs(args.configs, cuda)
+    static = -(-sum(face_counts(frames, batch, args.seed)) // batch)
+    if static < 2 and any(c.batching == "static" for c in configs):  # latencies after the first need a second
+        raise UsageError(f"--frames {frames} make {static} static batch of {batch} faces (seed {args.seed}); "
+                         "the latency after the first batch needs 2 or more: give more --frames")
+    if args.json:
+        ensure_writable(args.json, "the results")  # now, not after the whole benchmark
 
     cache_dir = str(models_dir(args.models_dir) / "cache")  # the product's caches: restarts as users see them
     results = []
@@ -117,29 +124,60 @@ def run(args: argparse.Namespace) -> int:
         done = subprocess.run([sys.executable, "-m", "emopipe", "bench", "--worker", json.dumps(job)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise EmopipeError(f"benchmark configuration {config.name!r} failed: {last}")
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("emopipe: error: ")
+            error = EmopipeError(f"benchmark configuration {config.name!r} failed: {last}")
+            error.exit_code = done.returncode if done.returncode > 0 else 1  # the worker's own code (a signal: 1)
+            raise error
         results.append(BenchResult(**json.loads(done.stdout.strip().splitlines()[-1])))
     print(format_table(results))
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+        partial = partial_path(args.json)
+        try:  # whole or not at all: never a half-written file over an earlier one
+            partial.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+            os.replace(partial, args.json)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise OutputError(f"cannot write the results {args.json}: {exc.strerror or exc}") from None
     return 0
+
+
+def select_configs(spec: str, cuda: bool) -> list[BenchConfig]:
+    """``--configs``: 'all' (on the CPU, those with cuDNN benchmark on: it means nothing there), or numbers."""
+    if spec == "all":
+        return list(CONFIGS) if cuda else [c for c in CONFIGS if c.cudnn_benchmark]
+    try:
+        numbers = [int(i) for i in spec.split(",")]
+    except ValueError:
+        numbers = []
+    if not numbers or not all(1 <= n <= len(CONFIGS) for n in numbers):
+        raise UsageError(f"--configs takes numbers 1..{len(CONFIGS)} or 'all', got {spec!r}")
+    return [CONFIGS[n - 1] for n in numbers]
 
 
 def format_table(results: list[BenchResult]) -> str:
     head = ("| # | configuration | start→ready s | warmup s | first batch ms | p50 ms | p99 ms | first/p50 "
             "| p99/p50 | faces/s |")
     rule = "|---|---|---|---|---|---|---|---|---|---|"
+    number = {c.name: str(i) for i, c in enumerate(CONFIGS, 1)}  # the number --configs takes
     rows = [
-        f"| {i} | {r.config} | {r.start_to_ready_s:.2f} | {r.warmup_s:.2f} | {r.first_batch_ms:.1f} | "
-        f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.first_over_p50:.1f}× | {r.p99_over_p50:.2f}× | {r.faces_per_s:.0f} |"
-        for i, r in enumerate(results, 1)
+        f"| {number.get(r.config, '?')} | {r.config} | {r.start_to_ready_s:.2f} | {r.warmup_s:.2f} | "
+        f"{r.first_batch_ms:.1f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.first_over_p50:.1f}× | "
+        f"{r.p99_over_p50:.2f}× | {significant(r.faces_per_s)} |"
+        for r in results
     ]
     if results:
         r = results[0]
         rows.append(f"\n{r.device}, {r.precision}, static batch {r.batch_size}, {r.batches} batches / {r.faces} faces "
                     "per configuration")
     return "\n".join([head, rule, *rows])
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with at least ``digits`` significant digits and never an exponent (0.127, 12.7, 1270)."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:.0f}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
 
 
 def face_counts(frames: int, batch: int, seed: int) -> list[int]:
