@@ -16,6 +16,7 @@ code  meaning
 8     input ended early: truncated or corrupt; results up to that point were written
 9     several sources: some failed (the run manifest says which and why); the others completed
 130   interrupted (Ctrl-C or SIGTERM); results up to that point were written
+141   standard output closed by its reader (``| head``): the command stopped quietly (128 + SIGPIPE's 13)
 ====  ==========================================================================
 """
 
@@ -66,3 +67,4 @@ class InputTruncatedError(EmopipeError):
 
 SOME_SOURCES_FAILED_EXIT_CODE = 9
 INTERRUPTED_EXIT_CODE = 130
+STDOUT_CLOSED_EXIT_CODE = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)

@@ -488,6 +488,26 @@ def test_dash_jsonl_writes_to_stdout(capsys):
     assert [json.loads(line)["frame"] for line in capsys.readouterr().out.splitlines()] == [3, 4]
 
 
+class _Stdout(io.StringIO):
+    """Standard output whose writes fail with ``error``."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+def test_dash_whose_reader_has_gone_raises_broken_pipe_for_the_command_to_end_quietly(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", _Stdout(BrokenPipeError(32, "Broken pipe")))
+    with pytest.raises(BrokenPipeError), open_writer("-", labels=LABELS[8]) as writer:  # not an OutputError (exit 5)
+        writer.write([make_record(8)])
+    monkeypatch.setattr(sys, "stdout", _Stdout(OSError(5, "Input/output error")))
+    with pytest.raises(OutputError, match="Input/output error"), open_writer("-", labels=LABELS[8]) as writer:
+        writer.write([make_record(8)])
+
+
 # -- unwritable outputs --------------------------------------------------------------------------
 
 

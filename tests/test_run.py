@@ -373,3 +373,47 @@ def test_the_installed_command_and_python_m_emopipe_end_that_way():
 
     assert entry_points(group="console_scripts")["emopipe"].value == "emopipe.cli:run_and_exit"
     assert "run_and_exit()" in (REPO / "emopipe" / "__main__.py").read_text()
+
+
+def _with_stdout_closed(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The command with a standard output whose reader has gone before its first write (as `| head -1` once
+    head has its line): the outcome does not depend on timing."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "emopipe", *map(str, args)], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, env=env, timeout=600)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("args", [["models", "list"], ["--help"], ["--version"]])
+def test_a_closed_standard_output_ends_the_command_quietly_with_141(args, buffered, tmp_path):
+    env = {**os.environ, "EMOPIPE_HOME": str(tmp_path)}
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    done = _with_stdout_closed(*args, env=env)
+    assert (done.returncode, done.stderr) == (141, "")  # no traceback, no "internal error"
+
+
+def test_rows_to_a_closed_standard_output_end_the_run_quietly_with_141(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "empty.mp4", frames=2, empty=(0, 2))
+    done = _with_stdout_closed(clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                               "-o", "-", env=os.environ.copy())
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "error" not in done.stderr, done.stderr
+
+
+def test_a_broken_pipe_elsewhere_is_still_an_internal_error(monkeypatch, capsys):
+    """Only standard output's reader going away ends quietly: another pipe breaking is a bug, said as one."""
+    from emopipe.cli import app, models
+
+    def run(args):  # type: ignore[no-untyped-def]
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(app, "_command", lambda name: (models.build_parser, run))
+    monkeypatch.setattr(app, "_handle_signals", lambda: None)
+    assert app.main(["models", "list"]) == 1
+    assert "internal error: BrokenPipeError" in capsys.readouterr().err

@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from emopipe._version import __version__
-from emopipe.errors import INTERRUPTED_EXIT_CODE, EmopipeError
+from emopipe.errors import INTERRUPTED_EXIT_CODE, STDOUT_CLOSED_EXIT_CODE, EmopipeError
 
 logger = logging.getLogger("emopipe")
 
@@ -93,6 +94,39 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:  # what is still buffered goes out now (also after argparse's --help): a reader gone is found here
+            sys.stdout.flush()
+    except BrokenPipeError:  # (only standard output's reach here: see _main)
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """Standard output's reader has gone (``emopipe models list | head -1``): nobody wants the rest, so the command
+    ends quietly with the status a shell gives a command killed by SIGPIPE, as Python's docs advise (its
+    signal module, "Note on SIGPIPE"): later writes and flushes go to /dev/null rather than fail again."""
+    logger.debug("standard output was closed by its reader: stopped")
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return STDOUT_CLOSED_EXIT_CODE
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe or socket whose reader has gone (poll reports an error or hang-up on it),
+    so a BrokenPipeError from elsewhere (a pipe to another process) is still reported as the bug it is."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a stream of the caller's own)
+        return False
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-V", "--version"):
         print(f"emopipe {__version__}")
@@ -125,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("emopipe: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     except Exception as exc:  # a bug: still one line unless --debug
+        if isinstance(exc, BrokenPipeError) and _stdout_reader_gone():
+            raise  # not a bug: the reader of standard output has gone (main ends quietly)
         if args.debug:
             raise
         message = f"{type(exc).__name__}: {exc}".split("\n")[0]

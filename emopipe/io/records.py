@@ -229,7 +229,9 @@ class _StreamSink:
             else:
                 self._stream.write(data.decode("utf-8"))
                 self._stream.flush()
-        except OSError as error:  # e.g. a closed pipe
+        except BrokenPipeError:  # its reader has gone (`| head`): the command ends quietly, as other tools do
+            raise
+        except OSError as error:
             raise OutputError(f"cannot write results to standard output: {error.strerror or error}") from error
 
     def close(self) -> None:
