@@ -99,6 +99,27 @@ def test_damaged_and_foreign_files_give_one_line_errors(tmp_path):
     assert issubclass(CheckpointError, WeightsError)
 
 
+NOT_TORCH = "not a PyTorch checkpoint (torch.save writes a zip archive"
+
+
+@pytest.mark.parametrize(("content", "said"), [(b"hello\n", NOT_TORCH), (b"", "the file is empty"),
+                                               (b"<html>404</html>", NOT_TORCH)])
+def test_a_file_that_is_no_pytorch_file_at_all_is_said_to_be_none(tmp_path, content, said):
+    """Not torch's stray KeyError: 101 ('e', read as a pickle opcode) for a text file."""
+    path = tmp_path / "w.pth"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError) as info:
+        read_checkpoint(path)
+    assert str(info.value).startswith(f"cannot read checkpoint {path}: ") and said in str(info.value)
+    assert "Error:" not in str(info.value)
+    damaged = tmp_path / "half.pth"  # a real one cut short is a damaged PyTorch file: torch's reason is kept
+    torch.save(random_state(8), damaged)
+    damaged.write_bytes(damaged.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="RuntimeError") as info:
+        read_checkpoint(damaged)
+    assert "not a PyTorch checkpoint" not in str(info.value)
+
+
 def test_load_state_refuses_before_touching_the_model():
     model = EmoNet(8)
     before = model.conv1.weight.clone()

@@ -209,16 +209,34 @@ def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint not found: {path}") from None
-    except pickle.UnpicklingError:  # (PyTorch would advise weights_only=False: never safe for a stranger's file)
-        raise CheckpointError(f"cannot read checkpoint {path}: not a PyTorch state dict of tensors (damaged, or it "
-                              "holds Python objects, which emopipe never loads: they could run code)") from None
-    except Exception as exc:  # torch raises many kinds for a damaged file
+    except Exception as exc:
+        if what := _not_a_checkpoint(path):  # torch's own error would be a stray KeyError or EOFError
+            raise CheckpointError(f"cannot read checkpoint {path}: {what}") from None
+        if isinstance(exc, pickle.UnpicklingError):  # (PyTorch would advise weights_only=False: never safe here)
+            raise CheckpointError(f"cannot read checkpoint {path}: not a PyTorch state dict of tensors (damaged, or "
+                                  "it holds Python objects, which emopipe never loads: they could run code)") from None
+        # torch raises many kinds for a damaged file
         raise CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         state = state["state_dict"]
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path} is not a state dict of tensors")
     return _strip_prefix(state)
+
+
+def _not_a_checkpoint(path: Path) -> str | None:
+    """Why ``path`` is no PyTorch file at all, from its first bytes: torch.save writes a zip archive (a legacy
+    file is a pickle, whose first byte is 0x80); None when it looks like one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not head:
+        return "the file is empty, not a PyTorch checkpoint"
+    if head == b"PK\x03\x04" or head[:1] == b"\x80":
+        return None
+    return "not a PyTorch checkpoint (torch.save writes a zip archive; this file is not one)"
 
 
 def build_emonet(state: Mapping[str, torch.Tensor] | None = None, *, classes: int = 8) -> EmoNet:
