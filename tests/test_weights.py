@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -34,6 +35,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         body = PAYLOAD[:-1] + b"X" if self.path == "/tampered.bin" else PAYLOAD
         self.send_response(200)
+        if self.path == "/unsized.bin":  # no Content-Length: the body ends when the server hangs up
+            self.end_headers()
+            with contextlib.suppress(OSError):  # (the client hanging up first)
+                for _ in range(20):  # 6 MB, far more than the manifest's size
+                    self.wfile.write(PAYLOAD)
+            return
         self.send_header("Content-Length", str(len(PAYLOAD)))
         self.end_headers()
         if self.path == "/truncated.bin":
@@ -114,6 +121,29 @@ def test_server_down_gives_url_and_exact_path(tmp_path):
 def test_http_error_is_reported(server, tmp_path):
     with pytest.raises(WeightsError, match="HTTP 404"):
         weights.download(_spec(f"{server}/missing.bin"), tmp_path, progress=False)
+
+
+def test_a_body_without_length_is_stopped_once_past_the_manifests_size(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(weights, "_CHUNK", 64 * 1024)
+    with pytest.raises(WeightsError) as info:
+        weights.download(_spec(f"{server}/unsized.bin"), tmp_path, progress=False)
+    assert f"sent more than the {len(PAYLOAD)} bytes expected" in str(info.value)
+    assert not (tmp_path / "toy.bin").exists() and _no_leftovers(tmp_path)
+
+
+def test_a_directory_in_the_files_place_is_said_before_downloading(server, tmp_path):
+    (tmp_path / "toy.bin").mkdir()
+    with pytest.raises(WeightsError, match=r"toy\.bin is a directory, where the toy weights file must go"):
+        weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=False)
+    assert _Handler.hits == {} and _no_leftovers(tmp_path)  # nothing was downloaded for nothing
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '"toy"', "3"])
+def test_a_manifest_that_is_no_json_object_is_a_weights_error(tmp_path, monkeypatch, content):
+    (tmp_path / "manifest.json").write_text(content)
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(tmp_path / "manifest.json"))
+    with pytest.raises(WeightsError, match=r"cannot read the weights manifest .*: a JSON object of model name"):
+        weights.load_manifest()
 
 
 def _manifest(tmp_path: Path, server: str, monkeypatch) -> None:
@@ -215,3 +245,20 @@ def test_models_cli_offline_exit_code(tmp_path):
     assert out.returncode == 6
     assert "http://127.0.0.1:9/toy.bin" in out.stderr and str(tmp_path / "home" / "toy.bin") in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_models_cli_fetch_tries_every_model_and_names_each_failure(server, tmp_path):
+    entry = {"sha256": DIGEST, "size": len(PAYLOAD), "licence": "test licence"}
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"gone": {**entry, "file": "gone.bin", "url": f"{server}/missing.bin"},
+                                    "bad": {**entry, "file": "bad.bin", "url": f"{server}/tampered.bin"},
+                                    "toy": {**entry, "file": "toy.bin", "url": f"{server}/toy.bin"}}))
+    env = {**os.environ, "EMOPIPE_HOME": str(tmp_path / "home"), "EMOPIPE_MANIFEST": str(manifest)}
+    out = subprocess.run([sys.executable, "-m", "emopipe", "models", "fetch", "--no-progress"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 6, out.stderr
+    assert (tmp_path / "home" / "toy.bin").read_bytes() == PAYLOAD  # the one after the failures was fetched
+    errors = [line for line in out.stderr.splitlines() if line.startswith("emopipe: error:")]
+    assert len(errors) == 3 and "HTTP 404" in errors[0] and "sha256 mismatch" in errors[1], out.stderr
+    assert errors[2] == "emopipe: error: 2 of 3 models not fetched (gone, bad): see above"
+    assert out.stdout.strip() == f"toy: {tmp_path / 'home' / 'toy.bin'} (verified)" and "Traceback" not in out.stderr

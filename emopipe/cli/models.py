@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from emopipe.cli.parsing import new_parser
-from emopipe.errors import UsageError
+from emopipe.errors import UsageError, WeightsError
+
+logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,7 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
                                              "or ~/.cache/emopipe)")
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("list", help="show each model file: present and verified, missing, or mismatching")
-    fetch = sub.add_parser("fetch", help="download (and verify) one model, or all of them")
+    fetch = sub.add_parser("fetch", help="download (and verify) one model, or all of them (each is tried; "
+                                         "the exit code is 6 if any failed)")
     fetch.add_argument("names", nargs="*", help="manifest names (default: all)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -36,7 +40,17 @@ def run(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in entries]
     if unknown:
         raise UsageError(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(entries)}")
-    for name in names:
-        path = weights.ensure(name, directory, progress=not args.no_progress)
+    failed = []
+    for name in names:  # each one tried: one failure does not keep the others from being fetched
+        try:
+            path = weights.ensure(name, directory, progress=not args.no_progress)
+        except WeightsError as exc:
+            if len(names) == 1:
+                raise
+            logger.error("error: %s", exc)
+            failed.append(name)
+            continue
         print(f"{name}: {path} (verified)")
+    if failed:
+        raise WeightsError(f"{len(failed)} of {len(names)} models not fetched ({', '.join(failed)}): see above")
     return 0

@@ -73,6 +73,8 @@ def load_manifest(path: Path | None = None) -> dict[str, WeightSpec]:
     path = path or manifest_path()
     try:
         entries = json.loads(path.read_text())
+        if not isinstance(entries, dict):
+            raise ValueError(f"a JSON object of model name → entry is expected, not a {type(entries).__name__}")
         return {name: WeightSpec(name=name, **fields) for name, fields in entries.items()}
     except (OSError, ValueError, TypeError) as exc:
         raise WeightsError(f"cannot read the weights manifest {path}: {exc}") from None
@@ -153,6 +155,8 @@ def _manual_hint(spec: WeightSpec, target: Path) -> str:
 def download(spec: WeightSpec, directory: Path, *, progress: bool = True) -> Path:
     """Fetch ``spec`` into ``directory``: temp file, sha256 checked, then an atomic rename."""
     target = directory / spec.file
+    if target.is_dir():  # said now, not after the whole download
+        raise WeightsError(f"{target} is a directory, where the {spec.name} weights file must go: move it away")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.file}.", suffix=".part", dir=directory)
@@ -192,10 +196,14 @@ def _stream(spec: WeightSpec, fd: int, progress: bool, target: Path) -> tuple[st
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
             length = response.headers.get("Content-Length")
             expected = int(length) if length and length.isdigit() else spec.size
+            limit = min(n for n in (expected, spec.size, sys.maxsize) if n is not None)
             for chunk in _progress(_chunks(response), expected, spec.file, progress):
+                received += len(chunk)
+                if received > limit:  # stopped now: without a Content-Length, a wrong URL could send anything
+                    raise WeightsError(f"download of {spec.file} from {spec.url} sent more than the {limit} bytes "
+                                       f"expected and was discarded; {_manual_hint(spec, target)}")
                 out.write(chunk)
                 digest.update(chunk)
-                received += len(chunk)
     except WeightsError:
         raise
     except urllib.error.HTTPError as exc:
