@@ -146,6 +146,9 @@ class RunConfig:
         _choice("decoder", self.decoder, DECODERS)
         _choice("detector", self.detector, DETECTOR_NAMES)
         _choice("backend", self.backend, BACKEND_NAMES)
+        if self.compile is not None and self.backend == "onnxruntime":
+            raise UsageError("--compile (torch.compile) is for the torch backend; the onnxruntime backend runs an "
+                             "exported graph that ONNX Runtime optimises itself")
         _choice("precision", self.precision, PRECISION_NAMES)
         _choice("format", self.format, ("csv", "jsonl"))
         _choice("classes", self.classes, (8, 5))

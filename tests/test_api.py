@@ -52,6 +52,7 @@ def test_defaults_are_resolved_for_the_device_and_the_kind_of_source():
     ({"classes": 7}, "8"),
     ({"webcam": -1}, "--webcam"),
     ({"open_timeout": 0.0}, "--open-timeout"),
+    ({"backend": "onnxruntime", "compile": "default"}, "--compile .* is for the torch backend"),
 ])
 def test_bad_options_are_usage_errors_naming_the_option(options, message):
     with pytest.raises(UsageError, match=message):

@@ -13,7 +13,7 @@ import torch
 import emopipe
 from emopipe.cli import app as cli
 from emopipe.engines import export, parity
-from emopipe.errors import OnnxModelError, UsageError
+from emopipe.errors import InputNotFoundError, InputUnreadableError, OnnxModelError, UsageError
 from emopipe.model.weights import sha256_of
 from emopipe.types import LABELS, EngineOutput
 
@@ -75,6 +75,9 @@ def test_spec_rejects(fields, message):
     (lambda m: m.clear(), "was not exported by emopipe"),
     (lambda m: m.update({"emopipe.batch_size": "many"}), "unusable emopipe metadata"),
     (lambda m: m.update({"emopipe.labels": "a,b,c,d,e,f,g,h"}), "declares labels"),
+    (lambda m: m.update({"emopipe.format": "99", "emopipe.version": "0.0.1-ancient"}),
+     r"in emopipe's ONNX format 99 \(exported by emopipe 0.0.1-ancient\); emopipe .* reads format 1$"),
+    (lambda m: m.pop("emopipe.format"), r"ONNX format \(none\)"),
 ])
 def test_bad_metadata(change, message):
     metadata = export.OnnxSpec("a" * 64, 8, 1, "fp32").metadata()
@@ -118,6 +121,43 @@ def test_real_face_crops(shared_dir):
     assert only_astronaut == ["astronaut"] and one is not None and torch.equal(one[0], crops[0])
 
 
+def test_face_photos_of_any_suffix_case_are_checked(tmp_path, shared_dir, caplog):
+    photo = (shared_dir / "data" / "faces" / "1face.png").read_bytes()
+    faces = tmp_path / "faces"
+    faces.mkdir()
+    for name in ("a.PNG", "b.Png", "c.png", ".hidden.png"):
+        (faces / name).write_bytes(photo)
+    (faces / "d.JPEG").write_bytes(_jpeg(shared_dir))
+    (faces / "broken.jpg").write_bytes(b"not an image")
+    (faces / "notes.txt").write_text("not a photo")
+    names, crops = parity.real_face_crops(faces)
+    assert names == ["astronaut", "a.PNG", "b.Png", "c.png", "d.JPEG"]
+    assert crops is not None and crops.shape == (5, 3, 256, 256)
+    assert any("broken.jpg" in r.getMessage() and "left out of the check" in r.getMessage() for r in caplog.records)
+    sets = parity.verification_crops(1, faces)
+    assert list(sets) == ["random crops", "real faces [astronaut, a.PNG, b.Png, c.png, d.JPEG]"]
+
+
+def _jpeg(shared_dir: Path) -> bytes:
+    import cv2
+
+    ok, data = cv2.imencode(".jpg", cv2.imread(str(shared_dir / "data" / "faces" / "1face.png")))
+    assert ok
+    return data.tobytes()
+
+
+def test_faces_folder_that_is_missing_empty_or_a_file_is_an_error(tmp_path):
+    with pytest.raises(InputNotFoundError, match=r"--faces: folder not found: .*nowhere"):
+        parity.real_face_crops(tmp_path / "nowhere")
+    with pytest.raises(InputUnreadableError, match="no image files in"):
+        parity.real_face_crops(tmp_path)
+    (tmp_path / "x.png").write_bytes(b"not an image")
+    with pytest.raises(InputUnreadableError, match="none of its images could be read"):
+        parity.real_face_crops(tmp_path)
+    with pytest.raises(InputUnreadableError, match="is not a folder"):
+        parity.real_face_crops(tmp_path / "x.png")
+
+
 # -- the command -----------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -140,6 +180,54 @@ def test_cli_usage_errors(argv, message, capsys, isolated_logging):
     assert cli.main(["export-onnx", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("emopipe: error:") and message in err[-1]
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["--tolerance", "-1"], 2, "--tolerance must be a finite number ≥ 0, got -1.0"),
+    (["--tolerance", "nan"], 2, "--tolerance must be a finite number ≥ 0, got nan"),
+    (["--faces", "/nonexistent/faces"], 3, "--faces: folder not found: /nonexistent/faces"),
+])
+def test_cli_refuses_options_before_any_export(argv, code, message, checkpoints, tmp_path, capsys, monkeypatch,
+                                               isolated_logging):
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported before the options were checked")
+
+    monkeypatch.setattr("emopipe.cli.export.export_emonet", no_export)
+    out = tmp_path / "out"
+    argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
+            "--output", str(out), *argv]
+    assert cli.main(argv) == code
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"emopipe: error: {message}"
+    assert not out.exists()
+
+
+def test_cli_exports_again_a_damaged_or_outdated_file(ort_fp32, checkpoints, tmp_path, capsys, monkeypatch,
+                                                      isolated_logging):
+    import onnx
+
+    name = ort_fp32.model_file.name
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = onnx.load(str(ort_fp32.model_file))
+    next(p for p in stale.metadata_props if p.key == "emopipe.format").value = "99"
+    onnx.save(stale, out / name)
+    exports = []
+
+    def exported(model, spec, path):  # the session's good export stands in for a new one (~20 s on this CPU)
+        exports.append(path)
+        path.write_bytes(ort_fp32.model_file.read_bytes())
+        return path
+
+    monkeypatch.setattr("emopipe.cli.export.export_emonet", exported)
+    argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
+            "--output", str(out), "--random-crops", "1"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert exports == [out / name]
+    assert f"{out / name} is in emopipe's ONNX format 99" in captured.err and "; exporting it again" in captured.err
+    assert f"{out / name} (exported in" in captured.out
+    assert "checking on cpu with 1 random crop(s) and 1 real face(s)" in captured.out
+    assert export.read_spec(out / name).checkpoint_sha256 == sha256_of(checkpoints[8])
 
 
 def test_cli_missing_weights(tmp_path, capsys, isolated_logging):

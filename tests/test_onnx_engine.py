@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from emopipe.engines.base import EngineOptions
 from emopipe.engines.onnxruntime_engine import CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER, OrtEngine, plan_providers
 from emopipe.engines.registry import create_engine
 from emopipe.engines.torch_engine import TorchEngine
-from emopipe.errors import OnnxModelError, UsageError
+from emopipe.errors import OnnxModelError, OutputError, UsageError
 from emopipe.model.emonet import build_emonet, read_checkpoint
 from emopipe.model.weights import sha256_of
 from emopipe.types import LABELS
@@ -172,16 +174,124 @@ def test_export_of_other_weights_is_refused(ort_fp32, model8):
                   checkpoint_sha256=other)
 
 
-def test_corrupt_cache_file_says_to_delete_it(tmp_path, checkpoints, model8):
+def _outdated(path: Path, real: Path) -> None:
+    """The session's export, as an emopipe of another ONNX format would have left it."""
+    import onnx
+
+    model = onnx.load(str(real))
+    for entry in model.metadata_props:
+        if entry.key in ("emopipe.format", "emopipe.version"):
+            entry.value = "99" if entry.key == "emopipe.format" else "0.0.1-ancient"
+    onnx.save(model, path)
+
+
+DAMAGED = {
+    "garbage": (lambda path, real: path.write_bytes(b"\x00garbage" * 64), "is not a usable ONNX model"),
+    "empty": (lambda path, real: path.write_bytes(b""), "is not a usable ONNX model"),
+    "truncated": (lambda path, real: path.write_bytes(real.read_bytes()[:1_000_000]), "is not a usable ONNX model"),
+    "another format": (_outdated, r"in emopipe's ONNX format 99 \(exported by emopipe 0.0.1-ancient\); emopipe .* "
+                                  "reads format 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_damaged_or_outdated_cache_file_is_exported_again(case, tmp_path, ort_fp32, checkpoints, model8,
+                                                          monkeypatch, caplog):
+    make, reason = DAMAGED[case]
     spec = _spec(checkpoints)
     cached = export.cache_dir(tmp_path) / spec.file_name
     cached.parent.mkdir(parents=True)
-    cached.write_bytes(b"\x00garbage" * 64)
-    with pytest.raises(OnnxModelError, match="delete it and it is exported again") as caught:
-        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=spec.checkpoint_sha256,
-                  models_dir=tmp_path)
-    assert str(cached) in str(caught.value)
-    assert cached.read_bytes().startswith(b"\x00garbage")  # the user's file is reported, not silently replaced
+    make(cached, ort_fp32.model_file)
+    exports = []
+
+    def exported(model, spec, path):  # the session's good export stands in for a new one (~20 s on this CPU)
+        exports.append(path)
+        shutil.copy(ort_fp32.model_file, path)
+        return path
+
+    monkeypatch.setattr(export, "export_emonet", exported)
+    engine = OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=spec.checkpoint_sha256,
+                       models_dir=tmp_path, verify_exports=False)
+    assert exports == [cached] and engine.exported == [cached] and engine.model_file == cached
+    assert cached.read_bytes() == ort_fp32.model_file.read_bytes()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and str(cached) in warned[0] and warned[0].endswith("; exporting it again")
+    assert re.search(reason, warned[0])
+
+
+def test_an_outdated_file_given_by_path_is_refused(tmp_path, ort_fp32, checkpoints, model8):
+    target = tmp_path / "model.onnx"
+    _outdated(target, ort_fp32.model_file)
+    with pytest.raises(OnnxModelError, match=r"ONNX format 99 .*; export it again with `emopipe export-onnx --force`"):
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), onnx_path=target,
+                  checkpoint_sha256=sha256_of(checkpoints[8]))
+
+
+def _fake_exporter(tmp_path: Path, monkeypatch, checkpoints) -> export.OnnxSpec:
+    """torch.onnx.export gives a tiny graph at once: these tests are about how the file is written."""
+    import onnx
+
+    tiny = _tiny_onnx(tmp_path / "tiny.onnx", (1, 3, 256, 256), None)
+
+    def exported(*args, **kwargs):  # a new program each time: the export adds its metadata to the proto
+        return type("Program", (), {"model_proto": onnx.load(str(tiny))})
+
+    monkeypatch.setattr(torch.onnx, "export", exported)
+    return _spec(checkpoints)
+
+
+def test_export_replaces_the_file_whole_while_another_writer_races(tmp_path, monkeypatch, checkpoints, model8):
+    import onnx
+
+    spec = _fake_exporter(tmp_path, monkeypatch, checkpoints)
+    target = tmp_path / "cache" / spec.file_name
+    real_save, raced = onnx.save, []
+
+    def save(proto, f):  # while this writer's file is half done, a second export of the same file runs to its end
+        real_save(proto, f)
+        if not raced:
+            raced.append(True)
+            export.export_emonet(model8, spec, target)
+
+    monkeypatch.setattr(onnx, "save", save)
+    assert export.export_emonet(model8, spec, target) == target
+    assert raced and export.read_spec(target) == spec
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # no part file left behind
+
+
+def test_a_failed_write_leaves_no_file_under_the_final_name(tmp_path, monkeypatch, checkpoints, model8):
+    import onnx
+
+    spec = _fake_exporter(tmp_path, monkeypatch, checkpoints)
+
+    def full_disk(proto, f):
+        with open(f, "ab") if isinstance(f, (str, Path)) else contextlib.nullcontext(f) as out:
+            out.write(b"half a model")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(onnx, "save", full_disk)
+    target = tmp_path / "cache" / spec.file_name
+    with pytest.raises(OutputError, match="No space left"):
+        export.export_emonet(model8, spec, target)
+    assert list(target.parent.iterdir()) == []
+
+
+def test_emopipe_cache_moves_the_cache_off_a_read_only_models_dir(tmp_path, ort_fp32, checkpoints, model8,
+                                                                 monkeypatch):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "cache").write_text("")  # as unwritable as a read-only folder, for root too
+    options = EngineOptions(device="cpu", batch_size=1)
+    sha = sha256_of(checkpoints[8])
+    with pytest.raises(OutputError, match=r"cannot create .*cache/onnx: .*; set EMOPIPE_CACHE to a writable folder"):
+        OrtEngine(model8, options, checkpoint_sha256=sha, models_dir=models)
+    elsewhere = tmp_path / "cache"
+    monkeypatch.setenv("EMOPIPE_CACHE", str(elsewhere))
+    assert export.cache_dir(models) == elsewhere / "onnx"
+    (elsewhere / "onnx").mkdir(parents=True)
+    shutil.copy(ort_fp32.model_file, elsewhere / "onnx" / ort_fp32.model_file.name)
+    engine = OrtEngine(model8, options, checkpoint_sha256=sha, models_dir=models)
+    assert engine.exported == [] and engine.model_file == elsewhere / "onnx" / ort_fp32.model_file.name
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -191,6 +301,7 @@ def test_corrupt_cache_file_says_to_delete_it(tmp_path, checkpoints, model8):
     ({"io_binding": True}, {}, "IO binding keeps crops on the GPU"),
     ({"conv_algo_search": "fastest"}, {}, "unknown cuDNN algorithm search 'fastest'"),
     ({"tensorrt": True}, {}, "TensorRT runs on a CUDA device"),
+    ({}, {"compile": "default"}, "--compile .* is for the torch backend"),
 ])
 def test_option_errors(kwargs, options, message, model8):
     with pytest.raises(UsageError, match=message):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser
-from emopipe.engines.export import ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet
+from emopipe.engines.export import ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet, read_spec
 from emopipe.engines.parity import TOLERANCES, Tolerance, check_parity, verification_crops
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.types import LABELS
@@ -42,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="export again even when the file exists")
     parser.add_argument("--random-crops", type=int, default=4, help="random crops in the parity check")
     parser.add_argument("--faces", type=Path, default=None,
-                        help="folder of face photos added to the parity check (the astronaut face is always in)"
-                             "%(default).0s")
+                        help="folder of face photos (any image type) added to the parity check; the astronaut "
+                             "face is always in%(default).0s")
     parser.add_argument("--tolerance", type=float, default=None,
                         help="max |Δ| accepted for probabilities, valence and arousal "
                              "(default: 1e-3 for fp32, 1e-2 for fp16; landmarks: 0.5 px, 2 px)%(default).0s")
@@ -82,6 +83,15 @@ def _load_model(args: argparse.Namespace) -> tuple[EmoNet, str, str]:
     return build_emonet(read_checkpoint(path)), digest, str(path)
 
 
+def _unusable(path: Path, spec: OnnxSpec) -> str | None:
+    """Why the file already at ``path`` cannot be used for ``spec`` (damaged, another format, other metadata)."""
+    try:
+        differences = spec.differences(read_spec(path))
+    except OnnxModelError as exc:
+        return str(exc)
+    return f"{path} has {'; '.join(differences)}" if differences else None
+
+
 def run(args: argparse.Namespace) -> int:
     from emopipe.engines.base import EngineOptions
     from emopipe.engines.onnxruntime_engine import OrtEngine
@@ -94,12 +104,16 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--precision takes {' and/or '.join(ONNX_PRECISIONS)}, got {precision!r}")
     if args.random_crops < 0:
         raise UsageError(f"--random-crops must be ≥ 0, got {args.random_crops}")
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise UsageError(f"--tolerance must be a finite number ≥ 0, got {args.tolerance}")
     device = resolve_device(args.device)
     crop_sets = verification_crops(args.random_crops, args.faces)
     model, digest, source = _load_model(args)
     model = model.to(device)
     out_dir = args.output if args.output is not None else cache_dir(args.models_dir)
-    print(f"source: {source} (sha256 {digest}, {model.num_classes} classes); checking on {device}")
+    faces = sum(len(crops) for name, crops in crop_sets.items() if name.startswith("real faces"))
+    print(f"source: {source} (sha256 {digest}, {model.num_classes} classes); checking on {device} with "
+          f"{args.random_crops} random crop(s) and {faces} real face(s)")
 
     failed: list[str] = []
     for precision in precisions:
@@ -107,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
             spec = OnnxSpec(digest, model.num_classes, batch, precision, args.landmarks)
             path = out_dir / spec.file_name
             fresh = args.force or not path.is_file()
+            if not fresh:
+                problem = _unusable(path, spec)
+                if problem:  # as the engine treats its cache: a damaged or outdated file is exported again
+                    print(f"{problem}; exporting it again", file=sys.stderr, flush=True)
+                    fresh = True
             if fresh:
                 print(f"exporting {precision}, batch {batch} …", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()

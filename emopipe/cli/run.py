@@ -151,8 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--no-cuda-graphs", action="store_true",
                        help="plain kernel launches instead of CUDA graphs (EmoNet and the detector)")
     model.add_argument("--compile", metavar="MODE",
-                       help="torch.compile the network with this mode (e.g. 'default'): faster steady state, a "
-                            "minute to start; compiled kernels are cached in the models directory")
+                       help="torch.compile the network with this mode (e.g. 'default'; torch backend only): faster "
+                            "steady state, a minute to start; compiled kernels are cached in the models directory")
 
     metrics = parser.add_argument_group("metrics (Prometheus)")
     metrics.add_argument("--metrics-port", type=int, default=None, metavar="PORT",

@@ -37,6 +37,7 @@ import io
 import logging
 import os
 import time
+import uuid
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -136,6 +137,13 @@ class OnnxSpec:
         """The spec an emopipe-exported file declares; OnnxModelError when it declares none or nonsense."""
         if f"{_META}checkpoint_sha256" not in props:
             raise OnnxModelError(f"{source} was not exported by emopipe (it has no emopipe metadata)")
+        found = props.get(f"{_META}format")
+        if found != FORMAT_VERSION:  # another layout of graph or metadata: nothing below can be trusted
+            from emopipe._version import __version__
+
+            raise OnnxModelError(f"{source} is in emopipe's ONNX format {found or '(none)'} (exported by emopipe "
+                                 f"{props.get(f'{_META}version', '?')}); emopipe {__version__} reads format "
+                                 f"{FORMAT_VERSION}")
         try:
             spec = cls(
                 checkpoint_sha256=props[f"{_META}checkpoint_sha256"],
@@ -169,10 +177,10 @@ class OnnxSpec:
 
 
 def cache_dir(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where exported files are kept: ``<models_dir>/cache/onnx``."""
-    from emopipe.model.weights import models_dir as resolve
+    """Where exported files are kept: ``<cache>/onnx``, the cache being ``$EMOPIPE_CACHE`` or ``<models_dir>/cache``."""
+    from emopipe.model.weights import cache_root
 
-    return resolve(models_dir) / "cache" / "onnx"
+    return cache_root(models_dir) / "onnx"
 
 
 def state_digest(model: nn.Module) -> str:
@@ -266,9 +274,14 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as exc:
         raise OnnxModelError(f"the exported graph fails the ONNX checker: {str(exc).splitlines()[0]}") from None
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    # Written under a name of its own (other processes and threads may export the same file at the same time),
+    # then renamed: the final name only ever holds a whole file, and the last complete export wins.
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.part")
     try:
-        onnx.save(proto, tmp)
+        with open(tmp, "xb") as f:
+            onnx.save(proto, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -280,6 +293,20 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
 
 def _opset(proto) -> int:
     return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def read_spec(path: Path) -> OnnxSpec:
+    """The spec a file's metadata declares (graph unchecked); OnnxModelError for a file that is not such a model."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, OSError) as exc:
+        raise OnnxModelError(f"{path} is not a usable ONNX model ({str(exc).strip() or type(exc).__name__})") from None
+    if not proto.graph.node:  # an empty file parses as an empty model
+        raise OnnxModelError(f"{path} is not a usable ONNX model (it has no graph)")
+    return OnnxSpec.from_metadata({p.key: p.value for p in proto.metadata_props}, path)
 
 
 def ensure_onnx(model: EmoNet, spec: OnnxSpec, directory: Path) -> tuple[Path, bool]:

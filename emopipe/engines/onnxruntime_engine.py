@@ -14,12 +14,13 @@ For deployments that standardise on ONNX Runtime or TensorRT. What maps to what:
   captures the whole run once per static shape and replays it. If the provider refuses (a node
   not on the CUDA provider), the session is reopened without graphs and the reason is logged.
 * TensorRT: used first when its library (libnvinfer) loads, with its engine and timing caches under
-  ``<models_dir>/cache/tensorrt``; the CUDA provider takes what TensorRT does not.
+  ``<cache>/tensorrt``; the CUDA provider takes what TensorRT does not.
 * CPU: the provider on a CPU device, and the stated fallback when ``--device auto`` finds a GPU but
   the installed onnxruntime has no CUDA provider (the CPU-only package shadowing onnxruntime-gpu).
 
 One ONNX file and session per static batch shape; files are exported on first use into
-``<models_dir>/cache/onnx`` (see :mod:`emopipe.export`) and checked against PyTorch then.
+``<cache>/onnx`` (``<cache>``: ``$EMOPIPE_CACHE``, else ``<models_dir>/cache``; see :mod:`emopipe.export`) and
+checked against PyTorch then; a cached file that is damaged or from another emopipe format is exported again.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import torch
 
 from emopipe.engines import export, parity
 from emopipe.engines.base import EngineOptions
-from emopipe.errors import OnnxModelError, UsageError
+from emopipe.errors import OnnxModelError, OutputError, UsageError
 from emopipe.model.devices import resolve_device
 from emopipe.model.emonet import EmoNet
 from emopipe.types import INPUT_SIZE, EngineOutput, WarmupReport
@@ -53,6 +54,7 @@ CPU_PROVIDER = "CPUExecutionProvider"
 _TENSORRT_LIBRARIES = ("libnvinfer.so.10", "libnvinfer.so", "nvinfer_10.dll")
 _NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}
 _ORT_TYPES = {"tensor(float)": "fp32", "tensor(float16)": "fp16"}
+CACHE_HINT = "set EMOPIPE_CACHE to a writable folder, or fill this cache ahead with `emopipe export-onnx`"
 _NO_GRAPHS = {CUDA_PROVIDER: {"enable_cuda_graph": "0"}, TENSORRT_PROVIDER: {"trt_cuda_graph_enable": "0"}}
 
 
@@ -181,7 +183,8 @@ class OrtEngine:
 
     * ``checkpoint_sha256`` — sha256 of the checkpoint file the model was loaded from; names and
       checks the cached export (default: a digest of the model's tensors, computed here);
-    * ``models_dir`` — the models directory whose ``cache/onnx`` holds exports (default as weights);
+    * ``models_dir`` — the models directory whose ``cache/onnx`` holds exports (default as weights;
+      ``$EMOPIPE_CACHE`` moves the cache);
     * ``onnx_path`` — use this exported file instead of the cache (its static batch must be the run's);
     * ``conv_algo_search`` — EXHAUSTIVE, HEURISTIC or DEFAULT (default: EXHAUSTIVE when
       ``options.cudnn_benchmark`` else HEURISTIC);
@@ -200,6 +203,7 @@ class OrtEngine:
                  onnx_path: str | Path | None = None, conv_algo_search: str | None = None,
                  io_binding: bool | None = None, tensorrt: bool | None = None, prefer_nhwc: bool = False,
                  verify_exports: bool = True) -> None:
+        from emopipe.model.weights import cache_root
         from emopipe.model.weights import models_dir as resolve_models_dir
 
         self._ort = import_onnxruntime()
@@ -211,6 +215,9 @@ class OrtEngine:
             device = torch.device("cpu")
         self.device = device
         self.options = options.resolved(device)
+        if self.options.compile is not None:
+            raise UsageError("--compile (torch.compile) is for the torch backend; the onnxruntime backend runs an "
+                             "exported graph that ONNX Runtime optimises itself")
         if self.options.precision not in export.ONNX_PRECISIONS:
             raise UsageError(f"the onnxruntime backend runs {' or '.join(export.ONNX_PRECISIONS)}, "
                              f"not {self.options.precision}")
@@ -239,8 +246,12 @@ class OrtEngine:
         if tensorrt and found is None:
             raise UsageError("TensorRT asked for, but its library (libnvinfer) does not load here")
         self.tensorrt = found is not None
+        tensorrt_cache = cache_root(self.models_dir) / "tensorrt"
         if self.tensorrt:
-            (self.models_dir / "cache" / "tensorrt").mkdir(parents=True, exist_ok=True)
+            try:
+                tensorrt_cache.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OutputError(f"cannot create {tensorrt_cache}: {exc.strerror or exc}; {CACHE_HINT}") from None
         self.prefer_nhwc = prefer_nhwc
         self.verify_exports = verify_exports
         self.exported: list[Path] = []  # files this engine had to export (cache misses)
@@ -249,7 +260,7 @@ class OrtEngine:
         self._providers = plan_providers(
             device, available, conv_algo_search=search, cuda_graphs=bool(self.options.cuda_graphs),
             tensorrt=self.tensorrt, precision=str(self.options.precision),
-            tensorrt_cache=self.models_dir / "cache" / "tensorrt", prefer_nhwc=prefer_nhwc)
+            tensorrt_cache=tensorrt_cache, prefer_nhwc=prefer_nhwc)
         self._session(self.batch_size)  # open (or export) the static shape now: a bad file fails at start
 
     # -- sessions ------------------------------------------------------------------------------
@@ -272,21 +283,35 @@ class OrtEngine:
             return self._sessions[batch]
         spec = self._spec(batch)
         if self.onnx_path is not None:
-            path, fresh, hint = self.onnx_path, False, "export it again with `emopipe export-onnx`"
+            session = self._open(self.onnx_path, spec, "export it again with `emopipe export-onnx --force`")
         else:
-            path, fresh = export.ensure_onnx(self.model, spec, export.cache_dir(self.models_dir))
-            hint = "delete it and it is exported again on the next start"
-            if fresh:
-                self.exported.append(path)
+            session = self._cached_session(spec)
+        self._sessions[batch] = session
+        return session
+
+    def _cached_session(self, spec: export.OnnxSpec) -> _Session:
+        """The cache's file for ``spec``, exported when it is missing, damaged or from another emopipe format."""
+        path = export.cache_dir(self.models_dir) / spec.file_name
+        if path.is_file():
+            try:
+                return self._open(path, spec, "exporting it again")
+            except OnnxModelError as exc:  # everything in the cache can be rebuilt: say why, then rebuild it
+                logger.warning("%s", exc)
+        else:
+            logger.info("exporting EmoNet to ONNX (%s, batch %d, once per checkpoint/shape/precision) …",
+                        spec.precision, spec.batch_size)
         try:
-            session = self._open(path, spec, hint)
-            if fresh and self.verify_exports:
+            export.export_emonet(self.model, spec, path)
+        except OutputError as exc:
+            raise OutputError(f"{exc}; {CACHE_HINT}") from None
+        self.exported.append(path)
+        try:
+            session = self._open(path, spec, "the new export was deleted")
+            if self.verify_exports:
                 self._verify(session)
         except BaseException:
-            if fresh:  # never leave a file behind that failed its checks
-                path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # never leave a file behind that failed its checks
             raise
-        self._sessions[batch] = session
         return session
 
     def _open(self, path: Path, spec: export.OnnxSpec, hint: str) -> _Session:

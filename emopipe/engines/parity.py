@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from emopipe.engines.export import ExportGraph, OnnxSpec
-from emopipe.errors import UsageError
+from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
+from emopipe.io.uris import IMAGE_SUFFIXES
 from emopipe.model.emonet import EmoNet
 from emopipe.types import INPUT_SIZE, EngineOutput
 
@@ -192,7 +193,8 @@ def _to_crop(rgb) -> torch.Tensor:
 def real_face_crops(faces_dir: Path | None = None) -> tuple[list[str], torch.Tensor | None]:
     """Real faces as EmoNet crops: the astronaut portrait's face box, and each photo in ``faces_dir`` whole.
 
-    The crops follow the EmoNet contract (box cut out, bilinear resize to 256×256, RGB / 255).
+    The crops follow the EmoNet contract (box cut out, bilinear resize to 256×256, RGB / 255). A folder that
+    is missing, or holds no photo that reads, is an error: the check asked for would not happen.
     """
     names, crops = [], []
     try:
@@ -203,15 +205,36 @@ def real_face_crops(faces_dir: Path | None = None) -> tuple[list[str], torch.Ten
         names.append("astronaut")
     except ImportError:
         logger.warning("scikit-image is not installed: no astronaut face in the parity check")
-    if faces_dir is not None and faces_dir.is_dir():
+    if faces_dir is not None:
         import cv2
 
-        for photo in sorted(faces_dir.glob("*.png")) + sorted(faces_dir.glob("*.jpg")):
+        for photo in _photos(faces_dir):
             bgr = cv2.imread(str(photo), cv2.IMREAD_COLOR)
-            if bgr is not None:
-                crops.append(_to_crop(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)))
-                names.append(photo.name)
+            if bgr is None:
+                logger.warning("--faces: cannot read %s as an image: left out of the check", photo)
+                continue
+            crops.append(_to_crop(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)))
+            names.append(photo.name)
+        if not any(name != "astronaut" for name in names):
+            raise InputUnreadableError(f"--faces {faces_dir}: none of its images could be read")
     return names, (torch.stack(crops) if crops else None)
+
+
+def _photos(folder: Path) -> list[Path]:
+    """The image files in ``folder`` (any case of suffix, hidden files aside), sorted by name."""
+    if not folder.exists():
+        raise InputNotFoundError(f"--faces: folder not found: {folder}")
+    if not folder.is_dir():
+        raise InputUnreadableError(f"--faces {folder} is not a folder")
+    try:
+        photos = sorted(f for f in folder.iterdir()
+                        if f.suffix.lower() in IMAGE_SUFFIXES and not f.name.startswith(".") and f.is_file())
+    except OSError as exc:
+        raise InputUnreadableError(f"cannot list {folder}: {exc.strerror or exc}") from None
+    if not photos:
+        raise InputUnreadableError(f"--faces: no image files in {folder} (looked for "
+                                   f"{', '.join(sorted(IMAGE_SUFFIXES))})")
+    return photos
 
 
 def verification_crops(random_count: int, faces_dir: Path | None = None) -> dict[str, torch.Tensor]:
@@ -219,7 +242,8 @@ def verification_crops(random_count: int, faces_dir: Path | None = None) -> dict
     sets = {"random crops": random_crops(random_count)} if random_count > 0 else {}
     names, faces = real_face_crops(faces_dir)
     if faces is not None:
-        sets[f"real faces [{', '.join(names)}]"] = faces
+        shown = names if len(names) <= 5 else [*names[:4], f"… {len(names) - 4} more"]
+        sets[f"real faces [{', '.join(shown)}]"] = faces
     if not sets:
         raise UsageError("nothing to check the export on: ask for at least one random crop")
     return sets

@@ -239,5 +239,7 @@ class _CapturedGraph:
 
 def create(model: EmoNet, options: EngineOptions, *, models_dir: str | Path | None = None,
            **_: object) -> TorchEngine:
-    """The registry's factory: compiled kernels are cached under ``<models_dir>/cache``."""
-    return TorchEngine(model, options, cache_dir=Path(models_dir) / "cache" if models_dir else None)
+    """The registry's factory: compiled kernels are cached under ``$EMOPIPE_CACHE`` or ``<models_dir>/cache``."""
+    from emopipe.model.weights import cache_root
+
+    return TorchEngine(model, options, cache_dir=cache_root(models_dir) if models_dir else None)

@@ -98,6 +98,15 @@ def models_dir(override: str | os.PathLike[str] | None = None) -> Path:
     return Path(cache) / "emopipe"
 
 
+def cache_root(models: str | os.PathLike[str] | None = None) -> Path:
+    """Where compiled code and exported models are kept: ``$EMOPIPE_CACHE``, else ``<models dir>/cache``.
+
+    Everything in it can be rebuilt; the variable moves it off a models folder that is read-only."""
+    if env := os.environ.get("EMOPIPE_CACHE"):
+        return Path(env).expanduser()
+    return models_dir(models) / "cache"
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
