@@ -324,16 +324,21 @@ class Worker:
         return {"name": self.name, "where": self.where, "metrics": _endpoint(server)}
 
 
-def _failed_in(result: SourceResult, failure: BaseException, worker: str) -> SourceResult:
-    """The source a worker's pipeline failed in (its sink marked it interrupted as the pipeline stopped): failed,
-    with the failure's one-line message and exit code (as one process would report it; 1 for a bug); its rows so
-    far stay under the partial name."""
+def _reported(failure: BaseException | None, prefix: str = "") -> tuple[str, int, str]:
+    """A failure in a worker as its source's manifest line gives it: the one-line message, the exit code and the
+    kind — an emopipe error's own (as one process reports it), a bug's ``Type: message``, 1 and ``WorkerError``."""
     if isinstance(failure, EmopipeError):
         message, exit_code, kind = str(failure), failure.exit_code, type(failure).__name__
     else:
         message, exit_code, kind = f"{type(failure).__name__}: {failure}", 1, "WorkerError"
-    return replace(result, status="failed", error=f"{worker}'s pipeline failed: {message}".splitlines()[0],
-                   exit_code=exit_code, kind=kind)
+    return ((prefix + message).splitlines() or [""])[0], exit_code, kind
+
+
+def _failed_in(result: SourceResult, failure: BaseException, worker: str) -> SourceResult:
+    """The source a worker's pipeline failed in (its sink marked it interrupted as the pipeline stopped): failed,
+    with the failure's one-line message and exit code; its rows so far stay under the partial name."""
+    error, exit_code, kind = _reported(failure, f"{worker}'s pipeline failed: ")
+    return replace(result, status="failed", error=error, exit_code=exit_code, kind=kind)
 
 
 def _endpoint(server: MetricsServer | None) -> str | None:
@@ -787,12 +792,8 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         again(source, f"its worker died {{}} time(s): {type(exc).__name__}", "WorkerDied")
                     continue
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
-                    cause = exc.cause
-                    if isinstance(cause, EmopipeError):
-                        error, exit_code, kind = str(cause), cause.exit_code, type(cause).__name__
-                    else:  # the error itself, not str(exc): that starts with Ray's "ray::…Worker.process() (pid=…)"
-                        error, exit_code, kind = f"{type(cause).__name__}: {cause}", 1, "WorkerError"
-                    error = (error.splitlines() or [""])[0]
+                    # the error itself, not str(exc): that starts with Ray's "ray::…Worker.process() (pid=…)"
+                    error, exit_code, kind = _reported(exc.cause)
                     for source in share:
                         record(SourceResult(source=source.uri, status="failed", error=error, exit_code=exit_code,
                                             kind=kind))
