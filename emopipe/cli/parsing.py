@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
 class _Parser(argparse.ArgumentParser):
@@ -13,6 +17,11 @@ class _Parser(argparse.ArgumentParser):
         # one line, as for every other error: the usage block would bury it (``--help`` shows it)
         print(f"emopipe: error: {message} (see '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(2)
+
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        # argparse's own printing swallows a failed write, so `emopipe run --help | head -1` exited 0 once the
+        # help outgrew the buffer or output was unbuffered: a closed standard output must reach main (exit 141)
+        (sys.stdout if file is None else file).write(self.format_help())
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
