@@ -254,6 +254,20 @@ def test_a_glob_of_a_whole_tree_never_takes_one_image_twice(tmp_path, monkeypatc
     assert expand_inputs(["shoots/**/*.png"]).sources == ("shoots/day2/raw/1.png",)
 
 
+def test_what_a_folder_or_a_glob_gives_is_spelled_one_way(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("s/b.mp4", "s/d1/1.jpg", "s/v/a.mp4"):
+        touch(tmp_path / name)
+    expected = ("s/b.mp4", "s/d1", "s/v/a.mp4")
+    # ./s/** gave ./s/d1 (a folder of images, as matched) beside s/v/a.mp4 (a video of a folder it matched)
+    for spelled in ("./s/**", "s/**", ".//s/**", "./s/"):
+        assert expand_inputs([spelled], recursive=spelled == "./s/").sources == expected, spelled
+    assert expand_inputs(["./s/*.mp4", "./s/d1/"]).sources == ("s/b.mp4", "s/d1")
+    assert expand_inputs(["./s/b.mp4"]).sources == ("./s/b.mp4",)  # a file named is a source as given
+    plan = Analyzer(device="cpu").plan_many(["./s/**"], tmp_path / "out")  # (the manifest's source is the uri)
+    assert [p.uri for p in plan.todo] == list(expected)
+
+
 def test_a_missing_path_with_brackets_fails_as_a_source_like_any_missing_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "other.mp4")

@@ -1,18 +1,19 @@
 """What a command line's inputs name: files, folders, quoted globs and list files, expanded into sources.
 
-A folder holding video files gives one source per video; a folder holding images and no videos is one source,
-the images in name order (an image sequence). ``recursive``: each folder of its tree likewise, so that each
-folder of images is a sequence of its own (named after its path, as a video is). Images beside videos in one
-folder are not analysed (a warning says how many). Hidden files (``.DS_Store``, macOS's ``._clip.mp4`` metadata
-twins) and hidden folders are never a folder's sources. A glob takes what it matches as a folder takes its
-contents: its videos (its images when it matches no video; other files are skipped with a warning), and each
-folder it matches as if that folder were named, whose files it does not take again (``dir/**`` is each folder of
-the tree, never one image twice). URLs and cameras pass through unchanged; a path that does not exist also does
-(it fails as a source of its own, recorded, while the others run), as does a name with brackets that matches
-nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's lines are
-expanded as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current
-folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a
-source of its own, named after the link.
+A folder holding video files gives one source per video; a folder holding images and no videos is one source, the
+images in name order (an image sequence). ``recursive``: each folder of its tree likewise, so that each folder of
+images is a sequence of its own (named after its path, as a video is). Images beside videos in one folder are not
+analysed (a warning says how many). Hidden files (``.DS_Store``, macOS's ``._clip.mp4`` metadata twins) and hidden
+folders are never a folder's sources. A glob takes what it matches as a folder takes its contents: its videos (its
+images when it matches no video; other files are skipped with a warning), and each folder it matches as if that
+folder were named, whose files it does not take again (``dir/**`` is each folder of the tree, never one image
+twice). What a folder or a glob gives is spelled as pathlib spells a path (no ``./``, repeated or trailing ``/``); a
+file named is a source as given. URLs and cameras pass through unchanged; a path that does not exist also does (it
+fails as a source of its own, recorded, while the others run), as does a name with brackets that matches nothing
+(``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's lines are expanded
+as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current folder. One file
+named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a source of its own, named
+after the link.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def _folder(item: str, recursive: bool) -> list[str] | None:
                 logger.warning("%s: %d video(s) analysed; its %d image(s) are not (give the images a folder of "
                                "their own to analyse them as an image sequence)", place, len(videos), len(images))
             sources += [(str(v).lower(), str(v)) for v in videos]
-        else:  # (the folder named keeps its spelling: a trailing / or ./)
-            sources.append((str(place).lower(), item if place == Path(item) else str(place)))
+        else:
+            sources.append((str(place).lower(), str(place)))
     return [source for _, source in sorted(sources)] or None
 
 
@@ -108,7 +109,7 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     matches = [m for m in matches if m not in skipped]
     folders = {Path(m) for m in matches if Path(m).is_dir()}
     taken = {m for m in matches if _inside(Path(m), folders, recursive)}
-    files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m)) and m not in taken]  # (as matched: ./a)
+    files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m)) and m not in taken]
     videos = {m for m in files if Path(m).suffix.lower() in VIDEO_FILE_SUFFIXES}
     images = {m for m in files if Path(m).suffix.lower() in IMAGE_SUFFIXES}
     sources: list[str] = []
@@ -202,20 +203,21 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
             continue
         if item.startswith("~") and not Path(item).exists():  # a list's line, or a quoted glob: no shell expanded it
             item = os.path.expanduser(item)
-        globbed = _globbed(item, recursive) if _GLOB_CHARACTERS & set(item) and not Path(item).exists() else None
-        if globbed is not None:
-            found += globbed
+        expanded = _globbed(item, recursive) if _GLOB_CHARACTERS & set(item) and not Path(item).exists() else None
+        if expanded is not None:
             collection = True
         elif Path(item).is_dir():
-            sources = _folder(item, recursive)
-            if sources is None:  # (a folder with nothing to read fails as a source)
-                if not recursive:
-                    _nothing_of_its_own(item)
-                sources = [item]
-            collection |= sources != [item]  # its videos, not one image sequence
-            found += sources
+            own = _folder(item, recursive)
+            if own is None and not recursive:
+                _nothing_of_its_own(item)
+            expanded = own or [item]  # (a folder with nothing to read fails as a source)
+            collection |= [Path(s) for s in expanded] != [Path(item)]  # its videos, not one image sequence
         else:
-            found.append(item)
+            found.append(item)  # (a file, or a missing path, named: as given)
+            continue
+        # what a folder or a glob gives is spelled one way, whatever the spelling of the folder or of what the glob
+        # matched (./s/** gave ./s/d1 for a folder of images but s/v/a.mp4 for a video in s/v)
+        found += [str(Path(source)) for source in expanded]
     first: dict[str, str] = {}
     for uri in found:
         first.setdefault(source_key(uri), uri)
