@@ -142,7 +142,7 @@ def test_a_glob_takes_what_a_folder_takes_and_says_what_it_skips(tmp_path, monke
     # its folders as if named: one of videos gives them, one of images is an image sequence; the jpg beside videos
     # is not taken, as a folder's images beside its videos are not
     assert found.sources == ("data/frames", "data/top.mp4", "data/vids/a.mp4", "data/vids/b.mp4")
-    assert "data/*: 1 video(s) analysed; the 1 image(s) it matches are not" in caplog.text
+    assert "data/*: 1 image(s) it matches sit beside videos" in caplog.text
     assert "skipped 6 match(es) that are no video or image" in caplog.text and "data/empty/" in caplog.text
     deep = expand_inputs(["./data/**/*"]).sources  # (./ kept on what it matches: still taken)
     assert [os.path.normpath(s) for s in deep] == ["data/frames", "data/top.mp4", "data/vids/a.mp4", "data/vids/b.mp4"]
@@ -252,6 +252,28 @@ def test_a_glob_of_a_whole_tree_never_takes_one_image_twice(tmp_path, monkeypatc
     assert "are not" not in caplog.text
     # a glob that matches only files takes the images it matches, each its own source, as before
     assert expand_inputs(["shoots/**/*.png"]).sources == ("shoots/day2/raw/1.png",)
+
+
+def test_a_glob_leaves_out_the_images_beside_videos_as_naming_their_folder_does(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    for name in ("s/v/a.mp4", "s/v/cover.jpg", "s/d1/1.jpg", "s/d1/2.jpg", "s/top.jpg"):
+        touch(tmp_path / name)
+    assert expand_inputs(["s/v"]).sources == expand_inputs(["s/v/*"]).sources == ("s/v/a.mp4",)
+    # the images a glob takes are those of the folders that, named, are image sequences: never s/v's cover
+    named = expand_inputs(["s"], recursive=True).sources
+    assert named == ("s", "s/d1", "s/v/a.mp4")
+    caplog.clear()
+    globbed = expand_inputs(["s/**/*.jpg"]).sources
+    assert globbed == ("s/d1/1.jpg", "s/d1/2.jpg", "s/top.jpg")
+    assert {str(Path(image).parent) for image in globbed} == {"s", "s/d1"}
+    assert "s/**/*.jpg: 1 image(s) it matches sit beside videos" in caplog.text and "s/v/cover.jpg" in caplog.text
+    # images in a folder of their own still give way to the videos a glob matches, as before
+    caplog.clear()
+    assert expand_inputs(["s/*/*"]).sources == ("s/v/a.mp4",)
+    assert "s/*/*: 1 video(s) analysed; the 2 image(s) it matches are not" in caplog.text
+    # a glob that matches only such images gives nothing: a one-line error, as a glob of notes does
+    with pytest.raises(InputNotFoundError, match=r"^s/v/\*\.jpg matches no video .*beside videos.*\(s/v/cover\.jpg\)"):
+        expand_inputs(["s/v/*.jpg"])
 
 
 def test_what_a_folder_or_a_glob_gives_is_spelled_one_way(tmp_path, monkeypatch):

@@ -49,9 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "in one process, warmed once, with a rows file per source in the -o folder, named "
                              "after the path given (a link after the link). A folder holding videos gives its "
                              "videos (its images and hidden files are skipped); a folder of images only is one "
-                             "image sequence; a glob takes what it matches as a folder does, each folder it "
-                             "matches as if named (its files not taken again: 'dir/**' is each folder of the "
-                             "tree), and skips other files with a warning; a missing name with brackets "
+                             "image sequence; a glob takes what it matches as a folder does (not images beside "
+                             "videos), each folder it matches as if named (its files not taken again: 'dir/**' "
+                             "is each folder of the tree), and skips other files with a warning; a missing name "
+                             "with brackets "
                              "(take[1].mp4) is a missing file. Several cameras or "
                              "streams (and --webcam N beside them) run live in one process, a rows file per camera "
                              "in the -o folder (docs/live.md)")

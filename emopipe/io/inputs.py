@@ -3,17 +3,17 @@
 A folder holding video files gives one source per video; a folder holding images and no videos is one source, the
 images in name order (an image sequence). ``recursive``: each folder of its tree likewise, so that each folder of
 images is a sequence of its own (named after its path, as a video is). Images beside videos in one folder are not
-analysed (a warning says how many). Hidden files (``.DS_Store``, macOS's ``._clip.mp4`` metadata twins) and hidden
-folders are never a folder's sources. A glob takes what it matches as a folder takes its contents: its videos (its
-images when it matches no video; other files are skipped with a warning), and each folder it matches as if that
-folder were named, whose files it does not take again (``dir/**`` is each folder of the tree, never one image
-twice). What a folder or a glob gives is spelled as pathlib spells a path (no ``./``, repeated or trailing ``/``); a
-file named is a source as given. URLs and cameras pass through unchanged; a path that does not exist also does (it
-fails as a source of its own, recorded, while the others run), as does a name with brackets that matches nothing
-(``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's lines are expanded
-as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current folder. One file
-named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a source of its own, named
-after the link.
+analysed (a warning says how many), whether the folder is named or a glob matches them. Hidden files (``.DS_Store``,
+macOS's ``._clip.mp4`` metadata twins) and hidden folders are never a folder's sources. A glob takes what it matches
+as a folder takes its contents: its videos (its images when it matches no video; other files are skipped with a
+warning), and each folder it matches as if that folder were named, whose files it does not take again (``dir/**`` is
+each folder of the tree, never one image twice). What a folder or a glob gives is spelled as pathlib spells a path
+(no ``./``, repeated or trailing ``/``); a file named is a source as given. URLs and cameras pass through unchanged;
+a path that does not exist also does (it fails as a source of its own, recorded, while the others run), as does a
+name with brackets that matches nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an
+error. A list file's lines are expanded as the command line's items are (a folder, a quoted glob, a leading ``~``),
+relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source
+(:func:`source_key`); a link is a source of its own, named after the link.
 """
 
 from __future__ import annotations
@@ -90,6 +90,12 @@ def _folder(item: str, recursive: bool) -> list[str] | None:
     return [source for _, source in sorted(sources)] or None
 
 
+def _holds_videos(folder: Path) -> bool:
+    """Whether ``folder`` has videos of its own: then its images are none of its sources (see :func:`_folder`),
+    nor a glob's that matches them."""
+    return bool(_media_in(folder, recursive=False).get(folder, ([], []))[0])
+
+
 def _inside(path: Path, folders: set[Path], recursive: bool) -> bool:
     """Whether ``path`` is a file that taking one of ``folders`` as if named already took (or said it left out)."""
     return path.parent in folders or (recursive and any(p in folders for p in path.parents))
@@ -97,9 +103,10 @@ def _inside(path: Path, folders: set[Path], recursive: bool) -> bool:
 
 def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     """A glob's sources, taken as a folder takes its contents (the folders it matches as if named; a file in one
-    of them is not taken again: ``dir/**`` is ``dir`` and each of its folders, never one image twice); what it
-    matches but does not take is said in a warning, and a glob that gives nothing is an error. None when a
-    pattern with no wildcard but brackets (``take[1].mp4``) matches nothing: a file name, not found."""
+    of them is not taken again: ``dir/**`` is ``dir`` and each of its folders, never one image twice; an image
+    beside videos in its folder is not taken, as that folder named does not take it); what it matches but does
+    not take is said in a warning, and a glob that gives nothing is an error. None when a pattern with no
+    wildcard but brackets (``take[1].mp4``) matches nothing: a file name, not found."""
     matches = sorted(glob.glob(pattern, recursive=True))
     if not matches and not _WILDCARDS & set(pattern):
         return None
@@ -112,6 +119,9 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m)) and m not in taken]
     videos = {m for m in files if Path(m).suffix.lower() in VIDEO_FILE_SUFFIXES}
     images = {m for m in files if Path(m).suffix.lower() in IMAGE_SUFFIXES}
+    with_videos = {p for p in {Path(m).parent for m in images} if _holds_videos(p)}
+    beside = sorted(m for m in images if Path(m).parent in with_videos)
+    images -= set(beside)
     sources: list[str] = []
     for match in matches:
         if Path(match).is_dir() and recursive and match in taken:
@@ -123,7 +133,7 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
             sources += found or []
         elif match in videos or (match in images and not videos):
             sources.append(match)
-        elif match not in images and match not in taken:
+        elif match not in images and match not in beside and match not in taken:
             skipped.append(match)
     # a folder with nothing of its own but sources in its subfolders (dir/ of dir/**) is taken through them
     holding = {p for source in sources for p in Path(source).parents}
@@ -131,13 +141,18 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     if videos and images:
         logger.warning("%s: %d video(s) analysed; the %d image(s) it matches are not (match them with a glob of "
                        "their own)", pattern, len(videos), len(images))
+    if beside:
+        logger.warning("%s: %d image(s) it matches sit beside videos, and a folder's images beside its videos are "
+                       "not analysed (give the images a folder of their own to analyse them as an image sequence): "
+                       "%s", pattern, len(beside), _examples(beside))
+    if not sources:
+        besides = ", but images beside videos, which are not analysed" if beside else ""
+        raise InputNotFoundError(f"{pattern} matches no video or image, nor a folder holding them{besides} "
+                                 f"({_examples(skipped + beside)}); name a file directly or in a --list "
+                                 "file to analyse it anyway")
     if skipped:
-        examples = ", ".join(skipped[:3]) + (", …" if len(skipped) > 3 else "")
-        if not sources:
-            raise InputNotFoundError(f"{pattern} matches no video or image, nor a folder holding them ({examples}); "
-                                     "name a file directly or in a --list file to analyse it anyway")
         logger.warning("%s: skipped %d match(es) that are no video or image, nor a folder holding them: %s",
-                       pattern, len(skipped), examples)
+                       pattern, len(skipped), _examples(skipped))
     return sources
 
 
@@ -148,6 +163,10 @@ def _nothing_of_its_own(item: str) -> None:
     if videos or images:
         logger.warning("%s: no video or image of its own; its subfolders hold %d video(s) and %d image(s) "
                        "(--recursive analyses them)", item, videos, images)
+
+
+def _examples(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
 
 
 def read_list(path: str) -> list[str]:
