@@ -219,8 +219,8 @@ def test_recursive_makes_each_folder_of_images_in_the_tree_one_sequence(tmp_path
     # without --recursive the top folder holds none: the warning says where they are and how to take them
     caplog.clear()
     assert expand_inputs(["shoots"]).sources == ("shoots",)  # (fails as a source: no image of its own)
-    assert "shoots: no video or image of its own; its subfolders hold 1 video(s) and 7 image(s) (--recursive " \
-           "analyses them)" in caplog.text
+    assert "shoots: no video or image of its own; its 5 subfolder(s) holding videos or images are left out " \
+           "(--recursive takes them)" in caplog.text
     # --resume knows each folder by its path, as a file is known
     out = tmp_path / "out"
     write_done(Manifest(out, files=True), "shoots/day1", out / "day1.emotions.csv")
@@ -252,6 +252,35 @@ def test_a_glob_of_a_whole_tree_never_takes_one_image_twice(tmp_path, monkeypatc
     assert "are not" not in caplog.text
     # a glob that matches only files takes the images it matches, each its own source, as before
     assert expand_inputs(["shoots/**/*.png"]).sources == ("shoots/day2/raw/1.png",)
+
+
+def test_without_recursive_a_folder_says_how_many_subfolders_it_leaves_out(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    for name in ("photos/1.jpg", "photos/day2/1.jpg", "photos/day3/raw/1.png", "photos/notes/a.txt",
+                 "photos/.cache/1.jpg", "photos/report.thumbnails/t.jpg", "videos/a.mp4", "videos/old/b.mp4"):
+        touch(tmp_path / name)
+    # a folder with images or videos of its own said nothing of the subfolders it leaves out
+    assert expand_inputs(["photos", "videos"]).sources == ("photos", "videos/a.mp4")
+    assert "photos: its 2 subfolder(s) holding videos or images are left out (--recursive takes them)" in caplog.text
+    assert "videos: its 1 subfolder(s) holding videos or images are left out" in caplog.text
+    # a folder a glob matches is taken as if named, and says so too; subfolders the glob matches are not left out
+    caplog.clear()
+    assert expand_inputs(["photo*"]).sources == ("photos",)
+    assert "photos: its 2 subfolder(s) holding videos or images are left out" in caplog.text
+    caplog.clear()
+    assert expand_inputs(["photos/**"]).sources == ("photos", "photos/day2", "photos/day3/raw")
+    assert expand_inputs(["photos"], recursive=True).sources == ("photos", "photos/day2", "photos/day3/raw")
+    assert "left out" not in caplog.text
+
+
+def test_the_command_says_each_warning_of_its_inputs_once(tmp_path):
+    """It expands its inputs to choose the kind of run, and again to plan the many-source run."""
+    for name in ("photos/1.jpg", "photos/day2/1.jpg", "v/a.mp4", "v/cover.jpg"):
+        touch(tmp_path / name)
+    done = emopipe("photos", "v", "-o", "out", "--device", "cpu", "--weights", tmp_path / "no-such.pth",
+                   cwd=tmp_path, check=6)  # (planned, then the missing weights end it)
+    assert done.stderr.count("photos: its 1 subfolder(s) holding videos or images are left out") == 1, done.stderr
+    assert done.stderr.count("v: 1 video(s) analysed; its 1 image(s) are not") == 1, done.stderr
 
 
 def test_a_glob_leaves_out_the_images_beside_videos_as_naming_their_folder_does(tmp_path, monkeypatch, caplog):

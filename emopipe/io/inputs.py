@@ -1,19 +1,20 @@
 """What a command line's inputs name: files, folders, quoted globs and list files, expanded into sources.
 
 A folder holding video files gives one source per video; a folder holding images and no videos is one source, the
-images in name order (an image sequence). ``recursive``: each folder of its tree likewise, so that each folder of
-images is a sequence of its own (named after its path, as a video is). Images beside videos in one folder are not
-analysed (a warning says how many), whether the folder is named or a glob matches them. Hidden files (``.DS_Store``,
-macOS's ``._clip.mp4`` metadata twins) and hidden folders are never a folder's sources. A glob takes what it matches
-as a folder takes its contents: its videos (its images when it matches no video; other files are skipped with a
-warning), and each folder it matches as if that folder were named, whose files it does not take again (``dir/**`` is
-each folder of the tree, never one image twice). What a folder or a glob gives is spelled as pathlib spells a path
-(no ``./``, repeated or trailing ``/``); a file named is a source as given. URLs and cameras pass through unchanged;
-a path that does not exist also does (it fails as a source of its own, recorded, while the others run), as does a
-name with brackets that matches nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an
-error. A list file's lines are expanded as the command line's items are (a folder, a quoted glob, a leading ``~``),
-relative to the current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source
-(:func:`source_key`); a link is a source of its own, named after the link.
+images in name order (an image sequence). Its subfolders are not read (a warning says how many hold videos or
+images); ``recursive``: each folder of its tree likewise, so that each folder of images is a sequence of its own
+(named after its path, as a video is). Images beside videos in one folder are not analysed (a warning says how
+many), whether the folder is named or a glob matches them. Hidden files (``.DS_Store``, macOS's ``._clip.mp4``
+metadata twins) and hidden folders are never a folder's sources. A glob takes what it matches as a folder takes its
+contents: its videos (its images when it matches no video; other files are skipped with a warning), and each folder
+it matches as if that folder were named, whose files it does not take again (``dir/**`` is each folder of the tree,
+never one image twice). What a folder or a glob gives is spelled as pathlib spells a path (no ``./``, repeated or
+trailing ``/``); a file named is a source as given. URLs and cameras pass through unchanged; a path that does not
+exist also does (it fails as a source of its own, recorded, while the others run), as does a name with brackets that
+matches nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's
+lines are expanded as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the
+current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a
+source of its own, named after the link.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import glob
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,12 +60,15 @@ def _listed(path: Path) -> bool:
     return path.is_file() or (path.is_symlink() and not path.exists())
 
 
+def _files(folder: Path, recursive: bool) -> Iterator[Path]:
+    """The files that may be ``folder``'s sources (its own, or ``recursive`` its tree's), found as they are read."""
+    return (p for p in folder.glob("**/*" if recursive else "*") if not _skipped(p, folder) and _listed(p))
+
+
 def _media_in(folder: Path, recursive: bool) -> dict[Path, tuple[list[Path], list[Path]]]:
     """Each folder's own videos and images, by folder, in name order: ``folder``'s alone, or (``recursive``)
     those of every folder in its tree; a folder holding neither is left out."""
-    pattern = "**/*" if recursive else "*"
-    files = sorted((p for p in folder.glob(pattern) if not _skipped(p, folder) and _listed(p)),
-                   key=lambda p: str(p).lower())
+    files = sorted(_files(folder, recursive), key=lambda p: str(p).lower())
     found: dict[Path, tuple[list[Path], list[Path]]] = {}
     for file in files:
         suffix = file.suffix.lower()
@@ -96,6 +100,19 @@ def _holds_videos(folder: Path) -> bool:
     return bool(_media_in(folder, recursive=False).get(folder, ([], []))[0])
 
 
+def _say_left_out(item: str, own: bool, taken: set[Path] | frozenset[Path] = frozenset()) -> bool:
+    """Without --recursive, say how many of the folder ``item``'s subfolders (but those in ``taken``) hold a video
+    or image in their tree, left out; whether any does. (Each subfolder is read up to its first one only.)"""
+    media = VIDEO_FILE_SUFFIXES | IMAGE_SUFFIXES
+    subfolders = (p for p in Path(item).glob("*") if p.is_dir() and p not in taken and not p.name.startswith(".")
+                  and not p.name.endswith(_THUMBNAILS))
+    left = sum(1 for sub in subfolders if any(p.suffix.lower() in media for p in _files(sub, recursive=True)))
+    if left:
+        logger.warning("%s: %sits %d subfolder(s) holding videos or images are left out (--recursive takes them)",
+                       item, "" if own else "no video or image of its own; ", left)
+    return bool(left)
+
+
 def _inside(path: Path, folders: set[Path], recursive: bool) -> bool:
     """Whether ``path`` is a file that taking one of ``folders`` as if named already took (or said it left out)."""
     return path.parent in folders or (recursive and any(p in folders for p in path.parents))
@@ -123,13 +140,15 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     beside = sorted(m for m in images if Path(m).parent in with_videos)
     images -= set(beside)
     sources: list[str] = []
+    leaving: list[str] = []  # folders with nothing of their own whose subfolders are left out (said)
     for match in matches:
         if Path(match).is_dir() and recursive and match in taken:
             continue  # (a folder in a folder taken with its tree: taken, and said, once)
         if Path(match).is_dir():
             found = _folder(match, recursive)
-            if found is None:
-                skipped.append(os.path.join(match, ""))  # (its trailing / says it is a folder)
+            said = not recursive and _say_left_out(str(Path(match)), found is not None, folders)
+            if found is None:  # (its trailing / says it is a folder)
+                (leaving if said else skipped).append(os.path.join(match, ""))
             sources += found or []
         elif match in videos or (match in images and not videos):
             sources.append(match)
@@ -148,21 +167,12 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
     if not sources:
         besides = ", but images beside videos, which are not analysed" if beside else ""
         raise InputNotFoundError(f"{pattern} matches no video or image, nor a folder holding them{besides} "
-                                 f"({_examples(skipped + beside)}); name a file directly or in a --list "
+                                 f"({_examples(skipped + beside + leaving)}); name a file directly or in a --list "
                                  "file to analyse it anyway")
     if skipped:
         logger.warning("%s: skipped %d match(es) that are no video or image, nor a folder holding them: %s",
                        pattern, len(skipped), _examples(skipped))
     return sources
-
-
-def _nothing_of_its_own(item: str) -> None:
-    """Say where a folder's videos and images are when it holds none itself (without --recursive)."""
-    media = _media_in(Path(item), recursive=True).values()
-    videos, images = sum(len(v) for v, _ in media), sum(len(i) for _, i in media)
-    if videos or images:
-        logger.warning("%s: no video or image of its own; its subfolders hold %d video(s) and %d image(s) "
-                       "(--recursive analyses them)", item, videos, images)
 
 
 def _examples(names: list[str]) -> str:
@@ -227,8 +237,8 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
             collection = True
         elif Path(item).is_dir():
             own = _folder(item, recursive)
-            if own is None and not recursive:
-                _nothing_of_its_own(item)
+            if not recursive:
+                _say_left_out(item, own is not None)
             expanded = own or [item]  # (a folder with nothing to read fails as a source)
             collection |= [Path(s) for s in expanded] != [Path(item)]  # its videos, not one image sequence
         else:
