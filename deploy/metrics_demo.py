@@ -42,7 +42,7 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
     metrics.observe_startup(load_s=_jitter(rng, 1.4, 0.1), warmup_s=_jitter(rng, 4.1, 0.1))
     metrics.set_run_state("running")
     source = "rtsp://camera.local/demo" if live else "/data/demo.mp4"
-    metrics.set_source_up(source, True)
+    metrics.set_source_state(source, "up")
     frames: queue.Queue[tuple[float, float] | None] = queue.Queue(maxsize=8)
 
     def reader() -> None:

@@ -74,7 +74,7 @@ def test_per_source_series_have_a_redacted_source_label_up_to_the_bound_then_oth
     first, second = "rtsp://admin:secret@cam1/stream", "http://cam2/feed?token=abc"
     third, fourth = "rtsp://cam3/stream", "webcam:0"
     for source in (first, second, third, fourth):
-        pm.set_source_up(source, True)
+        pm.set_source_state(source, "up")
     assert [pm.source_label(s) for s in (first, second, third, fourth)] == [
         "rtsp://admin:***@cam1/stream", "http://cam2/feed?token=***", OTHER_SOURCE, OTHER_SOURCE]
     pm.observe_source_frame(first, 0.05, faces=2)
@@ -90,8 +90,19 @@ def test_per_source_series_have_a_redacted_source_label_up_to_the_bound_then_oth
     assert _value(registry, "emopipe_source_frames_total", source=OTHER_SOURCE) == 2  # the sources past the bound
     assert _value(registry, "emopipe_source_frames_dropped_total", source=OTHER_SOURCE) == 3
     assert _value(registry, "emopipe_source_up", source=OTHER_SOURCE) == 2  # how many of them are up
-    pm.set_source_up(third, False)
+    pm.set_source_state(third, "ended")
+    pm.set_source_state(second, "lost")
     assert _value(registry, "emopipe_source_up", source=OTHER_SOURCE) == 1
+    # each state of "other" counts its sources in it; a named source is in one state at a time
+    assert [_value(registry, "emopipe_source_state", source=OTHER_SOURCE, state=state)
+            for state in ("up", "lost", "failed", "ended")] == [1, 0, 0, 1]
+    assert [_value(registry, "emopipe_source_state", source="http://cam2/feed?token=***", state=state)
+            for state in ("up", "lost", "failed", "ended")] == [0, 1, 0, 0]
+    assert _value(registry, "emopipe_source_up", source="http://cam2/feed?token=***") == 0
+    pm.set_source_state(second, "up")
+    assert _value(registry, "emopipe_source_state", source="http://cam2/feed?token=***", state="lost") == 0
+    with pytest.raises(ValueError, match="a source state is one of"):
+        pm.set_source_state(first, "down")
     # a named source's series exist at zero from its first mention, so rate() sees its first frame
     assert _value(registry, "emopipe_source_frames_total", source="http://cam2/feed?token=***") == 0
     labels = {s.labels.get("source") for family in registry.collect() for s in family.samples}
@@ -338,6 +349,13 @@ def test_a_camera_that_ended_is_finished_while_no_frame_comes_and_stays_ok_when_
                     fleet.finish_all(interrupted=True)
                     assert lines(out) == [("refused://b", "failed"), ("fleettest://a", "ok")]
                 assert fleet.cameras[0].source is not None and not fleet.cameras[0].source.up
+                # a ended at --max-frames: ended, not down (EmopipeSourceDown fires for lost and failed only)
+                states = {(name, state): _value(registry, "emopipe_source_state", source=name, state=state)
+                          for name in ("fleettest://a", "refused://b") for state in ("up", "lost", "failed", "ended")}
+                assert {key for key, value in states.items() if value == 1} == {("fleettest://a", "ended"),
+                                                                                 ("refused://b", "failed")}
+                assert not any(_value(registry, "emopipe_source_up", source=name)
+                               for name in ("fleettest://a", "refused://b"))
     finally:
         CAPTURES.unregister("refused")
 
@@ -415,7 +433,13 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
         "frames"]
     assert _value(registry, "emopipe_source_frames_total", source=OTHER_SOURCE) == by_source["fleettest://c"]["frames"]
     assert _value(registry, "emopipe_source_up", source="fleettest://b") == 0
-    assert _value(registry, "emopipe_source_up", source="fleettest://a") == 0  # ended at --end: no longer up
+    assert _value(registry, "emopipe_source_up", source="fleettest://a") == 0  # ended at --end: no longer up …
+    # … but ended, not down as b is: lost for good while the others ran (the EmopipeSourceDown alert's series)
+    assert _value(registry, "emopipe_source_state", source="fleettest://a", state="ended") == 1
+    assert _value(registry, "emopipe_source_state", source="fleettest://a", state="lost") == 0
+    assert _value(registry, "emopipe_source_state", source="fleettest://b", state="failed") == 1
+    assert _value(registry, "emopipe_source_state", source="fleettest://b", state="ended") == 0
+    assert _value(registry, "emopipe_source_state", source=OTHER_SOURCE, state="ended") == 1  # c, past the bound
     assert _value(registry, "emopipe_errors_total", kind="source") == 1  # b, lost for good (the alert's series)
     assert _value(registry, "emopipe_frames_total") == summary["frames"]
 

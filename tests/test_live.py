@@ -261,10 +261,10 @@ def test_a_live_source_yields_the_newest_frames_and_stops_at_max_frames_or_durat
 def test_a_source_that_ended_at_max_frames_stops_capturing_and_counts_no_later_drop():
     clock, gate = SteppedClock(), Gate()
     camera = GatedCamera(clock, gate, fps=128)
-    ups: list[bool] = []
+    states: list[str] = []
     with LiveSource("paced://test", opener=lambda uri, o: camera, options=LiveOptions(max_frames=3),
                     clock=clock.live()) as source:
-        source.on_up = ups.append
+        source.on_state = states.append
         frames = []
         for frame in source:
             frames.append(frame)
@@ -273,7 +273,7 @@ def test_a_source_that_ended_at_max_frames_stops_capturing_and_counts_no_later_d
         gate.allow(50)  # the camera would go on giving frames: nobody takes them, and they are not drops
         source._thread.join(timeout=60)
         assert not source._thread.is_alive() and camera.reads <= 4  # capture stopped at the end, not at close
-        assert source.dropped == dropped == 0 and not source.up and ups == [False]
+        assert source.dropped == dropped == 0 and not source.up and states == ["ended"]  # ended, not lost
     assert [f.index for f in frames] == [0, 1, 2]
 
 
@@ -313,9 +313,11 @@ def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue()
         return cameras[-1]
 
     reconnected = []
+    states: list[str] = []
     options = LiveOptions(backoff_s=(1 / 16, 1 / 8), reconnect_timeout_s=10)
     with LiveSource("paced://test", options=options, opener=opener, on_reconnect=lambda: reconnected.append(1),
                     clock=clock.live()) as src:
+        src.on_state = states.append
         frames = []
         for frame in src:
             frames.append(frame)
@@ -323,6 +325,8 @@ def test_a_lost_stream_is_reopened_with_backoff_and_its_frame_numbers_continue()
                 break
             gate.allow(1)
         gate.allow(1000)
+        assert states == ["lost", "up"]
+    assert states == ["lost", "up", "ended"]  # closed: ended as asked
     assert len(opened) == 5 and reconnected == [1] and src.reconnects == 1 and src.reopen_failures == 3
     # reopened at once after the five frames, then after the backoff: first, doubled, capped
     assert np.diff(opened).tolist() == [5 / 128, 1 / 16, 1 / 8, 1 / 8]
@@ -349,6 +353,7 @@ def test_a_stream_that_stays_away_ends_the_run_with_a_clear_error():
     with LiveSource("rtsp://user:secret@camera/stream", options=options, opener=opener,
                     clock=clock.live()) as source, pytest.raises(SourceUnavailableError, match=lost):
         list(source)
+    assert source.state == "failed"  # for good: closing it does not make it "ended"
     last_frame = 1024.0 + 3 / 128
     # it gave up once 0.5 s passed without a frame, not a whole backoff later, reopening all the while
     assert 0.5 < clock.now() - last_frame <= 0.5 + 0.01 + 1e-9 and len(calls) >= 5
@@ -358,6 +363,7 @@ def test_a_stream_that_stays_away_ends_the_run_with_a_clear_error():
 def test_a_stream_of_declared_length_ends_without_reconnecting():
     with LiveSource("paced://file", opener=lambda uri, o: PacedCamera(fps=500, frames=12, declared=12)) as source:
         frames = list(source)
+        assert source.state == "ended"  # its last frame came: ended, not lost (before it was closed)
     assert frames and source.captured == 12 and source.reconnects == 0
 
 

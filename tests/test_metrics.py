@@ -656,6 +656,7 @@ def test_a_file_run_that_fails_pushes_failed_its_source_not_up_and_its_error_as_
 
     assert at_push("emopipe_run_state", mode="file", state="failed") == 1
     assert at_push("emopipe_source_up", source=str(clip.path)) == 0  # read no more: not up
+    assert at_push("emopipe_source_state", source=str(clip.path), state="failed") == 1  # its run failed
     assert at_push("emopipe_errors_total", kind="infer") == 1  # the model's outputs, not the writing
     assert at_push("emopipe_errors_total", kind="write") == 0
 

@@ -91,7 +91,7 @@ def a_metrics_registry() -> CollectorRegistry:
     pm.observe_batch(8, 3, 0.01)
     pm.observe_frame(0.1, 3)
     pm.observe_capture_latency(0.1)
-    pm.set_source_up("rtsp://camera/x", True)
+    pm.set_source_state("rtsp://camera/x", "up")
     return registry
 
 
@@ -321,7 +321,7 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
         registry = CollectorRegistry()
         pm = PipelineMetrics(registry, info={"backend": "torch", "precision": "fp16"}, queues=("frames",))
         pm.observe_startup(1.3, 4.0)
-        pm.set_source_up("/videos/clip one.mp4", False)  # read to its end
+        pm.set_source_state("/videos/clip one.mp4", "ended")  # read to its end
         for i in range(20):
             pm.observe_stage("decode", 0.001)
             pm.observe_stage("detect", 0.004)
@@ -344,7 +344,7 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
         # the host's next run (another file) replaces the group (PUT): the gateway does not grow with runs
         other = CollectorRegistry()
         other_run = PipelineMetrics(other, queues=("frames",))
-        other_run.set_source_up("/videos/clip two.mp4", True)
+        other_run.set_source_state("/videos/clip two.mp4", "up")
         other_run.observe_frame(0.03, faces=1)
         x.push_metrics(other, gateway_url, grouping_key=group)
         pushed = scrape(f"{gateway_url}/metrics")

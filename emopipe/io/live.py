@@ -273,9 +273,13 @@ class LiveSource(_SourceBase):
 
     The thread starts when the source opens (so a stream stays drained while the models load) and
     the source is ready once the first frame has arrived. ``on_drop(n)``, ``on_reconnect()``,
-    ``on_up(bool)`` (frames arrive / the stream is lost) and ``on_reopen_failed()`` are called from the
-    capture thread (set them before iterating); ``captured``, ``dropped``, ``skipped``, ``reconnects``,
-    ``reopen_failures`` and ``up`` can be read at any time.
+    ``on_state(state)`` and ``on_reopen_failed()`` are called from the capture thread (``on_state`` also from a
+    thread that stops the source; set them before iterating); ``captured``, ``dropped``, ``skipped``,
+    ``reconnects``, ``reopen_failures``, ``state`` and ``up`` can be read at any time.
+
+    ``state`` is ``up`` while frames arrive, ``lost`` while the stream is down and being reopened, then for good
+    ``ended`` (stopped, ``--end``, ``--max-frames``, a finite stream's last frame) or ``failed`` (given up after
+    ``--reconnect-timeout``, or the capture failed): the metrics tell an ended camera from a lost one by it.
     """
 
     def __init__(self, uri: str, *, options: LiveOptions | None = None,
@@ -290,15 +294,15 @@ class LiveSource(_SourceBase):
         self.kind = "camera" if webcam_index(uri) is not None else "stream"
         self.on_drop = on_drop
         self.on_reconnect = on_reconnect
-        self.on_up: Callable[[bool], None] | None = None
+        self.on_state: Callable[[str], None] | None = None
         self.on_reopen_failed: Callable[[], None] | None = None
         self.captured = 0
         self.reconnects = 0
         self.reopen_failures = 0  # attempts to reopen a lost stream that failed (refused, no frame)
-        self.up = False  # frames arriving; False before the first and while the stream is lost
+        self.state = "opening"  # (up from the first frame, before the constructor returns)
         self._newest = NewestFrame()
         self._stopping = threading.Event()
-        self._up_lock = threading.Lock()
+        self._state_lock = threading.Lock()
         self._times: deque[float] = deque(maxlen=_FPS_WINDOW)
         self._last_capture: float | None = None
         self._streaming_s = 0.0  # time between consecutive captures while the stream was up
@@ -364,6 +368,7 @@ class LiveSource(_SourceBase):
                                f" within {self.options.read_timeout_s:g} s"))
                     if declared is not None and read_since_open >= declared - 1:
                         logger.info("%s ended after its %d frames", self._name(), declared)
+                        self._set_state("ended")
                         return
                     last_problem = (f"no frame for {self.options.read_timeout_s:g} s or the connection closed"
                                     if read_since_open else "it opened but gave no frame")
@@ -371,7 +376,7 @@ class LiveSource(_SourceBase):
                         self._reopen_failed()  # reopened, but no frame came
                     if not reconnecting:
                         logger.warning("%s stopped (%s); reconnecting", self._name(), last_problem)
-                        self._set_up(False)
+                        self._set_state("lost")
                     reconnecting = True
                     continue
                 self._publish(image, reopened=reconnecting)
@@ -379,20 +384,25 @@ class LiveSource(_SourceBase):
                 read_since_open += 1
                 attempt = 0
         except BaseException as exc:  # handed to the consumer, which raises it
+            self._set_state("failed")
             self._newest.close(exc)
         finally:
             if cap is not None:
                 cap.release()
             self._newest.close()
 
-    def _set_up(self, up: bool) -> None:
-        with self._up_lock:  # (the capture thread and a stopping consumer both set it)
-            if up and self._stopping.is_set():
-                return  # a frame read while the source stopped: it is not up again
-            if up != self.up:
-                self.up = up
-                if self.on_up is not None:
-                    self.on_up(up)
+    @property
+    def up(self) -> bool:
+        """Frames arriving: False before the first, while the stream is lost, and once it has ended or failed."""
+        return self.state == "up"
+
+    def _set_state(self, state: str) -> None:
+        with self._state_lock:  # (the capture thread and a stopping consumer both set it)
+            if state == self.state or self.state in ("ended", "failed"):
+                return  # ended or failed is for good: a frame read while the source stopped does not make it up
+            self.state = state
+            if self.on_state is not None:
+                self.on_state(state)
 
     def _reopen_failed(self) -> None:
         self.reopen_failures += 1
@@ -409,8 +419,8 @@ class LiveSource(_SourceBase):
             logger.warning("%s reconnected after %.1f s", self._name(), self._silence(now))
             if self.on_reconnect is not None:
                 self.on_reconnect()
+        self._set_state("up")  # (before the count: the constructor, waiting for a first frame, finds it up)
         self.captured += 1
-        self._set_up(True)
         if self._last_capture is not None and not reopened:
             self._streaming_s += now - self._last_capture
             self._intervals += 1
@@ -491,7 +501,7 @@ class LiveSource(_SourceBase):
         is no longer up."""
         self._stopping.set()
         self._newest.close()
-        self._set_up(False)
+        self._set_state("ended")
 
     def close(self, wait_s: float | None = None) -> None:
         """Stop, and wait for the capture thread (by default as long as a blocked read may take; a thread still

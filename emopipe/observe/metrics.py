@@ -41,6 +41,10 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02
 # What a run is doing, so alerts tell a finished run from a crashed or stuck one: a target that stops answering
 # while "running" crashed; one whose last state was "finished" ended as it should.
 RUN_STATES = ("starting", "running", "finished", "failed", "interrupted")
+# What a source is doing, so alerts tell a lost source from one that ended as asked: up (its frames arrive), lost
+# (a live source's stream stopped and emopipe reopens it), failed (lost for good, could not be opened, or its run
+# failed while reading it), ended (read to its end, or ended as asked: --end, --max-frames, the run stopped).
+SOURCE_STATES = ("up", "lost", "failed", "ended")
 # A file run's frames queue behind the reader by design; only a live run's latency is a promise to keep.
 RUN_MODES = ("file", "live")
 # Build-info labels always present (value "unknown"/"none" when a fact is missing), so the
@@ -71,7 +75,7 @@ class PipelineMetrics:
       (capture timestamp → result written);
     - per source (``source`` label, credentials removed; the first ``max_sources`` sources by name, the
       rest as ``other``): :meth:`observe_source_frame`, :meth:`source_frames_dropped`,
-      :meth:`source_reconnect`, :meth:`set_source_up`. The run-level series above count every source.
+      :meth:`source_reconnect`, :meth:`set_source_state`. The run-level series above count every source.
     """
 
     def __init__(self, registry: CollectorRegistry, *, info: Mapping[str, str] | None = None,
@@ -126,9 +130,14 @@ class PipelineMetrics:
         self.reconnects = Counter("stream_reconnects", "Times a live stream was reopened", **common)
         self.reopen_failures = Counter("stream_reopen_failures", "Attempts to reopen a lost live stream that "
                                        "failed (refused, unreachable, or no frame)", **common)
-        self.source_up = Gauge("source_up", "1 while a source's frames arrive; 0 while a live source is lost "
-                               "and reconnecting, and once a source has ended (a file read, a camera ended)",
+        self.source_up = Gauge("source_up", "1 while a source's frames arrive, else 0 (emopipe_source_state says "
+                               "why: lost, failed or ended); for source=\"other\", how many of those sources are up",
                                ["source"], **common)
+        self.source_state = Gauge("source_state", "1 for what a source is doing: up (its frames arrive), lost (a "
+                                  "live source reconnecting), failed (lost for good, not opened, or its run failed), "
+                                  "ended (read to its end, or ended as asked); 0 for the other states; for "
+                                  "source=\"other\", how many of those sources are in each state",
+                                  ["source", "state"], **common)
         self.source_frames = Counter("source_frames", "Frames processed (results written), by source", ["source"],
                                      **common)
         self.source_faces = Counter("source_faces", "Faces whose results were written, by source", ["source"],
@@ -166,7 +175,8 @@ class PipelineMetrics:
         self._lock = threading.Lock()
         self._labels: dict[str, str] = {}  # source (redacted) → its label: itself, or "other" past max_sources
         self._named = 0
-        self._other_up: set[str] = set()  # the "other" sources whose frames arrive
+        self._source_states: dict[str, str] = {}  # source (redacted) → its state
+        self._in_state: dict[str, dict[str, int]] = {}  # label → state → how many of its sources are in it
         self._frames_seen = 0
         self._steady_batches: dict[int, Any] = {}  # batch size → its steady-phase histogram child
         self._slots = 0
@@ -296,15 +306,30 @@ class PipelineMetrics:
         self.source_latency.labels(source=label)
         return label
 
-    def set_source_up(self, source: str, up: bool) -> None:
-        """1 while ``source``'s frames arrive; ``other`` counts how many of the sources past the bound are up."""
+    def set_source_state(self, source: str, state: str) -> None:
+        """One of SOURCE_STATES for ``source`` (``emopipe_source_state``, and ``emopipe_source_up`` 1 for ``up``);
+        the sources past the bound are counted together: ``other``'s series say how many are in each state."""
+        if state not in SOURCE_STATES:
+            raise ValueError(f"a source state is one of {', '.join(SOURCE_STATES)}, got {state!r}")
         label = self.source_label(source)
-        if label != OTHER_SOURCE:
-            self.source_up.labels(source=label).set(1 if up else 0)
-            return
+        name = redact_uri(source)
+        with self._lock:  # (the sources' threads report at once; "other" counts several of them)
+            counts = self._in_state.setdefault(label, dict.fromkeys(SOURCE_STATES, 0))
+            before = self._source_states.get(name)
+            if before is not None:
+                counts[before] -= 1
+            counts[state] += 1
+            self._source_states[name] = state
+            for other in SOURCE_STATES:  # the others first: a scrape never sees a source in two states
+                if other != state:
+                    self.source_state.labels(source=label, state=other).set(counts[other])
+            self.source_state.labels(source=label, state=state).set(counts[state])
+            self.source_up.labels(source=label).set(counts["up"])
+
+    def source_state_of(self, source: str) -> str | None:
+        """The state last set for ``source`` (None before any)."""
         with self._lock:
-            (self._other_up.add if up else self._other_up.discard)(redact_uri(source))
-            self.source_up.labels(source=label).set(len(self._other_up))
+            return self._source_states.get(redact_uri(source))
 
     def observe_source_frame(self, source: str, latency_s: float, faces: int) -> None:
         """One frame of ``source`` written (the run-level series are fed by :meth:`observe_frame`)."""

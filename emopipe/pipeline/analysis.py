@@ -155,13 +155,17 @@ class SourceRun:
             names = [self.source.info.uri] if self.source is not None else []
             self.observers.append(MetricsObserver(self.metrics, names))
             if self.live is not None:
-                self.observers += self.live.observers(self.metrics)  # (up/down as the camera comes and goes)
-            elif self.source is not None:  # a file: up while it is read, down once its frames are all read
+                self.observers += self.live.observers(self.metrics)  # (its state as the camera comes and goes)
+            elif self.source is not None:  # a file: up while it is read, ended once its frames are all read
                 metrics, name = self.metrics, self.source.info.uri
-                metrics.set_source_up(name, True)
-                self.finishers.append(lambda summary: metrics.set_source_up(name, False))
-                # or once the run failed: the stack closes this before the exporter (entered earlier) pushes
-                self.stack.callback(metrics.set_source_up, name, False)
+                metrics.set_source_state(name, "up")
+                self.finishers.append(lambda summary: metrics.set_source_state(name, "ended"))
+
+                def failed() -> None:  # the run failed: its finishers never ran (the stack closes this before
+                    if metrics.source_state_of(name) == "up":  # the exporter, entered earlier, pushes)
+                        metrics.set_source_state(name, "failed")
+
+                self.stack.callback(failed)
 
     def settings(self) -> PipelineSettings:
         if self.live is not None:

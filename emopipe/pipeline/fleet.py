@@ -375,10 +375,10 @@ class Fleet:
         if metrics is not None:
             for camera in self.cameras:
                 if camera.source is not None:
-                    watch_source(camera.source, metrics)  # its capture slot's drops, reconnections, up/down
+                    watch_source(camera.source, metrics)  # its capture slot's drops, reconnections, state
                     camera.on_drop = _drop_counter(metrics, camera.name)  # its drops in the fleet's inbox
                 else:
-                    metrics.set_source_up(camera.name, False)
+                    metrics.set_source_state(camera.name, "failed")
                     metrics.error("source")  # could not be opened (one lost later is counted as it is finished)
         return found
 

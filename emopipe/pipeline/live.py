@@ -267,7 +267,8 @@ class LiveMode:
 
 
 def watch_source(source: LiveSource, metrics: Any) -> None:
-    """A live source's drops, reconnections and up/down state into the run-level and per-source metrics."""
+    """A live source's drops, reconnections and state (up, lost, failed, ended) into the run-level and per-source
+    metrics."""
     name = source.info.uri  # (redacted)
 
     def dropped(n: int) -> None:
@@ -281,8 +282,8 @@ def watch_source(source: LiveSource, metrics: Any) -> None:
     source.on_drop = dropped
     source.on_reconnect = reconnected
     source.on_reopen_failed = metrics.reopen_failed
-    source.on_up = lambda up: metrics.set_source_up(name, up)
-    metrics.set_source_up(name, source.up)
+    source.on_state = lambda state: metrics.set_source_state(name, state)
+    metrics.set_source_state(name, source.state)
 
 
 def _metrics_page(registry: Any) -> Any:
