@@ -299,14 +299,15 @@ class Analyzer:
         # each camera's options resolved as for one live source (the output folder is not a rows file)
         config = self.source_config(wanted[0], **{**options, "sources": wanted, "output": None, "summary": None})
         directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
-        planned, manifest = plan_fleet(replace(config, summary=given.summary, annotate=given.annotate,
-                                               record=given.record, report=given.report), wanted, directory)
-        started = time.perf_counter()
-        interrupted = False
-        fleet = Fleet(config, planned, directory, manifest)
-        pipeline: Pipeline | None = None
-        models = None
         with ExitStack() as stack:
+            # the folder is this run's until the stack closes: a second run into it now is refused
+            planned, manifest = plan_fleet(replace(config, summary=given.summary, annotate=given.annotate,
+                                                   record=given.record, report=given.report), wanted, directory, stack)
+            started = time.perf_counter()
+            interrupted = False
+            fleet = Fleet(config, planned, directory, manifest)
+            pipeline: Pipeline | None = None
+            models = None
             _sigterm_as_ctrl_c(stack)
             if exporter is not None:  # first: a metrics port in use is refused before any camera opens
                 stack.enter_context(exporter)

@@ -10,6 +10,7 @@ Every wait is a poll against a generous deadline: nothing depends on how fast th
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import queue
@@ -20,6 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 import cv2
@@ -29,8 +31,9 @@ from prometheus_client import CollectorRegistry
 
 from emopipe.cli.run import build_parser, config_from_args
 from emopipe.config import RunConfig
-from emopipe.errors import SourceUnavailableError, UsageError
+from emopipe.errors import OutputError, SourceUnavailableError, UsageError
 from emopipe.io.live import LiveOptions, LiveSource
+from emopipe.io.records import FOLDER_LOCK
 from emopipe.io.uris import CAPTURES
 from emopipe.observe.livepage import FrameHub, LiveServer, tile
 from emopipe.observe.metrics import OTHER_SOURCE, PipelineMetrics
@@ -141,7 +144,8 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
     sources = ["webcam:0", "webcam:1", "rtsp://admin:secret@cam.local/live", "rtsp://viewer:other@cam.local/live",
                "http://cam.local:8080/live?token=abc", "http://cam.local:8080/live?token=def"]
     config = RunConfig(format="jsonl")
-    planned, manifest = plan_fleet(config, sources, tmp_path / "out")
+    with ExitStack() as stack:
+        planned, manifest = plan_fleet(config, sources, tmp_path / "out", stack)
     names = [p.rows.name for p in planned]
     assert names == ["webcam0.emotions.jsonl", "webcam1.emotions.jsonl", "cam.local_live.emotions.jsonl",
                      "cam.local_live-2.emotions.jsonl", "cam.local_8080_live.emotions.jsonl",
@@ -152,13 +156,78 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
     assert manifest.path == tmp_path / "out" / "manifest.jsonl"
     # an earlier run's folder is not overwritten
     manifest.append({"source": "webcam:0", "status": "ok"})
-    with pytest.raises(UsageError, match="earlier run"):
-        plan_fleet(config, sources, tmp_path / "out")
+    with ExitStack() as stack, pytest.raises(UsageError, match="earlier run"):
+        plan_fleet(config, sources, tmp_path / "out", stack)
     for flags, message in (({"record": "x.mp4"}, "--record"), ({"resume": True}, "--resume")):
-        with pytest.raises(UsageError, match=message):
-            plan_fleet(RunConfig(**flags), sources, tmp_path / "other")
-    with pytest.raises(UsageError, match="the output is a folder"):
-        plan_fleet(config, sources, tmp_path / "rows.csv")
+        with ExitStack() as stack, pytest.raises(UsageError, match=message):
+            plan_fleet(RunConfig(**flags), sources, tmp_path / "other", stack)
+    with ExitStack() as stack, pytest.raises(UsageError, match="the output is a folder"):
+        plan_fleet(config, sources, tmp_path / "rows.csv", stack)
+
+
+def _held(folder: Path) -> bool:
+    """Whether a run holds ``folder`` (its lock file is locked), asked as another process would ask."""
+    try:
+        fd = os.open(folder / FOLDER_LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # (releases it if this took it)
+    return False
+
+
+def test_a_second_run_into_a_new_fleet_folder_in_use_is_refused_until_the_first_ends(tmp_path):
+    sources, out = ["rtsp://cam/a", "rtsp://cam/b"], tmp_path / "new"
+    with ExitStack() as first:
+        plan_fleet(RunConfig(), sources, out, first)  # the first run holds the folder it made …
+        assert _held(out)
+        with ExitStack() as second, pytest.raises(OutputError, match=r"new is in use by another emopipe") as refused:
+            plan_fleet(RunConfig(), sources, out, second)  # … so a second started at the same time is refused
+        assert refused.value.exit_code == 5
+        assert _held(out)  # the refused run neither took the folder nor released it
+        assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]
+    assert not _held(out)  # the first run ended: free again
+    with ExitStack() as later:
+        plan_fleet(RunConfig(), sources, out, later)
+
+
+def test_a_fleet_run_holds_its_folder_from_planning_until_it_ends(tmp_path):
+    from emopipe.api import Analyzer
+
+    out, held = tmp_path / "out", []
+
+    def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
+        held.append(_held(out))  # while the run opens its cameras
+        raise SourceUnavailableError(f"cannot open the stream {uri}: connection refused")
+
+    CAPTURES.register("refused", refuse)
+    try:
+        with pytest.raises(SourceUnavailableError):  # (no camera opens: no model loads)
+            Analyzer(sources=("refused://a", "refused://b"), device="cpu").run_fleet(output_dir=out)
+    finally:
+        CAPTURES.unregister("refused")
+    assert held == [True, True] and not _held(out)
+
+
+def test_the_command_refuses_a_fleet_folder_another_run_is_writing_with_one_line_and_exit_code_5(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    fd = os.open(out / FOLDER_LOCK, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another process's run holds the folder, as a run does
+        result = subprocess.run([sys.executable, "-m", "emopipe", "rtsp://cam/a", "rtsp://cam/b", "-o", str(out),
+                                 "--metrics-port", "0"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    finally:
+        os.close(fd)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("emopipe: error")]
+    assert result.returncode == 5, result.stderr
+    assert len(errors) == 1 and "in use by another emopipe run" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
 
 # -- the page: a grid, a cell per stream ----------------------------------------------------------------
@@ -263,9 +332,10 @@ def cameras():
 def test_the_fleet_source_interleaves_cameras_and_a_lost_one_never_stops_the_others(cameras, tmp_path):
     cameras.breaks["b"] = 5
     options = LiveOptions(open_timeout_s=5, read_timeout_s=0.5, reconnect_timeout_s=0.5, backoff_s=(0.05, 0.1))
+    with ExitStack() as stack:
+        planned_cameras = plan_fleet(RunConfig(), [f"fleettest://{n}" for n in "abc"], tmp_path / "out", stack)[0]
     fleet = [Camera(planned, LiveStats(planned.uri), source=LiveSource(planned.uri, options=options))
-             for planned in plan_fleet(RunConfig(), [f"fleettest://{n}" for n in "abc"],
-                                       tmp_path / "out")[0]]
+             for planned in planned_cameras]
     source = FleetSource(fleet)
     seen: dict[int, int] = {0: 0, 1: 0, 2: 0}
     try:
@@ -283,8 +353,6 @@ def test_the_fleet_source_interleaves_cameras_and_a_lost_one_never_stops_the_oth
 
 
 def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_is_an_error(cameras, tmp_path):
-    from contextlib import ExitStack
-
     from emopipe.pipeline.fleet import Fleet
 
     def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
@@ -293,16 +361,16 @@ def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_
     CAPTURES.register("refused", refuse)
     try:
         config = RunConfig(open_timeout=2, read_timeout=0.5)
-        planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], tmp_path / "one")
-        fleet = Fleet(config, planned, tmp_path / "one", manifest)
         with ExitStack() as stack:
+            planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], tmp_path / "one", stack)
+            fleet = Fleet(config, planned, tmp_path / "one", manifest)
             source = fleet.open(stack)
             assert [c.source is not None for c in fleet.cameras] == [True, False]
             assert "connection refused" in str(fleet.cameras[1].error) and fleet.cameras[1].ended
             assert next(iter(source)).stream == 0  # the camera that opened runs
             assert fleet.numbers()["streams"][1]["state"] == "lost"
-        planned, manifest = plan_fleet(config, ["refused://c", "refused://d"], tmp_path / "none")
         with ExitStack() as stack, pytest.raises(SourceUnavailableError, match="refused://c") as raised:
+            planned, manifest = plan_fleet(config, ["refused://c", "refused://d"], tmp_path / "none", stack)
             Fleet(config, planned, tmp_path / "none", manifest).open(stack)
         assert raised.value.exit_code == 7
         lines = [json.loads(line) for line in (tmp_path / "none" / "manifest.jsonl").read_text().splitlines()]
@@ -315,8 +383,6 @@ def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_
 
 def test_a_camera_that_ended_is_finished_while_no_frame_comes_and_stays_ok_when_the_run_is_interrupted(
         cameras, tmp_path):
-    from contextlib import ExitStack
-
     from emopipe.pipeline.fleet import Fleet
 
     def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
@@ -330,10 +396,10 @@ def test_a_camera_that_ended_is_finished_while_no_frame_comes_and_stays_ok_when_
     try:
         config = RunConfig(open_timeout=2, read_timeout=0.5, max_frames=2)
         for out, written in ((tmp_path / "written", True), (tmp_path / "in-flight", False)):
-            planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], out)
-            fleet = Fleet(config, planned, out, manifest)
             registry = CollectorRegistry()
             with ExitStack() as stack:
+                planned, manifest = plan_fleet(config, ["fleettest://a", "refused://b"], out, stack)
+                fleet = Fleet(config, planned, out, manifest)
                 source = fleet.open(stack)
                 assert lines(out) == [("refused://b", "failed")]  # at once, not when the run ends
                 fleet.observers(PipelineMetrics(registry, mode="live"))

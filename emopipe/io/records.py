@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import fcntl
 import hashlib
 import io
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,6 +36,7 @@ from emopipe.errors import OutputError, UsageError
 from emopipe.types import INPUT_SIZE, NUM_LANDMARKS, FaceRecord
 
 STDOUT = "-"
+FOLDER_LOCK = ".emopipe.lock"  # in an output folder: locked by the run writing the folder (hold_folder)
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 PIXEL_DECIMALS = 2  # box corners and landmarks: sub-pixel detail beyond 0.01 px is noise
 VALUE_DECIMALS = 6  # scores, probabilities, valence, arousal; timestamps (µs)
@@ -98,6 +100,31 @@ def ensure_writable(path: Path, what: str = "output") -> None:
             pass
     except OSError as exc:
         raise OutputError(f"cannot write {what} {path}: {describe_os_error(exc)}") from None
+
+
+@contextlib.contextmanager
+def hold_folder(directory: Path) -> Iterator[None]:
+    """``directory`` is this run's alone while the block runs: an exclusive ``flock`` on its FOLDER_LOCK file, so a
+    second run started into the same folder at the same time is refused (OutputError, exit 5) instead of writing
+    its files between this one's. Take it before looking for an earlier run's files: the run that waited finds
+    them. The kernel drops the lock when the process ends, even killed; the empty file stays (removing it would let
+    two later runs each lock a file of their own)."""
+    path = directory / FOLDER_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {describe_os_error(exc)}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(f"{directory} is in use by another emopipe run (it holds {FOLDER_LOCK}); wait for "
+                              "that run to end, or choose another output folder") from None
+        except OSError as exc:
+            raise OutputError(f"cannot lock {path}: {describe_os_error(exc)}") from None
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 def describe_os_error(exc: OSError) -> str:

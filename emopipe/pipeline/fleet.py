@@ -13,7 +13,8 @@ On the writer thread, :class:`FleetSink` hands each frame to its camera's tracke
 ``--serve`` / ``--show``. A camera that has ended (lost past ``--reconnect-timeout``, or at ``--end`` /
 ``--max-frames``) is finished once its last frame is out: its summary is written and its line appended
 to ``DIR/manifest.jsonl``. The run ends when every camera has ended, or on Ctrl-C / SIGTERM; then
-``DIR/summary.json`` gets the run and a ``cameras`` list.
+``DIR/summary.json`` gets the run and a ``cameras`` list. ``DIR`` is the run's alone while it runs (a lock on
+``DIR/.emopipe.lock``): a second run started into it at the same time is refused, not interleaved.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from emopipe.errors import (
     UsageError,
 )
 from emopipe.io.live import LiveOptions, LiveSource
-from emopipe.io.records import RecordWriter, ensure_writable, open_writer
+from emopipe.io.records import RecordWriter, ensure_writable, hold_folder, open_writer
 from emopipe.io.uris import redact_uri
 from emopipe.pipeline.archive import MANIFEST, Manifest, PlannedSource, SourceResult, _write_json, plan_outputs
 from emopipe.pipeline.live import LiveStats, _metrics_page, watch_source
@@ -465,9 +466,12 @@ def _drop_counter(metrics: Any, name: str) -> Callable[[int], None]:
     return dropped
 
 
-def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tuple[list[PlannedSource], Manifest]:
+def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
+               stack: ExitStack) -> tuple[list[PlannedSource], Manifest]:
     """Each camera's files in ``directory`` (named as a many-source run names them: the redacted URL without
-    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens."""
+    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens. The folder
+    is this run's until ``stack`` closes (:func:`~emopipe.io.records.hold_folder`): a second run into it at the
+    same time is refused, not interleaved."""
     unsupported = [flag for flag, used in (("--record", config.record), ("--annotate", config.annotate),
                                            ("--report", config.report), ("--resume", config.resume),
                                            ("--ray", config.ray), ("--summary", config.summary))
@@ -480,6 +484,12 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tu
                                                           and not directory.exists()):
         raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
                          "goes in it); give a folder name")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
+    ensure_writable(directory / MANIFEST, "manifest")
+    stack.enter_context(hold_folder(directory))  # (before the checks: a run that started first has its files there)
     manifest = Manifest(directory)
     if manifest.path.exists():
         raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
@@ -487,11 +497,6 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path) -> tu
     clash = next((p.rows for p in planned if p.rows.exists()), None)
     if clash is not None:
         raise UsageError(f"{clash} exists (from an earlier run); choose another output folder")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
-    ensure_writable(directory / MANIFEST, "manifest")
     return planned, manifest
 
 
