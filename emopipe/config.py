@@ -61,7 +61,7 @@ class RunConfig:
     ray_gpus_per_worker: float | None = None  # default: 1 where the cluster has GPUs, else 0 (CPU workers)
     ray_retries: int = 2  # times a source goes to another worker after its worker died
     # outputs
-    output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv
+    output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv (.jsonl)
     format: str | None = None  # csv | jsonl; default from the output's extension
     annotate: str | None = None  # annotated video (.mp4/.avi); live: the recording
     summary: str | None = None  # run summary JSON ("-" for stdout); default OUTPUT.summary.json
@@ -239,7 +239,7 @@ class RunConfig:
             detect_batch = self.detect_batch or (-(-per_call // self.detect_every) if cuda else 1)
             values.update(detector=detector, batch_size=self.batch_size or
                           (CUDA_BATCH_SIZE if cuda else 1), detect_batch=detect_batch,
-                          output=self.output or default_output(self.uri))
+                          output=self.output or default_output(self.uri, self.format))
         values["precision"] = self.precision or ("fp16" if cuda else "fp32")
         output = values["output"]
         values["format"] = output_format(output, self.format)  # ("-" and no extension: csv)
@@ -265,8 +265,8 @@ class RunConfig:
         # after --max-wait-ms, so no camera waits for another); one camera, or the CPU: batches of one
         shared = min(FLEET_CUDA_BATCH, len(self.sources)) if cuda and len(self.sources) > 1 else 1
         return {"detector": self.detector or LIVE_DETECTOR, "batch_size": self.batch_size or shared,
-                "detect_batch": self.detect_batch or shared, "output": self.output or default_output(self.uri),
-                "record": record, "annotate": None}
+                "detect_batch": self.detect_batch or shared,
+                "output": self.output or default_output(self.uri, self.format), "record": record, "annotate": None}
 
     # -- outputs -------------------------------------------------------------------------------
 
@@ -333,8 +333,14 @@ def _beside(output: str, suffix: str) -> str:
     return str(Path(output).with_suffix("")) + suffix
 
 
-def default_output(uri: str) -> str:
-    """``NAME.emotions.csv`` in the current folder, the name from the source, cut to fit a file name's limit."""
+def rows_suffix(fmt: str | None) -> str:
+    """The ending of a rows file emopipe names itself: ``.emotions.csv``, or ``.emotions.jsonl`` for JSON Lines."""
+    return ".emotions.jsonl" if fmt == "jsonl" else ".emotions.csv"
+
+
+def default_output(uri: str, fmt: str | None = None) -> str:
+    """``NAME.emotions.csv`` (``.jsonl`` for that format) in the current folder, the name from the source, cut to
+    fit a file name's limit."""
     index = webcam_index(uri)
     if index is not None:
         stem = f"webcam{index}"
@@ -347,4 +353,4 @@ def default_output(uri: str) -> str:
     # room for the longest name derived from it: NAME.emotions.summary.json
     room = MAX_NAME_BYTES - len(".emotions.summary.json")
     stem = stem.encode()[:room].decode(errors="ignore")
-    return f"{stem}.emotions.csv"
+    return stem + rows_suffix(fmt)

@@ -87,6 +87,24 @@ def test_outputs_that_are_inputs_or_each_other_are_refused_before_any_work(tmp_p
             RunConfig(source=str(video), **bad).resolved("cpu").check_outputs()
 
 
+def test_the_default_rows_name_follows_the_format():
+    assert RunConfig(source="v.mp4", format="jsonl").resolved("cpu").output == "v.emotions.jsonl"
+    assert RunConfig(source="v.mp4", format="csv").resolved("cpu").output == "v.emotions.csv"
+    live = RunConfig(webcam=0, format="jsonl").resolved("cpu")
+    assert (live.output, live.summary) == ("webcam0.emotions.jsonl", "webcam0.emotions.summary.json")
+
+
+@pytest.mark.parametrize(("output", "fmt"), [("x.csv", "jsonl"), ("x.jsonl", "csv"), ("x.NDJSON", "csv")])
+def test_a_format_the_output_name_contradicts_is_refused(output, fmt):
+    with pytest.raises(UsageError, match=f"--format {fmt} does not fit"):
+        RunConfig(source="v.mp4", output=output, format=fmt).resolved("cpu")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_standard_output_takes_either_format(fmt):
+    assert RunConfig(source="v.mp4", output="-", format=fmt).resolved("cpu").format == fmt
+
+
 def test_a_very_long_input_name_still_gets_a_valid_default_output_name():
     config = RunConfig(source="/data/" + "x" * 246 + ".mp4").resolved("cpu")
     assert len(Path(config.output).name.encode()) <= 255 and len(Path(config.summary).name.encode()) <= 255

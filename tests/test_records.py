@@ -231,7 +231,8 @@ def test_output_format(path, fmt, expected):
     assert output_format(path, fmt) == expected
 
 
-@pytest.mark.parametrize(("path", "fmt"), [("out.json", None), ("out.txt", None), ("out.csv", "xml")])
+@pytest.mark.parametrize(("path", "fmt"), [("out.json", None), ("out.txt", None), ("out.csv", "xml"),
+                                           ("out.csv", "jsonl"), ("out.jsonl", "csv")])
 def test_unknown_output_format_is_a_usage_error(path, fmt):
     with pytest.raises(UsageError):
         output_format(path, fmt)

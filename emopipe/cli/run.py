@@ -58,9 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "streams (and --webcam N beside them) run live in one process, a rows file per camera "
                              "in the -o folder (docs/live.md)")
     out = parser.add_argument_group("outputs")
-    out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; "
-                                            "default: SOURCE_NAME.emotions.csv in the current folder)")
-    out.add_argument("--format", choices=["csv", "jsonl"], help="row format (default: from the output's extension)")
+    out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; default: "
+                                            "SOURCE_NAME.emotions.csv, or .jsonl with --format jsonl, in the "
+                                            "current folder)")
+    out.add_argument("--format", choices=["csv", "jsonl"], help="row format (default: from the output's extension; "
+                                                                "a format the extension contradicts is refused)")
     out.add_argument("--annotate", metavar="VIDEO", help="also write an annotated video (.mp4 or .avi)")
     out.add_argument("--summary", metavar="JSON", help="run summary as JSON ('-' for stdout; default: next to the "
                                                        "output as OUTPUT.summary.json)")

@@ -419,12 +419,16 @@ WRITERS: dict[str, type[RecordWriter]] = {"csv": CsvRecordWriter, "jsonl": Jsonl
 
 
 def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
-    """``csv`` or ``jsonl``: ``fmt`` if given, else from the extension (``-`` and no extension: csv)."""
+    """``csv`` or ``jsonl``: ``fmt`` if given, else from the extension (``-`` and no extension: csv).
+    A format the extension contradicts (``jsonl`` into ``.csv``) is refused: the file would not read back."""
+    suffix = Path(str(path)).suffix.lower() if str(path) != STDOUT else ""
     if fmt is not None:
         if fmt not in WRITERS:
             raise UsageError(f"unknown output format {fmt!r}; choose from {', '.join(WRITERS)}")
+        if FORMATS.get(suffix, fmt) != fmt:
+            raise UsageError(f"--format {fmt} does not fit {str(path)!r}, a {FORMATS[suffix]} name: "
+                             "name the file for its format, or leave --format out")
         return fmt
-    suffix = Path(str(path)).suffix.lower() if str(path) != STDOUT else ""
     if not suffix:
         return "csv"
     if suffix not in FORMATS:

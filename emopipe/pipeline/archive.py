@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from emopipe.config import RunConfig, default_output
+from emopipe.config import RunConfig, default_output, rows_suffix
 from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import source_key
 from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path
@@ -133,7 +133,7 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[st
     ``own`` (``--resume``): the name (``a/clip`` of ``a/clip.emotions.csv``) an earlier run gave a source, which it
     keeps; ``reserved``: names the earlier run gave other sources, which no source here takes — names follow the
     set of sources, and a source added later must never be given (and overwrite) another's finished files."""
-    suffix = ".emotions.jsonl" if fmt == "jsonl" else ".emotions.csv"
+    suffix = rows_suffix(fmt)
     taken = {name.lower() for name in reserved or ()}
     kept: dict[str, str] = {}
     for uri, name in (own or {}).items():  # (one earlier name claimed by two sources: the first keeps it)
