@@ -360,6 +360,30 @@ def test_a_stream_that_stays_away_ends_the_run_with_a_clear_error():
     assert all(t - last_frame <= 0.5 + 0.01 + 1e-9 for t in calls[1:])
 
 
+def test_a_reopening_takes_no_longer_than_the_time_left_before_giving_up():
+    """--open-timeout 25 --reconnect-timeout 2: each reopening that hangs (a sender gone: no answer until the
+    open timeout) is cut to the time left, so the run gives up 2 s after the last frame, not up to 25 s later."""
+    clock, gate = SteppedClock(), Gate(permits=3)
+    camera = GatedCamera(clock, gate, fps=128, frames=3)
+    given: list[tuple[float, float]] = []  # (seconds since the last frame, the open timeout given)
+
+    def opener(uri: str, options: LiveOptions) -> GatedCamera:
+        if given or camera.reads:
+            given.append((clock.now() - last_frame, options.open_timeout_s))
+            clock.advance(options.open_timeout_s)  # no answer for the whole open timeout
+            raise SourceUnavailableError("no video arrived")
+        return camera
+
+    last_frame = 1024.0 + 3 / 128
+    options = LiveOptions(open_timeout_s=25, read_timeout_s=1, reconnect_timeout_s=2, backoff_s=(1 / 16, 1 / 8))
+    with LiveSource("udp://127.0.0.1:5000", options=options, opener=opener, clock=clock.live()) as source, \
+            pytest.raises(SourceUnavailableError, match="lost the stream"):
+        list(source)
+    assert given and all(since + timeout <= 2 for since, timeout in given)
+    assert given[0][1] == 2  # reopened at once after the loss, with all the time there is
+    assert 2 < clock.now() - last_frame <= 2 + 0.01 + 1e-9
+
+
 def test_a_stream_of_declared_length_ends_without_reconnecting():
     with LiveSource("paced://file", opener=lambda uri, o: PacedCamera(fps=500, frames=12, declared=12)) as source:
         frames = list(source)

@@ -36,7 +36,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -176,7 +176,8 @@ def _why_unreachable(uri: str, timeout_s: float) -> str:
 
 
 def open_stream(uri: str, options: LiveOptions) -> Capture:
-    params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, round(options.open_timeout_s * 1000),
+    # (never 0 ms: a reopening cut to the little time left stays a time limit)
+    params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, max(1, round(options.open_timeout_s * 1000)),
               cv2.CAP_PROP_READ_TIMEOUT_MSEC, round(options.read_timeout_s * 1000)]
     cap = _quietly(lambda: cv2.VideoCapture(uri, cv2.CAP_FFMPEG, params))
     if not cap.isOpened():
@@ -346,8 +347,14 @@ class LiveSource(_SourceBase):
                     if self.clock.wait(self._stopping, wait):
                         return
                     attempt += 1
+                    options = self.options
+                    if self.captured:  # a reopening: it may take only the time left before giving up
+                        left = options.reconnect_timeout_s - self._silence()
+                        if left <= 0:
+                            continue  # (given up above)
+                        options = replace(options, open_timeout_s=min(options.open_timeout_s, left))
                     try:
-                        cap = self._opener(self.uri, self.options)
+                        cap = self._opener(self.uri, options)
                     except SourceUnavailableError as exc:
                         if not self.captured:
                             raise  # the first opening: the user gets this message at once
