@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 import emopipe
 from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.records import open_writer
-from emopipe.report.outputs import write_report
+from emopipe.report.html import AROUSAL_COLOUR, EXPRESSION_COLOURS, VALENCE_COLOUR, track_chart_svg
+from emopipe.report.outputs import analyse, write_report
 from emopipe.report.rows import read_records
 from emopipe.report.segments import change_points
 from emopipe.report.tracks import TrackCollector, TrackSeries
@@ -32,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 LABELS8 = LABELS[8]
 FPS = 25.0
 FRAME = 1 / FPS
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def synthesized_track(parts: list[tuple[str, float, float, float]], *, track_id: int = 1, source: str = "clip.mp4",
@@ -496,6 +499,42 @@ def test_huge_finite_valence_and_arousal_are_kept_exactly_and_charted(tmp_path):
     text = page.read_text()
     assert text.count("class='chart'") == 2 and "valence / arousal (× 1e+308)" in text
     assert "1.23e+06" not in text and "1.8e+308" in text  # the numbers table: huge ones short, the others as ever
+
+
+def _drawn(svg: str, axes: str) -> list[ET.Element]:
+    """The elements drawn in the chart's ``axes`` group (axes_1: valence and arousal, axes_2: expressions),
+    its legend left out."""
+    root = ET.fromstring(svg)
+    (group,) = [g for g in root.iter(f"{SVG}g") if g.get("id") == axes]
+    legend = {id(e) for g in group.iter(f"{SVG}g") if (g.get("id") or "").startswith("legend") for e in g.iter()}
+    return [e for e in group.iter() if id(e) not in legend]
+
+
+def _width(path: ET.Element) -> float:
+    xs = [float(x) for x in re.findall(r"(-?[\d.]+) -?[\d.]+", path.get("d", ""))]
+    return max(xs) - min(xs) if xs else 0.0
+
+
+def test_a_one_frame_track_is_charted_as_points_and_a_bar_not_as_empty_lines():
+    # every track of a single image has one record: lines through one point, and an area over one instant,
+    # drew nothing
+    (record,) = synthesized_track([("happy", FRAME, 0.4, -0.3)])
+    (report,) = analyse(_collected([record]))
+    svg = track_chart_svg(report, 0.0)
+    markers = [e.get("style", "") for e in _drawn(svg, "axes_1") if e.tag == f"{SVG}use"]
+    assert any(f"fill: {VALENCE_COLOUR}" in m for m in markers) and any(f"fill: {AROUSAL_COLOUR}" in m for m in markers)
+    happy = [e for e in _drawn(svg, "axes_2") if e.tag == f"{SVG}path"
+             and f"fill: {EXPRESSION_COLOURS['happy']}" in e.get("style", "")]
+    assert happy and max(_width(e) for e in happy) > 10  # a bar with some width, in SVG points
+    # the time axis is marked at the frame's time only (no negative times)
+    ticks = [t.text for t in _drawn(svg, "axes_2") if t.tag == f"{SVG}text"]
+    assert "0" in ticks and not any(t and t.startswith(("-", "\u2212")) for t in ticks)
+
+
+def _collected(records: list[FaceRecord]) -> TrackCollector:
+    collector = TrackCollector()
+    collector.add(records)
+    return collector
 
 
 # -- size for a long video ---------------------------------------------------------------------------------

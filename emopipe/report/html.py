@@ -31,6 +31,7 @@ TIMELINE_POINTS = 600
 AREA_POINTS = 300
 PLOT_LIMIT = 1e100  # valence/arousal beyond this are plotted in units of a power of ten (Matplotlib's axis
 # arithmetic overflows near ±1e308); a checkpoint's outputs may be any finite numbers
+SINGLE_FRAME_AXIS_S = 1.0  # the time axis's width for a one-frame track
 UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
 
 # one colour per expression, the same in every chart (colour-blind-safe Okabe–Ito hues where there are enough)
@@ -86,8 +87,12 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         circumplex = figure.add_subplot(grid[:, 1])
 
         t_line = binned(times, TIMELINE_POINTS)
-        timeline.plot(t_line, binned(valence, TIMELINE_POINTS) / unit, color=VALENCE_COLOUR, lw=1, label="valence")
-        timeline.plot(t_line, binned(arousal, TIMELINE_POINTS) / unit, color=AROUSAL_COLOUR, lw=1, label="arousal")
+        single = len(t_line) == 1  # one frame (every track of one image): a line through it would show nothing
+        marker = "o" if single else None
+        timeline.plot(t_line, binned(valence, TIMELINE_POINTS) / unit, color=VALENCE_COLOUR, lw=1, marker=marker,
+                      label="valence")
+        timeline.plot(t_line, binned(arousal, TIMELINE_POINTS) / unit, color=AROUSAL_COLOUR, lw=1, marker=marker,
+                      label="arousal")
         affect = [s for s in track.segments if s.kind == "affect"]
         for segment in affect:
             start, end = segment.start_s - origin_s, segment.end_s - origin_s
@@ -104,7 +109,11 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         t_area = binned(times, AREA_POINTS)
         shares = binned(probabilities, AREA_POINTS)
         colours = [_colour(label, i) for i, label in enumerate(series.labels)]
-        area.stackplot(t_area, shares.T, labels=series.labels, colors=colours, lw=0)
+        if single:  # the shares stacked in one bar (an area over one instant has no width)
+            area.bar(np.repeat(t_area, len(colours)), shares[0], bottom=np.cumsum(shares[0]) - shares[0],
+                     width=SINGLE_FRAME_AXIS_S / 3, color=colours, label=list(series.labels))
+        else:
+            area.stackplot(t_area, shares.T, labels=series.labels, colors=colours, lw=0)
         for segment in (s for s in track.segments if s.kind == "expression"):
             if segment.index:
                 area.axvline(segment.start_s - origin_s, color="white", lw=1)
@@ -112,8 +121,10 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         area.set_ylabel("expression")
         area.set_xlabel("time (s)" if origin_s == 0 else "time from the source's first face (s)")
         area.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=7)
-        if len(t_line) == 1:  # a single frame: give the x axis some width
-            timeline.set_xlim(t_line[0] - 0.5, t_line[0] + 0.5)
+        if single:  # an axis of some width around the frame, marked only at its time (no negative times)
+            timeline.set_xlim(t_line[0] - SINGLE_FRAME_AXIS_S / 2, t_line[0] + SINGLE_FRAME_AXIS_S / 2)
+            timeline.set_xticks(t_line)
+            timeline.margins(y=0.2)  # (whole markers, not halves cut at the axis's edge)
 
         v_path, a_path = binned(valence, AREA_POINTS) / unit, binned(arousal, AREA_POINTS) / unit
         circumplex.add_patch(matplotlib.patches.Circle((0, 0), 1, fill=False, color="#cccccc", lw=0.8))
