@@ -183,6 +183,22 @@ def test_gaps_are_counted_and_short_tracks_flagged_not_dropped():
     assert short_one.short and short_one.frames == 10 and short_one.dominant == "fear"
 
 
+def test_records_in_any_order_give_the_summary_of_records_in_time_order():
+    # a rows file in reverse frame order gave first_s 0.3, last_s 0 and a negative duration
+    records = [*synthesized_track([("happy", 0.4, 0.5, 0.5)]),
+               *synthesized_track([("sad", 2.0, -0.5, 0.2)], first_frame=20, seed=1)]
+    records = [dataclasses.replace(r, file=f"img{r.frame}.png") for r in records]
+    in_order = emopipe.summarize(records)
+    backwards = emopipe.summarize(records[::-1])
+    assert backwards == in_order
+    assert (in_order[0].first_s, in_order[0].gaps) == (0.0, 1) and in_order[0].duration_s == pytest.approx(70 * FRAME)
+    collector = _collected(records[::-1])
+    (series,) = collector.series()
+    assert series.frames.tolist() == [r.frame for r in records]
+    assert series.files[0] == "img0.png" and series.files[len(records) - 1] == f"img{records[-1].frame}.png"
+    assert series.probabilities.tolist() == [np.float32(r.probabilities).tolist() for r in records]
+
+
 # -- rows files --------------------------------------------------------------------------------------------
 
 def _rounded_records(n: int = 12) -> list[FaceRecord]:

@@ -21,7 +21,8 @@ SHORT_TRACK_S = 1.0  # tracks seen for less than this are flagged `short` (kept:
 
 
 class TrackSeries:
-    """One track's records as columns, in the order they were added (frame order within a run)."""
+    """One track's records as columns, in the order they were added (frame order within a run; time order once
+    :meth:`sort_by_time` ran)."""
 
     def __init__(self, source: str, track_id: int, labels: Sequence[str]) -> None:
         self.source = source
@@ -55,6 +56,19 @@ class TrackSeries:
 
     def __len__(self) -> int:
         return len(self._frames)
+
+    def sort_by_time(self) -> None:
+        """Put the records in time order (added order at equal times): a rows file may list them in any order,
+        and first and last times, gaps, segments and charts all read the columns in order."""
+        order = np.argsort(self.times, kind="stable")
+        if (order == np.arange(len(order))).all():
+            return
+        for name in ("_frames", "_times", "_valence", "_arousal", "_scores", "_boxes", "_probabilities"):
+            column: array = getattr(self, name)
+            values = np.frombuffer(column, dtype=column.typecode).reshape(len(order), -1)[order]
+            setattr(self, name, array(column.typecode, values.tobytes()))
+        position = {int(old): new for new, old in enumerate(order)}
+        self.files = {position[old]: file for old, file in self.files.items()}
 
     @property
     def frames(self) -> np.ndarray:
@@ -107,6 +121,9 @@ class TrackCollector:
             series.add(record)
 
     def series(self) -> list[TrackSeries]:
+        """Every track, its records in time order."""
+        for series in self.tracks.values():
+            series.sort_by_time()
         return list(self.tracks.values())
 
 
