@@ -564,9 +564,14 @@ def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
     from emopipe.report.outputs import write_report
     from emopipe.report.rows import read_records
 
-    rows = [r.outputs["rows"] for r in outcome.results if r.status in ("ok", "skipped") and "rows" in r.outputs]
-    reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report)
-    logger.info("report: %s (%d track(s) of %d source(s))", plan.report, len(reports), len(rows))
+    done = [r for r in outcome.results if r.status in ("ok", "skipped") and "rows" in r.outputs]
+    rows = [r.outputs["rows"] for r in done]
+    # every completed source has its section, those where no face was found too (the page and this line agree)
+    reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report,
+                           sources_run=[r.source for r in done])
+    faceless = len(done) - len({r.summary.source for r in reports})
+    logger.info("report: %s (%d track(s) of %d source(s)%s)", plan.report, len(reports), len(done),
+                f", {faceless} of them without a face" if faceless else "")
 
 
 def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,

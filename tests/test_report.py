@@ -12,6 +12,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,8 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emopipe
+from emopipe.api import report_many
 from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.records import open_writer
+from emopipe.pipeline.archive import SourceResult
 from emopipe.report.html import AROUSAL_COLOUR, EXPRESSION_COLOURS, VALENCE_COLOUR, track_chart_svg
 from emopipe.report.outputs import analyse, write_report
 from emopipe.report.rows import read_records
@@ -545,6 +548,23 @@ def test_a_one_frame_track_is_charted_as_points_and_a_bar_not_as_empty_lines():
     # the time axis is marked at the frame's time only (no negative times)
     ticks = [t.text for t in _drawn(svg, "axes_2") if t.tag == f"{SVG}text"]
     assert "0" in ticks and not any(t and t.startswith(("-", "\u2212")) for t in ticks)
+
+
+def test_a_many_source_report_shows_the_sources_without_a_face_and_its_line_says_so(tmp_path, caplog):
+    # the line counted them ("1 track(s) of 2 source(s)") while the page left them out
+    paths = {"a.mp4": tmp_path / "a.emotions.csv", "b.mp4": tmp_path / "b.emotions.csv"}
+    with open_writer(paths["a.mp4"], labels=LABELS8):
+        pass  # no face in a.mp4: the header only
+    with open_writer(paths["b.mp4"], labels=LABELS8) as writer:
+        writer.write(synthesized_track([("happy", 0.4, 0.5, 0.5)], source="b.mp4"))
+    results = [SourceResult(source=name, status="ok", outputs={"rows": str(path)}) for name, path in paths.items()]
+    page = tmp_path / "r.html"
+    with caplog.at_level("INFO", logger="emopipe"):
+        report_many(SimpleNamespace(report=str(page)), SimpleNamespace(results=results))  # type: ignore[arg-type]
+    text = page.read_text()
+    assert text.count("<section class='source'") == 2 and ">a.mp4</h2><p class='meta'>no face found" in text
+    assert "2 source(s), 1 track(s)" in text
+    assert "1 track(s) of 2 source(s), 1 of them without a face" in caplog.text
 
 
 def _collected(records: list[FaceRecord]) -> TrackCollector:

@@ -31,6 +31,7 @@ TIMELINE_POINTS = 600
 AREA_POINTS = 300
 PLOT_LIMIT = 1e100  # valence/arousal beyond this are plotted in units of a power of ten (Matplotlib's axis
 # arithmetic overflows near ±1e308); a checkpoint's outputs may be any finite numbers
+NO_FACES = "no face found"
 SINGLE_FRAME_AXIS_S = 1.0  # the time axis's width for a one-frame track
 UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
 
@@ -207,9 +208,10 @@ def _segments_table(segments: Sequence[Segment], origin_s: float) -> str:
             f"<th>expression</th><th>valence</th><th>arousal</th></tr>{rows}</table></details>")
 
 
-def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report") -> str:
-    """The page for ``tracks`` (of one or more sources), as a string."""
-    sources: dict[str, list[TrackReport]] = {}
+def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sources_run: Sequence[str] = ()) -> str:
+    """The page for ``tracks`` (of one or more sources), as a string. ``sources_run``: every source the page
+    covers, in order (a many-source run's), so that those where no face was found are listed too."""
+    sources: dict[str, list[TrackReport]] = {source: [] for source in sources_run}
     for track in tracks:
         sources.setdefault(track.summary.source, []).append(track)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -219,11 +221,18 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report") -> s
              f"made by emopipe {__version__} on {generated}. Times are seconds from the start of the source.</p>"]
     parts.append("<nav id='index'><h2>Sources</h2><ul>")
     for k, (source, items) in enumerate(sources.items(), start=1):
+        if not items:
+            parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {NO_FACES}</li>")
+            continue
         longest = max(t.summary.last_s for t in items) - min(t.summary.first_s for t in items)
         parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {len(items)} track(s) over "
                      f"{_duration(longest)}</li>")
     parts.append("</ul></nav>")
     for k, (source, items) in enumerate(sources.items(), start=1):
+        if not items:
+            parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>"
+                         f"<p class='meta'>{NO_FACES}.</p></section>")
+            continue
         first = min(t.summary.first_s for t in items)
         origin = first if first > UNIX_TIME_S else 0.0
         parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>")

@@ -138,9 +138,10 @@ def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackRepor
     return updated
 
 
-def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report") -> int:
-    """The self-contained page; returns its size in bytes."""
-    data = render(reports, title=title).encode("utf-8")
+def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report",
+               sources_run: Sequence[str] = ()) -> int:
+    """The self-contained page (``sources_run``: see :func:`render`); returns its size in bytes."""
+    data = render(reports, title=title, sources_run=sources_run).encode("utf-8")
     _write_atomically(Path(path), data)
     return len(data)
 
@@ -154,20 +155,23 @@ def thumbnails_folder(path: str | os.PathLike[str]) -> Path:
 
 def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *, thumbnails: bool = True,
                  short_track_s: float = SHORT_TRACK_S,
-                 thumbnails_relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
+                 thumbnails_relative_to: str | os.PathLike[str] | None = None,
+                 sources_run: Sequence[str] = ()) -> list[TrackReport]:
     """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
     ``path``; thumbnails, when asked for, are cut from each source (video, image or folder of images) that can
     still be read, and also saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the
-    summaries name the thumbnails relative to ``thumbnails_relative_to``, by default the page's folder)."""
+    summaries name the thumbnails relative to ``thumbnails_relative_to``, by default the page's folder).
+    ``sources_run``: every source of the run, in order; the page lists those without a face too."""
     collector = TrackCollector()
     collector.add(records)
     return write_collected_report(collector, path, thumbnails=thumbnails, short_track_s=short_track_s,
-                                  thumbnails_relative_to=thumbnails_relative_to)
+                                  thumbnails_relative_to=thumbnails_relative_to, sources_run=sources_run)
 
 
 def write_collected_report(collector: TrackCollector, path: str | os.PathLike[str], *, thumbnails: bool = True,
                            short_track_s: float = SHORT_TRACK_S,
-                           thumbnails_relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
+                           thumbnails_relative_to: str | os.PathLike[str] | None = None,
+                           sources_run: Sequence[str] = ()) -> list[TrackReport]:
     """:func:`write_report` of tracks already collected."""
     crops: dict[tuple[str, int], np.ndarray] = {}
     if thumbnails:
@@ -180,5 +184,5 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
         reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base)
-    write_html(path, reports)
+    write_html(path, reports, sources_run=sources_run)
     return reports
