@@ -486,6 +486,33 @@ def test_an_interrupted_source_counts_the_frames_written_not_those_read_ahead(tm
     assert not planned[0].rows.exists()  # its rows stay under the partial name
 
 
+def test_an_on_result_callback_that_raises_leaves_each_source_finished_once_with_its_files(tmp_path):
+    # (was: the callback ran before the source's state was reset, so close() finished it again: a second "ok" line,
+    # and its published rows removed as an earlier attempt's)
+    planned = [PlannedSource(i, u, tmp_path / f"{u}.emotions.csv", tmp_path / f"{u}.emotions.summary.json")
+               for i, u in enumerate("ab")]
+    manifest = Manifest(tmp_path)
+    seen: list[str] = []
+
+    def caller_bug(result) -> None:
+        seen.append(result.source)
+        raise ZeroDivisionError("the caller's bug")
+
+    with SourceChain(planned, lambda uri: FakeSource(uri, 2), parallel=1, queue_frames=8) as chain:
+        frames = list(chain)
+        sink = PerSourceSink(chain, RunConfig(), ("neutral", "happy"), manifest, on_result=caller_bug)
+        with pytest.raises(ZeroDivisionError):  # the callback's error reaches the caller…
+            for frame in frames:
+                sink.write(FrameResult(frame, Detections.empty(), np.zeros((0, 4), np.int64)))
+        with pytest.raises(ZeroDivisionError):
+            sink.close()  # (as the pipeline closes its sinks after a failure)
+    # … after the source it was called for was finished: one line each, a's files under their names
+    assert seen == ["a", "b"]
+    assert [(e["source"], e["status"]) for e in manifest_lines(tmp_path)] == [("a", "ok"), ("b", "interrupted")]
+    assert planned[0].rows.read_text().startswith("source,") and planned[0].summary.exists()
+    assert not planned[1].rows.exists()
+
+
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_the_chain_tags_each_frame_with_its_source_keeps_their_order_and_records_failures(tmp_path, parallel):
     sizes = {"a": 5, "b": 0, "c": 4, "d": 3}

@@ -651,11 +651,13 @@ class PerSourceSink(Sink):
             self.manifest.append(result.as_dict())
             publish(staged)
         self.results.append(result)
-        if self.on_result is not None:
-            self.on_result(result)
         self._sink = self._writer = self._tracks = None
         self._faces = self._written = self._detected = 0
         self._next = position + 1
+        # last, once the source is finished: a callback that raises (the caller's bug, raised from the run) cannot
+        # leave it half done, to be finished again by close() with its published rows removed as an earlier attempt's
+        if self.on_result is not None:
+            self.on_result(result)
 
     def _write_tracks(self, planned: PlannedSource, outputs: dict[str, str],
                       staged: list[tuple[Path, Path]]) -> list[dict[str, Any]] | None:
