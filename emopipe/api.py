@@ -16,13 +16,13 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from emopipe.config import RunConfig
+from emopipe.config import RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, warn_linked
@@ -152,7 +152,7 @@ class Analyzer:
 
     # -- sources ------------------------------------------------------------------------------
 
-    def source_config(self, source: str | None = None, **options: Any) -> RunConfig:
+    def source_config(self, source: StrPath | None = None, **options: Any) -> RunConfig:
         """The resolved configuration of one source's run (engine options as the analyzer's)."""
         changed = sorted(name for name in set(options) & MODEL_OPTIONS
                          if options[name] != getattr(self._base, name) and options[name] is not None)
@@ -165,7 +165,7 @@ class Analyzer:
         resolved = config.resolved(self._device_type)
         return replace(resolved, **model_options(self._base))
 
-    def analyze(self, source: str | Any, **options: Any) -> Iterator[FaceRecord]:
+    def analyze(self, source: StrPath, **options: Any) -> Iterator[FaceRecord]:
         """The faces of ``source``, frame by frame, as they are computed (a generator).
 
         The pipeline runs on a background thread; stopping early (``break``, closing the generator) stops
@@ -177,7 +177,7 @@ class Analyzer:
         with self._one_at_a_time("analyze()"):
             yield from self._analyze(source, **options)
 
-    def _analyze(self, source: str | Any, **options: Any) -> Iterator[FaceRecord]:
+    def _analyze(self, source: StrPath, **options: Any) -> Iterator[FaceRecord]:
         config = self.source_config(str(source), **options)
         stack = ExitStack()
         run = SourceRun(config, resolve_device(config.device), stack)
@@ -240,7 +240,7 @@ class Analyzer:
                 raise InputTruncatedError(f"{opened.info.uri}: input ended early: {outcome[0].summary.ended_early}")
 
     @_exclusive
-    def run(self, source: str | None = None, *, metrics: Any = None, exporter: Any = None,
+    def run(self, source: StrPath | None = None, *, metrics: Any = None, exporter: Any = None,
             progress: bool = False, **options: Any) -> Outcome:
         """The command line's run: rows, annotated video and summary written to the configured files.
 
@@ -280,14 +280,14 @@ class Analyzer:
 
 
     @_exclusive
-    def run_fleet(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
+    def run_fleet(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None, *,
                   metrics: Any = None, exporter: Any = None, progress: bool = False, **options: Any) -> FleetOutcome:
         """Several cameras and streams in one pipeline (emopipe.pipeline.fleet): a rows file and a summary per
         camera in ``output_dir``, ``manifest.jsonl`` (a line per camera as it ends) and ``summary.json`` with a
         ``cameras`` list. Runs until every camera has ended (``--end``, ``--max-frames``, or lost past
         ``--reconnect-timeout``), or Ctrl-C / SIGTERM (``FleetOutcome.interrupted``)."""
         given = RunConfig.from_options(self.config, **options)
-        wanted = tuple(sources) if sources is not None else given.sources
+        wanted = path_items(sources) if sources is not None else given.sources
         if not wanted:
             raise UsageError("no camera or stream given")
         fleet_config = replace(given, sources=wanted)
@@ -357,7 +357,7 @@ class Analyzer:
         return outcome
 
     @_exclusive
-    def run_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None, *,
+    def run_many(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None, *,
                  metrics: Any = None, exporter: Any = None, on_result: Callable[[SourceResult], None] | None = None,
                  progress: bool = False, **options: Any) -> ManyOutcome:
         """Many sources in one pipeline, warmed once: a rows file and a summary per source in ``output_dir``,
@@ -384,7 +384,7 @@ class Analyzer:
         report_many(plan, outcome)
         return outcome
 
-    def plan_many(self, sources: Sequence[str] | None = None, output_dir: str | Path | None = None,
+    def plan_many(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None,
                   **options: Any) -> ManyPlan:
         """What a many-source run will do, checked before anything loads: the sources (expanded), their
         output files, the manifest, and which sources an earlier run finished (``resume``: recorded
@@ -392,7 +392,7 @@ class Analyzer:
         given = RunConfig.from_options(self.config, **options)
         # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
         config = self.source_config("many-sources.mp4", **{**options, "output": None, "summary": None})
-        wanted = tuple(sources) if sources is not None else given.sources
+        wanted = path_items(sources) if sources is not None else given.sources
         inputs = expand_inputs(wanted, config.list_files, recursive=config.recursive)
         if not inputs.sources:
             raise UsageError("no source given (files, folders, globs, --list FILE)")
@@ -637,7 +637,7 @@ def _sigterm_as_ctrl_c(stack: ExitStack) -> None:
         stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
 
 
-def analyze(source: str | Any, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:
+def analyze(source: StrPath, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:
     """The faces of one source as :class:`~emopipe.types.FaceRecord`\\ s: an :class:`Analyzer` opened for it
     and closed when the iteration ends."""
     _refuse_file_options(options)

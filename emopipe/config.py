@@ -11,7 +11,9 @@ Nothing here imports torch until a run is resolved on an ``auto`` device.
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -39,13 +41,18 @@ DEFAULT_METRICS_PORT = 9478  # live mode serves here unless --metrics-port says 
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_MAX_WAIT_MS = 5.0
 DEFAULT_METRICS_MAX_SOURCES = 64  # emopipe.observe.metrics.DEFAULT_MAX_SOURCES, without importing prometheus
+StrPath = str | os.PathLike[str]  # a path as a str or a pathlib.Path (or a URL, as a str)
+PATH_FIELDS = ("source", "output", "annotate", "summary", "report", "weights", "models_dir", "record")
 FLEET_CUDA_BATCH = 16  # several cameras on CUDA: frames per detector call and faces per EmoNet batch, at most
 # (H100, 16 paced 720p30 cameras: batches of 4: 400 frames/s, drops 35 %; of 16: 477, 0.9 %; docs/benchmarks.md)
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source."""
+    """Every option of a run. ``None``: the default, decided by :meth:`resolved` for the device and source.
+
+    Paths may be given as ``os.PathLike`` (``pathlib.Path``) and are held as ``str``; ``sources`` and
+    ``list_files`` take one path or several."""
 
     source: str | None = None  # a video, image, folder of images, webcam:N or a stream URL
     # several sources in one run (Analyzer.run_many; cameras and streams: Analyzer.run_fleet): as given, expanded
@@ -113,6 +120,13 @@ class RunConfig:
     reconnect_timeout: float = 60.0
 
     def __post_init__(self) -> None:
+        # paths may be given as os.PathLike (pathlib.Path): held as str, as the command line gives them
+        for name in PATH_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
+        object.__setattr__(self, "sources", path_items(self.sources, "sources"))
+        object.__setattr__(self, "list_files", path_items(self.list_files, "list_files"))
         _positive("max_frames", self.max_frames)
         _positive("detect_size", self.detect_size)
         _positive("detect_batch", self.detect_batch)
@@ -313,6 +327,20 @@ class RunConfig:
                 check_thumbnails_folder(path)
                 continue
             ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
+
+
+def path_items(items: StrPath | Iterable[StrPath] | None,
+               what: str = "sources") -> tuple[str, ...]:
+    """Several paths or URLs as a tuple of str. One given alone (a str, a Path) is one item, not its letters."""
+    if items is None:
+        return ()
+    if isinstance(items, (str, os.PathLike)):
+        items = (items,)
+    found = tuple(os.fspath(item) if isinstance(item, (str, os.PathLike)) else item for item in items)
+    wrong = [item for item in found if not isinstance(item, str)]
+    if wrong:
+        raise UsageError(f"{what}: {wrong[0]!r} is not a path or URL")
+    return found
 
 
 def _flag(name: str) -> str:

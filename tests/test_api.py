@@ -4,6 +4,7 @@ every default in one place."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import subprocess
@@ -108,6 +109,37 @@ def test_standard_output_takes_either_format(fmt):
 def test_a_very_long_input_name_still_gets_a_valid_default_output_name():
     config = RunConfig(source="/data/" + "x" * 246 + ".mp4").resolved("cpu")
     assert len(Path(config.output).name.encode()) <= 255 and len(Path(config.summary).name.encode()) <= 255
+
+
+def test_paths_may_be_pathlib_paths_and_are_held_as_str(tmp_path):
+    # (was: a Path output ran the whole source, then its summary failed "PosixPath is not JSON serializable";
+    # a Path weights or source, an AttributeError)
+    weights = tmp_path / "w.pth"
+    weights.write_bytes(b"not read")
+    config = RunConfig(source=tmp_path / "v.mp4", output=tmp_path / "o.csv", report=tmp_path / "r.html",
+                       summary=tmp_path / "s.json", annotate=tmp_path / "a.mp4", weights=weights,
+                       models_dir=tmp_path, sources=[tmp_path / "v.mp4"], list_files=tmp_path / "l.txt")
+    resolved = config.resolved("cpu")
+    resolved.check_outputs()
+    assert json.loads(json.dumps(resolved.as_dict()))["output"] == str(tmp_path / "o.csv")
+    assert resolved.weights == str(weights) and resolved.sources == (str(tmp_path / "v.mp4"),)
+    assert all(isinstance(path, str) for path in resolved.outputs().values())
+
+
+def test_one_source_given_alone_is_one_source_not_its_letters(tmp_path, monkeypatch):
+    # (was: run_many("vids", "out") ran the sources v, i, d, s; list_files="l.txt" refused the list file "l")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "vids").mkdir()
+    (tmp_path / "vids" / "a.mp4").write_bytes(b"not read")
+    (tmp_path / "l.txt").write_text("vids/a.mp4\n")
+    assert RunConfig(sources="rtsp://cam/s").sources == ("rtsp://cam/s",)
+    assert RunConfig.from_options(list_files="l.txt").list_files == ("l.txt",)
+    analyzer = emopipe.Analyzer(device="cpu")
+    for i, (sources, options) in enumerate([("vids", {}), (Path("vids"), {}), (None, {"list_files": "l.txt"})]):
+        plan = analyzer.plan_many(sources, tmp_path / f"out{i}", **options)
+        assert [p.uri for p in plan.planned] == ["vids/a.mp4"]
+    with pytest.raises(UsageError, match="sources: 3 is not a path or URL"):
+        RunConfig(sources=["a.mp4", 3])
 
 
 # -- the API ------------------------------------------------------------------------------------------------
