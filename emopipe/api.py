@@ -102,8 +102,10 @@ class Analyzer:
         self._device_type = resolve_device(self.config.device).type
         if self.config.compile:
             check_compile_mode(self.config.compile)
-        # the engine-shaping options, resolved for this device (files' defaults: a live source gets
-        # live settings only where the analyzer was made for one)
+        # the engine-shaping options, resolved for this device and the kind of source (live or file). Made without
+        # a source, the analyzer takes them from the first source its engines are built for (:meth:`source_config`);
+        # once built, a live source after a file (or a file after a live source) runs on them as they are
+        self._made_for_source = bool(self.config.source or self.config.webcam is not None or self.config.fleet)
         probe = self.config if (self.config.source or self.config.webcam is not None) else \
             replace(self.config, source=self.config.sources[0] if self.config.fleet else "analyzer")
         self._base = probe.resolved(self._device_type)
@@ -154,6 +156,8 @@ class Analyzer:
 
     def source_config(self, source: StrPath | None = None, **options: Any) -> RunConfig:
         """The resolved configuration of one source's run (engine options as the analyzer's)."""
+        if source is not None and self.models is None and not self._made_for_source:  # (see __init__)
+            self._base = replace(self.config, source=str(source), webcam=None).resolved(self._device_type)
         changed = sorted(name for name in set(options) & MODEL_OPTIONS
                          if options[name] != getattr(self._base, name) and options[name] is not None)
         if changed:

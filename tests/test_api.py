@@ -251,6 +251,28 @@ def test_one_source_at_a_time_per_analyzer_and_no_file_options_for_analyze(clip,
         assert [r.frame for r in analyzer.analyze(clip.path, max_frames=1)] == [0]  # free again
 
 
+def test_the_source_given_to_analyze_or_run_decides_live_or_file_defaults(tmp_path, monkeypatch):
+    # (was: an analyzer made without its source resolved its engines as for a file: S3FD, and batch 64 on CUDA,
+    # for a stream given to emopipe.analyze or Analyzer().run)
+    from emopipe.pipeline.analysis import SourceRun
+
+    monkeypatch.chdir(tmp_path)  # (run's default outputs are checked here)
+    seen: list[RunConfig] = []
+
+    def not_opened(self):
+        seen.append(self.config)
+        raise emopipe.SourceUnavailableError("not opened in this test")
+
+    monkeypatch.setattr(SourceRun, "open", not_opened)
+    for source in ("udp://127.0.0.1:9", "clip.mp4"):
+        with pytest.raises(emopipe.SourceUnavailableError):
+            list(emopipe.analyze(source, device="cpu"))
+        with pytest.raises(emopipe.SourceUnavailableError):
+            emopipe.Analyzer(device="cpu").run(source)
+    assert [(c.source, c.detector) for c in seen] == [("udp://127.0.0.1:9", "blazeface")] * 2 + \
+        [("clip.mp4", "sfd")] * 2
+
+
 def test_a_checkpoint_whose_classes_disagree_with_classes_is_refused(checkpoints, clip, models_home):
     with pytest.raises(CheckpointError, match="--classes 5"):
         list(emopipe.analyze(clip.path, weights=str(checkpoints[8]), classes=5, device="cpu", detector="blazeface"))
