@@ -65,11 +65,55 @@ FED_MAX_WAIT_S = 0.25  # longer than a full EmoNet batch takes to fill at a GPU'
 FILE_OPTIONS = ("output", "summary", "annotate", "report", "record")  # what Analyzer.run writes, analyze() not
 
 
-def _refuse_file_options(options: dict[str, Any]) -> None:
-    files = sorted(name for name in FILE_OPTIONS if options.get(name) is not None)
+def _refuse_file_options(config: RunConfig) -> None:
+    """(Given as keywords or in the config — the analyzer's or ``config=`` — they would be silently unused.)"""
+    files = sorted(name for name in FILE_OPTIONS if getattr(config, name) is not None)
     if files:
         raise UsageError(f"{', '.join(files)}: analyze() yields the records and writes no file; Analyzer.run() "
                          "writes them")
+    served = [name for name, used in (("metrics_port", config.metrics_port is not None),
+                                      ("pushgateway", config.pushgateway), ("metrics_linger", config.metrics_linger))
+              if used]
+    if served:
+        raise UsageError(f"{', '.join(served)}: analyze() serves no metrics; Analyzer.run() does")
+
+def run_metrics(config: RunConfig, *, batch_sizes: Sequence[int] = (), mode: str = "file") -> tuple[Any, Any]:
+    """A run's metrics (:class:`~emopipe.observe.metrics.PipelineMetrics`, on a fresh registry) and the exporter
+    that serves and pushes them as ``metrics_port``, ``metrics_host``, ``metrics_linger`` and ``pushgateway`` ask."""
+    from prometheus_client import CollectorRegistry
+
+    from emopipe.observe.exposition import MetricsExporter, grouping_key
+    from emopipe.observe.metrics import PipelineMetrics
+
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=batch_sizes, mode=mode,
+                              max_sources=config.metrics_max_sources)
+    exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
+                               linger_s=config.metrics_linger, pushgateway=config.pushgateway,
+                               grouping_key=grouping_key(), run_state=metrics.set_run_state)
+    return metrics, exporter
+
+
+def _asked_metrics(given: RunConfig, resolved: RunConfig, metrics: Any, exporter: Any, **kinds: Any) -> tuple[Any, Any]:
+    """The caller's metrics and exporter; or, where it gave none but ``metrics_port=``, ``pushgateway=`` or
+    ``metrics_linger=`` (``given``: not resolved), the ones they ask for (:func:`run_metrics`). A live source's
+    default port is the command line's: the API serves only a port it is given."""
+    if metrics is not None or exporter is not None or not (
+            given.metrics_port is not None or given.pushgateway or given.metrics_linger):
+        return metrics, exporter
+    return run_metrics(replace(resolved, metrics_port=given.metrics_port), **kinds)
+
+
+MANY_OPTIONS = ("resume", "parallel", "ray_workers", "ray_gpus_per_worker", "ray_retries")
+
+
+def _refuse_many_options(config: RunConfig) -> None:
+    """Options of a run of several sources, given to a run of one (they would be silently unused)."""
+    used = [name for name in MANY_OPTIONS if getattr(config, name) != getattr(RunConfig, name)]
+    if used:
+        raise UsageError(f"{', '.join('--' + name.replace('_', '-') for name in used)}: for several sources in one "
+                         "run (a folder of videos, a glob, --list, several files); this run has one source")
+
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 
@@ -177,7 +221,7 @@ class Analyzer:
         stream says it should (truncated, damaged) gives every frame that decodes, then raises
         :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
         """
-        _refuse_file_options(options)
+        _refuse_file_options(RunConfig.from_options(self.config, **options))
         with self._one_at_a_time("analyze()"):
             yield from self._analyze(source, **options)
 
@@ -253,8 +297,13 @@ class Analyzer:
         Ctrl-C (and, on the main thread, SIGTERM) ends it with every computed row written
         (``Outcome.interrupted``). ``metrics`` is a :class:`~emopipe.observe.metrics.PipelineMetrics`.
         """
+        given = RunConfig.from_options(self.config, **options)
+        _refuse_many_options(given)
         config = self.source_config(source, **options)
         config.check_outputs()
+        metrics, exporter = _asked_metrics(given, config, metrics, exporter,
+                                           batch_sizes=(int(config.batch_size or 1),),
+                                           mode="live" if config.live else "file")
         with ExitStack() as stack:
             _sigterm_as_ctrl_c(stack)
             run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
@@ -302,6 +351,8 @@ class Analyzer:
             self._base = replace(self.config, source=wanted[0], webcam=None).resolved(self._device_type)
         # each camera's options resolved as for one live source (the output folder is not a rows file)
         config = self.source_config(wanted[0], **{**options, "sources": wanted, "output": None, "summary": None})
+        metrics, exporter = _asked_metrics(given, config, metrics, exporter, batch_sizes=(int(config.batch_size or 1),),
+                                           mode="live")
         directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
         with ExitStack() as stack:
             # the folder is this run's until the stack closes: a second run into it now is refused
@@ -371,6 +422,8 @@ class Analyzer:
         ``list_files=``, ``recursive=``); ``resume=True`` skips those an earlier run into the same folder
         finished. A source that cannot be read is recorded as failed and the others go on.
         """
+        given = RunConfig.from_options(self.config, **options)
+        metrics, exporter = _asked_metrics(given, given, metrics, exporter)  # (a bad pushgateway: before the folder)
         plan = self.plan_many(sources, output_dir, **options)
         started = time.perf_counter()
         results: list[SourceResult] = []
@@ -644,7 +697,7 @@ def _sigterm_as_ctrl_c(stack: ExitStack) -> None:
 def analyze(source: StrPath, *, config: RunConfig | None = None, **options: Any) -> Iterator[FaceRecord]:
     """The faces of one source as :class:`~emopipe.types.FaceRecord`\\ s: an :class:`Analyzer` opened for it
     and closed when the iteration ends."""
-    _refuse_file_options(options)
+    _refuse_file_options(RunConfig.from_options(config, **options))
     analyzer = Analyzer(config, **options)
     try:
         yield from analyzer.analyze(source)

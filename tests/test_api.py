@@ -273,6 +273,49 @@ def test_the_source_given_to_analyze_or_run_decides_live_or_file_defaults(tmp_pa
         [("clip.mp4", "sfd")] * 2
 
 
+def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypatch):
+    # (was: output=/report= in config= or the Analyzer's options made analyze() write nothing, saying nothing;
+    # run() took resume=, parallel=, ray_*= for its one source and ignored them)
+    monkeypatch.chdir(tmp_path)
+    clip = str(tmp_path / "clip.mp4")  # (never opened: each is refused first)
+    with pytest.raises(UsageError, match=r"output, report: analyze\(\) yields the records and writes no file"):
+        list(emopipe.analyze(clip, config=RunConfig(output="x.csv", report="r.html"), device="cpu"))
+    with pytest.raises(UsageError, match=r"output: analyze\(\)"):
+        list(emopipe.Analyzer(output="x.csv", device="cpu").analyze(clip))
+    with pytest.raises(UsageError, match=r"metrics_port: analyze\(\) serves no metrics"):
+        list(emopipe.analyze(clip, metrics_port=0, device="cpu"))
+    with pytest.raises(UsageError, match="--resume, --parallel, --ray-retries: for several sources"):
+        emopipe.Analyzer(device="cpu").run(clip, resume=True, parallel=3, ray_retries=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_serves_the_metrics_its_options_ask_for(tmp_path, monkeypatch):
+    # (was: Analyzer.run(src, metrics_port=…) served nothing: only the command line made an exporter)
+    import emopipe.api
+    from emopipe.pipeline.analysis import SourceRun
+
+    monkeypatch.chdir(tmp_path)
+    made: list[tuple[RunConfig, object]] = []
+    real = emopipe.api.run_metrics
+
+    def recorded(config, **kinds):
+        made.append((config, real(config, **kinds)[1]))
+        return None, made[-1][1]
+
+    def not_opened(self):
+        raise emopipe.SourceUnavailableError("not opened in this test")
+
+    monkeypatch.setattr(emopipe.api, "run_metrics", recorded)
+    monkeypatch.setattr(SourceRun, "open", not_opened)
+    analyzer = emopipe.Analyzer(device="cpu")
+    for options in ({}, {"metrics_port": 0, "metrics_linger": 1.5}, {"pushgateway": "http://127.0.0.1:9"}):
+        with pytest.raises(emopipe.SourceUnavailableError):
+            analyzer.run("udp://127.0.0.1:9", **options)
+    # a live source's default port (the command line's) is not served by the API; one given is
+    assert [(config.metrics_port, exporter.port, exporter.linger_s, exporter.pushgateway) for config, exporter in made] \
+        == [(0, 0, 1.5, None), (None, None, 0.0, "http://127.0.0.1:9")]
+
+
 def test_a_checkpoint_whose_classes_disagree_with_classes_is_refused(checkpoints, clip, models_home):
     with pytest.raises(CheckpointError, match="--classes 5"):
         list(emopipe.analyze(clip.path, weights=str(checkpoints[8]), classes=5, device="cpu", detector="blazeface"))

@@ -227,11 +227,7 @@ def run(args: argparse.Namespace) -> int:
         return run_on_cluster(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
 
-    from prometheus_client import CollectorRegistry
-
-    from emopipe.api import Analyzer
-    from emopipe.observe.exposition import MetricsExporter, grouping_key
-    from emopipe.observe.metrics import PipelineMetrics
+    from emopipe.api import Analyzer, run_metrics
 
     if config.fleet:
         return run_fleet(config)
@@ -239,12 +235,8 @@ def run(args: argparse.Namespace) -> int:
         return run_many(config)
     analyzer = Analyzer(config)
     config = analyzer.source_config()
-    registry = CollectorRegistry()
-    metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(config.batch_size or 1),),
-                              mode="live" if config.live else "file", max_sources=config.metrics_max_sources)
-    exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
-                               linger_s=config.metrics_linger, pushgateway=config.pushgateway,
-                               grouping_key=grouping_key(), run_state=metrics.set_run_state)
+    metrics, exporter = run_metrics(config, batch_sizes=(int(config.batch_size or 1),),
+                                    mode="live" if config.live else "file")
     try:
         outcome = analyzer.run(metrics=metrics, exporter=exporter,
                                progress=not config.no_progress and sys.stderr.isatty())
@@ -299,20 +291,11 @@ def run_fleet(config: RunConfig) -> int:
     """Several cameras and streams in one process (emopipe.pipeline.fleet): exit 0 when every camera ended as
     asked (--end, --max-frames), 7 when every camera was lost (or none opened), 9 when some were, 130 when
     interrupted (Ctrl-C, SIGTERM) — the usual end of a live run."""
-    from prometheus_client import CollectorRegistry
-
-    from emopipe.api import Analyzer
-    from emopipe.observe.exposition import MetricsExporter, grouping_key
-    from emopipe.observe.metrics import PipelineMetrics
+    from emopipe.api import Analyzer, run_metrics
 
     analyzer = Analyzer(config)
     resolved = analyzer.source_config(config.sources[0], output=None, summary=None)
-    registry = CollectorRegistry()
-    metrics = PipelineMetrics(registry, queues=("frames", "results"), batch_sizes=(int(resolved.batch_size or 1),),
-                              mode="live", max_sources=config.metrics_max_sources)
-    exporter = MetricsExporter(registry, port=resolved.metrics_port, host=config.metrics_host,
-                               linger_s=config.metrics_linger, pushgateway=config.pushgateway,
-                               grouping_key=grouping_key(), run_state=metrics.set_run_state)
+    metrics, exporter = run_metrics(resolved, batch_sizes=(int(resolved.batch_size or 1),), mode="live")
     try:
         outcome = analyzer.run_fleet(metrics=metrics, exporter=exporter,
                                      progress=not config.no_progress and sys.stderr.isatty())
@@ -331,22 +314,11 @@ def run_fleet(config: RunConfig) -> int:
 def run_many(config: RunConfig) -> int:
     """Several sources in one process: exit 0 when every source is ok (or was done before), 9 when some
     failed, 130 when interrupted."""
-    from prometheus_client import CollectorRegistry
-
     from emopipe.api import Analyzer
-    from emopipe.observe.exposition import MetricsExporter, grouping_key
-    from emopipe.observe.metrics import PipelineMetrics
 
     analyzer = Analyzer(config)
-    exporter = metrics = None
-    if config.metrics_port is not None or config.pushgateway:
-        registry = CollectorRegistry()
-        metrics = PipelineMetrics(registry, queues=("frames", "results"), max_sources=config.metrics_max_sources)
-        exporter = MetricsExporter(registry, port=config.metrics_port, host=config.metrics_host,
-                                   linger_s=config.metrics_linger, pushgateway=config.pushgateway,
-                                   grouping_key=grouping_key(), run_state=metrics.set_run_state)
-    try:
-        outcome = analyzer.run_many(metrics=metrics, exporter=exporter, on_result=_report,
+    try:  # (metrics_port / pushgateway: Analyzer.run_many makes the metrics they ask for)
+        outcome = analyzer.run_many(on_result=_report,
                                     progress=not config.no_progress and sys.stderr.isatty())
     finally:
         analyzer.close()
