@@ -312,8 +312,17 @@ def test_run_serves_the_metrics_its_options_ask_for(tmp_path, monkeypatch):
         with pytest.raises(emopipe.SourceUnavailableError):
             analyzer.run("udp://127.0.0.1:9", **options)
     # a live source's default port (the command line's) is not served by the API; one given is
-    assert [(config.metrics_port, exporter.port, exporter.linger_s, exporter.pushgateway) for config, exporter in made] \
-        == [(0, 0, 1.5, None), (None, None, 0.0, "http://127.0.0.1:9")]
+    assert [(config.metrics_port, exporter.port, exporter.linger_s, exporter.pushgateway)
+            for config, exporter in made] == [(0, 0, 1.5, None), (None, None, 0.0, "http://127.0.0.1:9")]
+
+
+def test_a_folder_of_videos_given_as_one_source_says_it_is_several(tmp_path):
+    # (was: "no image files in folder", as if the folder were an empty sequence of images)
+    (tmp_path / "vids").mkdir()
+    (tmp_path / "vids" / "a.mp4").write_bytes(b"not read")
+    with pytest.raises(UsageError, match=r"vids is a folder of videos \(1\): each video is a source of its own; run "
+                                         r"them with Analyzer.run_many"):
+        list(emopipe.analyze(tmp_path / "vids", device="cpu"))
 
 
 def test_a_checkpoint_whose_classes_disagree_with_classes_is_refused(checkpoints, clip, models_home):
