@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
+from emopipe.io.inputs import VIDEO_FILE_SUFFIXES
 from emopipe.io.sources import Source, _as_bgr, _check_arguments, _check_file, _SourceBase
 from emopipe.io.uris import IMAGE_SUFFIXES
 from emopipe.types import Frame, HostFrame, SourceInfo
@@ -93,6 +94,10 @@ class FolderSource(_SourceBase):
         except OSError as exc:
             raise InputUnreadableError(f"cannot list {self.path}: {exc.strerror or exc}") from None
         if not files:
+            videos = sum(f.suffix.lower() in VIDEO_FILE_SUFFIXES for f in self.path.iterdir())
+            if videos:  # (the command line makes such a folder several sources; one source is one video here)
+                raise UsageError(f"{self.path} is a folder of videos ({videos}): each video is a source of its own; "
+                                 "run them with Analyzer.run_many, or the command (emopipe FOLDER -o DIR)")
             raise InputUnreadableError(f"no image files in folder {self.path} "
                                        f"(looked for {', '.join(sorted(IMAGE_SUFFIXES))})")
         self.paths: tuple[Path, ...] = tuple(sorted(files, key=lambda f: natural_key(f.name)))
