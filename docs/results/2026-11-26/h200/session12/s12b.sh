@@ -11,8 +11,8 @@ R=$OUT/s12b; mkdir -p $R
 python3 -c "
 import sys; sys.path.insert(0, 'benchmarks'); import synthetic; from pathlib import Path
 synthetic.random_checkpoint(Path('$C/w.pth'))"
-python3 .gpu/s12b.py serial $C/w.pth $C/blazeface > /dev/null 2>&1  # warm the machine (files, driver caches)
+python3 docs/results/2026-11-26/h200/session12/s12b.py serial $C/w.pth $C/blazeface > /dev/null 2>&1  # warm the machine (files, driver caches)
 for i in 1 2 3 4; do for v in serial overlap; do
-  timeout 120 python3 .gpu/s12b.py $v $C/w.pth $C/blazeface 2> $R/$v-$i.err | tee -a $R/table.txt
+  timeout 120 python3 docs/results/2026-11-26/h200/session12/s12b.py $v $C/w.pth $C/blazeface 2> $R/$v-$i.err | tee -a $R/table.txt
   [ -s $R/table.txt ] || tail -5 $R/$v-$i.err
 done; done
