@@ -497,8 +497,10 @@ class Analyzer:
         if not previous and (directory / RUN_SUMMARY).exists():
             raise UsageError(f"{directory / RUN_SUMMARY} exists (from an earlier run without a manifest); choose "
                              "another output folder")
-        if given.report and Path(given.report).suffix.lower() not in (".html", ".htm"):  # (before the folder is made)
-            raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
+        if given.report:  # (before the folder is made)
+            if Path(given.report).suffix.lower() not in (".html", ".htm"):
+                raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
+            check_thumbnails_folder(thumbnails_folder(given.report), keep=[*inputs.sources, directory])
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -506,7 +508,6 @@ class Analyzer:
         ensure_writable(directory / MANIFEST, "manifest")
         if given.report:  # one page for every source, made from their rows files at the end
             ensure_writable(Path(given.report), "report")
-            check_thumbnails_folder(thumbnails_folder(given.report))
         skipped: list[SourceResult] = []
         for p in planned:
             if p not in todo:

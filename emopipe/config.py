@@ -311,7 +311,8 @@ class RunConfig:
             raise UsageError(f"--summary {self.summary}: the summary is JSON; name it .json")
         inputs = [p for p in (self.source, self.weights) if p and not is_live(p)]
         seen: dict[str, str] = {}
-        for role, path in self.outputs().items():
+        outputs = self.outputs()
+        for role, path in outputs.items():
             for other in inputs:
                 if same_file(path, other):
                     raise UsageError(f"the {role.replace('_', ' ')} output {path} is an input of this run: "
@@ -324,7 +325,7 @@ class RunConfig:
             if role == "thumbnails":  # a folder (in the report's folder, checked as the report's)
                 from emopipe.report.outputs import check_thumbnails_folder
 
-                check_thumbnails_folder(path)
+                check_thumbnails_folder(path, keep=[*inputs, *(p for r, p in outputs.items() if r != role)])
                 continue
             ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
 

@@ -470,6 +470,37 @@ def test_the_main_command_knows_the_thumbnails_folder_among_its_outputs(tmp_path
     config.resolved("cpu").check_outputs()
 
 
+def test_the_thumbnails_never_replace_a_folder_that_is_or_holds_an_input(tmp_path, monkeypatch):
+    import cv2
+
+    from emopipe.api import Analyzer
+    from emopipe.config import RunConfig
+
+    monkeypatch.chdir(tmp_path)
+    photos = tmp_path / "z.thumbnails"  # a folder of photos, named as z.html's thumbnails would be
+    photos.mkdir()
+    for name in ("a.png", "b.png"):
+        cv2.imwrite(str(photos / name), _picture(False))
+    pictures = {p.name: p.read_bytes() for p in photos.iterdir()}
+    rows = _image_rows(tmp_path / "z.csv", "z.thumbnails", ["a.png", "b.png"])
+    kept = photos / "rows.csv"  # a rows file of its own kept in it
+    kept.write_bytes(rows.read_bytes())
+    for read in (rows, kept):
+        error = report_command(read, "-o", "z.html")
+        assert isinstance(error, UsageError) and error.exit_code == 2, read
+        assert "thumbnails folder z.thumbnails is or holds" in str(error)
+    kept.unlink()
+    assert report_command(rows, "-o", "z.html", "--no-thumbnails") is None  # (no folder written: nothing to lose)
+    assert {p.name: p.read_bytes() for p in photos.iterdir()} == pictures
+    # one source (a video in the folder), and a many-source run (the folder a source): refused before anything
+    video = moving_face_video(photos / "v.mp4", frames=3, empty=None).path
+    with pytest.raises(UsageError, match=r"is or holds z\.thumbnails/v\.mp4"):
+        RunConfig(source="z.thumbnails/v.mp4", output="v.csv", report="z.html").resolved("cpu").check_outputs()
+    with pytest.raises(UsageError, match=r"is or holds z\.thumbnails"):
+        Analyzer(device="cpu").plan_many(["z.thumbnails", str(video)], tmp_path / "out", report="z.html")
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in photos.iterdir()) == ["a.png", "b.png", "v.mp4"]
+
+
 def test_the_report_files_get_the_permissions_the_umask_gives_new_files(tmp_path):
     import os
     import stat

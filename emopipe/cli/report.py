@@ -58,13 +58,14 @@ def _check(args: argparse.Namespace) -> None:
     if not args.no_thumbnails:
         from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
 
-        check_thumbnails_folder(thumbnails_folder(args.output))
+        check_thumbnails_folder(thumbnails_folder(args.output), keep=[*args.rows, *_outputs(args).values()])
     if not args.short_track >= 0:
         raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
 
 
 def _check_sources(args: argparse.Namespace, sources: set[str]) -> None:
-    """No output may be a source video the rows name (known once the rows are read, before anything is written)."""
+    """No output may be a source video the rows name, nor the thumbnails folder one holding them (known once the
+    rows are read, before anything is written)."""
     from emopipe.io.records import same_file
 
     for role, path in _outputs(args).items():
@@ -72,6 +73,10 @@ def _check_sources(args: argparse.Namespace, sources: set[str]) -> None:
             if same_file(path, source):
                 raise UsageError(f"the {role} output {path} is {source}, a source of these rows: choose another "
                                  "name (outputs never overwrite inputs)")
+    if not args.no_thumbnails:
+        from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
+
+        check_thumbnails_folder(thumbnails_folder(args.output), keep=sorted(sources))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emopipe.errors import OutputError
+from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import created_mode, describe_os_error
 from emopipe.report.html import TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
@@ -86,12 +86,26 @@ def write_segments_csv(path: str | os.PathLike[str], reports: Sequence[TrackRepo
     _write_atomically(Path(path), _csv_bytes(SEGMENT_COLUMNS, (s.as_row() for r in reports for s in r.segments)))
 
 
-def check_thumbnails_folder(folder: str | os.PathLike[str]) -> None:
-    """The thumbnails replace a folder of that name whole, never a file (the run's rows, a video): OutputError."""
+def check_thumbnails_folder(folder: str | os.PathLike[str], keep: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """The thumbnails replace a folder of that name whole, never a file (the run's rows, a video): OutputError;
+    nor a folder that is, or holds, one of the paths in ``keep`` (the run's inputs and other outputs): UsageError."""
     folder = Path(folder)
     if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
         raise OutputError(f"cannot write the thumbnails in {folder}: it is not a folder (a file there is never "
                           "replaced); move it, or name the report otherwise")
+    for path in keep:
+        if _within(Path(path), folder):
+            raise UsageError(f"the report's thumbnails folder {folder} is or holds {path}, which replacing the "
+                             "folder would delete: name the report otherwise (outputs never overwrite inputs)")
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Is ``path`` ``folder`` or in it, as spelled or with links followed?"""
+    try:
+        return (Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
+                or path.resolve().is_relative_to(folder.resolve()))
+    except (OSError, ValueError, RuntimeError):  # (a NUL in a stream URI, a link loop)
+        return False
 
 
 def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackReport],
