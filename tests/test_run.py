@@ -276,6 +276,26 @@ def test_a_run_cut_short_keeps_an_earlier_runs_files_and_puts_its_own_beside_the
     assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == summary["frames"]
 
 
+def test_a_run_cut_short_never_replaces_an_earlier_report_or_summary_even_with_rows_of_a_new_name(
+        tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(clip.path.read_bytes()[: len(clip.path.read_bytes()) // 2])
+    options = ("--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu", "--batch-size", "2",
+               "--report", tmp_path / "r.html", "--summary", tmp_path / "s.json")
+    assert emopipe(clip.path, *options, "-o", tmp_path / "good.csv", "--max-frames", "4").returncode == 0
+    earlier = {p.name: p.read_bytes() for p in [tmp_path / "r.html", tmp_path / "s.json",
+                                                *(tmp_path / "r.thumbnails").iterdir()]}
+    one_line_error(emopipe(cut, *options, "-o", tmp_path / "new.csv"), 8, "stopped at frame")
+    assert {p.name: p.read_bytes() for p in [tmp_path / "r.html", tmp_path / "s.json",
+                                             *(tmp_path / "r.thumbnails").iterdir()]} == earlier  # untouched
+    summary = json.loads((tmp_path / "s.json.partial").read_text())  # this run's beside them
+    assert summary["ended_early"] and summary["outputs"]["rows"] == str(tmp_path / "new.csv")  # (nothing was there)
+    assert summary["outputs"]["report"] == str(tmp_path / "r.partial.html")
+    assert summary["outputs"]["summary"] == str(tmp_path / "s.json.partial")
+    assert "cut.avi" in (tmp_path / "r.partial.html").read_text() and (tmp_path / "r.partial.thumbnails").is_dir()
+
+
 def test_a_checkpoint_whose_outputs_are_not_numbers_is_a_weights_error(tmp_path, checkpoints, models_home):
     import torch
 

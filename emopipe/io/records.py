@@ -179,11 +179,13 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
             return False
 
 
-def partial_path(path: Path) -> Path:
-    """Where an output is written until it is complete: ``name.partial`` beside it (hashed if too long)."""
-    name = f"{path.name}.partial"
+def partial_path(path: Path, keep_suffix: bool = False) -> Path:
+    """Where an output is written until it is complete: ``name.partial`` beside it (hashed if too long);
+    ``keep_suffix``: ``stem.partial.suffix``, for a file opened by its suffix (a web page)."""
+    suffix = path.suffix if keep_suffix else ""
+    name = f"{path.name.removesuffix(suffix)}.partial{suffix}"
     if len(name.encode()) > MAX_NAME_BYTES:
-        name = f".emopipe-{hashlib.sha1(path.name.encode()).hexdigest()[:16]}.partial"
+        name = f".emopipe-{hashlib.sha1(path.name.encode()).hexdigest()[:16]}.partial{suffix}"
     return path.with_name(name)
 
 

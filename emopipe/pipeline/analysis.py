@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +121,23 @@ class SourceRun:
         self.finishers.append(lambda summary: self._track_outputs(tracks, summary))
 
     def _track_outputs(self, tracks: TrackWatcher, summary: RunSummary) -> None:
-        if not self.aside:  # (rows kept beside an earlier run's: its tracks, segments and report stay too)
-            _track_outputs_or_warn(self.config, tracks, summary)
+        if self.aside:  # (rows kept beside an earlier run's: its tracks, segments and report stay too)
+            return
+        config = self.config
+        if config.report and not summary.complete and (
+                Path(config.report).exists() or thumbnails_folder(config.report).exists()):
+            # an earlier report is never replaced by an incomplete run's: this one (and its thumbnails) go beside it
+            config = replace(config, report=str(partial_path(Path(config.report), keep_suffix=True)))
+            logger.warning("the run did not complete: its report is %s (%s, from an earlier run, is unchanged)",
+                           config.report, self.config.report)
+        _track_outputs_or_warn(config, tracks, summary)
 
     def _commit_rows(self, writer: Any, summary: RunSummary | None = None) -> None:
         """The rows under their final name if the run completed; if not (or it raised: no ``summary``), only if no
         earlier file is there, else beside it (``aside``). Once only: after the finisher's call, the stack's is none."""
         if self.rows_at is not None:
             return
-        complete = summary is not None and not (summary.interrupted or summary.ended_early)
+        complete = summary is not None and summary.complete
         self.rows_at = where = writer.commit(True if complete else None)
         if where != str(writer.path):
             self.aside = True
@@ -140,7 +148,7 @@ class SourceRun:
 
     @staticmethod
     def _finish_video(video: AnnotatedVideoWriter, summary: RunSummary) -> None:
-        where = video.commit(True if not (summary.interrupted or summary.ended_early) else None)
+        where = video.commit(True if summary.complete else None)
         if where != video.path:
             summary.outputs["annotated_video"] = str(where)
             logger.warning("the run did not complete: its annotated video is %s (%s, from an earlier run, is "

@@ -37,6 +37,11 @@ class RunSummary:
     live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.pipeline.live)
     tracks: list[dict[str, Any]] | None = None  # one summary per face track (emopipe.report.tracks.TrackSummary)
 
+    @property
+    def complete(self) -> bool:
+        """The source was read to the end asked for: not interrupted, nor cut short by a damaged input."""
+        return not (self.interrupted or self.ended_early)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
