@@ -322,6 +322,12 @@ class RunConfig:
                     raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
                                      f"are the same file ({path}): give each its own name")
             seen[role] = path
+            earlier = Path(path).is_dir() if role == "thumbnails" else Path(path).is_file()  # (not /dev/null)
+            if self.live and earlier:
+                # a live run writes its rows and recording as they come, and ends by Ctrl-C: it can neither keep
+                # them aside nor tell a complete run from a cut-short one, so it never starts over an earlier file
+                raise UsageError(f"the {role.replace('_', ' ')} output {path} exists (an earlier run's?): a live run "
+                                 "never writes over it; choose another name, or move it")
             if role == "thumbnails":  # a folder (in the report's folder, checked as the report's)
                 from emopipe.report.outputs import check_thumbnails_folder
 

@@ -943,3 +943,39 @@ def test_a_stream_lost_for_good_ends_the_command_with_exit_code_7_and_everything
     assert len(lines) >= 3 and all(line.count(",") == lines[0].count(",") for line in lines)
     summary = json.loads(summary_path.read_text())
     assert summary["frames"] >= 2 and summary["live"]["frames_processed"] == summary["frames"]
+
+
+@pytest.mark.slow
+def test_a_live_run_never_starts_over_an_earlier_runs_files(tmp_path, models_home, checkpoints, capsys):
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    rows_path, log = tmp_path / "cam.jsonl", tmp_path / "emopipe.log"
+    outputs = ["-o", str(rows_path), "--record", str(tmp_path / "rec.avi"), "--report", str(tmp_path / "r.html"),
+               "--summary", str(tmp_path / "s.json")]
+    with MjpegServer(clip.path) as server:
+        command = [server.url, "--weights", str(checkpoints[8]), "--metrics-port", "0"]
+        with open(log, "w") as log_file:  # an earlier run, stopped with Ctrl-C once it has rows
+            proc = subprocess.Popen([sys.executable, "-m", "emopipe", *command, *outputs], cwd=REPO, stdout=log_file,
+                                    stderr=subprocess.STDOUT, preexec_fn=interruptible)
+            try:
+                _wait_for(lambda: _rows(rows_path), 90, proc, log, "no rows")
+                proc.send_signal(signal.SIGINT)
+                assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        earlier = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name not in ("clip.mp4", "emopipe.log")
+                   and p.is_file()}
+        assert {"cam.jsonl", "rec.avi", "r.html", "s.json"} <= set(earlier) and len(_rows(rows_path, False)) >= 1
+        # the same command again, then each of the other outputs alone under a new rows name: refused before the
+        # stream opens (were one not, --max-frames ends it), every earlier file as it was
+        again: list[tuple[list[str], str]] = [(outputs, "rows output " + str(rows_path))]
+        again += [(["-o", str(tmp_path / "new.csv"), flag, str(tmp_path / name)], f"{what} output {tmp_path / name}")
+                  for flag, name, what in (("--record", "rec.avi", "recording"), ("--summary", "s.json", "summary"),
+                                           ("--report", "r.html", "report"))]
+        for argv, what in again:
+            code, err = run_cli([*command, "--max-frames", "2", *argv], capsys)
+            lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+            assert code == 2 and len(lines) == 1 and f"the {what} exists" in lines[0], err
+    assert {name: (tmp_path / name).read_bytes() for name in earlier} == earlier
+    assert not (tmp_path / "new.csv").exists()
