@@ -200,6 +200,9 @@ def test_compose_prometheus_grafana_and_the_image_agree():
     port = int(command[command.index("--metrics-port") + 1])
     assert port == x.DEFAULT_PORT
     assert command[command.index("--metrics-host") + 1] == "0.0.0.0"  # reachable from the Prometheus container
+    # a camera run refuses to start over an earlier run's rows: each start names its own (EMOPIPE_OUTPUT)
+    assert command[command.index("-o") + 1] == "/data/${EMOPIPE_OUTPUT:-emotions.csv}"
+    assert "EMOPIPE_OUTPUT=" in (DEPLOY / "compose.yaml").read_text().split("name: emopipe")[0]
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(rf"^EXPOSE {port}$", dockerfile, re.M)
     assert (DEPLOY / emopipe["build"]["context"] / emopipe["build"]["dockerfile"]).resolve() == REPO / "Dockerfile"
