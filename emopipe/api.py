@@ -516,8 +516,8 @@ class Analyzer:
                 entry = mine[p.uri]
                 assert entry is not None
                 outputs = {role: str(path) for role, path in manifest.outputs_of(entry).items()}
-                done = SourceResult(source=p.uri, status="skipped", outputs=outputs, frames=entry.get("frames", 0),
-                                    faces=entry.get("faces", 0), rows=entry.get("rows", 0))
+                done = SourceResult(source=p.uri, status="skipped", outputs=outputs, frames=_figure(entry, "frames"),
+                                    faces=_figure(entry, "faces"), rows=_figure(entry, "rows"))
                 manifest.append(done.as_dict())
                 skipped.append(done)
         return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
@@ -591,6 +591,13 @@ class Analyzer:
         return sink.results, summary, interrupted
 
 
+def _figure(entry: dict[str, Any], name: str) -> int:
+    """A count from an earlier manifest line (0 where the line lacks it, or an edit made it no count): a skipped
+    source carries it into its own line and the run's summary."""
+    value = entry.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None) -> Callable[[SourceResult], None]:
     def on_result(result: SourceResult) -> None:
         if result.status == "failed":
@@ -637,14 +644,21 @@ def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
 def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,
                 wall_s: float, summaries: list[RunSummary] | None = None, **extra: Any) -> ManyOutcome:
     """The run's summary.json, written once every source has its manifest line: sources by status (``ok``,
-    ``failed``, ``interrupted``, ``skipped``: counts), and ``run_interrupted`` (Ctrl-C / SIGTERM ended the run)."""
+    ``failed``, ``interrupted``, ``skipped``: counts), ``processed`` now and ``carried_over`` (skipped: done by an
+    earlier run), the frames, faces and rows of them all and of ``this_run``, and ``run_interrupted`` (Ctrl-C /
+    SIGTERM ended the run)."""
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
-    frames = sum(r.frames for r in results if r.status != "skipped")
-    faces = sum(r.faces for r in results if r.status != "skipped")
-    run = {"sources": len(plan.planned), **counts, "frames": frames, "faces": faces, "wall_s": round(wall_s, 3),
-           "fps": round(frames / wall_s, 2) if wall_s else 0.0, "faces_per_s": round(faces / wall_s, 2) if wall_s
-           else 0.0, "run_interrupted": interrupted, "manifest": str(plan.manifest.path),
-           "pipeline": summary.as_dict() if summary is not None else None, **extra}
+    # The figures describe every source (a --resume's archive as a whole): one an earlier run finished counts with
+    # its manifest line's (its ``skipped`` result carries them); ``this_run`` and the rates are this run's own.
+    processed = [r for r in results if r.status != "skipped"]
+    totals = {figure: sum(getattr(r, figure) for r in results) for figure in ("frames", "faces", "rows")}
+    this_run = {figure: sum(getattr(r, figure) for r in processed) for figure in ("frames", "faces", "rows")}
+    run = {"sources": len(plan.planned), **counts, "processed": len(processed), "carried_over": counts["skipped"],
+           **totals, "this_run": this_run, "wall_s": round(wall_s, 3),
+           "fps": round(this_run["frames"] / wall_s, 2) if wall_s else 0.0,
+           "faces_per_s": round(this_run["faces"] / wall_s, 2) if wall_s else 0.0, "run_interrupted": interrupted,
+           "manifest": str(plan.manifest.path), "pipeline": summary.as_dict() if summary is not None else None,
+           **extra}
     write_run_summary(plan.directory, run)
     if summaries is not None and summary is not None:
         summaries.append(summary)

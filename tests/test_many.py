@@ -713,6 +713,31 @@ def test_resume_after_a_killed_run_completes_with_no_duplicated_or_missing_rows(
     assert not list((tmp_path / "out").rglob("*.partial"))
 
 
+@pytest.mark.slow
+def test_the_summary_after_resume_describes_every_source_with_those_done_before(tmp_path, models_home, checkpoints):
+    """A source finished by an earlier run counts in summary.json with its manifest line's figures (the summary
+    described only the sources the resumed run processed); the rates and ``this_run`` are the run's own."""
+    (tmp_path / "in").mkdir()
+    moving_face_video(tmp_path / "in" / "a.mp4", frames=3, empty=None)
+    options = ("--weights", checkpoints[8], *MODEL)
+    emopipe("in/a.mp4", "in/b.mp4", "-o", "out", *options, cwd=tmp_path, check=9)  # b is missing: failed
+    moving_face_video(tmp_path / "in" / "b.mp4", frames=2, two_faces=True, empty=None)
+    done = emopipe("in/a.mp4", "in/b.mp4", "-o", "out", "--resume", *options, cwd=tmp_path)
+    out = tmp_path / "out"
+    latest = {Path(m["source"]).stem: m for m in Manifest(out).previous().values()}
+    assert {name: m["status"] for name, m in latest.items()} == {"a": "skipped", "b": "ok"}
+    a, b = latest["a"], latest["b"]
+    assert (a["frames"], a["rows"], b["frames"], b["rows"]) == (3, 3, 2, 4)
+    run = json.loads((out / "summary.json").read_text())
+    assert (run["sources"], run["ok"], run["skipped"], run["failed"]) == (2, 1, 1, 0)
+    assert (run["processed"], run["carried_over"]) == (1, 1)
+    assert (run["frames"], run["faces"], run["rows"]) == (5, a["faces"] + b["faces"], 7)
+    assert run["this_run"] == {"frames": 2, "faces": b["faces"], "rows": 4}
+    assert run["fps"] == round(2 / run["wall_s"], 2)
+    assert f"with those done before, 5 frames, {a['faces'] + b['faces']} faces" in done.stderr
+    assert not list(out.glob("*.partial"))
+
+
 def test_a_source_keeps_its_files_names_through_a_line_that_has_none(tmp_path):
     # run 1 failed partway (its files named a.*); run 2 could not open it (a line with no files); run 3 resumes:
     # a.* are still its own, not another's files to refuse as a clash (was: exit 2, "is no file of this run's")

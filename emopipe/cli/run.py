@@ -259,11 +259,13 @@ def _report(result: SourceResult) -> None:
 
 
 def _exit_code(outcome: ManyOutcome) -> int:
-    run = outcome.run
+    run, now = outcome.run, outcome.run["this_run"]
+    before = f"; with those done before, {run['frames']} frames, {run['faces']} faces" if run["skipped"] else ""
     logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
-                "%.1f s (%s frames/s); manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
-                run["skipped"], run["frames"], run["faces"], run["wall_s"],
-                f"{run['fps']:.0f}" if run["fps"] >= 10 else f"{run['fps']:.2g}", run["manifest"])  # (CPU: not "0")
+                "%.1f s (%s frames/s)%s; manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
+                run["skipped"], now["frames"], now["faces"], run["wall_s"],
+                f"{run['fps']:.0f}" if run["fps"] >= 10 else f"{run['fps']:.2g}", before,  # (CPU: not "0")
+                run["manifest"])
     if outcome.interrupted:
         return INTERRUPTED_EXIT_CODE
     if outcome.failed:
