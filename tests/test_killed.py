@@ -1,4 +1,5 @@
-"""A many-source run killed (SIGKILL) at each instant of a source's finish: ``--resume`` completes it exactly.
+"""A many-source run killed (SIGKILL) at each instant of a source's finish: ``--resume`` completes it exactly; a
+one-source run killed as its files take their names never leaves them beside an earlier run's.
 
 Each run is the real command (real BlazeFace, random EmoNet) in a child process that kills itself at the chosen
 instant (tests/support/kill_at.py): no sleeps, no timing — the instant is reached or the test fails. Under
@@ -79,8 +80,9 @@ def workdir(setup: dict, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def killed_at(setup: dict, cwd: Path, when: str, step: str, name: str, *args: str) -> None:
-    done = run(setup, cwd, "-m", "tests.support.kill_at", when, step, name, "in", "-o", "out", *args)
+def killed_at(setup: dict, cwd: Path, when: str, step: str, name: str, *args: str, command: tuple[str, ...] = (
+        "in", "-o", "out")) -> None:
+    done = run(setup, cwd, "-m", "tests.support.kill_at", when, step, name, *command, *args)
     assert done.returncode != NOT_REACHED, f"never reached {when} {step} of {name}: {done.stderr[-2000:]}"
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
 
@@ -180,3 +182,46 @@ def test_resume_after_the_ray_driver_is_killed_between_a_reply_and_the_files_nam
         assert_resume_completes(setup, cwd, *resume_with, close=True)
     finally:
         end_processes_in(cwd)
+
+
+ONE_SOURCE = ("csv", "tracks.csv", "segments.csv", "summary.json")  # one.csv and the files beside it
+
+
+@pytest.fixture(scope="module")
+def one_source_of_b(setup) -> Path:
+    """A folder with what ``emopipe in/b.mp4 -o one.csv`` writes."""
+    cwd = setup["base"]
+    (cwd / "one-b").mkdir()
+    earlier = run(setup, cwd, "-m", "emopipe", "in/b.mp4", "-o", "one-b/one.csv")
+    assert earlier.returncode == 0, earlier.stderr[-3000:]
+    return cwd / "one-b"
+
+
+@pytest.mark.parametrize(("when", "step"), [("after", "csv"), ("after", "tracks.csv"), ("before", "summary.json")])
+def test_a_one_source_run_killed_as_its_files_take_their_names_never_leaves_them_beside_an_earlier_runs(
+        setup, one_source_of_b, tmp_path, when, step):
+    """``emopipe in/a.mp4 -o one.csv`` over an earlier run's files (of in/b.mp4): killed right after its rows took
+    their name, or later, every file under a final name is its own (the earlier tracks, segments and summary, each
+    complete, stood beside the new rows); the same command again writes them all."""
+    cwd = workdir(setup, tmp_path)
+    for ending in ONE_SOURCE:
+        shutil.copy(one_source_of_b / f"one.{ending}", cwd)
+    killed_at(setup, cwd, when, step, "one", command=("in/a.mp4", "-o", "one.csv"))
+
+    def sources() -> dict[str, set[str]]:
+        """Whose each file under its final name is (the source its rows or summary name)."""
+        found = {}
+        for ending in ONE_SOURCE:
+            path = cwd / f"one.{ending}"
+            if path.exists():
+                found[ending] = ({json.loads(path.read_text())["source"]} if ending.endswith(".json")
+                                 else {row["source"] for row in csv_rows(path)})
+        return found
+
+    left = sources()
+    assert left["csv"] == {"in/a.mp4"}  # the rows took their name
+    assert all(found == {"in/a.mp4"} for found in left.values()), left
+    again = run(setup, cwd, "-m", "emopipe", "in/a.mp4", "-o", "one.csv")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sources() == {ending: {"in/a.mp4"} for ending in ONE_SOURCE}
+    assert not list(cwd.glob("*.partial"))

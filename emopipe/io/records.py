@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -189,6 +189,16 @@ def partial_path(path: Path, keep_suffix: bool = False) -> Path:
     return path.with_name(name)
 
 
+def remove_earlier(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Remove an earlier run's files that this run's outputs replace, before its rows take their final name: left
+    beside the new rows, each complete, they would describe another run. OutputError when one cannot be removed."""
+    for path in paths:
+        try:
+            Path(path).unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot replace {path}: {describe_os_error(exc)}") from None
+
+
 class _FileSink:
     """Unbuffered file: every write reaches the OS at once; a failed write is cut back to the last one.
 
@@ -226,13 +236,18 @@ class _FileSink:
     def close(self) -> None:
         self._file.close()
 
-    def commit(self, complete: bool = True) -> Path:
+    def takes_name(self, complete: bool | None) -> bool:
+        """Whether :meth:`commit` with ``complete`` renames the rows to their final name."""
+        return self.partial is not None and self.partial.exists() and bool(
+            complete or (complete is None and not self.had_previous))
+
+    def commit(self, complete: bool | None = True) -> Path:
         """Give the rows their final name when ``complete`` — or when there is no earlier file there to
         lose (``complete=None``); otherwise they stay under the partial name. Returns where they are."""
         self.close()
         if self.partial is None or not self.partial.exists():
             return self.path
-        if complete or (complete is None and not self.had_previous):
+        if self.takes_name(complete):
             try:
                 os.replace(self.partial, self.path)
             except OSError as error:
@@ -265,6 +280,9 @@ class _StreamSink:
 
     def close(self) -> None:
         pass
+
+    def takes_name(self, complete: bool | None) -> bool:
+        return False
 
     def commit(self, complete: bool | None = True) -> str:
         return self.path
@@ -326,6 +344,10 @@ class RecordWriter:
             self._sink.close()
             if self.commit_on_close:
                 self.commit()
+
+    def takes_name(self, complete: bool | None) -> bool:
+        """Whether :meth:`commit` with ``complete`` renames the rows from their partial name to the final one."""
+        return self._sink.takes_name(complete)
 
     def commit(self, complete: bool | None = True) -> str:
         """Close, and put the rows under the final name if ``complete`` (None: if nothing is there yet);

@@ -21,7 +21,7 @@ from typing import Any
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, OutputError, SourceUnavailableError
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import open_writer, partial_path
+from emopipe.io.records import open_writer, partial_path, remove_earlier
 from emopipe.io.sources import Source
 from emopipe.pipeline.live import LiveMode
 from emopipe.pipeline.models import Models
@@ -138,6 +138,11 @@ class SourceRun:
         if self.rows_at is not None:
             return
         complete = summary is not None and summary.complete
+        if writer.takes_name(True if complete else None):
+            # Crash-safe at every instant (even SIGKILL): the earlier run's files that this one's replace go before
+            # its rows take their name, so the new rows never stand beside another run's (complete) files; the
+            # new tracks, segments, report and summary follow the rows.
+            remove_earlier(self._companions(complete))
         self.rows_at = where = writer.commit(True if complete else None)
         if where != str(writer.path):
             self.aside = True
@@ -145,6 +150,13 @@ class SourceRun:
                 summary.outputs["rows"] = where
             logger.warning("the run did not complete: its %d rows are in %s (%s, from an earlier run, is unchanged; "
                            "so are its track summaries and report)", writer.rows_written, where, writer.path)
+
+    def _companions(self, complete: bool) -> list[str]:
+        """The earlier files this run's replace once its rows take their name: the tracks and segments, and for a
+        complete run its report, summary and annotated video (one cut short puts those under partial names)."""
+        roles = ("tracks", "segments", *(("summary", "report", "annotated_video") if complete else ()))
+        outputs = self.config.outputs()
+        return [outputs[role] for role in roles if role in outputs]
 
     @staticmethod
     def _finish_video(video: AnnotatedVideoWriter, summary: RunSummary) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 from emopipe.config import RunConfig, default_output, rows_suffix
 from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import source_key
-from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path
+from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path, remove_earlier
 from emopipe.io.sources import Source, open_source
 from emopipe.io.uris import is_live, is_url, redact_uri
 from emopipe.pipeline.runner import Sink
@@ -644,7 +644,9 @@ class PerSourceSink(Sink):
             rows_at = Path(writer.commit(False))  # (its partial name; the final one where written in place)
             if rows_at != planned.rows:  # the rows last: a rows file under its final name has its other files beside it
                 staged.append((rows_at, planned.rows))
-            _remove_earlier(planned)
+            # an earlier attempt's files of this source (one that failed, or was cut off while its files took their
+            # names): left beside the new ones, they would make the source look done before all its files are there
+            remove_earlier(planned.files)
         if self.manifest is None:  # a cluster worker's: the driver writes the line, then does the renames
             result.renames = staged
         else:
@@ -676,16 +678,6 @@ class PerSourceSink(Sink):
         staged += [(partial_path(planned.tracks), planned.tracks), (partial_path(planned.segments), planned.segments)]
         outputs.update(tracks=str(planned.tracks), segments=str(planned.segments))
         return [r.summary.as_dict() for r in reports]
-
-
-def _remove_earlier(planned: PlannedSource) -> None:
-    """An earlier attempt's files of this source (one that failed, or was cut off while its files took their
-    names): left beside the new ones, they would make the source look done before all its files are there."""
-    for path in planned.files:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot replace {path}: {exc.strerror or exc}") from None
 
 
 def publish(renames: Sequence[tuple[Path, Path]]) -> None:

@@ -2,7 +2,8 @@
 
 ``python -m tests.support.kill_at WHEN STEP NAME ARGS…``: ``WHEN`` is ``before`` or ``after``; ``STEP`` is
 ``manifest`` (the manifest line of the source whose path ends with ``NAME``) or a file ending (``emotions.csv``,
-``emotions.tracks.csv``, ``emotions.segments.csv``, ``emotions.summary.json``): the rename that gives
+``emotions.tracks.csv``, ``emotions.segments.csv``, ``emotions.summary.json``; a one-source run's ``csv``,
+``tracks.csv``, ``segments.csv``, ``summary.json`` with ``NAME`` its rows file's stem): the rename that gives
 ``NAME``'s file that final name. The process kills itself there (no clean-up runs, as with ``kill -9``); a
 run that never reaches the instant exits 3, so a test can tell it from a run that was killed.
 """
