@@ -8,7 +8,10 @@ import io
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +25,11 @@ from emopipe.io.records import (
     output_format,
     partial_path,
     record_columns,
+    written_whole,
 )
 from emopipe.types import LABELS, FaceRecord
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def make_record(classes: int = 8, frame: int = 3, track_id: int = 1, seed: int = 0, landmarks: bool = False,
@@ -568,3 +574,53 @@ def test_a_full_disk_during_writing_is_an_output_error(tmp_path):
 def test_bad_labels_are_rejected(tmp_path, labels):
     with pytest.raises(ValueError, match="labels"):
         open_writer(tmp_path / "out.csv", labels=labels)
+
+
+# -- files written whole ------------------------------------------------------------------------------
+
+WRITER = """
+import sys
+from pathlib import Path
+from emopipe.io.records import written_whole
+
+with written_whole(Path(sys.argv[1])) as file:
+    file.write(sys.argv[2].encode())
+    file.flush()
+    print("writing", flush=True)
+    sys.stdin.readline()  # (until the test lets it finish, or kills it)
+"""
+
+
+def writer_in_its_temporary_file(target: Path, text: str) -> subprocess.Popen:
+    """Another process in the middle of writing ``target``: it has written ``text`` under its temporary name."""
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(target), text], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout is not None and process.stdout.readline() == "writing\n"
+    return process
+
+
+def test_a_killed_writers_temporary_file_goes_with_the_next_write_but_a_live_writers_stays(tmp_path):
+    target = tmp_path / "t.csv"
+    killed = writer_in_its_temporary_file(target, "killed")
+    killed.send_signal(signal.SIGKILL)  # no clean-up runs
+    killed.wait(timeout=60)
+    assert [p.name for p in tmp_path.iterdir()] == [".t.csv.0.part"]
+    live = writer_in_its_temporary_file(target, "live")  # takes over the killed writer's name: never its bytes
+    (tmp_path / ".t.csv.3.part").write_text("another killed writer's")  # (unlocked: nobody is writing it)
+    with written_whole(target) as file:
+        file.write(b"mine")
+    assert target.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".t.csv.0.part", "t.csv"]  # the live writer's stays
+    assert (tmp_path / ".t.csv.0.part").read_text() == "live"
+    live.communicate("\n", timeout=60)
+    assert live.returncode == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and target.read_text() == "live"
+
+
+def test_a_write_that_fails_leaves_no_temporary_file_and_the_earlier_file_whole(tmp_path):
+    target = tmp_path / "t.csv"
+    target.write_text("earlier")
+    with pytest.raises(OSError, match="disk full"), written_whole(target) as file:
+        file.write(b"half")
+        raise OSError(28, "disk full")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and target.read_text() == "earlier"

@@ -501,6 +501,23 @@ def test_the_thumbnails_never_replace_a_folder_that_is_or_holds_an_input(tmp_pat
     assert not (tmp_path / "out").exists() and sorted(p.name for p in photos.iterdir()) == ["a.png", "b.png", "v.mp4"]
 
 
+def test_what_a_killed_write_of_the_track_files_left_goes_with_the_next_write(tmp_path):
+    """A run killed while it wrote tracks.csv (SIGKILL, out of memory) left its temporary file, which nothing
+    removed; the next write of that file removes it (one a live process holds stays: tests/test_records.py)."""
+    from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv
+
+    collector = TrackCollector()
+    collector.add(synthesized_track([("happy", 1.0, 0.6, 0.3)]))
+    reports = analyse(collector)
+    left = [tmp_path / ".t.csv.0.part", tmp_path / ".s.csv.2.part"]  # (unlocked: their writers are gone)
+    for path in left:
+        path.write_text("half a file")
+    write_tracks_csv(tmp_path / "t.csv", reports)
+    write_segments_csv(tmp_path / "s.csv", reports)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "t.csv"]
+    assert [r["track_id"] for r in csv.DictReader((tmp_path / "t.csv").read_text().splitlines())] == ["1"]
+
+
 def test_the_report_files_get_the_permissions_the_umask_gives_new_files(tmp_path):
     import os
     import stat

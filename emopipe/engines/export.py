@@ -37,7 +37,6 @@ import io
 import logging
 import os
 import time
-import uuid
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from torch import nn
 
 from emopipe.engines.base import landmarks_from_heatmaps
 from emopipe.errors import OnnxModelError, OutputError, UsageError
+from emopipe.io.records import written_whole
 from emopipe.model.devices import PRECISIONS
 from emopipe.model.emonet import EmoNet
 from emopipe.types import INPUT_SIZE, LABELS, NUM_LANDMARKS
@@ -274,19 +274,14 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as exc:
         raise OnnxModelError(f"the exported graph fails the ONNX checker: {str(exc).splitlines()[0]}") from None
-    # Written under a name of its own (other processes and threads may export the same file at the same time),
-    # then renamed: the final name only ever holds a whole file, and the last complete export wins.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.part")
+    # Written under a temporary name of its own (other processes and threads may export the same file at the same
+    # time), removed if the write fails, then renamed: the final name only ever holds a whole file, and the last
+    # complete export wins; the ~56 MB file a killed export left goes with the next export of that name.
     try:
-        with open(tmp, "xb") as f:
+        with written_whole(path, sync=True) as f:
             onnx.save(proto, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
     logger.info("exported %s in %.1f s (ONNX checker passed)", path, time.perf_counter() - t0)
     return path
 

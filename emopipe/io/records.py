@@ -189,6 +189,112 @@ def partial_path(path: Path, keep_suffix: bool = False) -> Path:
     return path.with_name(name)
 
 
+TEMPORARY_SLOTS = 16  # writers of one file at once, each under a temporary name of its own
+
+
+@contextlib.contextmanager
+def written_whole(path: Path, *, sync: bool = False) -> Iterator[IO[bytes]]:
+    """A file to write ``path``'s bytes into, under a temporary name beside it, that takes ``path``'s name when the
+    block ends (``sync``: on disk first) and is removed if it raises: the final name only ever holds a whole file,
+    and the last writer to finish wins. Raises OSError.
+
+    The temporary names are ``.NAME.0.part``, ``.NAME.1.part``…: a writer takes the first one that no live process
+    holds (an ``flock`` lock, which the kernel drops when its process ends, however it ends — across containers
+    and reused pids too, unlike a pid in the name), and removes any other that none holds. So the file a killed
+    writer left (SIGKILL, out of memory) is taken over or removed by the next write of ``path``, and one that
+    another process is writing is never touched. Where the file system has no locks, a unique name is used
+    instead (removed on failure; not after a kill)."""
+    try:
+        handle, temporary = _temporary_for(path)
+    except _NoLocks:
+        handle, name = tempfile.mkstemp(dir=path.parent if str(path.parent) else Path("."),
+                                        prefix=_temporary_prefix(path), suffix=".part")
+        temporary = Path(name)
+    with open(temporary, "wb", opener=lambda *_: handle) as file:  # (named as the file: onnx.save reads the name)
+        try:
+            yield file
+            file.flush()
+            if sync:
+                os.fsync(file.fileno())
+            os.chmod(temporary, created_mode())  # (as its neighbours; mkstemp's file is private: 0o600)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()  # (while still locked: no other writer has taken the name meanwhile)
+            raise
+
+
+class _NoLocks(Exception):
+    """This platform or file system has no ``flock`` locks."""
+
+
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}." if len(path.name.encode()) <= 200 else \
+        f".emopipe-{hashlib.sha1(path.name.encode()).hexdigest()[:16]}."  # (a name's limit: 255 bytes)
+
+
+def _temporary_for(path: Path) -> tuple[int, Path]:
+    """The first temporary name of ``path`` no live process holds, opened, locked and emptied; the others no one
+    holds (a killed writer's) removed."""
+    names = [path.with_name(f"{_temporary_prefix(path)}{slot}.part") for slot in range(TEMPORARY_SLOTS)]
+    taken: tuple[int, Path] | None = None
+    for temporary in names:
+        handle = _claim(temporary, create=taken is None)
+        if handle is None:
+            continue
+        if taken is None:
+            taken = handle, temporary
+        else:  # a killed writer's
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            os.close(handle)
+    if taken is None:
+        raise OSError(errno.EBUSY, f"{TEMPORARY_SLOTS} processes are writing {path.name} at once")
+    os.ftruncate(taken[0], 0)
+    return taken
+
+
+def _claim(temporary: Path, create: bool) -> int | None:
+    """``temporary`` opened and locked by this process (``create``: made if missing), or None when it is missing, or
+    held by a live process. Only then is it this process's: it might have been renamed into place (or removed) by
+    its holder between the open and the lock."""
+    try:
+        import fcntl
+    except ImportError:
+        raise _NoLocks from None
+    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | (os.O_CREAT if create else 0)
+    try:
+        handle = os.open(temporary, flags, 0o666)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    except OSError as exc:  # a folder, a link or another user's file under that name: not ours
+        if exc.errno in (errno.EISDIR, errno.ELOOP) or (exc.errno in (errno.EACCES, errno.EPERM)
+                                                          and os.path.lexists(temporary)):
+            return None
+        raise
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.stat(temporary, follow_symlinks=False).st_ino == os.fstat(handle).st_ino:
+            return handle
+    except (BlockingIOError, FileNotFoundError):  # held by a live writer; renamed or removed since it was opened
+        pass
+    except OSError as exc:
+        os.close(handle)
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+            if create:  # (no writer uses these names on this file system: only this empty file, made just now)
+                with contextlib.suppress(OSError):
+                    temporary.unlink()
+            raise _NoLocks from None
+        raise
+    except BaseException:
+        os.close(handle)
+        raise
+    os.close(handle)
+    return None
+
+
 def remove_earlier(paths: Iterable[str | os.PathLike[str]]) -> None:
     """Remove an earlier run's files that this run's outputs replace, before its rows take their final name: left
     beside the new rows, each complete, they would describe another run. OutputError when one cannot be removed."""

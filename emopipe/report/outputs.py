@@ -1,12 +1,12 @@
 """The report's files: ``tracks.csv``, ``segments.csv``, the thumbnails folder and the HTML page.
 
 Every file is written under a temporary name in its folder and renamed into place once complete, so
-a failed or interrupted write never leaves half a file, nor replaces a previous good one.
+a failed or interrupted write never leaves half a file, nor replaces a previous good one
+(:func:`~emopipe.io.records.written_whole`, which also removes what a killed write left).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.records import created_mode, describe_os_error
+from emopipe.io.records import created_mode, describe_os_error, written_whole
 from emopipe.report.html import TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
@@ -48,19 +48,9 @@ def analyse(collector: TrackCollector, thumbnails: dict[tuple[str, int], np.ndar
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
     try:
-        prefix = f".{path.name}." if len(path.name.encode()) <= 200 else ".emopipe-"  # (the name's limit: 255 bytes)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
-        try:
-            with os.fdopen(handle, "wb") as f:
-                f.write(data)
-            os.chmod(temporary, created_mode())  # (mkstemp's file is private: 0o600)
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        with written_whole(path) as file:
+            file.write(data)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {describe_os_error(exc)}") from None
 
