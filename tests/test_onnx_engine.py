@@ -219,6 +219,27 @@ def test_damaged_or_outdated_cache_file_is_exported_again(case, tmp_path, ort_fp
     assert re.search(reason, warned[0])
 
 
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_ensure_onnx_exports_a_damaged_or_outdated_cache_file_again(case, tmp_path, monkeypatch, checkpoints, model8,
+                                                                   caplog):
+    """ensure_onnx (benchmarks/ort_vs_torch.py's exports) used any file of the right name; it treats the cache as the
+    engine does: a damaged or outdated file is exported again, with one warning that says why."""
+    spec = _fake_exporter(tmp_path, monkeypatch, checkpoints)
+    good = export.export_emonet(model8, spec, tmp_path / "good" / spec.file_name)
+    make, reason = DAMAGED[case]
+    cached = tmp_path / "cache" / spec.file_name
+    cached.parent.mkdir()
+    make(cached, good)
+    if case == "truncated":  # (this graph is smaller than the session's export: cut it in half)
+        cached.write_bytes(good.read_bytes()[:good.stat().st_size // 2])
+    assert export.ensure_onnx(model8, spec, cached.parent) == (cached, True)
+    assert export.read_spec(cached) == spec
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and str(cached) in warned[0] and warned[0].endswith("; exporting it again")
+    assert re.search(reason, warned[0])
+    assert export.ensure_onnx(model8, spec, cached.parent) == (cached, False)  # a good one is used as it is
+
+
 def test_an_outdated_file_given_by_path_is_refused(tmp_path, ort_fp32, checkpoints, model8):
     target = tmp_path / "model.onnx"
     _outdated(target, ort_fp32.model_file)

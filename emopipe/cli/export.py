@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser
-from emopipe.engines.export import ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet, read_spec
+from emopipe.engines.export import ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet, unusable
 from emopipe.engines.parity import TOLERANCES, Tolerance, check_parity, verification_crops
 from emopipe.errors import OnnxModelError, UsageError
 from emopipe.types import LABELS
@@ -83,15 +83,6 @@ def _load_model(args: argparse.Namespace) -> tuple[EmoNet, str, str]:
     return build_emonet(read_checkpoint(path)), digest, str(path)
 
 
-def _unusable(path: Path, spec: OnnxSpec) -> str | None:
-    """Why the file already at ``path`` cannot be used for ``spec`` (damaged, another format, other metadata)."""
-    try:
-        differences = spec.differences(read_spec(path))
-    except OnnxModelError as exc:
-        return str(exc)
-    return f"{path} has {'; '.join(differences)}" if differences else None
-
-
 def run(args: argparse.Namespace) -> int:
     from emopipe.engines.base import EngineOptions
     from emopipe.engines.onnxruntime_engine import OrtEngine
@@ -122,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             path = out_dir / spec.file_name
             fresh = args.force or not path.is_file()
             if not fresh:
-                problem = _unusable(path, spec)
+                problem = unusable(path, spec)
                 if problem:  # as the engine treats its cache: a damaged or outdated file is exported again
                     print(f"{problem}; exporting it again", file=sys.stderr, flush=True)
                     fresh = True

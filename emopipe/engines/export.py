@@ -304,16 +304,29 @@ def read_spec(path: Path) -> OnnxSpec:
     return OnnxSpec.from_metadata({p.key: p.value for p in proto.metadata_props}, path)
 
 
-def ensure_onnx(model: EmoNet, spec: OnnxSpec, directory: Path) -> tuple[Path, bool]:
-    """(path, exported now): the cached file for ``spec`` in ``directory``, exported on first use.
+def unusable(path: Path, spec: OnnxSpec) -> str | None:
+    """Why the file at ``path`` cannot serve ``spec`` (damaged, not ONNX, another emopipe format, other metadata), in
+    one line; None when it can."""
+    try:
+        differences = spec.differences(read_spec(path))
+    except OnnxModelError as exc:
+        return str(exc)
+    return f"{path} has {'; '.join(differences)}" if differences else None
 
-    A cached file is trusted by name here; the engine checks its metadata and graph when it opens it.
-    """
+
+def ensure_onnx(model: EmoNet, spec: OnnxSpec, directory: Path) -> tuple[Path, bool]:
+    """(path, exported now): the cached file for ``spec`` in ``directory``, exported on first use — and again, with
+    a warning that says why, when the file there is damaged, from another emopipe format or does not fit its name
+    (as the engine treats its cache; the engine also checks the graph when it opens it)."""
     path = directory / spec.file_name
     if path.is_file():
-        return path, False
-    logger.info("exporting EmoNet to ONNX (%s, batch %d, once per checkpoint/shape/precision) …",
-                spec.precision, spec.batch_size)
+        problem = unusable(path, spec)
+        if problem is None:
+            return path, False
+        logger.warning("%s; exporting it again", problem)
+    else:
+        logger.info("exporting EmoNet to ONNX (%s, batch %d, once per checkpoint/shape/precision) …",
+                    spec.precision, spec.batch_size)
     return export_emonet(model, spec, path), True
 
 

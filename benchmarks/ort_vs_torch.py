@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch vs ONNX Runtime for EmoNet on one GPU: parity, then first-batch and steady-state latency per variant.
 
-    PYTHONPATH=/tmp/ortsite:. python3 benchmarks/onnx.py --json bench_onnx.json 2> bench_onnx.log
+    PYTHONPATH=/tmp/ortsite:. python3 benchmarks/ort_vs_torch.py --json bench_onnx.json 2> bench_onnx.log
 
 What it does, in one command (a few minutes on an H100):
 
@@ -204,7 +204,9 @@ def main() -> int:
     if not checkpoint.is_file():
         write_checkpoint(checkpoint, args.classes)
     digest = sha256_of(checkpoint)
-    cache = home / "cache" / "onnx"
+    from emopipe.engines.export import cache_dir
+
+    cache = cache_dir(home)  # where the engines in the workers look ($EMOPIPE_CACHE, else <home>/cache)
     jobs = [(str(checkpoint), digest, str(cache), b, p) for p in precisions for b in batches]
     t0 = time.perf_counter()
     failed_exports: dict[tuple[str, int], str] = {}
