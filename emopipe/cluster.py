@@ -616,7 +616,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 
 class _HeldSignals:
     """Ctrl-C and SIGTERM while a run starts (Ray connecting, the workers spawned, the run planned) are held, and
-    taken as the run begins (:meth:`take`): it then ends at once, every source recorded, as at any later moment.
+    taken as the run begins (:meth:`take`): it then ends at once, as at any later moment (no source begun: none
+    gets a line).
     Cut off before, it would leave a Ray started halfway and no manifest. A second signal meanwhile goes to the
     process's own handler at once (the command line's: exit 130 now, with no manifest). Only on the main thread,
     where Python handles signals; a signal the process ignores stays ignored."""
@@ -827,13 +828,14 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         crew.kill_all()
         with contextlib.suppress(Exception):
             ray.wait(list(in_flight), num_returns=len(in_flight), timeout=KILL_WAIT_S)
-        # every source without its line gets one: one that went out as its files say (its worker's reply never
-        # came, or came cut off), one that never did interrupted; the next --resume redoes them
+        if not sent_at and not results:  # nothing begun: as one process cut off while its models load, no line and
+            raise  # no summary.json (which, without a manifest, would keep a rerun from the folder)
+        # each source that went out without its line gets one, as its files say (its worker's reply never came, or
+        # came cut off); one never handed out gets none, as one process's sources not begun (--resume: new ones)
         recorded = {r.source for r in results}
         for source in plan.todo:
-            if source.uri not in recorded:
-                record(_as_left(source, sent_at[source.uri]) if source.uri in sent_at else
-                       SourceResult(source=source.uri, status="interrupted", exit_code=130))
+            if source.uri not in recorded and source.uri in sent_at:
+                record(_as_left(source, sent_at[source.uri]))
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
                        ray={"workers": crew.count, "gpus_per_worker": crew.per_gpu, "worker_failures": failures,
                             "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},

@@ -3,7 +3,6 @@ other cluster tests share one Ray the module starts, and this one needs none run
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from emopipe.api import Analyzer
+from emopipe.config import RunConfig
 from tests.support.synth import moving_face_video
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
@@ -75,10 +76,12 @@ run_and_exit(sys.argv[2:])
 
 
 @pytest.mark.timeout(300)
-def test_sigterm_while_ray_connects_exits_130_with_every_source_recorded(tmp_path, checkpoints, models_home):
+def test_sigterm_while_ray_connects_exits_130_and_leaves_no_line_for_the_sources_never_begun(
+        tmp_path, checkpoints, models_home):
     """Ray's SIGTERM handler, set inside ray.init, ended the command at once (status 15 or 1, no manifest) when
-    `docker stop` or Kubernetes sent SIGTERM while Ray started; now the run ends as at Ctrl-C: exit 130, each
-    source recorded (none started: interrupted), the run's summary written."""
+    `docker stop` or Kubernetes sent SIGTERM while Ray started; now the run ends as at Ctrl-C: exit 130. No source
+    was begun, so none gets a line, as in one process cut off while its models load (each got an `interrupted` line,
+    and a summary.json without a manifest kept the folder from a rerun); the next run takes them as new."""
     if ray.is_initialized():
         pytest.skip("a Ray is already connected in this process")
     clips = tmp_path / "clips"
@@ -106,10 +109,8 @@ def test_sigterm_while_ray_connects_exits_130_with_every_source_recorded(tmp_pat
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr
-    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
-    assert sorted((Path(e["source"]).name, e["status"], e["exit_code"]) for e in lines) == [
-        ("a.mp4", "interrupted", 130), ("b.mp4", "interrupted", 130)]
-    run = json.loads((out / "summary.json").read_text())
-    assert run["run_interrupted"] is True and (run["sources"], run["interrupted"]) == (2, 2)
-    assert not list(out.glob("*.emotions.csv*"))  # nothing ran
+    assert "Traceback" not in stderr and "emopipe: interrupted" in stderr
+    assert sorted(p.name for p in out.iterdir()) == []  # no line, no summary.json, no rows: nothing ran
+    for resume in (True, False):  # the folder takes the next run, its sources as new ones
+        plan = Analyzer(RunConfig(sources=(str(clips),), device="cpu")).plan_many(output_dir=out, resume=resume)
+        assert [Path(p.uri).name for p in plan.todo] == ["a.mp4", "b.mp4"] and not plan.skipped
