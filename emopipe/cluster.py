@@ -7,12 +7,14 @@ sources, their output files, the manifest, ``--resume``), then hands the sources
 (``DEPTH`` shares queued per worker), largest file first, so one long video never leaves the other GPUs idle. Each
 worker runs one pipeline for its whole life (:meth:`Analyzer.process` over a fed source chain): a share is added
 to it as it comes, so the GPU does not drain and refill between shares. The worker writes each source's files
-itself, under their partial names, and leaves them so: the driver appends the source's manifest line as its result
-comes back, then renames the files (the rows last), as one process does; a driver killed at any instant leaves no
-file under a final name that no line claims, so ``--resume`` goes on. The driver writes ``summary.json``. A
-worker that dies (killed, out of memory, node lost) is replaced and its unfinished sources go to another worker, up
-to ``--ray-retries`` times each; a source redone replaces its partial files, so no row is ever duplicated. The
-output folder must be storage every worker (and the driver) sees at the same path (docs/cluster.md).
+itself, under their partial names, and leaves them so: the driver appends the source's manifest line as the worker
+tells it the source is finished (through a small board actor, as it finishes; also in its share's reply), then
+renames the files (the rows last), as one process does; a driver killed at any instant leaves no file under a final
+name that no line claims, so ``--resume`` goes on, and Ctrl-C keeps every source a worker had finished. The driver
+writes ``summary.json``. A worker that dies (killed, out of memory, node lost) is replaced and its unfinished sources
+go to another worker, up to ``--ray-retries`` times each; a source redone replaces its partial files, so no row is
+ever duplicated. The output folder must be storage every worker (and the driver) sees at the same path
+(docs/cluster.md).
 
 Seeing it run: the driver draws one progress bar over all sources (frames done of the total their containers
 declare, probed on the driver as the run starts; aggregate frames/s; workers alive), reading each busy worker's
@@ -73,16 +75,25 @@ class RayOptions:
 
 class ProgressBoard:
     """A small Ray actor the workers tell how far their running shares are, so the driver's bar moves within
-    shares (pushed by the workers: the driver never waits on a busy worker to read it)."""
+    shares, and each source as it finishes, so the driver records it then, not when its whole share's reply comes
+    (pushed by the workers: the driver never waits on a busy worker to read it)."""
 
     def __init__(self) -> None:
         self.latest: dict[str, dict[int, tuple[int, int]]] = {}
+        self.results: list[tuple[str, int, SourceResult]] = []  # (worker, share id, result), not yet taken
 
     def update(self, name: str, shares: dict[int, tuple[int, int]]) -> None:
         self.latest[name] = shares
 
     def read(self) -> dict[str, dict[int, tuple[int, int]]]:
         return dict(self.latest)
+
+    def finished(self, name: str, share: int, result: SourceResult) -> None:
+        self.results.append((name, share, result))
+
+    def take_finished(self) -> list[tuple[str, int, SourceResult]]:
+        taken, self.results = self.results, []
+        return taken
 
 
 class _Counter:
@@ -231,10 +242,16 @@ class Worker:
 
             def finished(result: SourceResult, feed: _Feed = feed) -> None:  # (in position order)
                 with self._changed:
+                    share = feed.share_of[len(feed.results)]
                     feed.results.append(result)
                     self.sources += 1
                     self.last_result_at = time.perf_counter()
                     self._changed.notify_all()
+                # the driver records a finished source now (its files complete, under their partial names), so a
+                # Ctrl-C or this worker's death before its share's reply keeps it; the one a failing pipeline stopped
+                # in (interrupted here) is said by the reply, as failed
+                if self.counter.board is not None and result.status != "interrupted":
+                    self.counter.board.finished.remote(self.name, share, result)  # (no reply awaited)
 
             try:
                 # (the exporter is not handed over: the pipeline's end would stop serving it)
@@ -377,6 +394,7 @@ class _Progress:
         self.actual: dict[str, int] = {}
         self.frames = self.faces = 0
         self.running: dict[int, tuple[int, int]] = {}  # share id → (frames, faces) so far
+        self.recorded: dict[int, tuple[int, int]] = {}  # share id → of those, the frames and faces of sources recorded
         self.alive: set[str] = set()
         self._stop = threading.Event()
         if bar is not None:
@@ -390,10 +408,17 @@ class _Progress:
 
             self.expected[uri] = expected_frames(uri, config)
 
-    def finished(self, result: SourceResult) -> None:
+    def finished(self, result: SourceResult, share_id: int | None = None) -> None:
         self.actual[result.source] = result.frames
         self.frames += result.frames
         self.faces += result.faces
+        if share_id in self.running:  # (recorded as it finished: its share's count holds it too, until it ends)
+            frames, faces = self.recorded.get(share_id, (0, 0))
+            self.recorded[share_id] = (frames + result.frames, faces + result.faces)
+
+    def ended(self, share_id: int) -> None:
+        self.running.pop(share_id, None)
+        self.recorded.pop(share_id, None)
 
     def total(self) -> int | None:
         known = [self.actual.get(u, self.expected.get(u)) for u in self.uris]
@@ -401,9 +426,11 @@ class _Progress:
 
     def draw(self) -> None:
         if self.bar is not None:
-            self.bar.show(self.frames + sum(f for f, _ in self.running.values()),
-                          self.faces + sum(f for _, f in self.running.values()), self.total(),
-                          workers=len(self.alive))
+            running = [(max(0, frames - self.recorded.get(share_id, (0, 0))[0]),
+                        max(0, faces - self.recorded.get(share_id, (0, 0))[1]))
+                       for share_id, (frames, faces) in self.running.items()]
+            self.bar.show(self.frames + sum(f for f, _ in running), self.faces + sum(f for _, f in running),
+                          self.total(), workers=len(self.alive))
 
     def close(self) -> None:
         self._stop.set()
@@ -583,7 +610,7 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
         timeline = {"connect_s": time.perf_counter() - started}
         count, per_gpu, per_cpu = _sizing(options)
         worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
-        board = ray.remote(num_cpus=0)(ProgressBoard).remote() if progress else None
+        board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         crew = _Crew(config, count, per_gpu, per_cpu, board)
         for _ in range(count if held.signum is None else 0):  # (none for a run already interrupted)
             crew.spawn()
@@ -707,17 +734,35 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     shares = 0
     failures = 0
     interrupted = False
+    begun: set[tuple[int, str]] = set()  # (share id, source) of each worker's result whose recording began
 
-    def record(result: SourceResult) -> None:
+    def record(result: SourceResult, name: str | None = None, share_id: int | None = None) -> None:
+        """A source's manifest line, then its files' names; ``name`` and ``share_id``: the worker's result it is
+        (told through the board as the source finished, or in its share's reply: recorded once)."""
+        if share_id is not None:
+            begun.add((share_id, result.source))
         # as in one process: the line claims the names, then the files the worker left partial take them, the rows
         # last (killed between the two, --resume redoes the source: its line owns the names)
         plan.manifest.append(result.as_dict())
         publish(result.renames)
         result.renames = []
         results.append(result)
-        seen.finished(result)
+        seen.finished(result, share_id)
+        if name is not None:
+            workers[name]["sources"] += 1
+            workers[name]["frames"] += result.frames
+            workers[name]["faces"] += result.faces
         if on_result is not None:
             on_result(result)
+
+    def record_finished(timeout: float | None = None) -> None:
+        """Record each source a worker has finished (and told the board of) in a share whose reply has not come:
+        at once, not up to two shares later — and kept if Ctrl-C or the worker's death comes first. Only while
+        its share is out: once its reply (or its worker's death) is handled, that says what became of it."""
+        out = {share_id for _, _, share_id in in_flight.values()}
+        for name, share_id, result in ray.get(crew.board.take_finished.remote(), timeout=timeout):
+            if share_id in out and (share_id, result.source) not in begun:
+                record(result, name, share_id)
 
     def again(source: PlannedSource, why: str, kind: str) -> None:
         """A source its worker left unfinished (it died, or its pipeline failed before the source): to another
@@ -755,7 +800,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             if not in_flight and not warming:
                 break  # no worker left to take what is pending (every start failed): recorded below
             done, _ = ray.wait([*warming, *in_flight], num_returns=1,  # (a warm worker is known first)
-                               timeout=POLL_S if seen.bar is not None else None)
+                               timeout=POLL_S)
             for ref in done:
                 if ref in warming:  # a worker is warm (or died starting, or met the user error that stops all)
                     name = warming.pop(ref)
@@ -780,7 +825,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     continue
                 name, share, share_id = in_flight.pop(ref)
                 load[name] = load.get(name, 1) - 1
-                seen.running.pop(share_id, None)  # its frames now count through its results (or not at all)
+                seen.ended(share_id)  # its frames now count through its results (or not at all)
+                # (its sources recorded as they finished, through the board, are not recorded or redone again)
+                unrecorded = [source for source in share if (share_id, source.uri) not in begun]
                 try:
                     reply = ray.get(ref)
                 except RayActorError as exc:  # the worker died: its unfinished sources go elsewhere
@@ -789,28 +836,27 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         seen.alive.discard(name)
                         logger.warning("%s died (%s); its sources go to another worker", name, type(exc).__name__)
                         warm_up(crew.spawn())
-                    for source in share:
+                    for source in unrecorded:
                         again(source, f"its worker died {{}} time(s): {type(exc).__name__}", "WorkerDied")
                     continue
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
                     # the error itself, not str(exc): that starts with Ray's "ray::…Worker.process() (pid=…)"
                     error, exit_code, kind = _reported(exc.cause)
-                    for source in share:
+                    for source in unrecorded:
                         record(SourceResult(source=source.uri, status="failed", error=error, exit_code=exit_code,
                                             kind=kind))
                     continue
                 met(reply)
                 finished = {r.source for r in reply["results"]}
                 for result in reply["results"]:
-                    record(result)
-                    workers[name]["sources"] += 1
-                    workers[name]["frames"] += result.frames
-                    workers[name]["faces"] += result.faces
+                    if (share_id, result.source) not in begun:
+                        record(result, name, share_id)
                 workers[name]["busy_s"] = max(workers[name]["busy_s"], reply["busy_s"])  # (replies: any order)
-                for source in share:
+                for source in unrecorded:
                     if source.uri not in finished:  # its pipeline failed before reaching it
                         again(source, "its worker's pipeline failed {} time(s) before reaching it", "WorkerError")
                 keep_latest_summary(summaries, name, reply)
+            record_finished()
             if seen.bar is not None:
                 poll()
         for source in pending:  # no worker could start (each died starting, retries spent)
@@ -828,6 +874,8 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         crew.kill_all()
         with contextlib.suppress(Exception):
             ray.wait(list(in_flight), num_returns=len(in_flight), timeout=KILL_WAIT_S)
+        with contextlib.suppress(Exception):  # (Ray failing here: those sources are recorded as their files say)
+            record_finished(timeout=KILL_WAIT_S)  # the sources the workers had finished: kept, as in one process
         if not sent_at and not results:  # nothing begun: as one process cut off while its models load, no line and
             raise  # no summary.json (which, without a manifest, would keep a rerun from the folder)
         # each source that went out without its line gets one, as its files say (its worker's reply never came, or

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import UsageError
 from emopipe.io.records import partial_path
-from emopipe.pipeline.archive import Manifest, PlannedSource, expected_frames, publish
+from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, publish
 from tests.support.ports import free_ports
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
@@ -36,6 +37,7 @@ from emopipe.cluster import (  # noqa: E402
     RayOptions,
     Worker,
     _as_left,
+    _Progress,
     _sizing,
     keep_latest_summary,
     run_on_ray,
@@ -377,6 +379,106 @@ def test_ctrl_c_over_ray_stops_the_workers_before_the_manifest_says_what_was_lef
     assert {r.status for r in resumed.results} <= {"ok", "skipped"} and not list(out.rglob("*.partial"))
     assert {Path(r.source).stem for r in resumed.results if r.status == "ok"} >= unstarted
     assert {e["status"] for e in Manifest(out).previous().values()} == {"ok", "skipped"}
+
+
+class HoldsAtItsSecondSource(Worker):
+    """A worker whose pipeline, once it has written the first frame of the second source it was given, says so (a
+    file beside the models) and holds until it is killed: the first source is finished by then (a source is
+    finished before the next one's first frame is written) and the board has heard of it, and its share's reply
+    never comes."""
+
+    def __init__(self, config: RunConfig, *args, **kwargs) -> None:
+        super().__init__(config, *args, **kwargs)
+        held, count = Path(config.models_dir or ".") / "held", self.counter.frame
+
+        def frame(result, latency_s) -> None:
+            count(result, latency_s)
+            if result.frame.stream == 1:
+                # a board runs one process's calls in the order sent: once this read is answered, it holds the first
+                # source (a worker killed before its word reached the board has that source redone: its files say so)
+                if self.counter.board is not None:
+                    ray.get(self.counter.board.read.remote())
+                held.touch()
+                threading.Event().wait(300)  # (until the driver kills this worker; bounds a hang only)
+
+        self.counter.frame = frame  # type: ignore[method-assign]
+
+
+def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_came(tmp_path, local_ray,
+                                                                                    five_clips, monkeypatch):
+    """A share of two: the first source finished (files complete, under their partial names), the worker held in
+    the second. The driver learnt of a source only from its share's reply, so Ctrl-C left the first one partial
+    and `interrupted`, and --resume redid it (up to two shares of 16 sources a worker); the workers now tell the
+    board of each source as it finishes. The board here withholds them until the driver stops its workers: what
+    the driver reads after Ctrl-C keeps it, with its line and its files' final names."""
+    import emopipe.cluster
+
+    folder, config = five_clips
+    stopped, held = tmp_path / "workers-stopped", Path(config.models_dir) / "held"
+
+    class WithholdingBoard(ProgressBoard):
+        def take_finished(self):
+            return ProgressBoard.take_finished(self) if stopped.exists() else []
+
+    kill_all = emopipe.cluster._Crew.kill_all
+
+    def stop_workers(crew) -> None:
+        stopped.touch()
+        kill_all(crew)
+
+    monkeypatch.setattr(emopipe.cluster, "Worker", HoldsAtItsSecondSource)
+    monkeypatch.setattr(emopipe.cluster, "ProgressBoard", WithholdingBoard)
+    monkeypatch.setattr(emopipe.cluster._Crew, "kill_all", stop_workers)
+
+    def ctrl_c_once_held() -> None:
+        deadline = time.monotonic() + 300  # (bounds a hang only: the worker says when it holds)
+        while not held.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if held.exists():  # (never otherwise: the run ends without it, and the test fails on what it says)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (a real signal: wakes the driver)
+
+    sources = [str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]  # (largest first: the order handed out)
+    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1])
+    out = tmp_path / "ray"
+    interrupter = threading.Thread(target=ctrl_c_once_held)
+    interrupter.start()
+    try:
+        outcome = run_on_ray(config, RayOptions(workers=1, chunk=2), sources=sources, output_dir=out)
+    finally:
+        interrupter.join()
+    assert outcome.interrupted and outcome.run["ray"]["shares"] == 1
+    got = {Path(r.source).name: r for r in outcome.results}
+    assert {name: r.status for name, r in got.items()} == {"clip1.mp4": "ok", "clip0.mp4": "interrupted"}
+    finished = got["clip1.mp4"]
+    assert finished.frames == 3 and len(rows(out / "clip1.emotions.csv")) == finished.rows > 0
+    assert all(p.exists() for p in (out / "clip1.emotions.summary.json", out / "clip1.emotions.tracks.csv"))
+    assert not list(out.glob("clip1*.partial*")) and (out / "clip0.emotions.csv.partial").exists()
+    assert outcome.run["ray"]["per_worker"][WORKER_NAME.format(0)]["sources"] == 1
+    plan = Analyzer(RunConfig.from_options(config, resume=True)).plan_many(sources, out)  # --resume
+    assert [Path(p.uri).name for p in plan.todo] == ["clip0.mp4"]  # the finished one is not redone
+
+
+def test_the_bar_counts_a_source_recorded_as_it_finished_once_while_its_share_runs():
+    """A source recorded as its worker finished it is still in its running share's count (as the worker last told
+    the board) until the share ends: the bar counts it once."""
+    shown = []
+
+    class Bar:
+        def show(self, frames, faces, total, **extra) -> None:
+            shown.append((frames, faces))
+
+        def close(self) -> None: ...
+
+    seen = _Progress([], RunConfig(), Bar())
+    seen.running[0] = (5, 2)  # share 0: 5 frames written so far, 3 of them its first (finished) source's
+    seen.finished(SourceResult(source="a.mp4", status="ok", frames=3, faces=1), 0)
+    seen.draw()
+    seen.running[0] = (7, 3)  # the worker tells the board of two more frames
+    seen.draw()
+    seen.ended(0)  # its reply: the rest of the share recorded
+    seen.finished(SourceResult(source="b.mp4", status="ok", frames=4, faces=2), 0)
+    seen.draw()
+    assert shown == [(5, 2), (7, 3), (7, 3)]
 
 
 FRAMES = 2 + 3 + 2 + 3 + 2  # five_clips
