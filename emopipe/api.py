@@ -634,8 +634,13 @@ def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
     done = [r for r in outcome.results if r.status in ("ok", "skipped") and "rows" in r.outputs]
     rows = [r.outputs["rows"] for r in done]
     # every completed source has its section, those where no face was found too (the page and this line agree)
-    reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report,
-                           sources_run=[r.source for r in done])
+    try:
+        reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report,
+                               sources_run=[r.source for r in done])
+    except KeyboardInterrupt:  # (the page is written whole or not at all) exit 130: what was asked is not all done
+        logger.warning("interrupted while writing the report %s: it is not written (each source is as the manifest "
+                       "says); the same command with --resume writes it", plan.report)
+        raise
     faceless = len(done) - len({r.summary.source for r in reports})
     logger.info("report: %s (%d track(s) of %d source(s)%s)", plan.report, len(reports), len(done),
                 f", {faceless} of them without a face" if faceless else "")

@@ -626,8 +626,7 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)
         finally:
             seen.close()  # the bar's last line, on its own line, before the summary's log lines
-    finally:
-        held.release()  # (an error before _run took them)
+    finally:  # (signals still held: an error before _run took them, or a run that finished — _run says why)
         if crew is not None:
             crew.kill_all()
         if board is not None:
@@ -637,6 +636,14 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             _disconnect(options.address)
             logger.info("Ray %s in %.1f s", "stopped" if options.address == LOCAL else "disconnected",
                         time.perf_counter() - ended)
+        held.release()
+    if held.signum is not None:  # Ctrl-C or SIGTERM while Ray stopped, every source done: nothing of theirs is lost
+        done = "interrupted while Ray stopped, every source done (as the manifest and summary.json say)"
+        if plan.report:  # (what is left undone: exit 130, as for a signal while the report is written)
+            logger.warning("%s: the report %s is not written; the same command with --resume writes it", done,
+                           plan.report)
+            raise KeyboardInterrupt
+        logger.warning("%s: the exit status is the run's", done)
     report_many(plan, outcome)
     return outcome
 
@@ -644,10 +651,10 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 class _HeldSignals:
     """Ctrl-C and SIGTERM while a run starts (Ray connecting, the workers spawned, the run planned) are held, and
     taken as the run begins (:meth:`take`): it then ends at once, as at any later moment (no source begun: none
-    gets a line).
-    Cut off before, it would leave a Ray started halfway and no manifest. A second signal meanwhile goes to the
-    process's own handler at once (the command line's: exit 130 now, with no manifest). Only on the main thread,
-    where Python handles signals; a signal the process ignores stays ignored."""
+    gets a line). Cut off before, it would leave a Ray started halfway and no manifest. Held again once every source
+    has its line, while Ray stops: cut off, it would leave Ray's processes running, and exit 130 for a run that is
+    complete. A second signal meanwhile goes to the process's own handler at once (the command line's: exit 130
+    now). Only on the main thread, where Python handles signals; a signal the process ignores stays ignored."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -656,6 +663,7 @@ class _HeldSignals:
         self._before: dict[int, Any] = {}  # signal → the handler the process had
 
     def hold(self) -> None:
+        self.signum = None
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in self.SIGNALS:
@@ -680,8 +688,9 @@ class _HeldSignals:
     def take(self) -> None:
         """Release the signals, and hand the one held (if any) to its handler: a KeyboardInterrupt, mostly."""
         self.release()
-        if self.signum is not None:
-            self._deliver(self.signum)
+        signum, self.signum = self.signum, None
+        if signum is not None:
+            self._deliver(signum)
 
     @staticmethod
     def _deliver(signum: int) -> None:
@@ -867,6 +876,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",
                         config.metrics_linger)
             linger(config.metrics_linger)
+        # every source has its line: what is left (summary.json, the workers and Ray stopped) is clean-up, which a
+        # signal does not cut short; run_on_ray says what became of one
+        held.hold()
     except KeyboardInterrupt:
         interrupted = True
         # the workers first, and until they are gone: one still running would write files after the manifest

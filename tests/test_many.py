@@ -649,6 +649,26 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
 
 
 @pytest.mark.slow
+def test_a_signal_while_the_report_is_written_leaves_no_page_and_resume_writes_it(tmp_path, clips):
+    """Every source done, the page half made: exit 130 (what was asked is not all done), said in one line, no page
+    and no temporary file; --resume writes it without running a source again. (tests/support/signal_at.py sends
+    the signal as the page begins.)"""
+    _, options = clips
+    args = ("a/clip.mp4", "b", "-o", "out", "--report", "report.html", *options)
+    done = subprocess.run([sys.executable, "-m", "tests.support.signal_at", "INT", "report", *args],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 130 and "signal_at: sent" in done.stderr, done.stderr[-3000:]
+    assert "interrupted while writing the report report.html: it is not written" in done.stderr
+    assert "--resume writes it" in done.stderr and "Traceback" not in done.stderr
+    assert [m["status"] for m in manifest_lines(tmp_path / "out")] == ["ok"] * 3
+    assert not list(tmp_path.glob("*report*"))  # no page, nothing half made
+    emopipe(*args, "--resume", cwd=tmp_path)
+    assert (tmp_path / "report.html").read_text().count("<section class='source'") == 3
+    assert [m["status"] for m in manifest_lines(tmp_path / "out")][3:] == ["skipped"] * 3
+
+
+@pytest.mark.slow
 def test_with_detect_every_each_source_still_gives_the_rows_it_gives_alone(tmp_path, models_home, checkpoints):
     """--detect-every 3 over two clips of one size: the second clip starts on its own key frame (one schedule for
     the run used to give its first frame the first clip's boxes), the first clip's last frame keeps its own."""
