@@ -769,7 +769,11 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         at once, not up to two shares later — and kept if Ctrl-C or the worker's death comes first. Only while
         its share is out: once its reply (or its worker's death) is handled, that says what became of it."""
         out = {share_id for _, _, share_id in in_flight.values()}
-        for name, share_id, result in ray.get(crew.board.take_finished.remote(), timeout=timeout):
+        try:
+            told = ray.get(crew.board.take_finished.remote(), timeout=timeout)
+        except RayActorError:  # the board lost with its node: the shares' replies still say every result
+            return
+        for name, share_id, result in told:
             if share_id in out and (share_id, result.source) not in begun:
                 record(result, name, share_id)
 
