@@ -225,7 +225,7 @@ def written_whole(path: Path, *, sync: bool = False) -> Iterator[IO[bytes]]:
 
 
 class _NoLocks(Exception):
-    """This platform or file system has no ``flock`` locks."""
+    """This file system has no ``flock`` locks."""
 
 
 def _temporary_prefix(path: Path) -> str:
@@ -258,10 +258,6 @@ def _claim(temporary: Path, create: bool) -> int | None:
     """``temporary`` opened and locked by this process (``create``: made if missing), or None when it is missing, or
     held by a live process. Only then is it this process's: it might have been renamed into place (or removed) by
     its holder between the open and the lock."""
-    try:
-        import fcntl
-    except ImportError:
-        raise _NoLocks from None
     flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | (os.O_CREAT if create else 0)
     try:
         handle = os.open(temporary, flags, 0o666)
