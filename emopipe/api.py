@@ -18,16 +18,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from emopipe.config import RunConfig, StrPath, path_items
+from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, warn_linked
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import STDOUT, ensure_writable, partial_path
+from emopipe.io.records import STDOUT, ensure_writable, hold_folder, partial_path
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
@@ -57,7 +57,6 @@ from emopipe.types import FaceRecord, FrameResult
 logger = logging.getLogger(__name__)
 
 _END = object()
-DEFAULT_OUTPUT_DIR = "emopipe-out"  # several sources: their files go in this folder unless -o says otherwise
 DEFAULT_PARALLEL = 2  # sources opened and decoded ahead at once
 FED_MAX_WAIT_S = 0.25  # longer than a full EmoNet batch takes to fill at a GPU's rate (64 faces: ~0.1 s)
 
@@ -426,28 +425,35 @@ class Analyzer:
         """
         given = RunConfig.from_options(self.config, **options)
         metrics, exporter = _asked_metrics(given, given, metrics, exporter)  # (a bad pushgateway: before the folder)
-        plan = self.plan_many(sources, output_dir, **options)
-        started = time.perf_counter()
-        results: list[SourceResult] = []
-        summary: RunSummary | None = None
-        interrupted = False
-        if plan.todo:
-            results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
-                                                         on_result=on_result, metrics=metrics, exporter=exporter,
-                                                         progress=progress)
-        elif exporter is not None:  # a resumed run with every source done loads no model; its metrics say it ended
-            with exporter:
-                exporter.finish(linger_after=True, state="finished")
-        outcome = finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
-                              self.summaries)
-        report_many(plan, outcome)
+        with self.plan_many(sources, output_dir, **options) as plan:  # the folder is this run's until it ends
+            started = time.perf_counter()
+            results: list[SourceResult] = []
+            summary: RunSummary | None = None
+            interrupted = False
+            if plan.todo:
+                results, summary, interrupted = self.process(plan.todo, plan.config, manifest=plan.manifest,
+                                                             on_result=on_result, metrics=metrics, exporter=exporter,
+                                                             progress=progress)
+            elif exporter is not None:  # a resumed run with every source done loads no model; its metrics: ended
+                with exporter:
+                    exporter.finish(linger_after=True, state="finished")
+            outcome = finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
+                                  self.summaries)
+            report_many(plan, outcome)
         return outcome
 
-    def plan_many(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None,
-                  **options: Any) -> ManyPlan:
+    def plan_many(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None, *,
+                  folder_held: bool = False, **options: Any) -> ManyPlan:
         """What a many-source run will do, checked before anything loads: the sources (expanded), their
         output files, the manifest, and which sources an earlier run finished (``resume``: recorded
-        ``skipped`` now)."""
+        ``skipped`` now).
+
+        The output folder is the plan's alone from before an earlier run's manifest is looked for until
+        :meth:`ManyPlan.close` (``with analyzer.plan_many(...) as plan:``): a second run planned into it meanwhile,
+        in this process or another, is refused (OutputError, exit 5) and writes nothing
+        (:func:`~emopipe.io.records.hold_folder`; the kernel releases it should the process end first).
+        ``folder_held``: the caller holds the folder already (the Ray driver takes it before Ray starts), so the
+        plan neither takes nor releases it."""
         given = RunConfig.from_options(self.config, **options)
         # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
         config = self.source_config("many-sources.mp4", **{**options, "output": None, "summary": None})
@@ -466,19 +472,29 @@ class Analyzer:
             raise UsageError(f"{', '.join(unsupported)}: not for several sources in one run (each source's rows and "
                              "summary go in the -o folder, the run's in its summary.json); run one emopipe per "
                              "source for these")
-        directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
-        if str(directory) == STDOUT or (directory.exists() and not directory.is_dir()) or (
-                directory.suffix.lower() in (".csv", ".jsonl") and not directory.exists()):
-            raise UsageError(f"-o {directory}: with several sources the output is a folder (a rows file per source "
-                             "goes in it); give a folder name")
+        directory = given.output_folder(output_dir)
+        if given.report:  # (before the folder is made)
+            if Path(given.report).suffix.lower() not in (".html", ".htm"):
+                raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
+            check_thumbnails_folder(thumbnails_folder(given.report), keep=[*inputs.sources, directory])
+        with ExitStack() as held:  # (handed to the plan; released here if planning fails)
+            if not folder_held:  # before the checks: a run that started first has its files there
+                held.enter_context(hold_folder(directory))
+            plan = self._plan_folder(inputs.sources, directory, config, given)
+            plan.held = held.pop_all()
+        return plan
+
+    @staticmethod
+    def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, given: RunConfig) -> ManyPlan:
+        """plan_many's checks of the (held) folder: an earlier run's manifest and files, and the outputs' names."""
         manifest = Manifest(directory, files=True)
         if manifest.path.exists() and not config.resume:
             raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
                              "another output folder")
         previous = manifest.previous() if config.resume else {}
-        mine = {uri: manifest.entry_for(previous, uri) for uri in inputs.sources}
-        own, reserved = manifest.names(previous, inputs.sources)
-        planned = plan_outputs(inputs.sources, directory, given.format or "csv", own=own, reserved=reserved)
+        mine = {uri: manifest.entry_for(previous, uri) for uri in sources}
+        own, reserved = manifest.names(previous, sources)
+        planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved)
         todo = [p for p in planned if not manifest.done(mine[p.uri])]
         # a file in the way is replaced only when it is a source's own, by the manifest's word (an earlier run gave
         # it that name); any other is somebody else's — another tool's, or one the user put there
@@ -499,14 +515,6 @@ class Analyzer:
         if not previous and (directory / RUN_SUMMARY).exists():
             raise UsageError(f"{directory / RUN_SUMMARY} exists (from an earlier run without a manifest); choose "
                              "another output folder")
-        if given.report:  # (before the folder is made)
-            if Path(given.report).suffix.lower() not in (".html", ".htm"):
-                raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
-            check_thumbnails_folder(thumbnails_folder(given.report), keep=[*inputs.sources, directory])
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
         ensure_writable(directory / MANIFEST, "manifest")
         if given.report:  # one page for every source, made from their rows files at the end
             ensure_writable(Path(given.report), "report")
@@ -610,7 +618,8 @@ def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None
 
 @dataclass
 class ManyPlan:
-    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`)."""
+    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`). It holds its output folder until
+    :meth:`close` (or the end of a ``with`` block): no other run is planned into it meanwhile."""
 
     config: RunConfig
     directory: Path
@@ -619,6 +628,18 @@ class ManyPlan:
     todo: list[PlannedSource]  # the sources to run (positions renumbered from 0)
     skipped: list[SourceResult]  # done by an earlier run (--resume)
     report: str | None = None  # --report: one HTML page over every completed source
+    held: ExitStack = field(default_factory=ExitStack, repr=False, compare=False)  # the folder's lock
+
+    def close(self) -> None:
+        """Release the output folder: call it once the run's last file is written (its manifest lines, summary.json,
+        the renames)."""
+        self.held.close()
+
+    def __enter__(self) -> ManyPlan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:

@@ -1,7 +1,8 @@
 """The many-source command on a Ray cluster: each worker an :class:`emopipe.Analyzer`, warmed once.
 
-The driver (the ``emopipe ... --ray`` process) connects to Ray and starts one actor per GPU
-(``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs) first, so the workers' start-up
+The driver (the ``emopipe ... --ray`` process) takes the output folder (a lock on ``DIR/.emopipe.lock`` until the run
+ends: a folder another run is writing is refused before Ray starts), then connects to Ray and starts one actor per
+GPU (``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs), so the workers' start-up
 overlaps the rest; meanwhile it plans the run exactly as one process does (:meth:`Analyzer.plan_many`: the
 sources, their output files, the manifest, ``--resume``), then hands the sources out dynamically, a few at a time
 (``DEPTH`` shares queued per worker), largest file first, so one long video never leaves the other GPUs idle. Each
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 # workers' own start-up runs meanwhile; the pipeline's modules are imported where they are used.
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
+from emopipe.io.records import hold_folder
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
 
@@ -592,59 +594,62 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                progress: bool = False) -> ManyOutcome:
     """The many-source run over Ray workers; the same files as :meth:`Analyzer.run_many` makes in one process.
 
-    Ray is started (or joined) and the workers spawned first; their start-up (imports, engines, warmup: seconds)
-    runs while this process loads PyTorch and plans the run (sources, outputs, manifest: checked as one process
-    checks them). ``progress``: one bar on stderr over every source (frames of the expected total, frames/s,
-    faces, workers alive), drawn as the one-process run draws its own.
+    The output folder is taken first (:func:`~emopipe.io.records.hold_folder`, until the run ends): one another
+    run is writing is refused before Ray starts. Then Ray is started (or joined) and the workers spawned; their
+    start-up (imports, engines, warmup: seconds) runs while this process loads PyTorch and plans the run (sources,
+    outputs, manifest: checked as one process checks them). ``progress``: one bar on stderr over every source
+    (frames of the expected total, frames/s, faces, workers alive), drawn as the one-process run draws its own.
     """
     import ray
 
     if options.retries < 0:
         raise UsageError(f"--ray-retries must be ≥ 0, got {options.retries}")
-    started = time.perf_counter()
-    ours, crew, board = False, None, None
-    held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
-    held.hold()
-    try:
-        ours = _connect(options.address)
-        timeline = {"connect_s": time.perf_counter() - started}
-        count, per_gpu, per_cpu = _sizing(options)
-        worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
-        board = ray.remote(num_cpus=0)(ProgressBoard).remote()
-        crew = _Crew(config, count, per_gpu, per_cpu, board)
-        for _ in range(count if held.signum is None else 0):  # (none for a run already interrupted)
-            crew.spawn()
-        from emopipe.api import Analyzer, report_many
-        from emopipe.pipeline.analysis import ProgressBar
-
-        plan = Analyzer(config).plan_many(sources, output_dir)  # as one process checks it
-        timeline["plan_s"] = time.perf_counter() - started
-        for name in list(crew.live)[max(1, len(plan.todo)):]:  # fewer sources than workers
-            crew.dismiss(name)
-        seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
+    directory = config.output_folder(output_dir)
+    with hold_folder(directory):  # (released once the last manifest line, summary.json and report are written)
+        started = time.perf_counter()
+        ours, crew, board = False, None, None
+        held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
+        held.hold()
         try:
-            outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)
-        finally:
-            seen.close()  # the bar's last line, on its own line, before the summary's log lines
-    finally:  # (signals still held: an error before _run took them, or a run that finished — _run says why)
-        if crew is not None:
-            crew.kill_all()
-        if board is not None:
-            ray.kill(board, no_restart=True)
-        if ours:  # (now, not at exit: a local Ray's processes take a second or more to stop; said in the log)
-            ended = time.perf_counter()
-            _disconnect(options.address)
-            logger.info("Ray %s in %.1f s", "stopped" if options.address == LOCAL else "disconnected",
-                        time.perf_counter() - ended)
-        held.release()
-    if held.signum is not None:  # Ctrl-C or SIGTERM while Ray stopped, every source done: nothing of theirs is lost
-        done = "interrupted while Ray stopped, every source done (as the manifest and summary.json say)"
-        if plan.report:  # (what is left undone: exit 130, as for a signal while the report is written)
-            logger.warning("%s: the report %s is not written; the same command with --resume writes it", done,
-                           plan.report)
-            raise KeyboardInterrupt
-        logger.warning("%s: the exit status is the run's", done)
-    report_many(plan, outcome)
+            ours = _connect(options.address)
+            timeline = {"connect_s": time.perf_counter() - started}
+            count, per_gpu, per_cpu = _sizing(options)
+            worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
+            board = ray.remote(num_cpus=0)(ProgressBoard).remote()
+            crew = _Crew(config, count, per_gpu, per_cpu, board)
+            for _ in range(count if held.signum is None else 0):  # (none for a run already interrupted)
+                crew.spawn()
+            from emopipe.api import Analyzer, report_many
+            from emopipe.pipeline.analysis import ProgressBar
+
+            plan = Analyzer(config).plan_many(sources, directory, folder_held=True)  # as one process checks it
+            timeline["plan_s"] = time.perf_counter() - started
+            for name in list(crew.live)[max(1, len(plan.todo)):]:  # fewer sources than workers
+                crew.dismiss(name)
+            seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
+            try:
+                outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)
+            finally:
+                seen.close()  # the bar's last line, on its own line, before the summary's log lines
+        finally:  # (signals still held: an error before _run took them, or a run that finished — _run says why)
+            if crew is not None:
+                crew.kill_all()
+            if board is not None:
+                ray.kill(board, no_restart=True)
+            if ours:  # (now, not at exit: a local Ray's processes take a second or more to stop; said in the log)
+                ended = time.perf_counter()
+                _disconnect(options.address)
+                logger.info("Ray %s in %.1f s", "stopped" if options.address == LOCAL else "disconnected",
+                            time.perf_counter() - ended)
+            held.release()
+        if held.signum is not None:  # Ctrl-C or SIGTERM while Ray stopped, every source done: nothing of theirs lost
+            done = "interrupted while Ray stopped, every source done (as the manifest and summary.json say)"
+            if plan.report:  # (what is left undone: exit 130, as for a signal while the report is written)
+                logger.warning("%s: the report %s is not written; the same command with --resume writes it", done,
+                               plan.report)
+                raise KeyboardInterrupt
+            logger.warning("%s: the exit status is the run's", done)
+        report_many(plan, outcome)
     return outcome
 
 

@@ -29,6 +29,7 @@ BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, l
 DECODERS = ("auto", "nvdec", "opencv")
 VIDEO_SUFFIXES = (".mp4", ".avi")  # annotated video and live recording containers
 REPORT_SUFFIXES = (".html", ".htm")
+DEFAULT_OUTPUT_DIR = "emopipe-out"  # several sources: their files go in this folder unless -o says otherwise
 
 FILE_DETECTOR = "sfd"
 LIVE_DETECTOR = "blazeface"
@@ -283,6 +284,16 @@ class RunConfig:
                 "output": self.output or default_output(self.uri, self.format), "record": record, "annotate": None}
 
     # -- outputs -------------------------------------------------------------------------------
+
+    def output_folder(self, output_dir: StrPath | None = None) -> Path:
+        """The folder a many-source run writes its files in: ``output_dir``, else ``-o``, else emopipe-out.
+        Refused (UsageError) where it names a file or a rows file, before anything is made."""
+        directory = Path(output_dir if output_dir is not None else (self.output or DEFAULT_OUTPUT_DIR))
+        if str(directory) == STDOUT or (directory.exists() and not directory.is_dir()) or (
+                directory.suffix.lower() in (".csv", ".jsonl") and not directory.exists()):
+            raise UsageError(f"-o {directory}: with several sources the output is a folder (a rows file per source "
+                             "goes in it); give a folder name")
+        return directory
 
     def outputs(self) -> dict[str, str]:
         """The files this run writes, by role (on a resolved config)."""

@@ -21,9 +21,10 @@ import pytest
 
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
-from emopipe.errors import UsageError
-from emopipe.io.records import partial_path
+from emopipe.errors import OutputError, UsageError
+from emopipe.io.records import FOLDER_LOCK, hold_folder, partial_path
 from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, publish
+from tests.support.folders import held
 from tests.support.ports import free_ports
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
@@ -119,9 +120,11 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     with Analyzer(config) as analyzer:
         alone = analyzer.run_many(output_dir=tmp_path / "one")
     assert [r.status for r in alone.results] == ["ok"] * 5
+    holding: list[bool] = []
     outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray",
-                         on_result=both_warm_at_first_result())
+                         on_result=both_warm_at_first_result(lambda result: holding.append(held(tmp_path / "ray"))))
     assert sorted(r.status for r in outcome.results) == ["ok"] * 5
+    assert holding == [True] * 5 and not held(tmp_path / "ray")  # the driver held the folder until the run ended
     assert outcome.run["ray"]["workers"] == 2 and outcome.run["ray"]["worker_failures"] == 0
     assert len({s["worker"] for s in outcome.run["ray"]["worker_summaries"]}) == 2  # both took a share
     ray_facts = outcome.run["ray"]
@@ -137,6 +140,27 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     lines = Manifest(tmp_path / "ray").previous()
     assert sorted(lines) == sorted(r.source for r in alone.results)
     assert not list((tmp_path / "ray").rglob("*.partial"))
+
+
+def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tmp_path, monkeypatch):
+    import emopipe.cluster
+
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"x")
+    connected: list[str] = []
+
+    def connect(address: str) -> bool:
+        connected.append(address)
+        raise AssertionError("Ray was started for a run whose folder is in use")
+
+    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    out = tmp_path / "out"
+    out.mkdir()
+    config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu")
+    with hold_folder(out), pytest.raises(OutputError, match="out is in use by another emopipe run") as refused:
+        run_on_ray(config, RayOptions(address=LOCAL), output_dir=out)
+    assert refused.value.exit_code == 5 and connected == []
+    assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
 
 def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips,

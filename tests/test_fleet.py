@@ -42,6 +42,7 @@ from emopipe.pipeline.live import LiveStats
 from emopipe.pipeline.runner import NewestPerStream
 from emopipe.vision.annotate import PALETTE
 from tests.support import synth
+from tests.support.folders import held
 from tests.support.processes import interruptible
 from tests.support.prometheus_helpers import scrape
 from tests.support.streams import MjpegServer, free_port
@@ -165,32 +166,17 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
         plan_fleet(config, sources, tmp_path / "rows.csv", stack)
 
 
-def _held(folder: Path) -> bool:
-    """Whether a run holds ``folder`` (its lock file is locked), asked as another process would ask."""
-    try:
-        fd = os.open(folder / FOLDER_LOCK, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # (releases it if this took it)
-    return False
-
-
 def test_a_second_run_into_a_new_fleet_folder_in_use_is_refused_until_the_first_ends(tmp_path):
     sources, out = ["rtsp://cam/a", "rtsp://cam/b"], tmp_path / "new"
     with ExitStack() as first:
         plan_fleet(RunConfig(), sources, out, first)  # the first run holds the folder it made …
-        assert _held(out)
+        assert held(out)
         with ExitStack() as second, pytest.raises(OutputError, match=r"new is in use by another emopipe") as refused:
             plan_fleet(RunConfig(), sources, out, second)  # … so a second started at the same time is refused
         assert refused.value.exit_code == 5
-        assert _held(out)  # the refused run neither took the folder nor released it
+        assert held(out)  # the refused run neither took the folder nor released it
         assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]
-    assert not _held(out)  # the first run ended: free again
+    assert not held(out)  # the first run ended: free again
     with ExitStack() as later:
         plan_fleet(RunConfig(), sources, out, later)
 
@@ -198,10 +184,10 @@ def test_a_second_run_into_a_new_fleet_folder_in_use_is_refused_until_the_first_
 def test_a_fleet_run_holds_its_folder_from_planning_until_it_ends(tmp_path):
     from emopipe.api import Analyzer
 
-    out, held = tmp_path / "out", []
+    out, holding = tmp_path / "out", []
 
     def refuse(uri: str, options: LiveOptions) -> ScriptedCamera:
-        held.append(_held(out))  # while the run opens its cameras
+        holding.append(held(out))  # while the run opens its cameras
         raise SourceUnavailableError(f"cannot open the stream {uri}: connection refused")
 
     CAPTURES.register("refused", refuse)
@@ -210,7 +196,7 @@ def test_a_fleet_run_holds_its_folder_from_planning_until_it_ends(tmp_path):
             Analyzer(sources=("refused://a", "refused://b"), device="cpu").run_fleet(output_dir=out)
     finally:
         CAPTURES.unregister("refused")
-    assert held == [True, True] and not _held(out)
+    assert holding == [True, True] and not held(out)
 
 
 def test_the_command_refuses_a_fleet_folder_another_run_is_writing_with_one_line_and_exit_code_5(tmp_path):

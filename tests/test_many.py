@@ -18,10 +18,12 @@ import pytest
 from emopipe.api import Analyzer
 from emopipe.cli.run import build_parser, config_from_args
 from emopipe.config import RunConfig
-from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
+from emopipe.errors import InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, read_list
+from emopipe.io.records import FOLDER_LOCK, hold_folder
 from emopipe.pipeline.archive import Manifest, PerSourceSink, PlannedSource, SourceChain, plan_outputs
 from emopipe.types import Detections, FrameResult, HostFrame, SourceInfo
+from tests.support.folders import held
 from tests.support.synth import moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
@@ -388,8 +390,8 @@ def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp
     manifest = Manifest(out, files=True)
     write_done(manifest, "v/a.mp4", out / "a.emotions.csv")
     write_done(manifest, "v/b.mp4", out / "b.emotions.csv")
-    plan = Analyzer(device="cpu").plan_many(["./v/a.mp4", str(tmp_path / "v" / "b.mp4")], out, resume=True)
-    assert plan.todo == [] and len(plan.skipped) == 2
+    with Analyzer(device="cpu").plan_many(["./v/a.mp4", str(tmp_path / "v" / "b.mp4")], out, resume=True) as plan:
+        assert plan.todo == [] and len(plan.skipped) == 2
     # nothing left to do: the run loads no model (these weights do not even exist) and says so in its summary
     analyzer = Analyzer(device="cpu", weights=str(tmp_path / "no-such-weights.pth"))
     outcome = analyzer.run_many(["v/a.mp4", "v/b.mp4"], out, resume=True)
@@ -448,6 +450,71 @@ def test_options_for_one_source_are_refused_with_several(tmp_path, monkeypatch, 
         touch(tmp_path / name)
     with pytest.raises(UsageError, match=r"not for several sources|the output is a folder"):
         Analyzer(device="cpu").plan_many([str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")], **options)
+
+
+def test_a_second_plan_into_a_folder_in_use_is_refused_and_writes_nothing_until_the_first_ends(tmp_path,
+                                                                                                monkeypatch):
+    # (was: both plans got the same sources to do, and their runs interleaved rows files and manifest lines)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)
+    out = tmp_path / "new"
+    with Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], out) as first:  # the first run holds the folder …
+        assert held(out) and [p.uri for p in first.todo] == ["a.mp4", "b.mp4"]
+        with pytest.raises(OutputError, match=r"new is in use by another emopipe run") as refused:
+            Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], out)  # … so a second one now is refused
+        assert refused.value.exit_code == 5
+        assert held(out)  # the refused plan neither took the folder nor released it
+        assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]
+    assert not held(out)  # the first run ended: free again
+    # --resume: the lock comes before the manifest is read, so a second resume appends no "skipped" line of its own
+    done = tmp_path / "done"
+    write_done(Manifest(done, files=True), "a.mp4", done / "a.emotions.csv")
+    with Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], done, resume=True) as first:
+        assert [r.source for r in first.skipped] == ["a.mp4"] and [p.uri for p in first.todo] == ["b.mp4"]
+        lines = (done / "manifest.jsonl").read_text()
+        with pytest.raises(OutputError, match="in use by another emopipe run"):
+            Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], done, resume=True)
+        assert (done / "manifest.jsonl").read_text() == lines
+    # a plan refused by its checks lets the folder go at once
+    with pytest.raises(UsageError, match="holds an earlier run"):
+        Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], done)
+    assert not held(done)
+
+
+def test_run_many_holds_its_folder_from_planning_until_its_summary_is_written(tmp_path, monkeypatch):
+    import emopipe.api
+
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "a.mp4")
+    out = tmp_path / "out"
+    write_done(Manifest(out, files=True), "a.mp4", out / "a.emotions.csv")  # (done: the run loads no model)
+    holding, write = [], emopipe.api.write_run_summary
+
+    def written_while_held(directory: Path, run: dict) -> None:
+        holding.append(held(out))
+        write(directory, run)
+
+    monkeypatch.setattr(emopipe.api, "write_run_summary", written_while_held)
+    analyzer = Analyzer(device="cpu", weights=str(tmp_path / "no-such-weights.pth"))
+    outcome = analyzer.run_many(["a.mp4"], out, resume=True)
+    assert [r.status for r in outcome.results] == ["skipped"]
+    assert holding == [True] and not held(out)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_the_command_refuses_a_folder_another_run_is_writing_with_one_line_and_exit_code_5(tmp_path, resume):
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)  # (the refusal comes before any source opens)
+    out = tmp_path / "out"
+    out.mkdir()
+    with hold_folder(out):  # another run holds the folder, as a run does
+        done = emopipe("a.mp4", "b.mp4", "-o", "out", "--weights", tmp_path / "no-such.pth",
+                       *(["--resume"] if resume else []), cwd=tmp_path, check=5)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("emopipe: error")]
+    assert len(errors) == 1 and "out is in use by another emopipe run" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
 
 # -- many sources read as one, without models ----------------------------------------------------------------
@@ -774,8 +841,8 @@ def test_a_source_keeps_its_files_names_through_a_line_that_has_none(tmp_path):
     manifest.append({"source": source, "status": "failed", "outputs": {"rows": str(rows)}})
     manifest.append({"source": source, "status": "failed", "error": "input not found"})
     config = RunConfig(weights="unused.pth", device="cpu", resume=True)
-    plan = Analyzer(config).plan_many([str(videos)], out)
-    assert {p.uri: p.rows for p in plan.todo} == {source: rows, str(videos / "b.mp4"): out / "b.emotions.csv"}
+    with Analyzer(config).plan_many([str(videos)], out) as plan:
+        assert {p.uri: p.rows for p in plan.todo} == {source: rows, str(videos / "b.mp4"): out / "b.emotions.csv"}
     # another source's files stay out of reach all the same
     (out / "b.emotions.csv").write_text("source,frame\n")
     with pytest.raises(UsageError, match="is no file of this run's sources"):

@@ -107,8 +107,12 @@ def hold_folder(directory: Path) -> Iterator[None]:
     """``directory`` is this run's alone while the block runs: an exclusive ``flock`` on its FOLDER_LOCK file, so a
     second run started into the same folder at the same time is refused (OutputError, exit 5) instead of writing
     its files between this one's. Take it before looking for an earlier run's files: the run that waited finds
-    them. The kernel drops the lock when the process ends, even killed; the empty file stays (removing it would let
-    two later runs each lock a file of their own)."""
+    them. The folder is made if missing. The kernel drops the lock when the process ends, even killed; the empty
+    file stays (removing it would let two later runs each lock a file of their own)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the output folder {directory}: {describe_os_error(exc)}") from None
     path = directory / FOLDER_LOCK
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)

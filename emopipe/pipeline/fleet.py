@@ -36,7 +36,6 @@ from emopipe.errors import (
     INTERRUPTED_EXIT_CODE,
     SOME_SOURCES_FAILED_EXIT_CODE,
     EmopipeError,
-    OutputError,
     SourceUnavailableError,
     UsageError,
 )
@@ -484,12 +483,8 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
                                                           and not directory.exists()):
         raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
                          "goes in it); give a folder name")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create the output folder {directory}: {exc.strerror or exc}") from None
-    ensure_writable(directory / MANIFEST, "manifest")
     stack.enter_context(hold_folder(directory))  # (before the checks: a run that started first has its files there)
+    ensure_writable(directory / MANIFEST, "manifest")
     manifest = Manifest(directory)
     if manifest.path.exists():
         raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
