@@ -103,15 +103,29 @@ def _asked_metrics(given: RunConfig, resolved: RunConfig, metrics: Any, exporter
     return run_metrics(replace(resolved, metrics_port=given.metrics_port), **kinds)
 
 
-MANY_OPTIONS = ("resume", "parallel", "ray_workers", "ray_gpus_per_worker", "ray_retries")
+RAY_OPTIONS = ("ray_workers", "ray_gpus_per_worker", "ray_retries")
+MANY_OPTIONS = ("resume", "parallel", *RAY_OPTIONS)
+
+
+def _given(config: RunConfig, names: Sequence[str]) -> str:
+    """The options among ``names`` that ``config`` sets (not at their defaults), as the command line spells them."""
+    return ", ".join("--" + name.replace("_", "-") for name in names
+                     if getattr(config, name) != getattr(RunConfig, name))
 
 
 def _refuse_many_options(config: RunConfig) -> None:
     """Options of a run of several sources, given to a run of one (they would be silently unused)."""
-    used = [name for name in MANY_OPTIONS if getattr(config, name) != getattr(RunConfig, name)]
+    used = _given(config, MANY_OPTIONS)
     if used:
-        raise UsageError(f"{', '.join('--' + name.replace('_', '-') for name in used)}: for several sources in one "
-                         "run (a folder of videos, a glob, --list, several files); this run has one source")
+        raise UsageError(f"{used}: for several sources in one run (a folder of videos, a glob, --list, several "
+                         "files); this run has one source")
+
+
+def _refuse_ray_options(config: RunConfig) -> None:
+    """Options of a run over Ray, given to a run in this process (they would be silently unused)."""
+    used = _given(config, RAY_OPTIONS)
+    if used:
+        raise UsageError(f"{used}: for a run over Ray (add --ray); this run is one process")
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -341,6 +355,7 @@ class Analyzer:
         ``cameras`` list. Runs until every camera has ended (``--end``, ``--max-frames``, or lost past
         ``--reconnect-timeout``), or Ctrl-C / SIGTERM (``FleetOutcome.interrupted``)."""
         given = RunConfig.from_options(self.config, **options)
+        _refuse_ray_options(given)
         wanted = path_items(sources) if sources is not None else given.sources
         if not wanted:
             raise UsageError("no camera or stream given")
@@ -424,6 +439,7 @@ class Analyzer:
         finished. A source that cannot be read is recorded as failed and the others go on.
         """
         given = RunConfig.from_options(self.config, **options)
+        _refuse_ray_options(given)
         metrics, exporter = _asked_metrics(given, given, metrics, exporter)  # (a bad pushgateway: before the folder)
         with self.plan_many(sources, output_dir, **options) as plan:  # the folder is this run's until it ends
             started = time.perf_counter()

@@ -286,6 +286,12 @@ def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypat
         list(emopipe.analyze(clip, metrics_port=0, device="cpu"))
     with pytest.raises(UsageError, match="--resume, --parallel, --ray-retries: for several sources"):
         emopipe.Analyzer(device="cpu").run(clip, resume=True, parallel=3, ray_retries=5)
+    # (was: several sources in this process, or cameras, took --ray-workers, --ray-retries … and ignored them)
+    with pytest.raises(UsageError, match=r"^--ray-workers, --ray-retries: for a run over Ray \(add --ray\)"):
+        emopipe.Analyzer(device="cpu").run_many([clip, clip + "2"], tmp_path / "out", ray_workers=2, ray_retries=5)
+    with pytest.raises(UsageError, match=r"^--ray-gpus-per-worker: for a run over Ray"):
+        emopipe.Analyzer(device="cpu").run_fleet(["udp://127.0.0.1:9", "udp://127.0.0.1:10"], tmp_path / "cams",
+                                                 ray_gpus_per_worker=0.5)
     assert list(tmp_path.iterdir()) == []
 
 

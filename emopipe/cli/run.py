@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "on this machine), or 'local' to start one here; one worker per GPU, each warmed once "
                            "(needs 'emopipe[ray]'; docs/cluster.md)")
     many.add_argument("--ray-workers", type=int, metavar="N",
-                      help="workers (default: one per GPU of the cluster; with --ray local, at most what fits)")
+                      help="workers (default: one per GPU of the cluster; with --ray local, at most what fits); "
+                           "these --ray-* options need --ray")
     many.add_argument("--ray-gpus-per-worker", type=float, metavar="F",
                       help="GPUs each worker takes, fractions allowed (default: 1; 0 on a cluster without GPUs)")
     many.add_argument("--ray-retries", type=int, default=RunConfig.ray_retries, metavar="N",
