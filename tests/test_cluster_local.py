@@ -54,6 +54,17 @@ def test_a_local_ray_the_run_started_stops_with_its_monitor_killed_first(monkeyp
     assert still_running == []
 
 
+def _two_clips(tmp_path: Path) -> Path:
+    """A folder of two 2-frame clips for a run that starts its own local Ray (skipped if one is connected here)."""
+    if ray.is_initialized():
+        pytest.skip("a Ray is already connected in this process")
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name in ("a.mp4", "b.mp4"):
+        moving_face_video(clips / name, frames=2, empty=None)
+    return clips
+
+
 # The command, with ray.init held where Ray's own SIGTERM handlers are already set (the local node started, the
 # driver not yet connected): it says so on stderr and goes on once the test has sent its SIGTERM (a file appears).
 # Linux hands a signal sent to a process to its main thread, which runs the handler as the signal lands (here: in
@@ -84,12 +95,7 @@ def test_sigterm_while_ray_connects_exits_130_and_leaves_no_line_for_the_sources
     `docker stop` or Kubernetes sent SIGTERM while Ray started; now the run ends as at Ctrl-C: exit 130. No source
     was begun, so none gets a line, as in one process cut off while its models load (each got an `interrupted` line,
     and a summary.json without a manifest kept the folder from a rerun); the next run takes them as new."""
-    if ray.is_initialized():
-        pytest.skip("a Ray is already connected in this process")
-    clips = tmp_path / "clips"
-    clips.mkdir()
-    for name in ("a.mp4", "b.mp4"):
-        moving_face_video(clips / name, frames=2, empty=None)
+    clips = _two_clips(tmp_path)
     out, go = tmp_path / "out", tmp_path / "go"
     process = subprocess.Popen(
         [sys.executable, "-c", SIGTERM_WHILE_RAY_CONNECTS, str(go), str(clips), "-o", str(out), "--ray", LOCAL,
@@ -128,12 +134,7 @@ def test_a_signal_while_ray_stops_after_every_source_is_done_leaves_the_runs_exi
     signal came, and the exit status is the run's own — with --report, 130, for the page is not written; the same
     command with --resume writes it, running no source again. (tests/support/signal_at.py sends the signal as the
     stop begins.)"""
-    if ray.is_initialized():
-        pytest.skip("a Ray is already connected in this process")
-    clips = tmp_path / "clips"
-    clips.mkdir()
-    for name in ("a.mp4", "b.mp4"):
-        moving_face_video(clips / name, frames=2, empty=None)
+    clips = _two_clips(tmp_path)
     out, page = tmp_path / "out", tmp_path / "report.html"
     done = subprocess.run(
         [sys.executable, "-m", "tests.support.signal_at", "TERM" if report else "INT", "ray-stop", str(clips), "-o",
