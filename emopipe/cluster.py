@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -188,6 +189,10 @@ class Worker:
 
     def __init__(self, config: RunConfig, cwd: str | None = None, name: str = "emopipe-worker",
                  metrics_port: int | None = None, board: Any = None) -> None:
+        began = time.perf_counter()
+        # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
+        # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
+        self.start: dict[str, Any] = {"torch_imported": "torch" in sys.modules, "process_age_s": _process_age_s()}
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
@@ -211,6 +216,7 @@ class Worker:
         from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
         self.analyzer = Analyzer(config)
+        self._began = began
         threading.Thread(target=self._serve, name="emopipe-worker", daemon=True).start()
 
     def _serve(self) -> None:
@@ -232,6 +238,7 @@ class Worker:
             self.error = exc
         except BaseException as exc:
             self.failure = exc
+        self.start["ready_s"] = round(time.perf_counter() - self._began, 3)  # the actor's start to engines warm
         if self.error is not None or self.failure is not None:
             self._opened.set()
             return
@@ -336,11 +343,21 @@ class Worker:
                 "sources": self.sources, "emonet_batches": counter.batches, "padded_faces": counter.padded,
                 "stage_seconds": {k: round(v, 4) for k, v in counter.stage_seconds.items()},
                 "load_s": round(models.load_s, 4) if models is not None else None,
-                "warmup_s": round(models.warmup_s, 4) if models is not None else None}
+                "warmup_s": round(models.warmup_s, 4) if models is not None else None, "start": self.start}
 
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
         return {"name": self.name, "where": self.where, "metrics": _endpoint(server)}
+
+
+def _process_age_s() -> float | None:
+    """How long this process has run (Linux): a Ray worker process started ahead is older than its actor."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        return round(uptime_s - started_ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _reported(failure: BaseException | None, prefix: str = "") -> tuple[str, int, str]:

@@ -133,6 +133,8 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
     assert ray_facts["shares"] >= len(ray_facts["worker_summaries"]) == 2  # one pipeline summary per worker
     assert sum(s["frames"] for s in ray_facts["worker_summaries"]) == FRAMES
+    for start in (s["start"] for s in ray_facts["worker_summaries"]):  # each worker's start: the actor to warm
+        assert start["ready_s"] > 0 and start["process_age_s"] >= 0 and isinstance(start["torch_imported"], bool)
     assert all(w["busy_s"] > 0 and w["sources"] >= 1 for w in ray_facts["per_worker"].values())
     assert sum(w["sources"] for w in ray_facts["per_worker"].values()) == 5
     assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
