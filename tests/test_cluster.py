@@ -165,6 +165,17 @@ def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tm
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
 
+
+def test_a_run_refused_once_ray_is_up_leaves_no_output_folder(tmp_path, local_ray):
+    # (was: the driver took the new folder before Ray started, planning then refused: the folder held only its lock)
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"x")
+    config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu",
+                       annotate=str(tmp_path / "annotated.mp4"))
+    with pytest.raises(UsageError, match="--annotate: not for several sources"):
+        run_on_ray(config, RayOptions(workers=1), output_dir=tmp_path / "new" / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]
+
 def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips,
                                                                             capsys):
     _, config = five_clips

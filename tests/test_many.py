@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -502,6 +503,46 @@ def test_run_many_holds_its_folder_from_planning_until_its_summary_is_written(tm
     assert holding == [True] and not held(out)
 
 
+def test_a_folder_the_hold_made_is_removed_with_its_lock_when_nothing_else_was_written(tmp_path):
+    # (was: a run refused once its folder was held left a new -o folder holding only .emopipe.lock)
+    made = tmp_path / "new" / "deeper"
+    with pytest.raises(UsageError), hold_folder(made):
+        assert held(made)
+        raise UsageError("refused after the folder was taken")
+    assert sorted(tmp_path.iterdir()) == []  # the folder and the parent it made: gone
+    there = tmp_path / "there"  # a folder that existed is never removed, nor anything in it but the lock
+    there.mkdir()
+    with hold_folder(there):
+        pass
+    assert there.is_dir()
+    with hold_folder(made):  # one the run wrote into is kept
+        touch(made / "manifest.jsonl")
+    assert sorted(p.name for p in made.iterdir()) == [FOLDER_LOCK, "manifest.jsonl"] and not held(made)
+
+
+def test_a_run_that_locks_a_lock_file_its_holder_removed_takes_the_folder_anew(tmp_path, monkeypatch):
+    """The holder removes the lock file it made while still holding it; a run that opened the file just before and
+    locks it as it is let go must not take the folder by a file no longer in it (a third run would lock another)."""
+    import emopipe.io.records
+
+    out = tmp_path / "new"
+    first = contextlib.ExitStack()
+    first.enter_context(hold_folder(out))
+    flock = emopipe.io.records.fcntl.flock
+
+    def first_lets_go_as_the_second_locks(fd: int, operation: int) -> None:
+        first.close()  # (the second has the old file open: the first removes it and the folder, then lets go)
+        monkeypatch.setattr(emopipe.io.records.fcntl, "flock", flock)
+        flock(fd, operation)
+
+    monkeypatch.setattr(emopipe.io.records.fcntl, "flock", first_lets_go_as_the_second_locks)
+    with hold_folder(out):
+        assert held(out)  # the folder's own lock file, as another run finds it
+        with pytest.raises(OutputError, match="in use by another emopipe run"), hold_folder(out):
+            pass
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("resume", [False, True])
 def test_the_command_refuses_a_folder_another_run_is_writing_with_one_line_and_exit_code_5(tmp_path, resume):
     for name in ("a.mp4", "b.mp4"):
@@ -516,6 +557,14 @@ def test_the_command_refuses_a_folder_another_run_is_writing_with_one_line_and_e
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
+
+
+def test_the_command_refused_after_taking_a_new_folder_leaves_no_folder(tmp_path):
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)  # (the refusal comes before any source opens)
+    done = emopipe("a.mp4", "b.mp4", "-o", "new/out", "--report", "missing/report.html", cwd=tmp_path, check=5)
+    assert "cannot write report" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]  # (was: new/out/.emopipe.lock)
 
 # -- many sources read as one, without models ----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import io
+import itertools
 import json
 import os
 import sys
@@ -102,20 +103,73 @@ def ensure_writable(path: Path, what: str = "output") -> None:
         raise OutputError(f"cannot write {what} {path}: {describe_os_error(exc)}") from None
 
 
+LOCK_TRIES = 8  # a folder's lock file removed under a run about to lock it: that run tries again (hold_folder)
+
+
 @contextlib.contextmanager
 def hold_folder(directory: Path) -> Iterator[None]:
     """``directory`` is this run's alone while the block runs: an exclusive ``flock`` on its FOLDER_LOCK file, so a
     second run started into the same folder at the same time is refused (OutputError, exit 5) instead of writing
     its files between this one's. Take it before looking for an earlier run's files: the run that waited finds
-    them. The folder is made if missing. The kernel drops the lock when the process ends, even killed; the empty
-    file stays (removing it would let two later runs each lock a file of their own)."""
+    them. The folder is made if missing. The kernel drops the lock when the process ends, even killed.
+
+    The empty lock file stays in a folder that holds anything else. A folder this call made that holds nothing but
+    the lock when the block ends (the run was refused, or cut off, before it wrote a file) is removed with the lock
+    and any parent this call made: a refused run leaves nothing behind. The lock file is removed while still
+    locked, and a run that locks it checks that the folder still has the file it locked (else it tries again), so
+    two runs never each hold a lock file of their own."""
+    for _ in range(LOCK_TRIES):
+        made = _make_folder(directory)
+        try:
+            fd = _lock_folder(directory)
+        except BaseException:
+            _remove_empty(made)
+            raise
+        if fd is not None:
+            break
+    else:  # (each time, the run that held the folder removed it as this one came to lock it)
+        raise OutputError(f"{directory} is in use by other emopipe runs, which keep removing it; wait for them to "
+                          "end, or choose another output folder")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        yield
+    finally:
+        try:
+            if made and [p.name for p in directory.iterdir()] == [FOLDER_LOCK]:
+                (directory / FOLDER_LOCK).unlink()  # (still locked: a run that locks it now sees it gone)
+        except OSError:
+            made = []  # (left as it is)
+        finally:
+            os.close(fd)  # (releases the lock)
+        _remove_empty(made)
+
+
+def _make_folder(directory: Path) -> list[Path]:
+    """Make ``directory`` and its missing parents; those this call made (not another process), deepest first."""
+    missing = list(itertools.takewhile(lambda folder: not folder.is_dir(), [directory, *directory.parents]))
+    made: list[Path] = []
+    try:
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                if not folder.is_dir():
+                    raise
+                continue  # (made by another process meanwhile: not this run's to remove)
+            made.insert(0, folder)
     except OSError as exc:
+        _remove_empty(made)
         raise OutputError(f"cannot create the output folder {directory}: {describe_os_error(exc)}") from None
+    return made
+
+
+def _lock_folder(directory: Path) -> int | None:
+    """The open, locked FOLDER_LOCK of ``directory``; None when the folder or its lock file was removed by the run
+    that held it before this one could lock it (the caller tries again)."""
     path = directory / FOLDER_LOCK
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:  # the folder removed since it was made
+        return None
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {describe_os_error(exc)}") from None
     try:
@@ -126,9 +180,27 @@ def hold_folder(directory: Path) -> Iterator[None]:
                               "that run to end, or choose another output folder") from None
         except OSError as exc:
             raise OutputError(f"cannot lock {path}: {describe_os_error(exc)}") from None
-        yield
-    finally:
-        os.close(fd)  # (releases the lock)
+        try:
+            named = os.stat(path)
+        except FileNotFoundError:
+            named = None
+        locked = os.fstat(fd)
+        if named is not None and (named.st_ino, named.st_dev) == (locked.st_ino, locked.st_dev):
+            return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)  # (the file locked is no longer the folder's)
+    return None
+
+
+def _remove_empty(folders: Iterable[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) while it is empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def describe_os_error(exc: OSError) -> str:
