@@ -914,14 +914,17 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             ray.wait(list(in_flight), num_returns=len(in_flight), timeout=KILL_WAIT_S)
         with contextlib.suppress(Exception):  # (Ray failing here: those sources are recorded as their files say)
             record_finished(timeout=KILL_WAIT_S)  # the sources the workers had finished: kept, as in one process
-        if not sent_at and not results:  # nothing begun: as one process cut off while its models load, no line and
-            raise  # no summary.json (which, without a manifest, would keep a rerun from the folder)
         # each source that went out without its line gets one, as its files say (its worker's reply never came, or
-        # came cut off); one never handed out gets none, as one process's sources not begun (--resume: new ones)
+        # came cut off); one its worker had not begun, or never handed out, gets none, as one process's sources not
+        # begun (--resume: new ones)
         recorded = {r.source for r in results}
         for source in plan.todo:
             if source.uri not in recorded and source.uri in sent_at:
-                record(_as_left(source, sent_at[source.uri]))
+                left = _as_left(source, sent_at[source.uri])
+                if left is not None:
+                    record(left)
+        if not results:  # nothing begun: as one process cut off while its models load, no line and no summary.json
+            raise  # (which, without a manifest, would keep a rerun from the folder)
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,
                        ray={"workers": crew.count, "gpus_per_worker": crew.per_gpu, "worker_failures": failures,
                             "shares": shares, "timeline": {k: round(v, 3) for k, v in timeline.items()},
@@ -930,13 +933,15 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                             "worker_summaries": list(summaries.values())})
 
 
-def _as_left(source: PlannedSource, since: float) -> SourceResult:
+def _as_left(source: PlannedSource, since: float) -> SourceResult | None:
     """A source of a share cut off by Ctrl-C, as its files say (its result was never recorded): a worker leaves a
     source's files under their partial names for the driver to rename after the line, so mostly interrupted, with
     the rows it kept under the partial name (the next --resume redoes it). Complete only when its rows file has its
     final name and its summary is written since its share went out: the Ctrl-C came inside ``record``, after the
     renames (older files are an earlier attempt's, e.g. of a source that failed then; the rows take their name last,
-    after the summary)."""
+    after the summary). None when its worker had not begun it (no rows written since its share went out: the
+    pipeline was in an earlier source of its chain): no line, as one process writes none for a source it had not
+    begun, and --resume takes it as new."""
     from emopipe.io.records import partial_path
     from emopipe.pipeline.archive import SourceResult
 
@@ -955,15 +960,18 @@ def _as_left(source: PlannedSource, since: float) -> SourceResult:
                                 seconds=facts.get("seconds", 0.0),
                                 outputs={"rows": str(source.rows), "summary": str(source.summary)})
     partial = partial_path(source.rows)
-    if not partial.exists():
-        return SourceResult(source=source.uri, status="interrupted", exit_code=130)
-    with contextlib.suppress(OSError):
+    try:
+        if partial.stat().st_mtime < since:  # an earlier attempt's (this run's worker never opened it for writing)
+            return None
         with open(partial, "rb") as file:
             lines = sum(1 for _ in file)
-        rows = lines - 1 if source.rows.suffix == ".csv" else lines  # (a CSV's header)
-        return SourceResult(source=source.uri, status="interrupted", exit_code=130, rows=max(rows, 0),
-                            outputs={"rows": str(partial)})
-    return SourceResult(source=source.uri, status="interrupted", exit_code=130)
+    except FileNotFoundError:
+        return None
+    except OSError:  # (begun, its rows unreadable here)
+        return SourceResult(source=source.uri, status="interrupted", exit_code=130)
+    rows = lines - 1 if source.rows.suffix == ".csv" else lines  # (a CSV's header)
+    return SourceResult(source=source.uri, status="interrupted", exit_code=130, rows=max(rows, 0),
+                        outputs={"rows": str(partial)})
 
 
 def keep_latest_summary(summaries: dict[str, dict[str, Any]], name: str, reply: dict[str, Any]) -> None:

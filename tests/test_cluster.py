@@ -353,14 +353,20 @@ def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):
     done.rows.write_text("source,frame\nx,0\nx,1\n")
     done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "seconds": 0.5}))
     partial_path(cut.rows).write_text("source,frame\nx,0\nx,1\nx,2\n")  # three rows kept
-    results = [_as_left(p, sent) for p in (done, cut, unstarted)]
-    assert [(r.status, r.frames, r.rows) for r in results] == [("ok", 2, 2), ("interrupted", 0, 3),
-                                                                ("interrupted", 0, 0)]
-    assert results[1].outputs == {"rows": str(partial_path(cut.rows))} and results[2].outputs == {}
-    # files older than the share are an earlier attempt's (a source that failed then, redone now): not this one's
+    results = [_as_left(p, sent) for p in (done, cut)]
+    assert [(r.status, r.frames, r.rows) for r in results] == [("ok", 2, 2), ("interrupted", 0, 3)]
+    assert results[1].outputs == {"rows": str(partial_path(cut.rows))}
+    # one its worker had not begun has no line (was: interrupted), as in one process; nor one whose partial rows
+    # are an earlier attempt's
+    assert _as_left(unstarted, sent) is None
+    partial_path(unstarted.rows).write_text("source,frame\nx,0\n")
+    os.utime(partial_path(unstarted.rows), (sent - 3600, sent - 3600))
+    assert _as_left(unstarted, sent) is None
+    # files older than the share are an earlier attempt's (a source that failed then, redone now): not this one's,
+    # which had not begun
     for path in (done.rows, done.summary):
         os.utime(path, (sent - 3600, sent - 3600))
-    assert _as_left(done, sent).status == "interrupted"
+    assert _as_left(done, sent) is None
     # fresh, but the input ended early: failed (exit 8), as the worker would have said
     done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "ended_early": "stopped at frame 2"}))
     os.utime(done.rows)
@@ -402,12 +408,13 @@ def test_ctrl_c_over_ray_stops_the_workers_before_the_manifest_says_what_was_lef
     assert outcome.interrupted
     time.sleep(3)  # a worker left running would finish its sources now, after the manifest was written
     latest = {Path(e["source"]).stem: e for e in map(json.loads, (out / "manifest.jsonl").open())}
-    assert "interrupted" in {e["status"] for e in latest.values()}
+    # (a source its worker had begun is interrupted; one not begun yet, as the workers were stopped, has no line)
+    assert {e["status"] for e in latest.values()} <= {"ok", "interrupted"}
     for stem, entry in latest.items():  # each source is as its line says: none completed behind its back
         rows = out / f"{stem}.emotions.csv"
         assert rows.exists() == (entry["status"] == "ok"), entry  # (the rows take their name last)
-    # at the first result at most 2 workers × 2 shares of 1 source had gone out: a source never handed out has no
-    # line, as in one process, and no file either
+    # at the first result at most 2 workers × 2 shares of 1 source had gone out: a source never handed out (or not
+    # begun) has no line, as in one process, and no file either
     unstarted = {f"clip{i}" for i in range(5)} - latest.keys()
     assert unstarted and outcome.run["sources"] == 5 and len(outcome.results) == len(latest)
     assert not [p.name for p in out.rglob("*") if p.name.split(".")[0] in unstarted]
@@ -443,11 +450,12 @@ class HoldsAtItsSecondSource(Worker):
 
 def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_came(tmp_path, local_ray,
                                                                                     five_clips, monkeypatch):
-    """A share of two: the first source finished (files complete, under their partial names), the worker held in
+    """A share of three: the first source finished (files complete, under their partial names), the worker held in
     the second. The driver learnt of a source only from its share's reply, so Ctrl-C left the first one partial
     and `interrupted`, and --resume redid it (up to two shares of 16 sources a worker); the workers now tell the
     board of each source as it finishes. The board here withholds them until the driver stops its workers: what
-    the driver reads after Ctrl-C keeps it, with its line and its files' final names."""
+    the driver reads after Ctrl-C keeps it, with its line and its files' final names. The third, which the worker
+    never began, has no line (was: `interrupted`), as a source one process had not begun."""
     import emopipe.cluster
 
     folder, config = five_clips
@@ -474,25 +482,30 @@ def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_
         if held.exists():  # (never otherwise: the run ends without it, and the test fails on what it says)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (a real signal: wakes the driver)
 
-    sources = [str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]  # (largest first: the order handed out)
-    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1])
+    # (largest first: the order handed out)
+    sources = [str(folder / "clip3.mp4"), str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]
+    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1]) > os.path.getsize(sources[2])
     out = tmp_path / "ray"
     interrupter = threading.Thread(target=ctrl_c_once_held)
     interrupter.start()
     try:
-        outcome = run_on_ray(config, RayOptions(workers=1, chunk=2), sources=sources, output_dir=out)
+        outcome = run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
     finally:
         interrupter.join()
     assert outcome.interrupted and outcome.run["ray"]["shares"] == 1
     got = {Path(r.source).name: r for r in outcome.results}
-    assert {name: r.status for name, r in got.items()} == {"clip1.mp4": "ok", "clip0.mp4": "interrupted"}
-    finished = got["clip1.mp4"]
-    assert finished.frames == 3 and len(rows(out / "clip1.emotions.csv")) == finished.rows > 0
-    assert all(p.exists() for p in (out / "clip1.emotions.summary.json", out / "clip1.emotions.tracks.csv"))
-    assert not list(out.glob("clip1*.partial*")) and (out / "clip0.emotions.csv.partial").exists()
+    assert {name: r.status for name, r in got.items()} == {"clip3.mp4": "ok", "clip1.mp4": "interrupted"}
+    finished = got["clip3.mp4"]
+    assert finished.frames == 3 and len(rows(out / "clip3.emotions.csv")) == finished.rows > 0
+    assert all(p.exists() for p in (out / "clip3.emotions.summary.json", out / "clip3.emotions.tracks.csv"))
+    assert not list(out.glob("clip3*.partial*")) and (out / "clip1.emotions.csv.partial").exists()
     assert outcome.run["ray"]["per_worker"][WORKER_NAME.format(0)]["sources"] == 1
+    lines = [json.loads(line)["source"] for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(Path(uri).name for uri in lines) == ["clip1.mp4", "clip3.mp4"]  # none for the one not begun
+    assert not list(out.glob("clip0*")) and outcome.run["sources"] == 3 and outcome.run["interrupted"] == 1
     plan = Analyzer(RunConfig.from_options(config, resume=True)).plan_many(sources, out)  # --resume
-    assert [Path(p.uri).name for p in plan.todo] == ["clip0.mp4"]  # the finished one is not redone
+    assert [Path(p.uri).name for p in plan.todo] == ["clip1.mp4", "clip0.mp4"]  # the finished one is not redone
+    plan.close()
 
 
 def test_the_bar_counts_a_source_recorded_as_it_finished_once_while_its_share_runs():
