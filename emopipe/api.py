@@ -163,9 +163,8 @@ class Analyzer:
         # a source, the analyzer takes them from the first source its engines are built for (:meth:`source_config`);
         # once built, a live source after a file (or a file after a live source) runs on them as they are
         self._made_for_source = bool(self.config.source or self.config.webcam is not None or self.config.fleet)
-        probe = self.config if (self.config.source or self.config.webcam is not None) else \
-            replace(self.config, source=self.config.sources[0] if self.config.fleet else "analyzer")
-        self._base = probe.resolved(self._device_type)
+        self._base = self.config.resolved(self._device_type) if (self.config.source or self.config.webcam is not None) \
+            else self._engines_for(self.config.sources[0] if self.config.fleet else "analyzer")
         self.models: Models | None = None
         self.summaries: list[RunSummary] = []
         self._busy = threading.Lock()
@@ -209,12 +208,18 @@ class Analyzer:
     def labels(self) -> tuple[str, ...]:
         return self.open().models.labels  # type: ignore[union-attr]
 
+    def _engines_for(self, source: str) -> RunConfig:
+        """The analyzer's options resolved as for ``source``, for the engines' options. Its outputs are left out:
+        each run resolves its own (and a run of several sources or cameras writes in a folder, ``-o DIR``, which is
+        no rows file: ``--format jsonl -o DIR.csv`` is refused as a folder named like a file, by that run)."""
+        return replace(self.config, source=source, webcam=None, output=None, summary=None).resolved(self._device_type)
+
     # -- sources ------------------------------------------------------------------------------
 
     def source_config(self, source: StrPath | None = None, **options: Any) -> RunConfig:
         """The resolved configuration of one source's run (engine options as the analyzer's)."""
         if source is not None and self.models is None and not self._made_for_source:  # (see __init__)
-            self._base = replace(self.config, source=str(source), webcam=None).resolved(self._device_type)
+            self._base = self._engines_for(str(source))
         changed = sorted(name for name in set(options) & MODEL_OPTIONS
                          if options[name] != getattr(self._base, name) and options[name] is not None)
         if changed:

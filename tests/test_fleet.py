@@ -166,6 +166,17 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
         plan_fleet(config, sources, tmp_path / "rows.csv", stack)
 
 
+
+def test_a_rows_file_name_for_several_cameras_is_refused_as_no_folder_whatever_the_format(tmp_path, monkeypatch):
+    # (was: "--format jsonl does not fit 'res.csv'", as if a rows file were wanted: -o is the cameras' folder)
+    from emopipe.api import Analyzer
+
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["rtsp://cam/a", "rtsp://cam/b", "--format", "jsonl", "-o", "res.csv"])
+    with pytest.raises(UsageError, match=r"^-o res.csv: with several cameras the output is a folder"):
+        Analyzer(config_from_args(args)).run_fleet()
+    assert os.listdir(tmp_path) == []
+
 def test_a_second_run_into_a_new_fleet_folder_in_use_is_refused_until_the_first_ends(tmp_path):
     sources, out = ["rtsp://cam/a", "rtsp://cam/b"], tmp_path / "new"
     with ExitStack() as first:

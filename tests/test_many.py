@@ -453,6 +453,20 @@ def test_options_for_one_source_are_refused_with_several(tmp_path, monkeypatch, 
         Analyzer(device="cpu").plan_many([str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")], **options)
 
 
+
+@pytest.mark.parametrize("fmt", [None, "jsonl", "csv"])
+def test_a_rows_file_name_for_several_sources_is_refused_as_no_folder_whatever_the_format(tmp_path, monkeypatch, fmt):
+    # (was, with a --format the name's extension contradicts: "--format jsonl does not fit 'res.csv'", as if a rows
+    # file were wanted; with several sources -o is a folder, as the command says without --format)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)
+    args = build_parser().parse_args(["a.mp4", "b.mp4", "-o", "res.csv", "--device", "cpu",
+                                      *(["--format", fmt] if fmt else [])])
+    with pytest.raises(UsageError, match=r"^-o res.csv: with several sources the output is a folder") as refused:
+        Analyzer(config_from_args(args)).run_many()
+    assert refused.value.exit_code == 2 and sorted(os.listdir(tmp_path)) == ["a.mp4", "b.mp4"]
+
 def test_a_second_plan_into_a_folder_in_use_is_refused_and_writes_nothing_until_the_first_ends(tmp_path,
                                                                                                 monkeypatch):
     # (was: both plans got the same sources to do, and their runs interleaved rows files and manifest lines)
