@@ -616,6 +616,17 @@ def test_an_interrupted_source_counts_the_frames_written_not_those_read_ahead(tm
     assert not planned[0].rows.exists()  # its rows stay under the partial name
 
 
+
+def test_the_source_chain_and_the_fleet_source_have_the_source_protocols_members(tmp_path):
+    # (was: the chain's expected_frames a method, so reading it as the protocol says gave a bound method, not a
+    # count; the fleet source had no ended_early. `mypy emopipe/api.py` found both where the pipeline takes them)
+    from emopipe.pipeline.fleet import FleetSource
+
+    planned = [PlannedSource(0, "a", tmp_path / "a.emotions.csv", tmp_path / "a.emotions.summary.json")]
+    with SourceChain(planned, lambda uri: FakeSource(uri, 1), parallel=1) as chain:
+        assert chain.expected_frames is None and chain.ended_early is None
+    assert isinstance(FleetSource.expected_frames, property) and FleetSource.ended_early is None
+
 def test_an_on_result_callback_that_raises_leaves_each_source_finished_once_with_its_files(tmp_path):
     # (was: the callback ran before the source's state was reset, so close() finished it again: a second "ok" line,
     # and its published rows removed as an earlier attempt's)

@@ -328,6 +328,7 @@ class SourceChain:
 
     # -- Source protocol ------------------------------------------------------------------------
 
+    @property
     def expected_frames(self) -> int | None:
         return None
 

@@ -120,6 +120,7 @@ class FleetSource:
     """
 
     decoder = "opencv"
+    ended_early: str | None = None  # (never set: a camera lost for good is said by its Camera, not as a file's end)
 
     def __init__(self, cameras: Sequence[Camera]) -> None:
         self.cameras = list(cameras)
