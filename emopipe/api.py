@@ -339,11 +339,10 @@ class Analyzer:
             run.observe(progress)
             outcome = run.run()
             summary_path = config.summary
-            if not outcome.summary.complete and summary_path not in (None, STDOUT) and Path(summary_path).exists():
-                # an earlier summary is never replaced by an incomplete run's: this one goes beside it
-                logger.warning("the run did not complete: its summary is %s (%s, from an earlier run, is unchanged)",
-                               partial_path(Path(summary_path)), summary_path)
+            if run.aside and summary_path not in (None, STDOUT):
+                # an incomplete run beside an earlier run's files: its summary goes beside them too
                 summary_path = outcome.summary.outputs["summary"] = str(partial_path(Path(summary_path)))
+                logger.warning("the run did not complete: its summary is %s", summary_path)
             write_summary(outcome.summary, summary_path)
             if exporter is not None:  # push, then linger — unless the run was interrupted: then exit now
                 state = "interrupted" if outcome.interrupted else "failed" if outcome.lost else "finished"

@@ -307,6 +307,12 @@ class RunConfig:
             found["thumbnails"] = str(thumbnails_folder(self.report))
         return {role: path for role, path in found.items() if path and path != STDOUT}
 
+    def earlier_outputs(self) -> list[str]:
+        """The outputs (on a resolved config) already there, an earlier run's: files, and the thumbnails folder
+        (never a device or a FIFO such as ``/dev/null``: written in place, they hold no earlier result)."""
+        return [path for role, path in self.outputs().items()
+                if (Path(path).is_dir() if role == "thumbnails" else Path(path).is_file())]
+
     def check_outputs(self) -> None:
         """Every output checked before anything is loaded: its format, that it is not an input or another
         output (also through links), and that its folder exists and is writable."""
@@ -323,6 +329,7 @@ class RunConfig:
         inputs = [p for p in (self.source, self.weights) if p and not is_live(p)]
         seen: dict[str, str] = {}
         outputs = self.outputs()
+        earlier = self.earlier_outputs()
         for role, path in outputs.items():
             for other in inputs:
                 if same_file(path, other):
@@ -333,8 +340,7 @@ class RunConfig:
                     raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
                                      f"are the same file ({path}): give each its own name")
             seen[role] = path
-            earlier = Path(path).is_dir() if role == "thumbnails" else Path(path).is_file()  # (not /dev/null)
-            if self.live and earlier:
+            if self.live and path in earlier:
                 # a live run writes its rows and recording as they come, and ends by Ctrl-C: it can neither keep
                 # them aside nor tell a complete run from a cut-short one, so it never starts over an earlier file
                 raise UsageError(f"the {role.replace('_', ' ')} output {path} exists (an earlier run's?): a live run "

@@ -289,11 +289,57 @@ def test_a_run_cut_short_never_replaces_an_earlier_report_or_summary_even_with_r
     one_line_error(emopipe(cut, *options, "-o", tmp_path / "new.csv"), 8, "stopped at frame")
     assert {p.name: p.read_bytes() for p in [tmp_path / "r.html", tmp_path / "s.json",
                                              *(tmp_path / "r.thumbnails").iterdir()]} == earlier  # untouched
-    summary = json.loads((tmp_path / "s.json.partial").read_text())  # this run's beside them
-    assert summary["ended_early"] and summary["outputs"]["rows"] == str(tmp_path / "new.csv")  # (nothing was there)
+    summary = json.loads((tmp_path / "s.json.partial").read_text())  # this run's beside them, all of them
+    assert summary["ended_early"] and summary["outputs"]["rows"] == str(tmp_path / "new.csv.partial")
+    assert not (tmp_path / "new.csv").exists()  # (beside the earlier page, they would not be of one run)
     assert summary["outputs"]["report"] == str(tmp_path / "r.partial.html")
     assert summary["outputs"]["summary"] == str(tmp_path / "s.json.partial")
     assert "cut.avi" in (tmp_path / "r.partial.html").read_text() and (tmp_path / "r.partial.thumbnails").is_dir()
+
+
+ONE_RUN = ("rows.csv", "rows.tracks.csv", "rows.segments.csv", "rows.summary.json", "a.mp4")  # -o rows.csv, --annotate
+
+
+@pytest.fixture(scope="module")
+def complete_and_cut(checkpoints, shared_dir, tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
+    """A complete run's files (ONE_RUN) in a folder; a clip cut in the middle (exit 8); the environment."""
+    base = tmp_path_factory.mktemp("complete-and-cut")
+    for f in (shared_dir / "models" / "blazeface").glob("*.[pn][tp]*"):
+        (base / f.name).write_bytes(f.read_bytes())
+    env = {**os.environ, "EMOPIPE_HOME": str(base)}
+    clip = moving_face_video(base / "whole.avi", frames=20, empty=None)
+    cut = base / "cut.avi"
+    cut.write_bytes(clip.path.read_bytes()[: len(clip.path.read_bytes()) // 2])
+    (base / "out").mkdir()
+    done = emopipe(clip.path, *one_source_options(checkpoints, base / "out"), "--max-frames", "4", env=env)
+    assert done.returncode == 0, done.stderr
+    return base / "out", cut, env
+
+
+def one_source_options(checkpoints: dict[int, Path], folder: Path) -> tuple[object, ...]:
+    return ("--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu", "--batch-size", "2",
+            "-o", folder / "rows.csv", "--annotate", folder / "a.mp4")
+
+
+@pytest.mark.parametrize("left", [("a.mp4",), ("rows.tracks.csv", "rows.segments.csv"), ("rows.summary.json",)],
+                         ids=["annotated-video", "tracks-and-segments", "summary"])
+def test_a_run_cut_short_with_rows_of_a_new_name_keeps_every_earlier_file_and_puts_all_of_its_own_beside_them(
+        left, complete_and_cut, tmp_path, checkpoints):
+    # what an earlier complete run left, its rows gone: a run cut short took the rows' name, replaced the earlier
+    # tracks and segments with its own, and left the earlier video and summary under their names beside them
+    earlier_run, cut, env = complete_and_cut
+    for name in left:
+        shutil.copy(earlier_run / name, tmp_path)
+    earlier = {name: (tmp_path / name).read_bytes() for name in left}
+    one_line_error(emopipe(cut, *one_source_options(checkpoints, tmp_path), env=env), 8, "stopped at frame")
+    assert {name: (tmp_path / name).read_bytes() for name in left} == earlier  # untouched
+    assert {p.name for p in tmp_path.iterdir()} & set(ONE_RUN) == set(left)  # no file of this run under a final name
+    summary = json.loads((tmp_path / "rows.summary.json.partial").read_text())  # all of them beside, named here
+    assert summary["outputs"] == {"rows": str(tmp_path / "rows.csv.partial"),
+                                  "summary": str(tmp_path / "rows.summary.json.partial"),
+                                  "annotated_video": str(tmp_path / "a.partial.mp4")}
+    assert len(rows(tmp_path / "rows.csv.partial")) == summary["faces"] >= 3
+    assert summary["tracks"]  # (its track summaries are in the summary, not in a tracks file beside the rows)
 
 
 def test_a_checkpoint_whose_outputs_are_not_numbers_is_a_weights_error(tmp_path, checkpoints, models_home):
@@ -307,6 +353,27 @@ def test_a_checkpoint_whose_outputs_are_not_numbers_is_a_weights_error(tmp_path,
     done = emopipe(clip.path, "--detector", "blazeface", "--weights", broken, "--device", "cpu",
                    "-o", tmp_path / "rows.csv")
     one_line_error(done, 6, "not a number", "frame 0")
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["fresh", "beside-an-earlier-tracks-file"])
+def test_a_run_that_fails_keeps_its_rows_and_video_together(earlier, tmp_path, checkpoints, models_home):
+    import torch
+
+    state = torch.load(checkpoints[8], map_location="cpu")
+    state["module.emo_fc_2.3.bias"][8] = float("nan")  # the run fails at its first face (exit 6)
+    broken = tmp_path / "nan.pth"
+    torch.save(state, broken)
+    clip = moving_face_video(tmp_path / "two.mp4", frames=2, empty=None)
+    if earlier:
+        (tmp_path / "rows.tracks.csv").write_text("an earlier run's")
+    done = emopipe(clip.path, "--detector", "blazeface", "--weights", broken, "--device", "cpu",
+                   "-o", tmp_path / "rows.csv", "--annotate", tmp_path / "a.mp4")
+    one_line_error(done, 6, "not a number")
+    written = {p.name for p in tmp_path.iterdir()} - {"nan.pth", "two.mp4", "models"}
+    # fresh: both take their names (once the video was removed right after its rename, as if an earlier run's);
+    # beside an earlier file: both stay beside it, and it is untouched (it was removed, and nothing written instead)
+    assert written == ({"rows.csv.partial", "a.partial.mp4", "rows.tracks.csv"} if earlier else {"rows.csv", "a.mp4"})
+    assert not earlier or (tmp_path / "rows.tracks.csv").read_text() == "an earlier run's"
 
 
 def test_zero_frame_video(tmp_path):

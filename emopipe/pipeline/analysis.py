@@ -67,7 +67,8 @@ class SourceRun:
     finishers: list[Callable[[RunSummary], None]] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     warmup_s: float = 0.0
-    aside: bool = False  # the run did not complete and its rows went beside an earlier run's (which stay)
+    aside: bool = False  # the run did not complete and its files went beside an earlier run's (which stay)
+    earlier: list[str] | None = None  # the earlier run's files that kept this one's aside (decided: not None)
     rows_at: str | None = None  # where the rows are, once committed
     cancel: threading.Event = field(default_factory=threading.Event)  # set when the caller stops it (analyze())
 
@@ -99,15 +100,15 @@ class SourceRun:
                              landmarks=config.landmarks, detected=config.detect_every > 1,
                              files=info.kind == "images", in_place=config.live)
         # The rows (and the annotated video) go under a partial name until the run ends: complete, they take the
-        # final name; failed, cut short or interrupted, they do too unless that would replace an earlier file
-        # (then they stay beside it, and nothing derived from them replaces the earlier run's files either).
+        # final name; failed, cut short or interrupted, they do too unless an earlier run's output is there (then
+        # they stay beside it, and nothing this run writes replaces the earlier run's files: _takes_names).
         writer.commit_on_close = False
         self.stack.callback(self._commit_rows, writer)  # (a run that raised: its finishers never ran)
         self.finishers.append(lambda summary: self._commit_rows(writer, summary))
         video = None
         if config.annotate:
             video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height), partial=True)
-            self.stack.callback(video.commit, None)
+            self.stack.callback(lambda: video.commit(self._takes_names(None)))
             self.finishers.append(lambda summary: self._finish_video(video, summary))
         tracks = TrackWatcher(thumbnails=bool(config.report))
         recorder = FaceRecorder(info.uri, self.models.labels, smoothing=config.smooth, precision=config.precision)
@@ -120,51 +121,65 @@ class SourceRun:
         self.outputs.update({role: path for role, path in config.outputs().items() if role != "thumbnails"})
         self.finishers.append(lambda summary: self._track_outputs(tracks, summary))
 
+    def _takes_names(self, summary: RunSummary | None) -> bool:
+        """Whether this run's files take their final names, decided once, before the first of them is renamed: a
+        complete run's do; an incomplete one's (cut short, interrupted, or failed: no ``summary``) only when none of
+        the run's outputs is there yet. Otherwise every file it writes stays under a partial name (``aside``) and
+        the earlier run's files stay as they are, together: never a new file under a final name beside an earlier
+        run's, nor a good result replaced by an incomplete one."""
+        if self.earlier is None:
+            complete = summary is not None and summary.complete
+            # (a live run writes its rows and recording in place, and never starts over an earlier run's files)
+            self.earlier = [] if complete or self.config.live else self.config.earlier_outputs()
+            self.aside = bool(self.earlier)
+        return not self.aside
+
     def _track_outputs(self, tracks: TrackWatcher, summary: RunSummary) -> None:
-        if self.aside:  # (rows kept beside an earlier run's: its tracks, segments and report stay too)
-            return
         config = self.config
-        if config.report and not summary.complete and (
-                Path(config.report).exists() or thumbnails_folder(config.report).exists()):
-            # an earlier report is never replaced by an incomplete run's: this one (and its thumbnails) go beside it
+        if self._takes_names(summary):
+            _track_outputs_or_warn(config, tracks, summary)
+            return
+        # beside an earlier run's files: no tracks or segments (named after the rows, they would replace the earlier
+        # run's), the report and its thumbnails under partial names
+        for role in ("tracks", "segments"):
+            summary.outputs.pop(role, None)
+        if config.report:
             config = replace(config, report=str(partial_path(Path(config.report), keep_suffix=True)))
-            logger.warning("the run did not complete: its report is %s (%s, from an earlier run, is unchanged)",
-                           config.report, self.config.report)
-        _track_outputs_or_warn(config, tracks, summary)
+            logger.warning("the run did not complete: its report is %s", config.report)
+        _track_outputs_or_warn(config, tracks, summary, beside_rows=False)
 
     def _commit_rows(self, writer: Any, summary: RunSummary | None = None) -> None:
-        """The rows under their final name if the run completed; if not (or it raised: no ``summary``), only if no
-        earlier file is there, else beside it (``aside``). Once only: after the finisher's call, the stack's is none."""
+        """The rows under their final name if the run's files take theirs (:meth:`_takes_names`), else beside the
+        earlier run's (``aside``). Once only: after the finisher's call, the stack's is none."""
         if self.rows_at is not None:
             return
-        complete = summary is not None and summary.complete
-        if writer.takes_name(True if complete else None):
+        takes_names = self._takes_names(summary)
+        if summary is not None and summary.complete and writer.takes_name(True):
             # Crash-safe at every instant (even SIGKILL): the earlier run's files that this one's replace go before
             # its rows take their name, so the new rows never stand beside another run's (complete) files; the
-            # new tracks, segments, report and summary follow the rows.
-            remove_earlier(self._companions(complete))
-        self.rows_at = where = writer.commit(True if complete else None)
-        if where != str(writer.path):
-            self.aside = True
-            if summary is not None:
-                summary.outputs["rows"] = where
-            logger.warning("the run did not complete: its %d rows are in %s (%s, from an earlier run, is unchanged; "
-                           "so are its track summaries and report)", writer.rows_written, where, writer.path)
+            # new tracks, segments, report and summary follow the rows. (An incomplete run takes its names only where
+            # none is there; one that raised may have renamed its video already.)
+            remove_earlier(self._companions())
+        self.rows_at = where = writer.commit(takes_names)
+        if where != str(writer.path) and summary is not None:
+            summary.outputs["rows"] = where
+        if self.aside:
+            logger.warning("the run did not complete: its %d rows are in %s, its other files under partial names too, "
+                           "beside an earlier run's (%s), which are unchanged", writer.rows_written, where,
+                           ", ".join(self.earlier or ()))
 
-    def _companions(self, complete: bool) -> list[str]:
-        """The earlier files this run's replace once its rows take their name: the tracks and segments, and for a
-        complete run its report, summary and annotated video (one cut short puts those under partial names)."""
-        roles = ("tracks", "segments", *(("summary", "report", "annotated_video") if complete else ()))
+    def _companions(self) -> list[str]:
+        """The earlier files a complete run's replace once its rows take their name: the tracks, segments, report,
+        summary and annotated video."""
+        roles = ("tracks", "segments", "summary", "report", "annotated_video")
         outputs = self.config.outputs()
         return [outputs[role] for role in roles if role in outputs]
 
-    @staticmethod
-    def _finish_video(video: AnnotatedVideoWriter, summary: RunSummary) -> None:
-        where = video.commit(True if summary.complete else None)
+    def _finish_video(self, video: AnnotatedVideoWriter, summary: RunSummary) -> None:
+        where = video.commit(self._takes_names(summary))
         if where != video.path:
             summary.outputs["annotated_video"] = str(where)
-            logger.warning("the run did not complete: its annotated video is %s (%s, from an earlier run, is "
-                           "unchanged)", where, video.path)
+            logger.warning("the run did not complete: its annotated video is %s", where)
 
     def observe(self, progress: bool) -> None:
         if progress:
@@ -303,21 +318,24 @@ class MetricsObserver(Observer):
         self.metrics.error(kind)
 
 
-def _track_outputs_or_warn(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:
+def _track_outputs_or_warn(config: RunConfig, tracks: TrackWatcher, summary: RunSummary,
+                           beside_rows: bool = True) -> None:
     """The per-track files are derived from the rows, which are already written: their failure (a disk that
     filled up, a library missing from a hand-made install) is a warning, never the loss of the run."""
     try:
-        write_track_outputs(config, tracks, summary)
+        write_track_outputs(config, tracks, summary, beside_rows=beside_rows)
     except (EmopipeError, ImportError, OSError) as exc:
         if config.report:  # asked for by name: its failure is the run's (the rows are complete all the same)
             raise
         logger.warning("track summaries not written (the rows are complete): %s", exc)
 
 
-def write_track_outputs(config: RunConfig, tracks: TrackWatcher, summary: RunSummary) -> None:
+def write_track_outputs(config: RunConfig, tracks: TrackWatcher, summary: RunSummary,
+                        beside_rows: bool = True) -> None:
     """After the run: the track summaries into ``summary``; ``tracks.csv`` and ``segments.csv`` beside a rows
-    file; the HTML report and its thumbnails when asked for."""
-    outputs = config.outputs()
+    file (``beside_rows``); the HTML report and its thumbnails when asked for."""
+    outputs = {role: path for role, path in config.outputs().items()
+               if beside_rows or role not in ("tracks", "segments")}
     thumbnails = tracks.picker.thumbnails() if tracks.picker is not None else None
     reports = analyse(tracks.collector, thumbnails)
     if config.report:
