@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.errors import UsageError
-from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format, same_file
+from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format, partial_path, same_file
 from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
 from emopipe.types import PRECISION_NAMES
 
@@ -346,9 +346,13 @@ class RunConfig:
                 raise UsageError(f"the {role.replace('_', ' ')} output {path} exists (an earlier run's?): a live run "
                                  "never writes over it; choose another name, or move it")
             if role == "thumbnails":  # a folder (in the report's folder, checked as the report's)
-                from emopipe.report.outputs import check_thumbnails_folder
+                from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
 
-                check_thumbnails_folder(path, keep=[*inputs, *(p for r, p in outputs.items() if r != role)])
+                assert self.report is not None
+                # and the one a run that does not complete may write instead, beside its REPORT.partial.html
+                aside = thumbnails_folder(partial_path(Path(self.report), keep_suffix=True))
+                for folder in (path, aside):
+                    check_thumbnails_folder(folder, keep=[*inputs, *(p for r, p in outputs.items() if r != role)])
                 continue
             ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
 

@@ -499,6 +499,10 @@ def test_the_thumbnails_never_replace_a_folder_that_is_or_holds_an_input(tmp_pat
     with pytest.raises(UsageError, match=r"is or holds z\.thumbnails"):
         Analyzer(device="cpu").plan_many(["z.thumbnails", str(video)], tmp_path / "out", report="z.html")
     assert not (tmp_path / "out").exists() and sorted(p.name for p in photos.iterdir()) == ["a.png", "b.png", "v.mp4"]
+    # nor the folder of the page a run that does not complete writes beside an earlier one (z.partial.html)
+    photos.rename(tmp_path / "z.partial.thumbnails")
+    with pytest.raises(UsageError, match=r"folder z\.partial\.thumbnails is or holds z\.partial\.thumbnails/v\.mp4"):
+        RunConfig(source="z.partial.thumbnails/v.mp4", output="v.csv", report="z.html").resolved("cpu").check_outputs()
 
 
 def test_what_a_killed_write_of_the_track_files_left_goes_with_the_next_write(tmp_path):
