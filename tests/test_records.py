@@ -25,6 +25,7 @@ from emopipe.io.records import (
     output_format,
     partial_path,
     record_columns,
+    staging_folder,
     written_whole,
 )
 from emopipe.types import LABELS, FaceRecord
@@ -615,6 +616,48 @@ def test_a_killed_writers_temporary_file_goes_with_the_next_write_but_a_live_wri
     live.communicate("\n", timeout=60)
     assert live.returncode == 0
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and target.read_text() == "live"
+
+
+STAGER = """
+import sys
+from pathlib import Path
+from emopipe.io.records import staging_folder
+
+with staging_folder(Path(sys.argv[1])) as folder:
+    (folder / "picture.jpg").write_text(sys.argv[2])
+    print("staging", flush=True)
+    sys.stdin.readline()  # (until the test lets it finish, or kills it)
+"""
+
+
+def stager_in_its_folder(target: Path, text: str) -> subprocess.Popen:
+    """Another process in the middle of building ``target`` in its staging folder, a file ``text`` in it."""
+    process = subprocess.Popen([sys.executable, "-c", STAGER, str(target), text], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout is not None and process.stdout.readline() == "staging\n"
+    return process
+
+
+def test_a_killed_writers_staging_folder_goes_with_the_next_one_but_a_live_writers_stays(tmp_path):
+    target = tmp_path / "r.thumbnails"
+    killed = stager_in_its_folder(target, "killed")
+    killed.send_signal(signal.SIGKILL)  # no clean-up runs
+    killed.wait(timeout=60)
+    assert [p.name for p in tmp_path.iterdir()] == [".r.thumbnails.0.part"]
+    live = stager_in_its_folder(target, "live")  # takes over the killed writer's name: never its files
+    (tmp_path / ".r.thumbnails.3.part").mkdir()  # another killed writer's (unlocked: nobody is filling it)
+    (tmp_path / ".r.thumbnails.3.part" / "picture.jpg").write_text("killed")
+    (tmp_path / ".r.thumbnails.5.part").write_text("a file: not a staging folder")  # (a written_whole's)
+    with staging_folder(target) as mine:
+        assert mine == tmp_path / ".r.thumbnails.1.part" and not list(mine.iterdir())
+        (mine / "picture.jpg").write_text("mine")
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".r.thumbnails.0.part", ".r.thumbnails.1.part",
+                                                              ".r.thumbnails.5.part"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".r.thumbnails.0.part", ".r.thumbnails.5.part"]
+    assert (tmp_path / ".r.thumbnails.0.part" / "picture.jpg").read_text() == "live"  # the live writer's stays
+    live.communicate("\n", timeout=60)
+    assert live.returncode == 0
+    assert [p.name for p in tmp_path.iterdir()] == [".r.thumbnails.5.part"]
 
 
 def test_a_write_that_fails_leaves_no_temporary_file_and_the_earlier_file_whole(tmp_path):

@@ -7,7 +7,9 @@ import csv
 import dataclasses
 import itertools
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -25,7 +27,7 @@ from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableErro
 from emopipe.io.records import open_writer
 from emopipe.pipeline.archive import SourceResult
 from emopipe.report.html import AROUSAL_COLOUR, EXPRESSION_COLOURS, VALENCE_COLOUR, track_chart_svg
-from emopipe.report.outputs import analyse, write_report
+from emopipe.report.outputs import analyse, save_thumbnails, write_report
 from emopipe.report.rows import read_records
 from emopipe.report.segments import change_points
 from emopipe.report.tracks import TrackCollector, TrackSeries
@@ -520,6 +522,50 @@ def test_what_a_killed_write_of_the_track_files_left_goes_with_the_next_write(tm
     write_segments_csv(tmp_path / "s.csv", reports)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "t.csv"]
     assert [r["track_id"] for r in csv.DictReader((tmp_path / "t.csv").read_text().splitlines())] == ["1"]
+
+
+KILLED_THUMBNAILS = """
+import os, signal, sys
+from pathlib import Path
+import numpy as np
+from emopipe.report.outputs import analyse, save_thumbnails
+from emopipe.report.tracks import TrackCollector
+from emopipe.types import LABELS, FaceRecord
+
+folder = Path(sys.argv[1])
+collector = TrackCollector()
+collector.add([FaceRecord.create(labels=LABELS[8], probabilities=np.full(8, 1 / 8), source="clip.mp4", frame=i,
+                                 timestamp_s=i / 25, track_id=1, box=(40.0, 30.0, 140.0, 150.0), score=0.9,
+                                 valence=0.1, arousal=0.2) for i in range(5)])
+reports = analyse(collector, {("clip.mp4", 1): np.zeros((112, 112, 3), np.uint8)})
+replace = os.replace
+
+def killed_as_the_pictures_take_the_folders_name(src, dst, *rest, **options):
+    if Path(dst) == folder:
+        os.kill(os.getpid(), signal.SIGKILL)  # (no clean-up runs, as with kill -9)
+    return replace(src, dst, *rest, **options)
+
+os.replace = killed_as_the_pictures_take_the_folders_name
+save_thumbnails(folder, reports)
+"""
+
+
+def test_what_killed_writes_of_the_thumbnails_left_goes_with_the_next_write(tmp_path):
+    """Each write of the thumbnails killed (SIGKILL, out of memory) as the new pictures took the folder's name left
+    its staging folders (the earlier pictures in one of them), which accumulated: the next write removes them."""
+    folder = tmp_path / "r.thumbnails"
+    folder.mkdir()
+    (folder / "track-9.jpg").write_bytes(b"an earlier report's")
+    for _ in range(2):
+        killed = subprocess.run([sys.executable, "-c", KILLED_THUMBNAILS, str(folder)], capture_output=True,
+                                text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not folder.exists() and [p.name for p in tmp_path.iterdir()] == [".r.thumbnails.0.part"]
+    collector = TrackCollector()
+    collector.add(synthesized_track([("happy", 1.0, 0.6, 0.3)]))
+    save_thumbnails(folder, analyse(collector, {("clip.mp4", 1): np.zeros((112, 112, 3), np.uint8)}))
+    assert [p.name for p in tmp_path.iterdir()] == ["r.thumbnails"]
+    assert [p.name for p in folder.iterdir()] == ["track-1.jpg"]
 
 
 def test_the_report_files_get_the_permissions_the_umask_gives_new_files(tmp_path):

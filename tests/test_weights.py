@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -105,6 +106,37 @@ def test_truncated_transfer_leaves_nothing_behind(server, tmp_path):
         weights.download(_spec(f"{server}/truncated.bin"), tmp_path, progress=False)
     assert str(tmp_path / "toy.bin") in str(info.value)  # says where to put the file by hand
     assert not (tmp_path / "toy.bin").exists() and _no_leftovers(tmp_path)
+
+
+KILLED_DOWNLOAD = """
+import os, signal, sys
+from pathlib import Path
+from emopipe.model import weights
+
+chunks = weights._chunks
+
+def killed_after_the_first_chunk(response):
+    yield next(chunks(response))
+    os.kill(os.getpid(), signal.SIGKILL)  # (no clean-up runs, as with kill -9)
+
+weights._chunks = killed_after_the_first_chunk
+url, digest, size, directory = sys.argv[1:]
+spec = weights.WeightSpec(name="toy", file="toy.bin", url=url, licence="test licence", sha256=digest, size=int(size))
+weights.download(spec, Path(directory), progress=False)
+"""
+
+
+def test_what_killed_downloads_left_goes_with_the_next_download(server, tmp_path):
+    # a download killed (SIGKILL, out of memory) left its temporary file, and each one killed another: they
+    # accumulated (a weights file each) in the models directory
+    for _ in range(2):
+        killed = subprocess.run([sys.executable, "-c", KILLED_DOWNLOAD, f"{server}/toy.bin", DIGEST, str(len(PAYLOAD)),
+                                 str(tmp_path)], capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [".toy.bin.0.part"]
+    assert weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=False).read_bytes() == PAYLOAD
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".toy.bin.verified", "toy.bin"]
 
 
 def test_server_down_gives_url_and_exact_path(tmp_path):

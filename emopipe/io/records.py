@@ -25,6 +25,7 @@ import io
 import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -300,6 +301,29 @@ def written_whole(path: Path, *, sync: bool = False) -> Iterator[IO[bytes]]:
             raise
 
 
+@contextlib.contextmanager
+def staging_folder(path: Path) -> Iterator[Path]:
+    """An empty folder beside ``path`` to build a new ``path`` in, this process's alone while the block runs and
+    removed when it ends, with whatever is left in it. Raises OSError.
+
+    Its name is one of :func:`written_whole`'s temporary names, ``.NAME.0.part``…, held the same way (an ``flock``
+    lock, on the folder), and any other that no live process holds (a killed writer's) is removed: so what a killed
+    write left goes with the next write of ``path``, and a folder another process is filling is never touched.
+    Where the file system has no locks, a unique name is used instead (removed at the end; not after a kill)."""
+    try:
+        handle: int | None
+        handle, folder = _folder_for(path)
+    except _NoLocks:
+        handle, folder = None, Path(tempfile.mkdtemp(dir=path.parent if str(path.parent) else Path("."),
+                                                     prefix=_temporary_prefix(path), suffix=".part"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # (while still locked: no other writer has taken the name)
+        if handle is not None:
+            os.close(handle)
+
+
 class _NoLocks(Exception):
     """This file system has no ``flock`` locks."""
 
@@ -330,20 +354,44 @@ def _temporary_for(path: Path) -> tuple[int, Path]:
     return taken
 
 
-def _claim(temporary: Path, create: bool) -> int | None:
-    """``temporary`` opened and locked by this process (``create``: made if missing), or None when it is missing, or
-    held by a live process. Only then is it this process's: it might have been renamed into place (or removed) by
-    its holder between the open and the lock."""
-    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | (os.O_CREAT if create else 0)
+def _folder_for(path: Path) -> tuple[int, Path]:
+    """:func:`_temporary_for` for a folder: the first temporary name of ``path`` no live process holds, made and
+    locked; the others no one holds (a killed writer's) removed."""
+    names = [path.with_name(f"{_temporary_prefix(path)}{slot}.part") for slot in range(TEMPORARY_SLOTS)]
+    for name in names:  # a killed writer's
+        handle = _claim(name, create=False, folder=True)
+        if handle is not None:
+            shutil.rmtree(name, ignore_errors=True)
+            os.close(handle)
+    for name in names:
+        try:
+            os.mkdir(name)
+        except FileExistsError:  # a live writer's (or a file of that name: not ours)
+            continue
+        try:
+            handle = _claim(name, create=False, folder=True)
+        except _NoLocks:
+            os.rmdir(name)  # (no writer uses these names on this file system: only this empty folder, made just now)
+            raise
+        if handle is not None:  # (None: another writer removed it, as a killed writer's, before it was locked)
+            return handle, name
+    raise OSError(errno.EBUSY, f"{TEMPORARY_SLOTS} processes are writing {path.name} at once")
+
+
+def _claim(temporary: Path, create: bool, folder: bool = False) -> int | None:
+    """``temporary`` opened and locked by this process (``create``: made if missing; ``folder``: a folder, never
+    made here), or None when it is missing, or held by a live process. Only then is it this process's: it might have
+    been renamed into place (or removed) by its holder between the open and the lock."""
+    kind = os.O_RDONLY | os.O_DIRECTORY if folder else os.O_RDWR | (os.O_CREAT if create else 0)
     try:
-        handle = os.open(temporary, flags, 0o666)
+        handle = os.open(temporary, kind | getattr(os, "O_NOFOLLOW", 0), 0o666)
     except FileNotFoundError:
         if create:
             raise
         return None
-    except OSError as exc:  # a folder, a link or another user's file under that name: not ours
-        if exc.errno in (errno.EISDIR, errno.ELOOP) or (exc.errno in (errno.EACCES, errno.EPERM)
-                                                          and os.path.lexists(temporary)):
+    except OSError as exc:  # a folder (a file, for a folder), a link or another user's file under that name: not ours
+        if exc.errno in (errno.EISDIR, errno.ELOOP) or (exc.errno == errno.ENOTDIR and folder) or (
+                exc.errno in (errno.EACCES, errno.EPERM) and os.path.lexists(temporary)):
             return None
         raise
     try:

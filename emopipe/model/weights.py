@@ -16,15 +16,15 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from emopipe.errors import WeightsError
-from emopipe.io.records import created_mode
+from emopipe.io.records import written_whole
 
 logger = logging.getLogger(__name__)
 
@@ -162,47 +162,42 @@ def _manual_hint(spec: WeightSpec, target: Path) -> str:
 
 
 def download(spec: WeightSpec, directory: Path, *, progress: bool = True) -> Path:
-    """Fetch ``spec`` into ``directory``: temp file, sha256 checked, then an atomic rename."""
+    """Fetch ``spec`` into ``directory``: temporary file, sha256 checked, then an atomic rename. The temporary file
+    is :func:`~emopipe.io.records.written_whole`'s: one a killed download left goes with the next download."""
     target = directory / spec.file
     if target.is_dir():  # said now, not after the whole download
         raise WeightsError(f"{target} is a directory, where the {spec.name} weights file must go: move it away")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.file}.", suffix=".part", dir=directory)
     except OSError as exc:
         raise WeightsError(f"cannot write to the models directory {directory}: {exc.strerror or exc}") from None
-    tmp = Path(tmp_name)
     logger.warning("downloading %s (%s) — licence: %s", spec.name, spec.url, spec.licence)
     try:
-        digest, received, expected = _stream(spec, fd, progress, target)
-        if expected is not None and received != expected:
-            raise WeightsError(
-                f"download of {spec.file} stopped after {received} of {expected} bytes; {_manual_hint(spec, target)}"
-            )
-        if spec.size is not None and received != spec.size:
-            raise WeightsError(
-                f"downloaded {spec.file} has {received} bytes, expected {spec.size}; {_manual_hint(spec, target)}"
-            )
-        if not spec.hash_matches(digest):
-            raise WeightsError(
-                f"sha256 mismatch for {spec.file} from {spec.url}: expected {spec.expected_hash}, found {digest}; "
-                "the download was discarded"
-            )
-        os.chmod(tmp, created_mode())  # (mkstemp's file is private: a models volume shared by workers must read it)
-        os.replace(tmp, target)
+        with written_whole(target, sync=True) as out:
+            digest, received, expected = _stream(spec, out, progress, target)
+            if expected is not None and received != expected:
+                raise WeightsError(f"download of {spec.file} stopped after {received} of {expected} bytes; "
+                                   f"{_manual_hint(spec, target)}")
+            if spec.size is not None and received != spec.size:
+                raise WeightsError(f"downloaded {spec.file} has {received} bytes, expected {spec.size}; "
+                                   f"{_manual_hint(spec, target)}")
+            if not spec.hash_matches(digest):
+                raise WeightsError(f"sha256 mismatch for {spec.file} from {spec.url}: expected {spec.expected_hash}, "
+                                   f"found {digest}; the download was discarded")
+    except OSError as exc:  # (the download's own errors are WeightsErrors: this is the models directory's)
+        raise WeightsError(f"cannot write to the models directory {directory}: {exc.strerror or exc}") from None
+    with contextlib.suppress(OSError):  # (as check_file's: without it, the next start hashes the file again)
         _sidecar(target).write_text(f"{_stamp(target)}\n{digest}\n")
-    finally:
-        tmp.unlink(missing_ok=True)
     logger.info("saved %s (sha256 %s verified)", target, digest)
     return target
 
 
-def _stream(spec: WeightSpec, fd: int, progress: bool, target: Path) -> tuple[str, int, int | None]:
+def _stream(spec: WeightSpec, out: IO[bytes], progress: bool, target: Path) -> tuple[str, int, int | None]:
     digest = hashlib.sha256()
     received = 0
     request = urllib.request.Request(spec.url, headers={"User-Agent": "emopipe"})
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
             length = response.headers.get("Content-Length")
             expected = int(length) if length and length.isdigit() else spec.size
             limit = min(n for n in (expected, spec.size, sys.maxsize) if n is not None)

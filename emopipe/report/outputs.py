@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.records import created_mode, describe_os_error, written_whole
+from emopipe.io.records import describe_os_error, staging_folder, written_whole
 from emopipe.report.html import TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
@@ -112,24 +110,17 @@ def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackRepor
     for r in with_pictures:
         prefix = f"source-{sources.index(r.summary.source) + 1}-" if len(sources) > 1 else ""
         names[id(r)] = f"{prefix}track-{r.summary.track_id}.jpg"
-    parent = folder.parent if str(folder.parent) else Path(".")
     try:
-        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.", suffix=".part"))
+        # everything in one staging folder (what a killed write left there goes with the next write of the folder)
+        with staging_folder(folder) as staging:
+            pictures = staging / "new"
+            pictures.mkdir()  # (as any new folder: the umask's permissions)
+            for r in with_pictures:
+                (pictures / names[id(r)]).write_bytes(r.thumbnail_jpeg)  # type: ignore[arg-type]
+            if folder.exists():
+                os.replace(folder, staging / "earlier")  # (removed with the staging folder)
+            os.replace(pictures, folder)
     except OSError as exc:
-        raise OutputError(f"cannot write the thumbnails in {parent}: {describe_os_error(exc)}") from None
-    try:
-        for r in with_pictures:
-            (staging / names[id(r)]).write_bytes(r.thumbnail_jpeg)  # type: ignore[arg-type]
-        os.chmod(staging, created_mode(folder=True))  # (mkdtemp's folder is private: 0o700)
-        old = None
-        if folder.exists():
-            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.", suffix=".old"))
-            os.replace(folder, old / folder.name)
-        os.replace(staging, folder)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise OutputError(f"cannot write the thumbnails {folder}: {describe_os_error(exc)}") from None
     base = Path(relative_to) if relative_to is not None else None
     updated = []
