@@ -384,6 +384,48 @@ def test_a_reopening_takes_no_longer_than_the_time_left_before_giving_up():
     assert 2 < clock.now() - last_frame <= 2 + 0.01 + 1e-9
 
 
+class SilentCapture:
+    """A stream that opens at once and then sends nothing: each read waits its whole read timeout and fails."""
+
+    def __init__(self, clock: SteppedClock, read_timeout_s: float) -> None:
+        self.clock, self.read_timeout_s = clock, read_timeout_s
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        self.clock.advance(self.read_timeout_s)
+        return False, None
+
+    def get(self, prop: int) -> float:
+        return 0.0
+
+    def release(self) -> None:
+        pass
+
+
+def test_a_reopened_stream_waits_for_a_frame_no_longer_than_the_time_left_before_giving_up():
+    """--read-timeout 1.5 --reconnect-timeout 2: a sender that answers but sends nothing is reopened at once (read
+    fails 1.5 s after the last frame), then 1/16 s later with 0.4375 s left: that capture's read timeout is cut to
+    it, so the run gives up 2 s after the last frame, not a whole read timeout (1.5 s) later."""
+    clock, gate = SteppedClock(), Gate(permits=3)
+    camera = GatedCamera(clock, gate, fps=128, frames=3)
+    given: list[tuple[float, float]] = []  # (seconds since the last frame, the read timeout given)
+
+    def opener(uri: str, options: LiveOptions) -> GatedCamera | SilentCapture:
+        if not camera.reads:
+            return camera
+        given.append((clock.now() - last_frame, options.read_timeout_s))
+        return SilentCapture(clock, options.read_timeout_s)
+
+    last_frame = 1024.0 + 3 / 128
+    options = LiveOptions(read_timeout_s=1.5, reconnect_timeout_s=2, backoff_s=(1 / 16, 1 / 8))
+    with LiveSource("http://127.0.0.1:8080/cam.mjpg", options=options, opener=opener,
+                    clock=clock.live()) as source, pytest.raises(SourceUnavailableError, match="lost the stream"):
+        list(source)
+    assert given[:2] == [(0, 1.5), (1.5 + 1 / 16, 0.4375)]
+    assert all(since + timeout <= 2 for since, timeout in given)
+    assert source.reopen_failures == len(given)
+    assert 2 < clock.now() - last_frame <= 2 + 0.01 + 1e-9  # (it was 3.0625 s: over a second late)
+
+
 def test_a_stream_of_declared_length_ends_without_reconnecting():
     with LiveSource("paced://file", opener=lambda uri, o: PacedCamera(fps=500, frames=12, declared=12)) as source:
         frames = list(source)

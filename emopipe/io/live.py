@@ -176,9 +176,9 @@ def _why_unreachable(uri: str, timeout_s: float) -> str:
 
 
 def open_stream(uri: str, options: LiveOptions) -> Capture:
-    # (never 0 ms: a reopening cut to the little time left stays a time limit)
+    # (never 0 ms, which OpenCV takes as no limit: a reopening cut to the little time left stays a time limit)
     params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, max(1, round(options.open_timeout_s * 1000)),
-              cv2.CAP_PROP_READ_TIMEOUT_MSEC, round(options.read_timeout_s * 1000)]
+              cv2.CAP_PROP_READ_TIMEOUT_MSEC, max(1, round(options.read_timeout_s * 1000))]
     cap = _quietly(lambda: cv2.VideoCapture(uri, cv2.CAP_FFMPEG, params))
     if not cap.isOpened():
         cap.release()
@@ -331,6 +331,7 @@ class LiveSource(_SourceBase):
         cap: Capture | None = None
         declared: int | None = None  # frames a finite stream says it has
         read_since_open = 0
+        read_timeout = self.options.read_timeout_s  # the one the capture was opened with
         attempt = 0
         reconnecting = False  # the stream was lost after giving frames
         last_problem = ""
@@ -352,7 +353,10 @@ class LiveSource(_SourceBase):
                         left = options.reconnect_timeout_s - self._silence()
                         if left <= 0:
                             continue  # (given up above)
-                        options = replace(options, open_timeout_s=min(options.open_timeout_s, left))
+                        # to open, and to wait for a frame: a capture's read timeout is set when it opens, so one
+                        # cut short here stays short (a slow stream may then be taken for stalled once, and reopened)
+                        options = replace(options, open_timeout_s=min(options.open_timeout_s, left),
+                                          read_timeout_s=min(options.read_timeout_s, left))
                     try:
                         cap = self._opener(self.uri, options)
                     except SourceUnavailableError as exc:
@@ -364,6 +368,7 @@ class LiveSource(_SourceBase):
                     count = cap.get(cv2.CAP_PROP_FRAME_COUNT)
                     declared = round(count) if math.isfinite(count) and 0 < count < 1e9 else None
                     read_since_open = 0
+                    read_timeout = options.read_timeout_s
                 ok, image = cap.read()
                 if not ok or image is None or image.size == 0:
                     cap.release()
@@ -377,7 +382,7 @@ class LiveSource(_SourceBase):
                         logger.info("%s ended after its %d frames", self._name(), declared)
                         self._set_state("ended")
                         return
-                    last_problem = (f"no frame for {self.options.read_timeout_s:g} s or the connection closed"
+                    last_problem = (f"no frame for {read_timeout:g} s or the connection closed"
                                     if read_since_open else "it opened but gave no frame")
                     if reconnecting and not read_since_open:
                         self._reopen_failed()  # reopened, but no frame came
