@@ -27,7 +27,7 @@ DETECTOR_NAMES = ("sfd", "blazeface", "blazeface_back")  # emopipe.vision.detect
 BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, likewise
 
 DECODERS = ("auto", "nvdec", "opencv")
-VIDEO_SUFFIXES = (".mp4", ".avi")  # annotated video and live recording containers
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi")  # annotated video and live recording containers
 REPORT_SUFFIXES = (".html", ".htm")
 DEFAULT_OUTPUT_DIR = "emopipe-out"  # several sources: their files go in this folder unless -o says otherwise
 
@@ -321,7 +321,17 @@ class RunConfig:
         for role in ("annotate", "record"):
             path = getattr(self, role)
             if path and Path(path).suffix.lower() not in VIDEO_SUFFIXES:
-                raise UsageError(f"--{role} {path}: the video must be {' or '.join(VIDEO_SUFFIXES)}")
+                *others, last = VIDEO_SUFFIXES
+                raise UsageError(f"--{role} {path}: the video must be {', '.join(others)} or {last}")
+        if self.live and self.record and Path(self.record).suffix.lower() == ".mp4":
+            # a live run ends whenever it is stopped: killed (SIGKILL, power loss), its .mp4 would have no index
+            # (OpenCV writes it at close) and play nothing; Matroska and AVI play up to shortly before the kill
+            mkv = Path(self.record).with_suffix(".mkv")
+            raise UsageError(f"the live recording {self.record} would be unplayable if the run were killed (power "
+                             f"loss, SIGKILL): an .mp4 is readable only once closed; record to {mkv} or "
+                             f"{mkv.with_suffix('.avi')}, which play up to shortly before a kill (.avi, larger, loses "
+                             f"the fewest frames; 'ffmpeg -i {mkv} -c copy {self.record}' makes an .mp4 of an .mkv "
+                             "without re-encoding)")
         if self.report and Path(self.report).suffix.lower() not in REPORT_SUFFIXES:
             raise UsageError(f"--report {self.report}: the report is a web page; name it .html")
         if self.summary and self.summary != STDOUT and Path(self.summary).suffix.lower() != ".json":

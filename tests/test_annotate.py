@@ -272,7 +272,7 @@ def test_directory_as_video_output_is_an_output_error(tmp_path):
 
 
 def test_unknown_video_extension_is_an_output_error(tmp_path):
-    with pytest.raises(OutputError, match=r"\.mp4 or \.avi"):
+    with pytest.raises(OutputError, match=r"\.mp4, \.mkv or \.avi"):
         AnnotatedVideoWriter(tmp_path / "a.gif", fps=25.0, size=(64, 48))
 
 

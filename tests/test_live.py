@@ -523,6 +523,40 @@ def test_the_recording_runs_at_the_measured_rate_and_repeats_frames_to_keep_real
     assert np.allclose(got, expected, atol=3)
 
 
+_KILLED_WHILE_RECORDING = """
+import os, signal, sys
+import numpy as np
+from emopipe.observe.recording import TimedVideoWriter
+
+writer = TimedVideoWriter(sys.argv[1], fps=lambda: 10.0)
+noise = np.random.default_rng(0)
+for i in range(int(sys.argv[2])):
+    image = noise.integers(0, 256, (240, 320, 3), dtype=np.uint8)  # (enough bytes to pass the writer's buffers)
+    for bit in range(6):  # the frame's number, one bit per flat block (white: 1), plain through lossy coding
+        image[40 * bit:40 * bit + 40, :80] = 255 * (i >> bit & 1)
+    writer.write(image, 1_700_000_000.0 + i / 10)
+os.kill(os.getpid(), signal.SIGKILL)  # power lost, without closing anything
+"""
+
+
+def test_a_live_recording_killed_mid_run_plays_up_to_its_last_frames(tmp_path):
+    """A live run ends however it is stopped, SIGKILL included: its recording (.mkv: Matroska) plays, in order,
+    up to a little before the kill (an .mp4 would play nothing: OpenCV writes its index when it closes)."""
+    path, written = tmp_path / "live.mkv", 60
+    done = subprocess.run([sys.executable, "-c", _KILLED_WHILE_RECORDING, str(path), str(written)], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    cap = cv2.VideoCapture(str(path))
+    numbers = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        numbers.append(sum(1 << bit for bit in range(6) if np.median(frame[40 * bit + 8:40 * bit + 32, 8:72]) > 128))
+    cap.release()
+    assert numbers == list(range(len(numbers))) and len(numbers) >= written // 2, numbers
+
+
 # -- the page ----------------------------------------------------------------------------------------
 
 def _get(url: str, timeout: float = 5.0) -> tuple[int, str, bytes]:
@@ -609,6 +643,10 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     (["{tmp}/clip.mp4", "--webcam", "0"], 2, r"cameras and streams \(webcam:0\) and files .* cannot share a run"),
     (["-o", "{tmp}/x.csv"], 2, r"give a SOURCE"),
     (["{tmp}/clip.mp4", "--serve", ":8080"], 2, r"--serve: for a camera or a network stream"),
+    # an .mp4 plays nothing until closed: a live run killed mid-way would leave an unplayable recording
+    (["http://127.0.0.1:{port}/cam.mjpg", "--record", "{tmp}/live.mp4", "-o", "{tmp}/x.csv"], 2,
+     r"the live recording .*live\.mp4 would be unplayable if the run were killed.*record to .*live\.mkv"),
+    (["--webcam", "0", "--annotate", "{tmp}/live.MP4", "-o", "{tmp}/x.csv"], 2, r"record to .*live\.mkv"),
 ])
 def test_the_command_refuses_with_one_line_and_its_exit_code(argv, code, message, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
@@ -811,7 +849,7 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
     page_port = free_port()
     page = f"http://127.0.0.1:{page_port}/"
-    rows_path, summary_path, recording = tmp_path / "rows.jsonl", tmp_path / "summary.json", tmp_path / "live.mp4"
+    rows_path, summary_path, recording = tmp_path / "rows.jsonl", tmp_path / "summary.json", tmp_path / "live.mkv"
     log = tmp_path / "emopipe.log"
     with MjpegServer(clip.path) as server, open(log, "w") as log_file:
         proc = subprocess.Popen(

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "current folder)")
     out.add_argument("--format", choices=["csv", "jsonl"], help="row format (default: from the output's extension; "
                                                                 "a format the extension contradicts is refused)")
-    out.add_argument("--annotate", metavar="VIDEO", help="also write an annotated video (.mp4 or .avi)")
+    out.add_argument("--annotate", metavar="VIDEO", help="also write an annotated video (.mp4, .mkv or .avi)")
     out.add_argument("--summary", metavar="JSON", help="run summary as JSON ('-' for stdout; default: next to the "
                                                        "output as OUTPUT.summary.json)")
     out.add_argument("--report", metavar="HTML",
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="serve a page with the annotated stream and its numbers (e.g. 0.0.0.0:8080; "
                            "':8080' is this machine only)")
     live.add_argument("--record", metavar="VIDEO",
-                      help="record the annotated stream (.mp4 or .avi) at the measured frame rate, in real time")
+                      help="record the annotated stream (.mkv or .avi) at the measured frame rate, in real time")
     live.add_argument("--max-wait-ms", type=float, default=DEFAULT_MAX_WAIT_MS, metavar="MS",
                       help="run a face batch that is not full once its first face waited this long "
                            "(matters with --batch-size > 1)")

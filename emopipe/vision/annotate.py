@@ -30,7 +30,8 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
     (240, 240, 70), (230, 50, 240), (60, 245, 210), (212, 190, 250), (128, 128, 0), (40, 110, 170),
 )
 FONT = cv2.FONT_HERSHEY_SIMPLEX
-CODECS = {".mp4": "mp4v", ".avi": "MJPG"}
+# (.mkv and .avi stay readable up to their last frames when the writer is killed; an .mp4 only once closed)
+CODECS = {".mp4": "mp4v", ".mkv": "mp4v", ".avi": "MJPG"}
 
 
 def track_colour(track: int) -> tuple[int, int, int]:
@@ -186,7 +187,7 @@ def letterbox(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 class AnnotatedVideoWriter:
     """Writes annotated frames to a video at the source's frame rate; use as a context manager.
 
-    The codec follows the extension (``.mp4``: MPEG-4 Part 2 ``mp4v``; ``.avi``: Motion JPEG).
+    The codec follows the extension (``.mp4`` and ``.mkv``: MPEG-4 Part 2 ``mp4v``; ``.avi``: Motion JPEG).
     ``size`` is (width, height) and ``fps`` the source's frame rate (never a made-up default).
     Frames of another size than ``size`` (image folders) are drawn at their own size, then
     letterboxed into the video: scaled to fit without distortion and centred on black.
@@ -199,8 +200,9 @@ class AnnotatedVideoWriter:
         self.path = Path(path)
         codec = CODECS.get(self.path.suffix.lower())
         if codec is None:
+            *others, last = CODECS
             raise OutputError(f"cannot write annotated video {self.path}: unknown extension; use "
-                              f"{' or '.join(CODECS)}")
+                              f"{', '.join(others)} or {last}")
         if not (isinstance(fps, numbers.Real) and math.isfinite(fps) and fps > 0):
             raise UsageError(f"annotated video needs the source's frame rate (a positive number), got {fps!r}")
         width, height = (int(v) for v in size)
