@@ -339,7 +339,8 @@ class RunConfig:
         inputs = [p for p in (self.source, self.weights) if p and not is_live(p)]
         seen: dict[str, str] = {}
         outputs = self.outputs()
-        earlier = self.earlier_outputs()
+        existing = set(self.earlier_outputs())
+        earlier = {role: path for role, path in outputs.items() if path in existing}  # there already, by role
         for role, path in outputs.items():
             for other in inputs:
                 if same_file(path, other):
@@ -350,11 +351,6 @@ class RunConfig:
                     raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
                                      f"are the same file ({path}): give each its own name")
             seen[role] = path
-            if self.live and path in earlier:
-                # a live run writes its rows and recording as they come, and ends by Ctrl-C: it can neither keep
-                # them aside nor tell a complete run from a cut-short one, so it never starts over an earlier file
-                raise UsageError(f"the {role.replace('_', ' ')} output {path} exists (an earlier run's?): a live run "
-                                 "never writes over it; choose another name, or move it")
             if role == "thumbnails":  # a folder (in the report's folder, checked as the report's)
                 from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
 
@@ -365,6 +361,27 @@ class RunConfig:
                     check_thumbnails_folder(folder, keep=[*inputs, *(p for r, p in outputs.items() if r != role)])
                 continue
             ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
+        if self.live and earlier:
+            self._refuse_earlier_outputs(earlier)
+
+    def _refuse_earlier_outputs(self, earlier: dict[str, str]) -> None:
+        """A live run writes its rows and recording as they come and ends by Ctrl-C: it can neither keep them aside
+        nor tell a complete run from a cut-short one, so it never starts over an earlier run's files — not even a
+        faceless run's rows (a header, beside a summary counting its frames), nor those of a run still going.
+        Every such file is named at once, with the options that give this run other names."""
+        after_rows = ["tracks", "segments"]  # the files named after the rows
+        if self.output and self.summary == _beside(self.output, ".summary.json"):
+            after_rows.insert(0, "summary")
+        options = {"-o": {"rows", *after_rows}, "--summary": {"summary"} - set(after_rows),
+                   "--record": {"recording"}, "--report": {"report", "thumbnails"}}
+        chosen = [option for option, roles in options.items() if roles & earlier.keys()]
+        if "-o" in chosen and set(after_rows) & earlier.keys():
+            chosen[0] += f" (the {', '.join(after_rows[:-1])} and {after_rows[-1]} are named after the rows)"
+        one = len(earlier) == 1
+        names = ", ".join(f"{path} ({role.replace('_', ' ')})" for role, path in earlier.items())
+        raise UsageError(f"{names} already exist{'s' if one else ''} (an earlier run's?): a live run writes its files "
+                         f"as it goes, so it never starts over earlier ones; give this run other names with "
+                         f"{', '.join(chosen)}, or move or remove {'that file' if one else 'those files'}")
 
 
 def path_items(items: StrPath | Iterable[StrPath] | None,

@@ -1049,13 +1049,42 @@ def test_a_live_run_never_starts_over_an_earlier_runs_files(tmp_path, models_hom
         assert {"cam.jsonl", "rec.avi", "r.html", "s.json"} <= set(earlier) and len(_rows(rows_path, False)) >= 1
         # the same command again, then each of the other outputs alone under a new rows name: refused before the
         # stream opens (were one not, --max-frames ends it), every earlier file as it was
-        again: list[tuple[list[str], str]] = [(outputs, "rows output " + str(rows_path))]
-        again += [(["-o", str(tmp_path / "new.csv"), flag, str(tmp_path / name)], f"{what} output {tmp_path / name}")
+        again: list[tuple[list[str], str, str]] = [(outputs, f"{rows_path} (rows), ", "give this run other names with "
+                                                        "-o (the tracks and segments are named after the rows), "
+                                                        "--summary, --record, --report, or move or remove those files")]
+        again += [(["-o", str(tmp_path / "new.csv"), flag, str(tmp_path / name)], f"{tmp_path / name} ({what})",
+                   f"give this run other names with {flag}, or move or remove th")
                   for flag, name, what in (("--record", "rec.avi", "recording"), ("--summary", "s.json", "summary"),
                                            ("--report", "r.html", "report"))]
-        for argv, what in again:
+        for argv, what, how in again:
             code, err = run_cli([*command, "--max-frames", "2", *argv], capsys)
             lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
-            assert code == 2 and len(lines) == 1 and f"the {what} exists" in lines[0], err
+            assert code == 2 and len(lines) == 1 and what in lines[0] and how in lines[0], err
     assert {name: (tmp_path / name).read_bytes() for name in earlier} == earlier
     assert not (tmp_path / "new.csv").exists()
+
+
+_RENAMED_WITH_THE_ROWS = "-o (the summary, tracks and segments are named after the rows)"
+
+
+@pytest.mark.parametrize(("earlier", "options"), [
+    # a faceless run's: rows that are a header, and its summary (3 frames, no face); a run still going looks alike
+    (["cam.csv", "cam.summary.json", "cam.tracks.csv"], _RENAMED_WITH_THE_ROWS),
+    (["cam.segments.csv"], _RENAMED_WITH_THE_ROWS),  # (the rows moved away, not the rest)
+    (["cam.csv", "rec.mkv", "page.html"], "-o, --record, --report"),
+])
+def test_a_live_run_names_every_earlier_file_in_its_way_and_how_to_go_on(earlier, options, tmp_path, capsys):
+    """Refused (exit 2) before the stream opens, in one line that names every earlier file at once (not one per
+    attempt) and the options that give this run other names; nothing is written or changed."""
+    contents = {"cam.csv": "source,frame,timestamp_s,track_id\n", "cam.summary.json": '{"frames": 3, "faces": 0}'}
+    for name in earlier:
+        (tmp_path / name).write_text(contents.get(name, "x\n"))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code, err = run_cli([f"http://127.0.0.1:{free_port()}/cam.mjpg", "-o", str(tmp_path / "cam.csv"), "--record",
+                         str(tmp_path / "rec.mkv"), "--report", str(tmp_path / "page.html"), "--metrics-port", "0"],
+                        capsys)
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert code == 2 and len(lines) == 1, err
+    assert all(str(tmp_path / name) in lines[0] for name in earlier), lines[0]
+    assert f"give this run other names with {options}, or move or remove th" in lines[0], lines[0]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
