@@ -103,7 +103,7 @@ def _asked_metrics(given: RunConfig, resolved: RunConfig, metrics: Any, exporter
     return run_metrics(replace(resolved, metrics_port=given.metrics_port), **kinds)
 
 
-RAY_OPTIONS = ("ray_workers", "ray_gpus_per_worker", "ray_retries")
+RAY_OPTIONS = ("ray_workers", "ray_gpus_per_worker", "ray_retries", "ray_keep_warm")
 MANY_OPTIONS = ("resume", "parallel", *RAY_OPTIONS)
 
 

@@ -35,6 +35,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -59,6 +60,9 @@ logger = logging.getLogger(__name__)
 
 LOCAL = "local"  # --ray local: start a Ray instance on this machine for the run
 WORKER_NAME = "emopipe-worker-{}"  # actor names, as the Ray dashboard shows them
+# --ray-keep-warm: workers outlive their run (detached actors) in one namespace, where the next run looks for them
+WARM_NAMESPACE = "emopipe-warm"
+WARM_NAME = "emopipe-warm-{}"
 POLL_S = 0.5  # how often the driver asks the busy workers how far they are (only while a bar is drawn)
 
 
@@ -69,11 +73,13 @@ class RayOptions:
     gpus_per_worker: float | None = None  # default: 1 where the cluster has GPUs, else 0
     retries: int = 2  # times a source is given to another worker after its worker died
     chunk: int | None = None  # sources handed to a worker at a time (default: guided, up to 16, 1 at the end)
+    keep_warm_s: float | None = None  # the workers wait this long warm on the cluster for the next run (None: end)
 
     @classmethod
     def from_config(cls, config: RunConfig) -> RayOptions:
         return cls(address=config.ray or "auto", workers=config.ray_workers,
-                   gpus_per_worker=config.ray_gpus_per_worker, retries=config.ray_retries)
+                   gpus_per_worker=config.ray_gpus_per_worker, retries=config.ray_retries,
+                   keep_warm_s=config.ray_keep_warm)
 
 
 class ProgressBoard:
@@ -188,7 +194,7 @@ class Worker:
     shares; with ``--pushgateway`` it pushes them after each share, grouped by its name as ``instance``."""
 
     def __init__(self, config: RunConfig, cwd: str | None = None, name: str = "emopipe-worker",
-                 metrics_port: int | None = None, board: Any = None) -> None:
+                 metrics_port: int | None = None, board: Any = None, run: str | None = None) -> None:
         began = time.perf_counter()
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
         # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
@@ -213,6 +219,13 @@ class Worker:
         self._opened = threading.Event()
         self._replying = threading.Lock()
         self._snapshots = 0  # summaries taken for replies: each reply's number
+        # --ray-keep-warm: the run holding this worker (a token), None while it waits warm for the next run; a
+        # worker ending after its idle time takes no run (closing)
+        self.cwd = os.getcwd()
+        self._run: str | None = run
+        self._released: _Feed | None = None  # the feed its run ended: the serving thread then waits for the next
+        self._closing = False
+        self._weights_stamp = _stamp(config.weights)
         from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
         self.analyzer = Analyzer(config)
@@ -273,6 +286,70 @@ class Worker:
                 with self._changed:
                     feed.stopped = True
                     self._changed.notify_all()
+            with self._changed:  # its run released it (--ray-keep-warm): warm, waiting for the next run
+                while self._released is feed and not self._closing:
+                    self._changed.wait()
+                if self._closing:
+                    return
+
+    def claim(self, config: RunConfig, cwd: str, board: Any, run: str) -> dict[str, Any] | None:
+        """Take this warm worker for the run ``run`` (--ray-keep-warm), if no run holds it and the run's options are
+        those it was started with, bar what each source's plan carries (sources, output names, --resume, the Ray
+        options): then its engines and pipeline are the ones that run would build. Its identity, else None."""
+        mine, theirs = _worker_options(self.config), _worker_options(config)
+        if cwd != self.cwd and _relative_paths(config):  # (relative weights or models mean another file there)
+            return None
+        if mine != theirs or _stamp(config.weights) != self._weights_stamp:
+            return None
+        with self._changed:
+            if self._run is not None or self._closing or self._released is None or not self.feed or \
+                    not self.feed.stopped:
+                return None
+            self._run = run
+            if cwd != self.cwd and Path(cwd).is_dir():  # (the pipeline is stopped: nothing reads paths now)
+                os.chdir(cwd)
+                self.cwd = cwd
+            self.counter = _Counter(self.name, board)
+            self.sources, self.first_share_at, self.last_result_at = 0, None, None
+            self.start = {"warm_from_an_earlier_run": True, "process_age_s": _process_age_s()}
+            self._opened.clear()  # ready() waits for the run's new pipeline
+            self._released = None
+            self._changed.notify_all()
+        return self._identity()
+
+    def release(self, run: str, keep_s: float) -> bool:
+        """The run ``run`` is over: the pipeline ends once its sources are done, and the worker waits warm for the
+        next run with the same options for ``keep_s`` seconds, then ends (its GPU free again). False if another
+        run holds it (nothing changed)."""
+        with self._changed:
+            if self._run != run:
+                return False
+            self._run = None
+            feed = self._released = self.feed
+            if feed is not None:
+                feed.chain.end_feed()
+            self._changed.notify_all()
+        threading.Thread(target=self._end_when_idle, args=(feed, keep_s), name="emopipe-keep-warm",
+                         daemon=True).start()
+        return True
+
+    def _end_when_idle(self, feed: _Feed | None, keep_s: float) -> None:
+        """After ``keep_s`` with no run claiming it since ``feed`` was released, the worker ends."""
+        deadline = time.monotonic() + keep_s
+        with self._changed:
+            while self._released is feed and self._run is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._closing = True
+                    self._changed.notify_all()
+                    break
+                self._changed.wait(timeout=left)
+            else:
+                return  # claimed by a run meanwhile
+        logger.info("%s: no run came for %g s; ending (its GPU free)", self.name, keep_s)
+        import ray
+
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     def metrics_wanted(self) -> bool:
         return self._metrics_port is not None or bool(self.config.pushgateway)
@@ -348,6 +425,28 @@ class Worker:
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
         return {"name": self.name, "where": self.where, "metrics": _endpoint(server)}
+
+
+PER_RUN_OPTIONS = ("sources", "list_files", "recursive", "resume", "output", "summary", "report", "no_progress",
+                   "ray", "ray_workers", "ray_retries", "ray_keep_warm")  # what each run's plan carries to a worker
+
+
+def _worker_options(config: RunConfig) -> RunConfig:
+    """A run's options as a worker's engines and pipeline use them: those each source's plan carries left out."""
+    return replace(config, **{name: getattr(RunConfig, name) for name in PER_RUN_OPTIONS})
+
+
+def _relative_paths(config: RunConfig) -> bool:
+    return any(value and not Path(value).is_absolute() for value in (config.weights, config.models_dir))
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """A weights file's size and time: one replaced under the same name is another model."""
+    try:
+        stat = Path(path).stat() if path else None
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns) if stat else None
 
 
 def _process_age_s() -> float | None:
@@ -563,28 +662,62 @@ DEPTH = 2  # shares in a worker's pipeline at once: the next is there when one e
 class _Crew:
     """The workers of a run: started, named, counted, replaced when they die, and killed at the end."""
 
-    def __init__(self, config: RunConfig, count: int, per_gpu: float, per_cpu: float, board: Any) -> None:
+    def __init__(self, config: RunConfig, count: int, per_gpu: float, per_cpu: float, board: Any,
+                 keep_warm_s: float | None = None) -> None:
         import ray
 
         self.config = config
         self.count, self.per_gpu = count, per_gpu
         self.board = board
-        # (calls at once: DEPTH shares waiting on its pipeline, plus ready/progress)
+        self.keep_warm_s = keep_warm_s
+        self.run = uuid.uuid4().hex  # (the token warm workers are claimed and released with)
+        # (calls at once: DEPTH shares waiting on its pipeline, plus ready/progress, plus claim or release)
         self.actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0,
-                                      max_concurrency=DEPTH + 2)(Worker)
+                                      max_concurrency=DEPTH + 3)(Worker)
         self.spawned = 0
         self.live: dict[str, Any] = {}  # name → actor handle, for the workers not known dead
         self.workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, busy_s, died
 
     def spawn(self) -> str:
-        name = WORKER_NAME.format(self.spawned)
         port = worker_metrics_port(self.config.metrics_port, self.spawned)
-        self.live[name] = self.actor_class.options(name=name, get_if_exists=False).remote(
-            self.config, os.getcwd(), name, port, self.board)
-        self.workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "busy_s": 0.0,
-                              "died": False}
+        if self.keep_warm_s is None:
+            name = WORKER_NAME.format(self.spawned)
+            actor = self.actor_class.options(name=name, get_if_exists=False)
+        else:  # (outlives the run, claimed by it from the start)
+            name = WARM_NAME.format(uuid.uuid4().hex[:8])
+            actor = self.actor_class.options(name=name, namespace=WARM_NAMESPACE, lifetime="detached")
+        self.live[name] = actor.remote(self.config, os.getcwd(), name, port, self.board, self.run)
+        self._enlist(name, warm=False)
         self.spawned += 1
         return name
+
+    def _enlist(self, name: str, warm: bool) -> None:
+        self.workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "busy_s": 0.0,
+                              "died": False, "warm_from_an_earlier_run": warm}
+
+    def claim_warm(self, wanted: int) -> int:
+        """Take up to ``wanted`` workers an earlier run left warm (--ray-keep-warm) whose options are this run's;
+        how many it took."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        taken = 0
+        names = sorted(entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
+                       if entry.get("namespace") == WARM_NAMESPACE and entry["name"].startswith(WARM_NAME[:-2]))
+        for name in names:
+            if taken == wanted:
+                break
+            try:
+                actor = ray.get_actor(name, namespace=WARM_NAMESPACE)
+                identity = ray.get(actor.claim.remote(self.config, os.getcwd(), self.board, self.run), timeout=30)
+            except (ValueError, RayActorError, GetTimeoutError):  # ended meanwhile, or not answering
+                continue
+            if identity is not None:
+                self.live[name] = actor
+                self._enlist(name, warm=True)
+                logger.info("%s (%s): warm from an earlier run", name, identity["where"])
+                taken += 1
+        return taken
 
     def died(self, name: str) -> bool:
         """Mark a worker dead; True the first time (one replacement per death, however many shares it held)."""
@@ -594,16 +727,28 @@ class _Crew:
         self.live.pop(name, None)
         return True
 
-    def dismiss(self, name: str) -> None:
+    def dismiss(self, name: str, keep: bool = False) -> None:
+        """Let a worker go: with ``keep`` and --ray-keep-warm, left warm for the next run (killed if it does not
+        say so), else killed."""
         import ray
 
         actor = self.live.pop(name, None)
-        if actor is not None:
-            ray.kill(actor, no_restart=True)
+        if actor is None:
+            return
+        if keep and self.keep_warm_s is not None:
+            with contextlib.suppress(Exception):  # (any failure: killed below)
+                if ray.get(actor.release.remote(self.run, self.keep_warm_s), timeout=30):
+                    return
+        ray.kill(actor, no_restart=True)
 
     def kill_all(self) -> None:
         for name in list(self.live):
             self.dismiss(name)
+
+    def end(self, kept: bool) -> None:
+        """The run is over: its workers left warm (``kept``, with --ray-keep-warm) or killed."""
+        for name in list(self.live):
+            self.dismiss(name, keep=kept)
 
 
 def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str] | None = None,
@@ -621,10 +766,13 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 
     if options.retries < 0:
         raise UsageError(f"--ray-retries must be ≥ 0, got {options.retries}")
+    if options.keep_warm_s is not None and options.address == LOCAL:
+        raise UsageError("--ray-keep-warm: a local Ray stops with its run; start one that outlives runs "
+                         "(ray start --head) and use --ray with its address")
     directory = config.output_folder(output_dir)
     with hold_folder(directory):  # (released once the last manifest line, summary.json and report are written)
         started = time.perf_counter()
-        ours, crew, board = False, None, None
+        ours, crew, board, ended = False, None, None, False
         held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
         held.hold()
         try:
@@ -633,8 +781,9 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             count, per_gpu, per_cpu = _sizing(options)
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             board = ray.remote(num_cpus=0)(ProgressBoard).remote()
-            crew = _Crew(config, count, per_gpu, per_cpu, board)
-            for _ in range(count if held.signum is None else 0):  # (none for a run already interrupted)
+            crew = _Crew(config, count, per_gpu, per_cpu, board, options.keep_warm_s)
+            warm = crew.claim_warm(count) if options.keep_warm_s is not None and held.signum is None else 0
+            for _ in range(count - warm if held.signum is None else 0):  # (none for a run already interrupted)
                 crew.spawn()
             from emopipe.api import Analyzer, report_many
             from emopipe.pipeline.analysis import ProgressBar
@@ -642,15 +791,16 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             plan = Analyzer(config).plan_many(sources, directory, folder_held=True)  # as one process checks it
             timeline["plan_s"] = time.perf_counter() - started
             for name in list(crew.live)[max(1, len(plan.todo)):]:  # fewer sources than workers
-                crew.dismiss(name)
+                crew.dismiss(name, keep=True)
             seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
             try:
                 outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)
             finally:
                 seen.close()  # the bar's last line, on its own line, before the summary's log lines
+            ended = True
         finally:  # (signals still held: an error before _run took them, or a run that finished — _run says why)
             if crew is not None:
-                crew.kill_all()
+                crew.end(kept=ended)  # (a run cut off or failed leaves none warm: one may still be writing)
             if board is not None:
                 ray.kill(board, no_restart=True)
             if ours:  # (now, not at exit: a local Ray's processes take a second or more to stop; said in the log)

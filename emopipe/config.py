@@ -68,6 +68,7 @@ class RunConfig:
     ray_workers: int | None = None  # default: one per GPU of the cluster
     ray_gpus_per_worker: float | None = None  # default: 1 where the cluster has GPUs, else 0 (CPU workers)
     ray_retries: int = 2  # times a source goes to another worker after its worker died
+    ray_keep_warm: float | None = None  # seconds the workers wait warm on the cluster for the next run (None: end)
     # outputs
     output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv (.jsonl)
     format: str | None = None  # csv | jsonl; default from the output's extension
@@ -141,6 +142,8 @@ class RunConfig:
             raise UsageError(f"--ray-gpus-per-worker must be a number ≥ 0, got {self.ray_gpus_per_worker}")
         if self.ray_retries < 0:
             raise UsageError(f"--ray-retries must be ≥ 0, got {self.ray_retries}")
+        if self.ray_keep_warm is not None and not (math.isfinite(self.ray_keep_warm) and self.ray_keep_warm > 0):
+            raise UsageError(f"--ray-keep-warm must be a number of seconds > 0, got {self.ray_keep_warm}")
         for name in ("start", "end"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):

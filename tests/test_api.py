@@ -292,6 +292,11 @@ def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypat
     with pytest.raises(UsageError, match=r"^--ray-gpus-per-worker: for a run over Ray"):
         emopipe.Analyzer(device="cpu").run_fleet(["udp://127.0.0.1:9", "udp://127.0.0.1:10"], tmp_path / "cams",
                                                  ray_gpus_per_worker=0.5)
+    with pytest.raises(UsageError, match=r"^--ray-keep-warm: for a run over Ray"):
+        emopipe.Analyzer(device="cpu").run_many([clip, clip + "2"], tmp_path / "out", ray_keep_warm=60)
+    for seconds in (0, -1, float("inf")):
+        with pytest.raises(UsageError, match="--ray-keep-warm must be a number of seconds > 0"):
+            RunConfig(ray_keep_warm=seconds)
     assert list(tmp_path.iterdir()) == []
 
 

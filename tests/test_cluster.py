@@ -33,6 +33,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emop
 
 from emopipe.cluster import (  # noqa: E402
     LOCAL,
+    WARM_NAMESPACE,
     WORKER_NAME,
     ProgressBoard,
     RayOptions,
@@ -864,3 +865,63 @@ def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage(
     assert workers["resources"]["limits"]["nvidia.com/gpu"] == "1"
     # the workers' models folder is writable: the compiled GPU code is cached there (read-only, each compiles)
     assert not next(m for m in workers["volumeMounts"] if m["name"] == "models").get("readOnly")
+
+
+def _warm_workers() -> list[str]:
+    actors = ray.util.list_named_actors(all_namespaces=True)
+    return sorted(a["name"] for a in actors if a["namespace"] == WARM_NAMESPACE)
+
+
+def _end_warm_workers() -> None:
+    for name in _warm_workers():
+        ray.kill(ray.get_actor(name, namespace=WARM_NAMESPACE), no_restart=True)
+
+
+def test_workers_kept_warm_take_the_next_run_with_the_same_options(tmp_path, local_ray, five_clips):
+    """--ray-keep-warm: the workers wait warm on the cluster after their run; the next run with the same options
+    starts on them (no new process, no engines built again) and writes the same rows; one with other options that
+    shape the pipeline cannot take them."""
+    _, config = five_clips
+    try:
+        first = run_on_ray(config, RayOptions(workers=2, keep_warm_s=600), output_dir=tmp_path / "first")
+        assert sorted(r.status for r in first.results) == ["ok"] * 5
+        kept = sorted(first.run["ray"]["per_worker"])
+        assert _warm_workers() == kept and all(name.startswith("emopipe-warm-") for name in kept)
+        where = {name: w["where"] for name, w in first.run["ray"]["per_worker"].items()}
+        assert not any(w["warm_from_an_earlier_run"] for w in first.run["ray"]["per_worker"].values())
+
+        second = run_on_ray(config, RayOptions(workers=2, keep_warm_s=600), output_dir=tmp_path / "second")
+        assert sorted(r.status for r in second.results) == ["ok"] * 5
+        facts = second.run["ray"]["per_worker"]
+        assert sorted(facts) == kept and all(facts[name]["warm_from_an_earlier_run"] for name in kept)
+        assert {name: w["where"] for name, w in facts.items()} == where  # the same processes
+        assert sum(w["sources"] for w in facts.values()) == 5  # this run's sources only, not the first run's too
+        assert sum(s["frames"] for s in second.run["ray"]["worker_summaries"]) == FRAMES
+        assert same_rows(all_rows(tmp_path / "second"), all_rows(tmp_path / "first"))
+        assert _warm_workers() == kept  # left warm again
+
+        other = RunConfig.from_options(config, threshold=0.9)  # (another detection threshold: other rows)
+        for name in kept:
+            actor = ray.get_actor(name, namespace=WARM_NAMESPACE)
+            assert ray.get(actor.claim.remote(other, os.getcwd(), None, "another run"), timeout=60) is None
+    finally:
+        _end_warm_workers()
+
+
+def test_a_worker_kept_warm_ends_when_no_run_comes(tmp_path, local_ray, five_clips):
+    _, config = five_clips
+    try:
+        run_on_ray(config, RayOptions(workers=1, keep_warm_s=1), output_dir=tmp_path / "out")
+        deadline = time.monotonic() + 120  # (a bound for a loaded machine, not a speed: it ends after 1 s idle)
+        while _warm_workers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _warm_workers() == []
+    finally:
+        _end_warm_workers()
+
+
+def test_keep_warm_is_refused_for_a_local_ray_that_stops_with_its_run(tmp_path, five_clips):
+    _, config = five_clips
+    with pytest.raises(UsageError, match="--ray-keep-warm: a local Ray stops with its run"):
+        run_on_ray(config, RayOptions(address=LOCAL, keep_warm_s=60), output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="GPUs each worker takes, fractions allowed (default: 1; 0 on a cluster without GPUs)")
     many.add_argument("--ray-retries", type=int, default=RunConfig.ray_retries, metavar="N",
                       help="times a source goes to another worker after its worker died")
+    many.add_argument("--ray-keep-warm", type=float, metavar="SECONDS",
+                      help="after the run, the workers wait warm on the cluster this long for the next run with the "
+                           "same options, which then starts on them in about a second (they hold their GPUs "
+                           "meanwhile; not with --ray local, whose Ray stops with the run)")
 
     src = parser.add_argument_group("input range")
     src.add_argument("--start", type=float, metavar="SECONDS", help="start at this time")
