@@ -592,12 +592,18 @@ with written_whole(Path(sys.argv[1])) as file:
 """
 
 
+def _holding(script: str, said: str, target: Path, text: str) -> subprocess.Popen:
+    """Another process running ``script`` on ``target`` and ``text``, held once it has said ``said`` (until the test
+    writes a line to it, or kills it)."""
+    process = subprocess.Popen([sys.executable, "-c", script, str(target), text], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout is not None and process.stdout.readline() == said + "\n"
+    return process
+
+
 def writer_in_its_temporary_file(target: Path, text: str) -> subprocess.Popen:
     """Another process in the middle of writing ``target``: it has written ``text`` under its temporary name."""
-    process = subprocess.Popen([sys.executable, "-c", WRITER, str(target), text], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert process.stdout is not None and process.stdout.readline() == "writing\n"
-    return process
+    return _holding(WRITER, "writing", target, text)
 
 
 def test_a_killed_writers_temporary_file_goes_with_the_next_write_but_a_live_writers_stays(tmp_path):
@@ -632,10 +638,7 @@ with staging_folder(Path(sys.argv[1])) as folder:
 
 def stager_in_its_folder(target: Path, text: str) -> subprocess.Popen:
     """Another process in the middle of building ``target`` in its staging folder, a file ``text`` in it."""
-    process = subprocess.Popen([sys.executable, "-c", STAGER, str(target), text], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert process.stdout is not None and process.stdout.readline() == "staging\n"
-    return process
+    return _holding(STAGER, "staging", target, text)
 
 
 def test_a_killed_writers_staging_folder_goes_with_the_next_one_but_a_live_writers_stays(tmp_path):
