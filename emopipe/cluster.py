@@ -194,7 +194,8 @@ class Worker:
     shares; with ``--pushgateway`` it pushes them after each share, grouped by its name as ``instance``."""
 
     def __init__(self, config: RunConfig, cwd: str | None = None, name: str = "emopipe-worker",
-                 metrics_port: int | None = None, board: Any = None, run: str | None = None) -> None:
+                 metrics_port: int | None = None, board: Any = None, run: str | None = None,
+                 keep_s: float | None = None) -> None:
         began = time.perf_counter()
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
         # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
@@ -226,11 +227,16 @@ class Worker:
         self._released: _Feed | None = None  # the feed its run ended: the serving thread then waits for the next
         self._closing = False
         self._weights_stamp = _stamp(config.weights)
+        self._keep_s = keep_s
+        self._last_active = time.monotonic()  # (of a run: a claim, a share, a release)
+        self._in_process = 0  # shares being processed now
         from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
         self.analyzer = Analyzer(config)
         self._began = began
         threading.Thread(target=self._serve, name="emopipe-worker", daemon=True).start()
+        if keep_s is not None:
+            threading.Thread(target=self._watch, name="emopipe-keep-warm", daemon=True).start()
 
     def _serve(self) -> None:
         """The serving thread: engines built and warmed, then a pipeline fed shares until the actor ends."""
@@ -314,6 +320,7 @@ class Worker:
             self.start = {"warm_from_an_earlier_run": True, "process_age_s": _process_age_s()}
             self._opened.clear()  # ready() waits for the run's new pipeline
             self._released = None
+            self._last_active = time.monotonic()
             self._changed.notify_all()
         return self._identity()
 
@@ -321,34 +328,50 @@ class Worker:
         """The run ``run`` is over: the pipeline ends once its sources are done, and the worker waits warm for the
         next run with the same options for ``keep_s`` seconds, then ends (its GPU free again). False if another
         run holds it (nothing changed)."""
+        self._keep_s = keep_s
+        return self._free(run)
+
+    def _free(self, run: str) -> bool:
         with self._changed:
             if self._run != run:
                 return False
             self._run = None
-            feed = self._released = self.feed
-            if feed is not None:
-                feed.chain.end_feed()
+            self._released = self.feed
+            if self.feed is not None:
+                self.feed.chain.end_feed()
+            self._last_active = time.monotonic()
             self._changed.notify_all()
-        threading.Thread(target=self._end_when_idle, args=(feed, keep_s), name="emopipe-keep-warm",
-                         daemon=True).start()
         return True
 
-    def _end_when_idle(self, feed: _Feed | None, keep_s: float) -> None:
-        """After ``keep_s`` with no run claiming it since ``feed`` was released, the worker ends."""
-        deadline = time.monotonic() + keep_s
-        with self._changed:
-            while self._released is feed and self._run is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
+    def _watch(self) -> None:
+        """--ray-keep-warm: the worker ends once no run has used it for its keep time — released by its run, or held
+        by one whose driver is gone (killed before it could release it: the run's board, an actor of that driver,
+        is gone with it), so a worker that outlives its run never holds its GPU for good."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        while True:
+            time.sleep(WATCH_S)
+            with self._changed:
+                if self._closing:
+                    return
+                run, board, idle_s = self._run, self.counter.board, time.monotonic() - self._last_active
+                busy = self._in_process > 0
+                if run is None and idle_s >= (self._keep_s or 0):
                     self._closing = True
                     self._changed.notify_all()
                     break
-                self._changed.wait(timeout=left)
-            else:
-                return  # claimed by a run meanwhile
-        logger.info("%s: no run came for %g s; ending (its GPU free)", self.name, keep_s)
-        import ray
-
+            if run is None or busy or board is None:
+                continue
+            try:
+                ray.get(board.read.remote(), timeout=30)
+            except RayActorError:
+                logger.warning("%s: the run holding it is gone (its driver ended without letting it go); it waits "
+                               "%g s for another run", self.name, self._keep_s)
+                self._free(run)
+            except Exception:  # (a board slow to answer: asked again next time)
+                logger.debug("the run's board did not answer", exc_info=True)
+        logger.info("%s: no run came for %g s; ending (its GPU free)", self.name, self._keep_s)
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     def metrics_wanted(self) -> bool:
@@ -374,6 +397,17 @@ class Worker:
         if self.error is not None:
             raise self.error
         began = time.perf_counter()
+        with self._changed:
+            self._in_process += 1
+            self._last_active = time.monotonic()
+        try:
+            return self._process(share, share_id, began)
+        finally:
+            with self._changed:
+                self._in_process -= 1
+                self._last_active = time.monotonic()
+
+    def _process(self, share: Sequence[PlannedSource], share_id: int, began: float) -> dict[str, Any]:
         with self._changed:
             feed = self.feed
             assert feed is not None
@@ -656,6 +690,7 @@ def _sizing(options: RayOptions) -> tuple[int, float, float]:
 
 KILL_WAIT_S = 10.0  # Ctrl-C: how long the driver waits for the killed workers' calls to end
 CLOCK_SLACK_S = 1.0  # a file written after a share went out may carry a time this much earlier
+WATCH_S = 5.0  # --ray-keep-warm: how often a worker checks whether it is idle, or its run gone
 DEPTH = 2  # shares in a worker's pipeline at once: the next is there when one ends, so no round trip idles it
 
 
@@ -686,7 +721,7 @@ class _Crew:
         else:  # (outlives the run, claimed by it from the start)
             name = WARM_NAME.format(uuid.uuid4().hex[:8])
             actor = self.actor_class.options(name=name, namespace=WARM_NAMESPACE, lifetime="detached")
-        self.live[name] = actor.remote(self.config, os.getcwd(), name, port, self.board, self.run)
+        self.live[name] = actor.remote(self.config, os.getcwd(), name, port, self.board, self.run, self.keep_warm_s)
         self._enlist(name, warm=False)
         self.spawned += 1
         return name

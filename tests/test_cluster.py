@@ -920,6 +920,28 @@ def test_a_worker_kept_warm_ends_when_no_run_comes(tmp_path, local_ray, five_cli
         _end_warm_workers()
 
 
+def test_a_worker_kept_warm_whose_run_is_gone_without_letting_it_go_ends_too(tmp_path, local_ray, five_clips):
+    """A driver killed mid-run (SIGKILL, its pod lost) never releases its warm workers: each sees its run's board
+    (an actor of that driver's) gone, and ends after its keep time as a released one does — never holding its GPU
+    for good."""
+    _, config = five_clips
+    board = ray.remote(num_cpus=0)(ProgressBoard).remote()
+    name = "emopipe-warm-abandoned"
+    worker = ray.remote(num_cpus=1, max_concurrency=4)(Worker).options(
+        name=name, namespace=WARM_NAMESPACE, lifetime="detached").remote(config, os.getcwd(), name, None, board,
+                                                                         "a run", 1.0)
+    try:
+        assert ray.get(worker.ready.remote(), timeout=300)["error"] is None
+        assert _warm_workers() == [name]
+        ray.kill(board, no_restart=True)  # the run's driver is gone
+        deadline = time.monotonic() + 120  # (a bound for a loaded machine: it checks every few seconds)
+        while _warm_workers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _warm_workers() == []
+    finally:
+        _end_warm_workers()
+
+
 def test_keep_warm_is_refused_for_a_local_ray_that_stops_with_its_run(tmp_path, five_clips):
     _, config = five_clips
     with pytest.raises(UsageError, match="--ray-keep-warm: a local Ray stops with its run"):
