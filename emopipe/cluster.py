@@ -637,11 +637,35 @@ def _join(address: str) -> None:
     if address == LOCAL:
         ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     else:
+        if address == "auto":
+            _answers(os.environ.get("RAY_ADDRESS", ""), "--ray (RAY_ADDRESS)")
+        else:
+            _answers(address, f"--ray {address}")
         try:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
         except ConnectionError as exc:
             raise UsageError(f"--ray {address}: no Ray cluster there ({exc}); start one (ray start --head) or use "
                              "--ray local") from None
+
+
+ADDRESS_PROBE_S = 5.0  # how long a cluster's address is given to accept a connection before Ray is asked to join
+
+
+def _answers(address: str, option: str) -> None:
+    """Refuse an address where nothing accepts a connection (a typo, a cluster not started): Ray itself would retry
+    for minutes, printing its own warnings, before it gives up. ``host:port`` or ``ray://host:port``; other forms
+    (``auto`` without RAY_ADDRESS, none) are left to Ray."""
+    where = address.removeprefix("ray://").rstrip("/")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_PROBE_S):
+            pass
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        raise UsageError(f"{option}: no Ray cluster at {address} ({reason}); start one (ray start --head), check "
+                         "the address, or use --ray local") from None
 
 
 def _disconnect(address: str) -> None:

@@ -947,3 +947,18 @@ def test_keep_warm_is_refused_for_a_local_ray_that_stops_with_its_run(tmp_path, 
     with pytest.raises(UsageError, match="--ray-keep-warm: a local Ray stops with its run"):
         run_on_ray(config, RayOptions(address=LOCAL, keep_warm_s=60), output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_address_where_no_cluster_answers_is_refused_at_once(monkeypatch):
+    """Ray itself retries such an address for minutes, printing its own warnings; the run says so in one line."""
+    from emopipe.cluster import _join
+
+    port = free_ports(1)  # (nothing listens there)
+    with pytest.raises(UsageError, match=rf"^--ray 127.0.0.1:{port}: no Ray cluster at 127.0.0.1:{port} \(connection "
+                                         r"refused\); start one \(ray start --head\)"):
+        _join(f"127.0.0.1:{port}")
+    with pytest.raises(UsageError, match=rf"^--ray ray://127.0.0.1:{port}: no Ray cluster at"):
+        _join(f"ray://127.0.0.1:{port}")
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    with pytest.raises(UsageError, match=rf"^--ray \(RAY_ADDRESS\): no Ray cluster at 127.0.0.1:{port}"):
+        _join("auto")

@@ -147,6 +147,8 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
     config = RunConfig(format="jsonl")
     with ExitStack() as stack:
         planned, manifest = plan_fleet(config, sources, tmp_path / "out", stack)
+        # an earlier run's folder (written while the plan holds it: a folder the plan made and left empty goes)
+        manifest.append({"source": "webcam:0", "status": "ok"})
     names = [p.rows.name for p in planned]
     assert names == ["webcam0.emotions.jsonl", "webcam1.emotions.jsonl", "cam.local_live.emotions.jsonl",
                      "cam.local_live-2.emotions.jsonl", "cam.local_8080_live.emotions.jsonl",
@@ -156,7 +158,6 @@ def test_each_camera_gets_its_own_safely_named_files(tmp_path):
     assert not any(secret in name for name in names for secret in ("secret", "other", "abc", "def", "admin"))
     assert manifest.path == tmp_path / "out" / "manifest.jsonl"
     # an earlier run's folder is not overwritten
-    manifest.append({"source": "webcam:0", "status": "ok"})
     with ExitStack() as stack, pytest.raises(UsageError, match="earlier run"):
         plan_fleet(config, sources, tmp_path / "out", stack)
     for flags, message in (({"record": "x.mp4"}, "--record"), ({"resume": True}, "--resume")):
