@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
+from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, Written, path_items, refuse_inputs
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, warn_linked
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import STDOUT, ensure_writable, hold_folder, partial_path
+from emopipe.io.records import STDOUT, InputFiles, ensure_writable, hold_folder, partial_path
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
@@ -50,7 +50,6 @@ from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_op
 from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
-from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
 from emopipe.report.segments import import_change_points_ahead
 from emopipe.types import FaceRecord, FrameResult
 
@@ -493,20 +492,26 @@ class Analyzer:
                              "summary go in the -o folder, the run's in its summary.json); run one emopipe per "
                              "source for these")
         directory = given.output_folder(output_dir)
+        input_files = InputFiles([*inputs.sources, *([config.weights] if config.weights else [])])
         if given.report:  # (before the folder is made)
             if Path(given.report).suffix.lower() not in (".html", ".htm"):
                 raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
-            check_thumbnails_folder(thumbnails_folder(given.report), keep=[*inputs.sources, directory])
+            # the page and its thumbnails folder under the names a one-source run's take (a few more than this one's,
+            # never left under a partial name)
+            refuse_inputs(RunConfig(report=given.report).written(), input_files, keep=[str(directory)],
+                          advice="name the report otherwise")
         with ExitStack() as held:  # (handed to the plan; released here if planning fails)
             if not folder_held:  # before the checks: a run that started first has its files there
                 held.enter_context(hold_folder(directory))
-            plan = self._plan_folder(inputs.sources, directory, config, given)
+            plan = self._plan_folder(inputs.sources, directory, config, given, input_files)
             plan.held = held.pop_all()
         return plan
 
     @staticmethod
-    def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, given: RunConfig) -> ManyPlan:
-        """plan_many's checks of the (held) folder: an earlier run's manifest and files, and the outputs' names."""
+    def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, given: RunConfig,
+                     input_files: InputFiles) -> ManyPlan:
+        """plan_many's checks of the (held) folder: an earlier run's manifest and files, and the outputs' names (none
+        of them one of the ``input_files``)."""
         manifest = Manifest(directory, files=True)
         if manifest.path.exists() and not config.resume:
             raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
@@ -516,6 +521,13 @@ class Analyzer:
         own, reserved = manifest.names(previous, sources)
         planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved)
         todo = [p for p in planned if not manifest.done(mine[p.uri])]
+        # no name the run writes is a source (nor the weights): a source's files under their own, partial and
+        # temporary names, the manifest, the run's summary.json
+        run_files = [Written("manifest", str(manifest.path)), Written("summary", str(directory / RUN_SUMMARY)),
+                     Written("summary", str(partial_path(directory / RUN_SUMMARY)), "partial")]
+        source_files = (name for p in todo for name in p.written(temporaries=input_files.at_temporary_names))
+        refuse_inputs([*run_files, *source_files], input_files, keep=(),
+                      advice="choose another output folder, or move that input")
         # a file in the way is replaced only when it is a source's own, by the manifest's word (an earlier run gave
         # it that name); any other is somebody else's — another tool's, or one the user put there
         for p in todo:

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.errors import UsageError
-from emopipe.io.records import MAX_NAME_BYTES, STDOUT, ensure_writable, output_format, partial_path, same_file
+from emopipe.io.records import (
+    MAX_NAME_BYTES,
+    STDOUT,
+    InputFiles,
+    ensure_writable,
+    output_format,
+    partial_path,
+    same_file,
+    temporary_names,
+)
 from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
 from emopipe.types import PRECISION_NAMES
 
@@ -46,6 +55,57 @@ StrPath = str | os.PathLike[str]  # a path as a str or a pathlib.Path (or a URL,
 PATH_FIELDS = ("source", "output", "annotate", "summary", "report", "weights", "models_dir", "record")
 FLEET_CUDA_BATCH = 16  # several cameras on CUDA: frames per detector call and faces per EmoNet batch, at most
 # (H100, 16 paced 720p30 cameras: batches of 4: 400 frames/s, drops 35 %; of 16: 477, 0.9 %; docs/benchmarks.md)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A name a run may write: an output's own (``output``), the partial name it is written under and stays under when
+    a run does not complete (``partial``), or a temporary name it is written whole under, for a moment (``temporary``:
+    :func:`~emopipe.io.records.temporary_names`)."""
+
+    role: str  # the output's, as RunConfig.outputs names it
+    path: str
+    kind: str = "output"
+
+    @property
+    def folder(self) -> bool:
+        """A folder, replaced whole (the report's thumbnails)."""
+        return self.role == "thumbnails"
+
+    def describe(self) -> str:
+        what = self.role.replace("_", " ")
+        if self.kind == "output":
+            return f"the {what} output {self.path}"
+        owner = f"{what}'" if what.endswith("s") else f"{what}'s"
+        return f"the {owner} temporary name {self.path}"
+
+
+WHOLE_ROLES = ("summary", "report", "thumbnails", "tracks", "segments")  # written whole, under temporary names
+
+
+def written_as(role: str, path: str, partial: Path | None = None) -> list[Written]:
+    """The names an output is written under: its own, its ``partial`` name, and the temporary names of both where it
+    is written whole (a file: written_whole; a folder: staging_folder)."""
+    names = [Written(role, path), *([Written(role, str(partial), "partial")] if partial is not None else [])]
+    if role in WHOLE_ROLES:
+        names += [Written(role, str(temporary), "temporary") for name in list(names)
+                  for temporary in temporary_names(Path(name.path))]
+    return names
+
+
+def refuse_inputs(written: Iterable[Written], inputs: InputFiles, keep: Iterable[str], advice: str) -> None:
+    """No name in ``written`` is one of the ``inputs``; no folder in it (replaced whole) is or holds an input or a path
+    of ``keep`` (the run's other outputs). UsageError naming the first, with ``advice``."""
+    from emopipe.report.outputs import check_thumbnails_folder
+
+    keep = [*inputs.paths, *keep]
+    for name in written:
+        if name.folder:
+            # (a temporary folder that is not there holds nothing; one that is, a killed write's, goes whole)
+            if name.kind != "temporary" or os.path.isdir(name.path):
+                check_thumbnails_folder(name.path, keep=keep)
+        elif inputs.named_by(name.path) is not None:
+            raise UsageError(f"{name.describe()} is an input of this run: {advice} (outputs never overwrite inputs)")
 
 
 @dataclass(frozen=True)
@@ -310,6 +370,29 @@ class RunConfig:
             found["thumbnails"] = str(thumbnails_folder(self.report))
         return {role: path for role, path in found.items() if path and path != STDOUT}
 
+    def written(self) -> list[Written]:
+        """Every name this run may write (on a resolved config): each output's (:meth:`outputs`), the partial name it
+        stays under when the run does not complete (beside an earlier run's files), and the temporary names of those
+        written whole (:func:`written_as`). The live recording is written in place, under its own name only."""
+        found = []
+        for role, path in self.outputs().items():
+            found += written_as(role, path, self._partial_name(role, Path(path)))
+        return found
+
+    def _partial_name(self, role: str, path: Path) -> Path | None:
+        """Where an output stays when the run does not complete, beside an earlier run's files; None for those never
+        kept so (the tracks and segments are not written then; the live recording is written in place)."""
+        if role in ("rows", "summary"):
+            return partial_path(path)
+        if role in ("annotated_video", "report"):  # (the suffix stays last: it says what the file is)
+            return partial_path(path, keep_suffix=True)
+        if role == "thumbnails":  # the folder beside the report's partial name
+            from emopipe.report.outputs import thumbnails_folder
+
+            assert self.report is not None
+            return thumbnails_folder(partial_path(Path(self.report), keep_suffix=True))
+        return None
+
     def earlier_outputs(self) -> list[str]:
         """The outputs (on a resolved config) already there, an earlier run's: files, and the thumbnails folder
         (never a device or a FIFO such as ``/dev/null``: written in place, they hold no earlier result)."""
@@ -339,31 +422,31 @@ class RunConfig:
             raise UsageError(f"--report {self.report}: the report is a web page; name it .html")
         if self.summary and self.summary != STDOUT and Path(self.summary).suffix.lower() != ".json":
             raise UsageError(f"--summary {self.summary}: the summary is JSON; name it .json")
-        inputs = [p for p in (self.source, self.weights) if p and not is_live(p)]
-        seen: dict[str, str] = {}
+        inputs = InputFiles(p for p in (self.source, self.weights) if p and not is_live(p))
+        seen: list[Written] = []
         outputs = self.outputs()
         existing = set(self.earlier_outputs())
         earlier = {role: path for role, path in outputs.items() if path in existing}  # there already, by role
+        written = self.written()
         for role, path in outputs.items():
-            for other in inputs:
-                if same_file(path, other):
-                    raise UsageError(f"the {role.replace('_', ' ')} output {path} is an input of this run: "
-                                     "choose another name (outputs never overwrite inputs)")
-            for other_role, other in seen.items():
-                if same_file(path, other):
-                    raise UsageError(f"the {role.replace('_', ' ')} and the {other_role.replace('_', ' ')} outputs "
-                                     f"are the same file ({path}): give each its own name")
-            seen[role] = path
-            if role == "thumbnails":  # a folder (in the report's folder, checked as the report's)
-                from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
-
-                assert self.report is not None
-                # and the one a run that does not complete may write instead, beside its REPORT.partial.html
-                aside = thumbnails_folder(partial_path(Path(self.report), keep_suffix=True))
-                for folder in (path, aside):
-                    check_thumbnails_folder(folder, keep=[*inputs, *(p for r, p in outputs.items() if r != role)])
-                continue
-            ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
+            # every name it is written under: its own, its partial name and its temporary ones
+            names = [name for name in written if name.role == role]
+            for name in names:
+                if name.kind == "temporary":  # (named after the others: told apart as they are)
+                    continue
+                for other in seen:
+                    if not same_file(name.path, other.path):
+                        continue
+                    if name.kind == other.kind == "output":
+                        raise UsageError(f"the {role.replace('_', ' ')} and the {other.role.replace('_', ' ')} "
+                                         f"outputs are the same file ({name.path}): give each its own name")
+                    raise UsageError(f"{name.describe()} and {other.describe()} are the same file: give each output "
+                                     "its own name")
+                seen.append(name)
+            refuse_inputs(names, inputs, keep=[p for r, p in outputs.items() if r != role],
+                          advice="choose another name")
+            if role != "thumbnails":  # (a folder in the report's folder, checked as the report's)
+                ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
         if self.live and earlier:
             self._refuse_earlier_outputs(earlier)
 

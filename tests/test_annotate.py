@@ -251,6 +251,15 @@ def test_numpy_frame_rate_is_accepted(tmp_path):
         assert writer.fps == 12.5
 
 
+def test_a_video_whose_name_is_near_the_limit_is_written_under_a_hashed_partial_name(tmp_path):
+    # (was: NAME.partial.mp4 made the name too long for the file system, and OpenCV could not open it)
+    path = tmp_path / ("x" * 248 + ".mp4")
+    video = AnnotatedVideoWriter(path, 10.0, (64, 48), partial=True)
+    assert video.writing.name.startswith(".emopipe-") and video.writing.name.endswith(".partial.mp4")
+    video.write(np.zeros((48, 64, 3), np.uint8), ())
+    assert video.commit() == path and path.stat().st_size > 0 and not video.writing.exists()
+
+
 def test_write_after_close_is_refused(tmp_path):
     writer = AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48))
     writer.close()

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,45 @@ def test_outputs_that_are_inputs_or_each_other_are_refused_before_any_work(tmp_p
                 {"output": "/proc/emopipe-test.csv"}, {"annotate": str(tmp_path / "noext")}):
         with pytest.raises((UsageError, OutputError)):
             RunConfig(source=str(video), **bad).resolved("cpu").check_outputs()
+
+
+@pytest.mark.parametrize(("options", "name", "message"), [
+    ({"annotate": "clip.mp4"}, "clip.partial.mp4", "the annotated video's temporary name clip.partial.mp4"),
+    ({"output": "rows.csv"}, "rows.csv.partial", "the rows' temporary name rows.csv.partial"),
+    ({"output": "rows.csv"}, "rows.summary.json.partial", "the summary's temporary name rows.summary.json.partial"),
+    ({"summary": "s.json"}, ".s.json.0.part", "the summary's temporary name .s.json.0.part"),
+    ({"output": "rows.csv"}, ".rows.tracks.csv.15.part", "the tracks' temporary name .rows.tracks.csv.15.part"),
+    ({"output": "rows.csv"}, ".rows.segments.csv.3.part", "the segments' temporary name"),
+    ({"report": "r.html"}, "r.partial.html", "the report's temporary name r.partial.html"),
+    ({"report": "r.html"}, ".r.partial.html.0.part", "the report's temporary name .r.partial.html.0.part"),
+    ({"report": "r.html"}, "r.partial.thumbnails/v.mp4", "the report's thumbnails folder r.partial.thumbnails is"),
+    ({"report": "r.html"}, ".r.thumbnails.0.part/v.mp4", "the report's thumbnails folder .r.thumbnails.0.part is"),
+])
+def test_no_name_an_output_is_written_under_first_is_an_input(tmp_path, monkeypatch, options, name, message):
+    # (was: `emopipe clip.partial.mp4 --annotate clip.mp4` wrote the annotated video over its input, then renamed it
+    # clip.mp4: exit 0, the input gone; only the outputs' final names were checked)
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / name
+    source.parent.mkdir(exist_ok=True)
+    source.write_bytes(b"the input")
+    Path("link.mp4").symlink_to(source)
+    for given in ({"source": name}, {"source": "link.mp4"}, {"source": "other.mp4", "weights": name}):
+        with pytest.raises(UsageError, match="^" + re.escape(message)) as refused:
+            RunConfig(**given, **options).resolved("cpu").check_outputs()
+        assert refused.value.exit_code == 2 and "\n" not in str(refused.value)
+    assert source.read_bytes() == b"the input"
+    RunConfig(source="other.mp4", **options).resolved("cpu").check_outputs()  # (the names alone are fine)
+
+
+def test_a_live_runs_names_are_checked_against_its_weights(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("cam.emotions.summary.json.partial").write_bytes(b"weights")
+    with pytest.raises(UsageError, match=r"^the summary's temporary name cam\.emotions\.summary\.json\.partial is an "
+                                         "input"):
+        RunConfig(webcam=0, output="cam.emotions.csv", record="rec.mkv",
+                  weights="cam.emotions.summary.json.partial").resolved("cpu").check_outputs()
+    with pytest.raises(UsageError, match=r"^the recording output rec\.mkv is an input"):
+        RunConfig(webcam=0, record="rec.mkv", weights="rec.mkv").resolved("cpu").check_outputs()
 
 
 def test_the_default_rows_name_follows_the_format():

@@ -432,6 +432,52 @@ def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(
     assert (tmp_path / "done" / "b.emotions.csv").read_bytes() == b"the user's"
 
 
+@pytest.mark.parametrize(("name", "message"), [
+    ("a.emotions.csv.partial", "the rows' temporary name"),
+    ("a.emotions.tracks.csv.partial", "the tracks' temporary name"),
+    ("a.emotions.segments.csv.partial", "the segments' temporary name"),
+    ("a.emotions.summary.json.partial", "the summary's temporary name"),
+    (".a.emotions.tracks.csv.partial.0.part", "the tracks' temporary name"),
+    ("summary.json.partial", "the summary's temporary name"),  # (the run's)
+    ("a.emotions.csv", "the rows output"),
+])
+def test_no_source_is_a_name_a_many_source_run_writes(tmp_path, monkeypatch, name, message):
+    # (was: only the final names were refused, as files in the way: a source at another's partial name was written
+    # over, then renamed)
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "a.mp4")
+    touch(tmp_path / name, b"a source")
+    with pytest.raises(UsageError, match=f"^{message} {name.replace('.', '[.]')} is an input of this run: choose "
+                                         "another output folder, or move that input"):
+        Analyzer(device="cpu").plan_many(["a.mp4", name], ".")
+    assert (tmp_path / name).read_bytes() == b"a source"
+
+
+def test_no_source_is_at_a_temporary_name_through_a_hard_link(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    touch(tmp_path / "a.mp4")
+    source = touch(tmp_path / "b.mp4", b"a source")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".a.emotions.segments.csv.partial.7.part").hardlink_to(source)
+    with pytest.raises(UsageError, match=r"^the segments' temporary name out/\.a\.emotions\.segments\.csv\.partial\.7"
+                                         r"\.part is an input"):
+        Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "out")
+    Analyzer(device="cpu").plan_many(["a.mp4"], "out").close()  # (a hidden file of that name alone: not an input)
+
+
+def test_the_command_refuses_a_source_at_another_sources_partial_name_before_any_model_loads(tmp_path):
+    touch(tmp_path / "a.mp4", b"the first source")
+    touch(tmp_path / "a.emotions.csv.partial", b"the second source")
+    done = emopipe("a.mp4", "a.emotions.csv.partial", "-o", ".", "--weights", tmp_path / "no-such.pth", cwd=tmp_path,
+                   check=2)
+    assert done.stderr.splitlines()[-1] == ("emopipe: error: the rows' temporary name a.emotions.csv.partial is an "
+                                            "input of this run: choose another output folder, or move that input "
+                                            "(outputs never overwrite inputs)")
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "a.emotions.csv.partial").read_bytes() == b"the second source"
+    assert not (tmp_path / "manifest.jsonl").exists()
+
+
 def test_a_damaged_manifest_line_is_passed_over_not_a_crash(tmp_path):
     manifest = Manifest(tmp_path, files=True)
     rows = touch(tmp_path / "a.emotions.csv")

@@ -231,6 +231,19 @@ def test_unwritable_outputs(moving, tmp_path, models_home):
     assert not (tmp_path / "rows.csv").exists()  # failed before any work started
 
 
+def test_an_input_named_as_an_outputs_temporary_name_is_refused_and_kept(moving, tmp_path, checkpoints, models_home):
+    # (was: exit 0, the annotated video written over clip.partial.mp4, its input, then renamed clip.mp4)
+    work = tmp_path / "work"
+    work.mkdir()
+    source = work / "clip.partial.mp4"
+    shutil.copy(moving.path, source)
+    done = emopipe(source, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                   "--max-frames", "2", "-o", work / "rows.csv", "--annotate", work / "clip.mp4")
+    one_line_error(done, 2, f"the annotated video's temporary name {source} is an input of this run: choose another "
+                   "name (outputs never overwrite inputs)")
+    assert source.read_bytes() == moving.path.read_bytes() and os.listdir(work) == ["clip.partial.mp4"]
+
+
 def test_weights_missing_offline(moving, tmp_path, models_home):
     manifest = json.loads((REPO / "models" / "manifest.json").read_text())
     manifest["emonet_8"]["url"] = "http://127.0.0.1:9/emonet_8.pth"  # nothing listens there

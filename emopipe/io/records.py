@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -256,6 +257,41 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
             return False
 
 
+class InputFiles:
+    """A run's input files, to tell which one a name the run may write would overwrite: the same file, as
+    :func:`same_file` tells (other spellings, symbolic and hard links), with one ``stat`` a name however many inputs
+    there are (a many-source run checks several names a source). An input that is not there is matched by its
+    absolute name only (nothing of it can be overwritten)."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        self.paths = [os.fspath(path) for path in paths]
+        self._by_id: dict[tuple[int, int], str] = {}
+        self._missing: dict[str, str] = {}  # by absolute name
+        # Whether one may be at a temporary name (temporary_names: .NAME.0.part…): named as one, itself or what it
+        # links to, or a file known by other names too (a hard link). Where none is, those names (some thirty a
+        # source of a many-source run) need no look.
+        self.at_temporary_names = False
+        for path in self.paths:
+            try:
+                info = os.stat(path)
+            except (OSError, ValueError):  # (ValueError: a NUL in the name)
+                self._missing.setdefault(os.path.abspath(path), path)
+                continue
+            self._by_id.setdefault((info.st_dev, info.st_ino), path)
+            name = os.path.basename(os.path.realpath(path) if os.path.islink(path) else path)
+            if (name.startswith(".") and name.endswith(".part")) or (stat.S_ISREG(info.st_mode)
+                                                                    and info.st_nlink > 1):
+                self.at_temporary_names = True
+
+    def named_by(self, path: str | os.PathLike[str]) -> str | None:
+        """The input ``path`` is, or None."""
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return self._missing.get(os.path.abspath(path)) if self._missing else None
+        return self._by_id.get((info.st_dev, info.st_ino))
+
+
 def partial_path(path: Path, keep_suffix: bool = False) -> Path:
     """Where an output is written until it is complete: ``name.partial`` beside it (hashed if too long);
     ``keep_suffix``: ``stem.partial.suffix``, for a file opened by its suffix (a web page)."""
@@ -333,10 +369,16 @@ def _temporary_prefix(path: Path) -> str:
         f".emopipe-{hashlib.sha1(path.name.encode()).hexdigest()[:16]}."  # (a name's limit: 255 bytes)
 
 
+def temporary_names(path: Path) -> list[Path]:
+    """The temporary names :func:`written_whole` and :func:`staging_folder` write ``path`` under: ``.NAME.0.part``…
+    (where locks work; elsewhere a unique name, made new)."""
+    return [path.with_name(f"{_temporary_prefix(path)}{slot}.part") for slot in range(TEMPORARY_SLOTS)]
+
+
 def _temporary_for(path: Path) -> tuple[int, Path]:
     """The first temporary name of ``path`` no live process holds, opened, locked and emptied; the others no one
     holds (a killed writer's) removed."""
-    names = [path.with_name(f"{_temporary_prefix(path)}{slot}.part") for slot in range(TEMPORARY_SLOTS)]
+    names = temporary_names(path)
     taken: tuple[int, Path] | None = None
     for temporary in names:
         handle = _claim(temporary, create=taken is None)
@@ -357,7 +399,7 @@ def _temporary_for(path: Path) -> tuple[int, Path]:
 def _folder_for(path: Path) -> tuple[int, Path]:
     """:func:`_temporary_for` for a folder: the first temporary name of ``path`` no live process holds, made and
     locked; the others no one holds (a killed writer's) removed."""
-    names = [path.with_name(f"{_temporary_prefix(path)}{slot}.part") for slot in range(TEMPORARY_SLOTS)]
+    names = temporary_names(path)
     for name in names:  # a killed writer's
         handle = _claim(name, create=False, folder=True)
         if handle is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from typing import Any
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, OutputError, SourceUnavailableError
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import open_writer, partial_path, remove_earlier
+from emopipe.io.records import open_writer, partial_path, remove_earlier, written_whole
 from emopipe.io.sources import Source
 from emopipe.pipeline.live import LiveMode
 from emopipe.pipeline.models import Models
@@ -360,10 +359,8 @@ def write_summary(summary: RunSummary, path: str | None) -> None:
     if path == "-":
         sys.stdout.write(text)
         return
-    target = Path(path)
-    partial = partial_path(target)
     try:  # whole or not at all: never a half-written summary over an earlier one
-        partial.write_text(text)
-        os.replace(partial, target)
+        with written_whole(Path(path)) as file:
+            file.write(text.encode())
     except OSError as exc:
         raise OutputError(f"cannot write the summary {path}: {exc.strerror or exc}") from None

@@ -37,10 +37,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from emopipe.config import RunConfig, default_output, rows_suffix
+from emopipe.config import RunConfig, Written, default_output, rows_suffix
 from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import source_key
-from emopipe.io.records import MAX_NAME_BYTES, RecordWriter, open_writer, partial_path, remove_earlier
+from emopipe.io.records import (
+    MAX_NAME_BYTES,
+    RecordWriter,
+    open_writer,
+    partial_path,
+    remove_earlier,
+    temporary_names,
+)
 from emopipe.io.sources import Source, open_source
 from emopipe.io.uris import is_live, is_url, redact_uri
 from emopipe.pipeline.runner import Sink
@@ -84,6 +91,18 @@ class PlannedSource:
     def files(self) -> tuple[Path, ...]:
         """Every file its run writes under its final name."""
         return self.rows, self.tracks, self.segments, self.summary
+
+    def written(self, temporaries: bool = True) -> list[Written]:
+        """Every name its run may write: each file's own and the partial name it is written under first (and stays
+        under when the run is cut off), and (``temporaries``) the temporary names the tracks and segments are written
+        whole under."""
+        names = []
+        for role, path in zip(("rows", "tracks", "segments", "summary"), self.files, strict=True):
+            partial = partial_path(path)
+            names += [Written(role, str(path)), Written(role, str(partial), "partial")]
+            if temporaries and role in ("tracks", "segments"):
+                names += [Written(role, str(temporary), "temporary") for temporary in temporary_names(partial)]
+        return names
 
     @property
     def name(self) -> str:

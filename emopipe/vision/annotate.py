@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.records import ensure_writable
+from emopipe.io.records import ensure_writable, partial_path
 from emopipe.types import FaceRecord
 
 # Distinct, saturated BGR colours; a track keeps its colour for its whole life.
@@ -215,7 +215,7 @@ class AnnotatedVideoWriter:
         self.frames_written = 0
         self.had_previous = self.path.exists()
         # (the suffix stays last: OpenCV picks the container by it)
-        self.writing = self.path.with_name(f"{self.path.stem}.partial{self.path.suffix}") if partial else self.path
+        self.writing = partial_path(self.path, keep_suffix=True) if partial else self.path
         self._writer: cv2.VideoWriter | None = cv2.VideoWriter(
             str(self.writing), cv2.VideoWriter_fourcc(*codec), self.fps, self.size)
         if not self._writer.isOpened():
