@@ -551,8 +551,9 @@ class Analyzer:
         if given.report:  # one page for every source, made from their rows files at the end
             ensure_writable(Path(given.report), "report")
         skipped: list[SourceResult] = []
+        doing = {p.uri for p in todo}  # (a set: a list compared dataclasses, quadratic in the sources)
         for p in planned:
-            if p not in todo:
+            if p.uri not in doing:
                 entry = mine[p.uri]
                 assert entry is not None
                 outputs = {role: str(path) for role, path in manifest.outputs_of(entry).items()}
