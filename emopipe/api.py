@@ -18,36 +18,39 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, Written, path_items, refuse_inputs
+from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
-from emopipe.errors import InputTruncatedError, OutputError, UsageError
-from emopipe.io.inputs import expand_inputs, warn_linked
+from emopipe.errors import InputTruncatedError, UsageError
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import STDOUT, InputFiles, ensure_writable, hold_folder, partial_path
-from emopipe.io.uris import is_live, redact_uri
+from emopipe.io.records import STDOUT, partial_path
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
-from emopipe.pipeline.analysis import MetricsObserver, Outcome, ProgressBar, SourceRun, write_summary
+from emopipe.pipeline.analysis import MetricsObserver, Outcome, SourceRun, write_summary
 from emopipe.pipeline.archive import (
-    MANIFEST,
-    RUN_SUMMARY,
-    STATUSES,
     Manifest,
     PerSourceSink,
     PlannedSource,
     SourceChain,
     SourceResult,
-    plan_outputs,
-    write_run_summary,
 )
 from emopipe.pipeline.fleet import Fleet, FleetOutcome, plan_fleet
+from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import CaptureLatencyMetrics
+from emopipe.pipeline.many import (
+    MANY_SOURCES,
+    ManyOutcome,
+    ManyPlan,
+    finish_many,
+    plan_sources,
+    report_many,
+)
 from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options
-from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.progress import ProgressBar
+from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.segments import import_change_points_ahead
@@ -475,94 +478,8 @@ class Analyzer:
         plan neither takes nor releases it."""
         given = RunConfig.from_options(self.config, **options)
         # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
-        config = self.source_config("many-sources.mp4", **{**options, "output": None, "summary": None})
-        wanted = path_items(sources) if sources is not None else given.sources
-        inputs = expand_inputs(wanted, config.list_files, recursive=config.recursive)
-        if not inputs.sources:
-            raise UsageError("no source given (files, folders, globs, --list FILE)")
-        warn_linked(inputs.sources)
-        live = [redact_uri(u) for u in inputs.sources if is_live(u)]
-        if live:
-            raise UsageError(f"{', '.join(live)}: cameras and streams run as a fleet (Analyzer.run_fleet), "
-                             "not with files")
-        unsupported = [flag for flag, used in (("--annotate", given.annotate), ("--record", given.record),
-                                               ("--summary", given.summary)) if used]
-        if unsupported:
-            raise UsageError(f"{', '.join(unsupported)}: not for several sources in one run (each source's rows and "
-                             "summary go in the -o folder, the run's in its summary.json); run one emopipe per "
-                             "source for these")
-        directory = given.output_folder(output_dir)
-        input_files = InputFiles([*inputs.sources, *([config.weights] if config.weights else [])])
-        if given.report:  # (before the folder is made)
-            if Path(given.report).suffix.lower() not in (".html", ".htm"):
-                raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
-            # the page and its thumbnails folder under the names a one-source run's take (a few more than this one's,
-            # never left under a partial name)
-            refuse_inputs(RunConfig(report=given.report).written(), input_files, keep=[str(directory)],
-                          advice="name the report otherwise")
-        with ExitStack() as held:  # (handed to the plan; released here if planning fails)
-            if not folder_held:  # before the checks: a run that started first has its files there
-                held.enter_context(hold_folder(directory))
-            plan = self._plan_folder(inputs.sources, directory, config, given, input_files)
-            plan.held = held.pop_all()
-        return plan
-
-    @staticmethod
-    def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, given: RunConfig,
-                     input_files: InputFiles) -> ManyPlan:
-        """plan_many's checks of the (held) folder: an earlier run's manifest and files, and the outputs' names (none
-        of them one of the ``input_files``)."""
-        manifest = Manifest(directory, files=True)
-        if manifest.path.exists() and not config.resume:
-            raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
-                             "another output folder")
-        previous = manifest.previous() if config.resume else {}
-        mine = {uri: manifest.entry_for(previous, uri) for uri in sources}
-        own, reserved = manifest.names(previous, sources)
-        planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved)
-        todo = [p for p in planned if not manifest.done(mine[p.uri])]
-        # no name the run writes is a source (nor the weights): a source's files under their own, partial and
-        # temporary names, the manifest, the run's summary.json
-        run_files = [Written("manifest", str(manifest.path)), Written("summary", str(directory / RUN_SUMMARY)),
-                     Written("summary", str(partial_path(directory / RUN_SUMMARY)), "partial")]
-        source_files = (name for p in todo for name in p.written(temporaries=input_files.at_temporary_names))
-        refuse_inputs([*run_files, *source_files], input_files, keep=(),
-                      advice="choose another output folder, or move that input")
-        # a file in the way is replaced only when it is a source's own, by the manifest's word (an earlier run gave
-        # it that name); any other is somebody else's — another tool's, or one the user put there
-        for p in todo:
-            # a file where a source's folder must be (out/a beside out/a/clip.emotions.csv): refused now, not as the
-            # source's first rows are written mid-run
-            blocking = next((f for f in p.rows.parents if f.is_relative_to(directory) and f.exists()
-                             and not f.is_dir()), None)
-            if blocking is not None:
-                raise OutputError(f"{blocking} is a file where {p.uri}'s outputs need a folder; move it, or choose "
-                                  "another output folder")
-            if own.get(p.uri) == p.name:
-                continue
-            clash = next((f for f in p.files if f.exists()), None)
-            if clash is not None:
-                raise UsageError(f"{clash} exists and is no file of this run's sources (the manifest does not give it "
-                                 "to them); choose another output folder, or move it")
-        if not previous and (directory / RUN_SUMMARY).exists():
-            raise UsageError(f"{directory / RUN_SUMMARY} exists (from an earlier run without a manifest); choose "
-                             "another output folder")
-        ensure_writable(directory / MANIFEST, "manifest")
-        if given.report:  # one page for every source, made from their rows files at the end
-            ensure_writable(Path(given.report), "report")
-        skipped: list[SourceResult] = []
-        doing = {p.uri for p in todo}  # (a set: a list compared dataclasses, quadratic in the sources)
-        for p in planned:
-            if p.uri not in doing:
-                entry = mine[p.uri]
-                assert entry is not None
-                outputs = {role: str(path) for role, path in manifest.outputs_of(entry).items()}
-                done = SourceResult(source=p.uri, status="skipped", outputs=outputs, frames=_figure(entry, "frames"),
-                                    faces=_figure(entry, "faces"), rows=_figure(entry, "rows"))
-                manifest.append(done.as_dict())
-                skipped.append(done)
-        return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
-                        skipped, report=given.report)
+        config = self.source_config(MANY_SOURCES, **{**options, "output": None, "summary": None})
+        return plan_sources(sources, output_dir, config, given, folder_held=folder_held)
 
     def source_chain(self, todo: Sequence[PlannedSource], config: RunConfig, feeding: bool = False) -> SourceChain:
         """The chain :meth:`process` reads ``todo`` through; ``feeding``: one that takes more sources while it
@@ -632,13 +549,6 @@ class Analyzer:
         return sink.results, summary, interrupted
 
 
-def _figure(entry: dict[str, Any], name: str) -> int:
-    """A count from an earlier manifest line (0 where the line lacks it, or an edit made it no count): a skipped
-    source carries it into its own line and the run's summary."""
-    value = entry.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None) -> Callable[[SourceResult], None]:
     def on_result(result: SourceResult) -> None:
         if result.status == "failed":
@@ -647,95 +557,6 @@ def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None
             then(result)
 
     return on_result
-
-
-@dataclass
-class ManyPlan:
-    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`). It holds its output folder until
-    :meth:`close` (or the end of a ``with`` block): no other run is planned into it meanwhile."""
-
-    config: RunConfig
-    directory: Path
-    manifest: Manifest
-    planned: list[PlannedSource]
-    todo: list[PlannedSource]  # the sources to run (positions renumbered from 0)
-    skipped: list[SourceResult]  # done by an earlier run (--resume)
-    report: str | None = None  # --report: one HTML page over every completed source
-    held: ExitStack = field(default_factory=ExitStack, repr=False, compare=False)  # the folder's lock
-
-    def close(self) -> None:
-        """Release the output folder: call it once the run's last file is written (its manifest lines, summary.json,
-        the renames)."""
-        self.held.close()
-
-    def __enter__(self) -> ManyPlan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
-    """``--report`` of a many-source run: one page, a section per source, from the complete rows files
-    (thumbnails cut from the sources' videos)."""
-    if not plan.report:
-        return
-    import itertools
-
-    from emopipe.report.outputs import write_report
-    from emopipe.report.rows import read_records
-
-    done = [r for r in outcome.results if r.status in ("ok", "skipped") and "rows" in r.outputs]
-    rows = [r.outputs["rows"] for r in done]
-    # every completed source has its section, those where no face was found too (the page and this line agree)
-    try:
-        reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report,
-                               sources_run=[r.source for r in done])
-    except KeyboardInterrupt:  # (the page is written whole or not at all) exit 130: what was asked is not all done
-        logger.warning("interrupted while writing the report %s: it is not written (each source is as the manifest "
-                       "says); the same command with --resume writes it", plan.report)
-        raise
-    faceless = len(done) - len({r.summary.source for r in reports})
-    logger.info("report: %s (%d track(s) of %d source(s)%s)", plan.report, len(reports), len(done),
-                f", {faceless} of them without a face" if faceless else "")
-
-
-def finish_many(plan: ManyPlan, results: list[SourceResult], summary: RunSummary | None, interrupted: bool,
-                wall_s: float, summaries: list[RunSummary] | None = None, **extra: Any) -> ManyOutcome:
-    """The run's summary.json, written once every source has its manifest line: sources by status (``ok``,
-    ``failed``, ``interrupted``, ``skipped``: counts), ``processed`` now and ``carried_over`` (skipped: done by an
-    earlier run), the frames, faces and rows of them all and of ``this_run``, and ``run_interrupted`` (Ctrl-C /
-    SIGTERM ended the run)."""
-    counts = {status: sum(r.status == status for r in results) for status in STATUSES}
-    # The figures describe every source (a --resume's archive as a whole): one an earlier run finished counts with
-    # its manifest line's (its ``skipped`` result carries them); ``this_run`` and the rates are this run's own.
-    processed = [r for r in results if r.status != "skipped"]
-    totals = {figure: sum(getattr(r, figure) for r in results) for figure in ("frames", "faces", "rows")}
-    this_run = {figure: sum(getattr(r, figure) for r in processed) for figure in ("frames", "faces", "rows")}
-    run = {"sources": len(plan.planned), **counts, "processed": len(processed), "carried_over": counts["skipped"],
-           **totals, "this_run": this_run, "wall_s": round(wall_s, 3),
-           "fps": round(this_run["frames"] / wall_s, 2) if wall_s else 0.0,
-           "faces_per_s": round(this_run["faces"] / wall_s, 2) if wall_s else 0.0, "run_interrupted": interrupted,
-           "manifest": str(plan.manifest.path), "pipeline": summary.as_dict() if summary is not None else None,
-           **extra}
-    write_run_summary(plan.directory, run)
-    if summaries is not None and summary is not None:
-        summaries.append(summary)
-    return ManyOutcome(results, summary, run, interrupted)
-
-
-@dataclass
-class ManyOutcome:
-    """How a many-source run ended: one :class:`SourceResult` per source, the pipeline's summary, the run's."""
-
-    results: list[SourceResult]
-    summary: RunSummary | None
-    run: dict[str, Any]
-    interrupted: bool = False
-
-    @property
-    def failed(self) -> list[SourceResult]:
-        return [r for r in self.results if r.status == "failed"]
 
 
 class _QueueSink(Sink):

@@ -3,9 +3,10 @@
 The driver (the ``emopipe ... --ray`` process) takes the output folder (a lock on ``DIR/.emopipe.lock`` until the run
 ends: a folder another run is writing is refused before Ray starts), then connects to Ray and starts one actor per
 GPU (``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs), so the workers' start-up
-overlaps the rest; meanwhile it plans the run exactly as one process does (:meth:`Analyzer.plan_many`: the
-sources, their output files, the manifest, ``--resume``), then hands the sources out dynamically, a few at a time
-(``DEPTH`` shares queued per worker), largest file first, so one long video never leaves the other GPUs idle. Each
+overlaps the rest; meanwhile it plans the run exactly as one process does
+(:func:`~emopipe.pipeline.many.plan_sources`: the sources, their output files, the manifest, ``--resume``; the driver
+loads no PyTorch), then hands the sources out dynamically, a few at a time (``DEPTH`` shares queued per worker),
+largest file first, so one long video never leaves the other GPUs idle. Each
 worker runs one pipeline for its whole life (:meth:`Analyzer.process` over a fed source chain): a share is added
 to it as it comes, so the GPU does not drain and refill between shares. The worker writes each source's files
 itself, under their partial names, and leaves them so: the driver appends the source's manifest line as the worker
@@ -30,6 +31,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -42,17 +44,27 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Light imports only: the driver starts Ray and its workers before it loads PyTorch (for planning), so the
-# workers' own start-up runs meanwhile; the pipeline's modules are imported where they are used.
+# The driver loads no PyTorch (nor the pipeline that needs it): it plans, hands out sources and writes the manifest;
+# only the workers build engines (:class:`Worker` imports the API in its own process).
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.io.records import hold_folder
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
+from emopipe.pipeline.archive import expected_frames
+from emopipe.pipeline.many import (
+    MANY_SOURCES,
+    ManyOutcome,
+    ManyPlan,
+    finish_many,
+    many_config,
+    plan_sources,
+    report_many,
+)
+from emopipe.pipeline.progress import ProgressBar
 
 if TYPE_CHECKING:
-    from emopipe.api import ManyOutcome, ManyPlan
-    from emopipe.pipeline.analysis import ProgressBar
+    from emopipe.api import Analyzer
     from emopipe.pipeline.archive import PlannedSource, SourceResult
     from emopipe.types import FrameResult
 
@@ -119,12 +131,15 @@ class _Counter:
         self.shares: dict[int, tuple[int, int]] = {}  # share id → (frames, faces) written, while it runs
         self.frames = self.faces = self.batches = self.padded = 0
         self.stage_seconds: dict[str, float] = {}
+        self.first_frame_at: float | None = None  # (time.time(): the driver's timeline compares it with its own)
         self._told = -float("inf")
         self._counted = threading.Condition()
 
     def frame(self, result: FrameResult, latency_s: float) -> None:  # (the pipeline's one writer thread)
         share = self.share_of[result.frame.stream]
         with self._counted:
+            if self.first_frame_at is None:
+                self.first_frame_at = time.time()
             self.frames += 1
             self.faces += len(result.faces)
             frames, faces = self.shares.get(share, (0, 0))
@@ -230,9 +245,7 @@ class Worker:
         self._keep_s = keep_s
         self._last_active = time.monotonic()  # (of a run: a claim, a share, a release)
         self._in_process = 0  # shares being processed now
-        from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
-
-        self.analyzer = Analyzer(config)
+        self.analyzer: Analyzer | None = None  # made on the serving thread: an option it refuses is the run's error
         self._began = began
         threading.Thread(target=self._serve, name="emopipe-worker", daemon=True).start()
         if keep_s is not None:
@@ -251,14 +264,16 @@ class Worker:
                                                 grouping_key={"instance": self.name},
                                                 run_state=self.metrics.set_run_state)
                 self.exporter.start()  # before the engines load, so scrapes see the start-up
-            self.analyzer.open()
-            config = self.analyzer.source_config("many-sources.mp4", output=None, summary=None)
+            from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
+
+            self.analyzer = Analyzer(self.config).open()
+            config = self.analyzer.source_config(MANY_SOURCES, output=None, summary=None)
         except EmopipeError as exc:  # the driver reports it as one process would
             self.error = exc
         except BaseException as exc:
             self.failure = exc
         self.start["ready_s"] = round(time.perf_counter() - self._began, 3)  # the actor's start to engines warm
-        if self.error is not None or self.failure is not None:
+        if self.error is not None or self.failure is not None or self.analyzer is None:
             self._opened.set()
             return
         while True:
@@ -447,14 +462,15 @@ class Worker:
 
     def summary(self) -> dict[str, Any]:
         """The worker's pipeline so far: what the driver's summary shows for it."""
-        counter, models = self.counter, self.analyzer.models
+        counter, models = self.counter, self.analyzer.models if self.analyzer is not None else None
         busy = self.busy_s()
         return {"frames": counter.frames, "faces": counter.faces, "seconds": round(busy, 4),
                 "fps": counter.frames / busy if busy else 0.0, "faces_per_s": counter.faces / busy if busy else 0.0,
                 "sources": self.sources, "emonet_batches": counter.batches, "padded_faces": counter.padded,
                 "stage_seconds": {k: round(v, 4) for k, v in counter.stage_seconds.items()},
                 "load_s": round(models.load_s, 4) if models is not None else None,
-                "warmup_s": round(models.warmup_s, 4) if models is not None else None, "start": self.start}
+                "warmup_s": round(models.warmup_s, 4) if models is not None else None, "start": self.start,
+                "first_frame_at": counter.first_frame_at}
 
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
@@ -556,8 +572,6 @@ class _Progress:
         for uri in self.uris:
             if self._stop.is_set():
                 return
-            from emopipe.pipeline.archive import expected_frames
-
             self.expected[uri] = expected_frames(uri, config)
 
     def finished(self, result: SourceResult, share_id: int | None = None) -> None:
@@ -683,6 +697,20 @@ def _disconnect(address: str) -> None:
         for info in started.get(ray_constants.PROCESS_TYPE_MONITOR, []):
             info.process.kill()
     ray.shutdown()
+
+
+def _device_type(config: RunConfig, per_gpu: float) -> str:
+    """The device the run's options are resolved for (precision, batch sizes): the workers', not this process's — a
+    driver on a head node without a GPU plans a run of GPU workers (each worker checks its own device)."""
+    device = config.device.strip().lower()
+    if device == "cpu":
+        return "cpu"
+    if device != "auto" and not re.fullmatch(r"cuda(:\d+)?", device):  # (as the workers' PyTorch would refuse it)
+        raise UsageError(f"unknown device {config.device!r}: use auto, cpu, cuda or cuda:N")
+    if device != "auto" and not per_gpu:
+        raise UsageError(f"--device {config.device}: the Ray cluster gives its workers no GPU (it has none, or "
+                         "--ray-gpus-per-worker 0); use --device cpu or auto")
+    return "cuda" if per_gpu else "cpu"
 
 
 def _sizing(options: RayOptions) -> tuple[int, float, float]:
@@ -817,8 +845,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 
     The output folder is taken first (:func:`~emopipe.io.records.hold_folder`, until the run ends): one another
     run is writing is refused before Ray starts. Then Ray is started (or joined) and the workers spawned; their
-    start-up (imports, engines, warmup: seconds) runs while this process loads PyTorch and plans the run (sources,
-    outputs, manifest: checked as one process checks them). ``progress``: one bar on stderr over every source
+    start-up (imports, engines, warmup: seconds) runs while this process plans the run (sources, outputs, manifest:
+    checked as one process checks them; no PyTorch is loaded here). ``progress``: one bar on stderr over every source
     (frames of the expected total, frames/s, faces, workers alive), drawn as the one-process run draws its own.
     """
     import ray
@@ -844,10 +872,10 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             warm = crew.claim_warm(count) if options.keep_warm_s is not None and held.signum is None else 0
             for _ in range(count - warm if held.signum is None else 0):  # (none for a run already interrupted)
                 crew.spawn()
-            from emopipe.api import Analyzer, report_many
-            from emopipe.pipeline.analysis import ProgressBar
-
-            plan = Analyzer(config).plan_many(sources, directory, folder_held=True)  # as one process checks it
+            # planned as one process plans it, for the workers' device, loading no PyTorch here: with workers warm
+            # from an earlier run this is the run's start
+            plan = plan_sources(sources, directory, many_config(config, _device_type(config, per_gpu)), config,
+                                folder_held=True)
             timeline["plan_s"] = time.perf_counter() - started
             for name in list(crew.live)[max(1, len(plan.todo)):]:  # fewer sources than workers
                 crew.dismiss(name, keep=True)
@@ -937,7 +965,6 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
-    from emopipe.api import finish_many
     from emopipe.pipeline.archive import SourceResult, publish
 
     workers = crew.workers
@@ -1107,6 +1134,10 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             record(SourceResult(source=source.uri, status="failed", exit_code=1, kind="WorkerDied",
                                 error=f"no worker started: {start_deaths} died while starting"))
         timeline["done_s"] = time.perf_counter() - started
+        # the first row any worker wrote, on this process's clock (a worker on another node: as far as the clocks agree)
+        firsts = [s["first_frame_at"] for s in summaries.values() if s.get("first_frame_at")]
+        if firsts:
+            timeline["first_row_s"] = min(firsts) - (time.time() - (time.perf_counter() - started))
         if config.metrics_port is not None and config.metrics_linger > 0:
             logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",
                         config.metrics_linger)

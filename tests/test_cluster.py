@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,8 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     timeline = ray_facts["timeline"]  # where the run's time went: Ray up, planned, workers warm, last reply
     assert 0 <= timeline["connect_s"] <= timeline["plan_s"] <= timeline["done_s"]
     assert timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
+    # the first row: after a worker was warm (shares go only to warm workers), before the last reply (one clock here)
+    assert timeline["first_ready_s"] - 0.05 <= timeline["first_row_s"] <= timeline["done_s"] + 0.05
     assert ray_facts["shares"] >= len(ray_facts["worker_summaries"]) == 2  # one pipeline summary per worker
     assert sum(s["frames"] for s in ray_facts["worker_summaries"]) == FRAMES
     for start in (s["start"] for s in ray_facts["worker_summaries"]):  # each worker's start: the actor to warm
@@ -343,6 +346,54 @@ def test_sigterm_stays_with_the_commands_handler_after_joining_ray(local_ray):
     done = subprocess.run([sys.executable, "-c", JOIN_THEN_SIGTERM, ray.get_runtime_context().gcs_address],
                           capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stdout.strip()) == (0, "handled"), done.stderr[-2000:]
+
+
+DRIVER_WITHOUT_TORCH = """
+import json, sys
+from emopipe.cluster import RayOptions, run_on_ray
+from emopipe.config import RunConfig
+options = json.loads(sys.argv[1])
+config = RunConfig(**{**options, "sources": tuple(options["sources"])})
+outcome = run_on_ray(config, RayOptions(address=sys.argv[2], workers=1), output_dir=sys.argv[3], progress=True)
+print(json.dumps({"ok": outcome.run["ok"], "rows": outcome.run["rows"], "torch": "torch" in sys.modules}))
+"""
+
+
+def test_the_driver_plans_runs_and_finishes_without_loading_pytorch(tmp_path, local_ray, five_clips):
+    """Only the workers build engines: the driver (here a second process joining this test's Ray) plans the run,
+    draws its bar and writes the manifest and summary.json with no PyTorch loaded — seconds it would otherwise spend
+    before it can hand out a source to a worker already warm (--ray-keep-warm)."""
+    from dataclasses import asdict
+
+    _, config = five_clips
+    options = {k: v for k, v in asdict(config).items() if v != getattr(RunConfig, k, None)}
+    done = subprocess.run([sys.executable, "-c", DRIVER_WITHOUT_TORCH, json.dumps(options),
+                           ray.get_runtime_context().gcs_address, str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["ok"] == 5 and said["rows"] == sum(len(r) for r in all_rows(tmp_path / "out").values()) > 0
+    assert said["torch"] is False
+
+
+def test_the_run_is_planned_for_the_workers_device_not_the_drivers():
+    from emopipe.cluster import _device_type
+
+    assert [_device_type(RunConfig(device=d), 1.0) for d in ("auto", "cuda", "cuda:0", "cpu")] == ["cuda"] * 3 + ["cpu"]
+    assert [_device_type(RunConfig(device=d), 0.0) for d in ("auto", "cpu")] == ["cpu", "cpu"]
+    with pytest.raises(UsageError, match="--device cuda: the Ray cluster gives its workers no GPU"):
+        _device_type(RunConfig(device="cuda"), 0.0)
+    with pytest.raises(UsageError, match="unknown device 'tpu': use auto, cpu, cuda or cuda:N"):
+        _device_type(RunConfig(device="tpu"), 1.0)
+
+
+def test_an_option_a_worker_refuses_ends_the_run_with_its_one_line(tmp_path, local_ray, five_clips):
+    # (the driver builds no Analyzer: the workers' is the one that refuses what only PyTorch can check)
+    _, config = five_clips
+    with pytest.raises(UsageError, match="unknown compile mode 'no-such-mode'"):
+        run_on_ray(replace(config, compile="no-such-mode"), RayOptions(workers=1), output_dir=tmp_path / "out")
+    assert not (tmp_path / "out" / "manifest.jsonl").exists() or \
+        (tmp_path / "out" / "manifest.jsonl").read_text() == ""
 
 
 def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):

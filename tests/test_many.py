@@ -544,19 +544,19 @@ def test_a_second_plan_into_a_folder_in_use_is_refused_and_writes_nothing_until_
 
 
 def test_run_many_holds_its_folder_from_planning_until_its_summary_is_written(tmp_path, monkeypatch):
-    import emopipe.api
+    import emopipe.pipeline.many
 
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "a.mp4")
     out = tmp_path / "out"
     write_done(Manifest(out, files=True), "a.mp4", out / "a.emotions.csv")  # (done: the run loads no model)
-    holding, write = [], emopipe.api.write_run_summary
+    holding, write = [], emopipe.pipeline.many.write_run_summary
 
     def written_while_held(directory: Path, run: dict) -> None:
         holding.append(held(out))
         write(directory, run)
 
-    monkeypatch.setattr(emopipe.api, "write_run_summary", written_while_held)
+    monkeypatch.setattr(emopipe.pipeline.many, "write_run_summary", written_while_held)
     analyzer = Analyzer(device="cpu", weights=str(tmp_path / "no-such-weights.pth"))
     outcome = analyzer.run_many(["a.mp4"], out, resume=True)
     assert [r.status for r in outcome.results] == ["skipped"]

@@ -19,7 +19,8 @@ from emopipe.io.records import open_writer
 from emopipe.io.sources import open_source
 from emopipe.pipeline import runner as pipeline_module
 from emopipe.pipeline.batcher import StaticBatcher
-from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings
+from emopipe.pipeline.hooks import Observer
+from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 from emopipe.types import Detections, EngineOutput, FaceResult, FrameResult, HostFrame
 from emopipe.vision.crop import FaceCropper
@@ -492,7 +493,7 @@ def test_detecting_every_third_frame(models_home, two_face_clip, live):
 def test_the_progress_bar_counts_to_the_total_ends_its_line_and_shows_the_final_faces():
     import io
 
-    from emopipe.pipeline.analysis import ProgressBar
+    from emopipe.pipeline.progress import ProgressBar
     from emopipe.types import Detections, FaceResult, HostFrame
 
     out = io.StringIO()
@@ -512,7 +513,7 @@ def test_the_progress_bar_counts_to_the_total_ends_its_line_and_shows_the_final_
 def test_the_progress_bar_moves_to_counts_from_elsewhere_back_too_and_keeps_what_it_was_given():
     import io
 
-    from emopipe.pipeline.analysis import ProgressBar
+    from emopipe.pipeline.progress import ProgressBar
 
     out = io.StringIO()
     bar = ProgressBar(total=None, file=out)

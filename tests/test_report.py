@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emopipe
-from emopipe.api import report_many
 from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.records import open_writer
 from emopipe.pipeline.archive import SourceResult
+from emopipe.pipeline.many import report_many
 from emopipe.report.html import AROUSAL_COLOUR, EXPRESSION_COLOURS, VALENCE_COLOUR, track_chart_svg
 from emopipe.report.outputs import analyse, save_thumbnails, write_report
 from emopipe.report.rows import read_records

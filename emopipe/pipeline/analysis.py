@@ -22,9 +22,11 @@ from emopipe.errors import EmopipeError, OutputError, SourceUnavailableError
 from emopipe.io.nvdec import open_input
 from emopipe.io.records import open_writer, partial_path, remove_earlier, written_whole
 from emopipe.io.sources import Source
+from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import LiveMode
 from emopipe.pipeline.models import Models
-from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.progress import ProgressBar
+from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.outputs import (
@@ -235,43 +237,6 @@ class SourceRun:
         for finish in self.finishers:
             finish(summary)
         return Outcome(summary, interrupted, lost)
-
-
-class ProgressBar(Observer):
-    """tqdm on stderr: frames of the known total (``--max-frames`` and ``--end`` counted), frames/s, faces.
-
-    The bar stays on its own line when the run ends (the summary starts on the next one) and shows the
-    final face count."""
-
-    def __init__(self, total: int | None, file: Any = None) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, unit="frame", file=file or sys.stderr, dynamic_ncols=True, leave=True,
-                        mininterval=0.2)
-        self.faces = 0
-        self.extra: dict[str, Any] = {}  # shown after the faces (a Ray run: the workers alive)
-
-    def frame(self, result: FrameResult, latency_s: float) -> None:
-        self.faces += len(result.faces)
-        self.bar.set_postfix(faces=self.faces, **self.extra, refresh=False)  # drawn with the next update
-        self.bar.update(1)
-
-    def show(self, frames: int, faces: int, total: int | None, **extra: Any) -> None:
-        """Counts gathered elsewhere (a Ray run's workers): the bar moves to them. ``frames`` may go back
-        (a dead worker's frames are done again elsewhere); ``total`` None while it is not known."""
-        self.faces = faces
-        self.extra = extra
-        self.bar.total = total
-        self.bar.set_postfix(faces=faces, **extra, refresh=False)
-        if frames >= self.bar.n:
-            self.bar.update(frames - self.bar.n)  # (tqdm's rate follows updates, not assignments)
-        else:
-            self.bar.n = frames
-            self.bar.refresh()
-
-    def close(self) -> None:
-        self.bar.set_postfix(faces=self.faces, **self.extra, refresh=False)
-        self.bar.close()
 
 
 class MetricsObserver(Observer):

@@ -50,7 +50,7 @@ from emopipe.io.records import (
 )
 from emopipe.io.sources import Source, open_source
 from emopipe.io.uris import is_live, is_url, redact_uri
-from emopipe.pipeline.runner import Sink
+from emopipe.pipeline.hooks import Sink
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv

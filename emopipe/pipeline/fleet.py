@@ -43,8 +43,9 @@ from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.io.records import RecordWriter, ensure_writable, hold_folder, open_writer
 from emopipe.io.uris import redact_uri
 from emopipe.pipeline.archive import MANIFEST, Manifest, PlannedSource, SourceResult, _write_json, plan_outputs
+from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import LiveStats, _metrics_page, watch_source
-from emopipe.pipeline.runner import NewestPerStream, Observer, PipelineSettings, Sink
+from emopipe.pipeline.runner import NewestPerStream, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 from emopipe.pipeline.timing import percentile
 from emopipe.types import Frame, FrameResult, SourceInfo

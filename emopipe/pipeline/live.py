@@ -30,7 +30,8 @@ import numpy as np
 
 from emopipe.config import RunConfig
 from emopipe.io.live import LiveOptions, LiveSource
-from emopipe.pipeline.runner import Observer, Pipeline, PipelineSettings, Sink
+from emopipe.pipeline.hooks import Observer, Sink
+from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.timing import percentile
 from emopipe.types import FrameResult
 

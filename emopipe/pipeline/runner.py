@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from emopipe.engines.base import Engine, PendingOutput, launch
 from emopipe.errors import InputNotFoundError, InputUnreadableError, SourceUnavailableError, WeightsError
 from emopipe.io.sources import Source
 from emopipe.pipeline.batcher import FaceBatch, FrameAssembler, StaticBatcher
+from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.summary import RunSummary
 from emopipe.pipeline.timing import StageClock, percentile
 from emopipe.types import Detections, EngineOutput, FaceResult, Frame, FrameResult
@@ -101,29 +102,6 @@ class PinnedBatches:
         return pixels, copied
 
 
-class Observer:
-    """Hooks the pipeline calls; the metrics and the progress bar implement the ones they need."""
-
-    def stage(self, stage: str, seconds: float) -> None: ...
-
-    def batch(self, size: int, real: int, seconds: float) -> None: ...
-
-    def frame(self, result: FrameResult, latency_s: float) -> None: ...
-
-    def frame_split(self, queued_s: float, processing_s: float) -> None:
-        """A frame's latency in two parts: read → taken by the GPU thread, then taken → results written."""
-
-    def queue_depth(self, name: str, depth: int) -> None: ...
-
-    def dropped(self, n: int) -> None: ...
-
-    def stream_dropped(self, stream: int, n: int) -> None:
-        """The same drops, by the stream (camera) they came from: several cameras keep their own counts."""
-
-    def error(self, kind: str) -> None:
-        """A stage failed (``source``, ``decode``, ``detect``, ``crop``, ``infer``, ``write``); the run ends with it."""
-
-
 class NewestPerStream:
     """Live: one waiting item per stream, handed out in the order the streams started waiting.
 
@@ -166,15 +144,6 @@ class NewestPerStream:
 
 
 FrameKey = tuple[int, int]  # (stream, index): a frame's identity in a run
-
-
-class Sink(Protocol):
-    """The writer thread's work for one frame (records, annotated video, live view…). A sink may also have
-    ``flush()``: then it may hold what it writes until called (see :meth:`Pipeline._write`)."""
-
-    def write(self, result: FrameResult) -> None: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass
