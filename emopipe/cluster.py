@@ -650,16 +650,78 @@ def _join(address: str) -> None:
 
     if address == LOCAL:
         ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-    else:
-        if address == "auto":
-            _answers(os.environ.get("RAY_ADDRESS", ""), "--ray (RAY_ADDRESS)")
+        return
+    given = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address  # ("": Ray looks for one here itself)
+    _answers(given, "--ray (RAY_ADDRESS)" if address == "auto" else f"--ray {address}")
+    mode_unset = os.environ.get(AUTH_MODE) is None
+    with_local_token = bool(given) and mode_unset and _on_this_machine(given) and _enable_local_token()
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    except ConnectionError as exc:
+        if with_local_token:
+            hint = ("it may use token authentication with another token than this machine's: set RAY_AUTH_TOKEN "
+                    "or RAY_AUTH_TOKEN_PATH to its token")
+        elif given and mode_unset and _token_auth_module() is not None:
+            hint = (f"if it uses token authentication, set {AUTH_MODE}=token and its token in RAY_AUTH_TOKEN, "
+                    "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
         else:
-            _answers(address, f"--ray {address}")
+            hint = "start one (ray start --head) or use --ray local"
+        raise UsageError(f"--ray {address}: could not join a Ray cluster there ({exc}); {hint}") from None
+
+
+AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch for token authentication: token, disabled, or unset
+
+
+def _token_auth_module() -> Any:
+    """Ray's token authentication setup (``ray._private``), or None for a Ray without token authentication."""
+    try:
+        from ray._private.authentication import authentication_token_setup
+    except ImportError:
+        return None
+    return authentication_token_setup
+
+
+def _enable_local_token() -> bool:
+    """Send this machine's Ray token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token), if it has one, as
+    Ray itself does for a local cluster it finds (``--ray`` alone): a cluster started here with ``ray start
+    --head`` takes token authentication from that token, but Ray sends it to no address it is given. True when
+    enabled. Through Ray's private helper, its warning (about a cluster Ray starts) silenced; should the helper
+    change, nothing is enabled and a failed join says how to."""
+    setup = _token_auth_module()
+    enable = getattr(setup, "maybe_enable_token_auth_if_token_available", None)
+    if enable is None:
+        return False
+    log = logging.getLogger(setup.__name__)
+    disabled, log.disabled = log.disabled, True
+    try:
+        return bool(enable(warn_if_disabled=False))
+    finally:
+        log.disabled = disabled
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    """(host, port) of ``host:port`` or ``ray://host:port`` (an IPv6 host without its brackets)."""
+    host, _, port = address.removeprefix("ray://").rstrip("/").rpartition(":")
+    return host.strip("[]"), port
+
+
+def _on_this_machine(address: str) -> bool:
+    """Whether every address the host resolves to is this machine's: loopback, or one a socket here can bind (an
+    address of one of its interfaces). A token is never sent elsewhere unasked."""
+    host, _ = _host_port(address)
+    if not host:
+        return False
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, kind, _, _, where in found:
         try:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        except ConnectionError as exc:
-            raise UsageError(f"--ray {address}: no Ray cluster there ({exc}); start one (ray start --head) or use "
-                             "--ray local") from None
+            with socket.socket(family, kind) as probe:
+                probe.bind((where[0], 0, *where[2:]))
+        except OSError:
+            return False
+    return bool(found)
 
 
 ADDRESS_PROBE_S = 5.0  # how long a cluster's address is given to accept a connection before Ray is asked to join
@@ -669,12 +731,11 @@ def _answers(address: str, option: str) -> None:
     """Refuse an address where nothing accepts a connection (a typo, a cluster not started): Ray itself would retry
     for minutes, printing its own warnings, before it gives up. ``host:port`` or ``ray://host:port``; other forms
     (``auto`` without RAY_ADDRESS, none) are left to Ray."""
-    where = address.removeprefix("ray://").rstrip("/")
-    host, _, port = where.rpartition(":")
+    host, port = _host_port(address)
     if not host or not port.isdigit():
         return
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_PROBE_S):
+        with socket.create_connection((host, int(port)), timeout=ADDRESS_PROBE_S):
             pass
     except OSError as exc:
         reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()

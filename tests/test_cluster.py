@@ -3,6 +3,7 @@ sources redone, --resume; the driver's progress bar and each worker's metrics en
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import http.server
 import json
@@ -13,8 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -1013,3 +1016,67 @@ def test_an_address_where_no_cluster_answers_is_refused_at_once(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     with pytest.raises(UsageError, match=rf"^--ray \(RAY_ADDRESS\): no Ray cluster at 127.0.0.1:{port}"):
         _join("auto")
+
+
+def test_a_failed_join_of_a_cluster_elsewhere_says_it_may_want_a_token_and_sends_none_unasked(monkeypatch, tmp_path):
+    """Ray sends its token to no address it is given unless RAY_AUTH_MODE=token; a cluster that uses token
+    authentication then refuses the driver (after ~20 s of Ray's warnings) and the run said 'no Ray cluster'."""
+    import emopipe.cluster as cluster
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    token = tmp_path / "token"
+    token.write_text(uuid.uuid4().hex * 2)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    monkeypatch.setattr(cluster, "_answers", lambda address, option: None)  # (as if a cluster listened there)
+
+    def refused(**kwargs):
+        raise ConnectionError("Failed to connect to Ray cluster at 203.0.113.7:6379")
+
+    monkeypatch.setattr(ray, "init", refused)
+    with pytest.raises(UsageError, match=r"^--ray 203\.0\.113\.7:6379: could not join a Ray cluster there \(Failed "
+                                         r"to connect to Ray cluster at 203\.0\.113\.7:6379\); if it uses token "
+                                         r"authentication, set RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN, "
+                                         r"RAY_AUTH_TOKEN_PATH or ~/\.ray/auth_token$"):
+        cluster._join("203.0.113.7:6379")  # (TEST-NET-3: no interface here has it)
+    assert "RAY_AUTH_MODE" not in os.environ  # this machine's token was not sent there
+
+
+JOIN_AND_COUNT = """
+import sys, ray
+from emopipe.cluster import _connect, _disconnect
+_connect(sys.argv[1])
+print(ray.cluster_resources().get("CPU"), flush=True)
+_disconnect(sys.argv[1])
+"""
+
+
+def test_a_cluster_started_here_with_token_authentication_is_joined_by_its_address(tmp_path):
+    """`ray start --head` on a machine that holds a Ray token (~/.ray/auth_token, written by any local ray.init)
+    starts with token authentication. Ray sends that token to a local cluster it finds itself (`--ray` alone) but
+    not to `--ray 127.0.0.1:PORT`: the join failed after ~20 s, 'no Ray cluster there'. The head, started here, has
+    a Ray (and a temp folder) of its own; a separate driver process joins it."""
+    token = tmp_path / "token"
+    token.write_text(uuid.uuid4().hex * 2)
+    clean = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    port = free_ports(1)
+    temp = tempfile.mkdtemp(prefix="emo", dir="/tmp")  # (a short path: Ray's unix sockets are made under it)
+    head, said = None, tmp_path / "head.log"  # (a file: a pipe would stay open in the processes it leaves)
+    try:
+        # `ray start` returns once the head is up; its processes stay in the session it was started in, its own
+        with said.open("w") as log:
+            head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
+                                     f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+                                     "--disable-usage-stats", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}"],
+                                    env={**clean, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)},
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        assert head.wait(timeout=300) == 0, said.read_text()[-2000:]
+        done = subprocess.run([sys.executable, "-c", JOIN_AND_COUNT, f"127.0.0.1:{port}"],
+                              env={**clean, "RAY_AUTH_TOKEN_PATH": str(token)}, capture_output=True, text=True,
+                              timeout=300)
+        assert (done.returncode, done.stdout.strip()) == (0, "1.0"), done.stderr[-2000:]
+    finally:
+        if head is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGKILL)  # the head's processes, no other Ray's
+            head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
