@@ -80,7 +80,8 @@ class Written:
         return f"the {owner} temporary name {self.path}"
 
 
-WHOLE_ROLES = ("summary", "report", "thumbnails", "tracks", "segments")  # written whole, under temporary names
+# written whole, under temporary names (the ONNX model: emopipe export-onnx's)
+WHOLE_ROLES = ("summary", "report", "thumbnails", "tracks", "segments", "ONNX_model")
 
 
 def written_as(role: str, path: str, partial: Path | None = None) -> list[Written]:
@@ -93,9 +94,11 @@ def written_as(role: str, path: str, partial: Path | None = None) -> list[Writte
     return names
 
 
-def refuse_inputs(written: Iterable[Written], inputs: InputFiles, keep: Iterable[str], advice: str) -> None:
+def refuse_inputs(written: Iterable[Written], inputs: InputFiles, keep: Iterable[str], advice: str,
+                  name_input: bool = False) -> None:
     """No name in ``written`` is one of the ``inputs``; no folder in it (replaced whole) is or holds an input or a path
-    of ``keep`` (the run's other outputs). UsageError naming the first, with ``advice``."""
+    of ``keep`` (the run's other outputs). UsageError naming the first, with ``advice`` (``name_input``: and the input
+    it is, where spelled otherwise — one the user did not name, such as a source a rows file names)."""
     from emopipe.report.outputs import check_thumbnails_folder
 
     keep = [*inputs.paths, *keep]
@@ -104,8 +107,10 @@ def refuse_inputs(written: Iterable[Written], inputs: InputFiles, keep: Iterable
             # (a temporary folder that is not there holds nothing; one that is, a killed write's, goes whole)
             if name.kind != "temporary" or os.path.isdir(name.path):
                 check_thumbnails_folder(name.path, keep=keep)
-        elif inputs.named_by(name.path) is not None:
-            raise UsageError(f"{name.describe()} is an input of this run: {advice} (outputs never overwrite inputs)")
+        elif (found := inputs.named_by(name.path)) is not None:
+            which = f"{found}, " if name_input and found != name.path else ""
+            raise UsageError(f"{name.describe()} is {which}an input of this run: {advice} (outputs never overwrite "
+                             "inputs)")
 
 
 @dataclass(frozen=True)

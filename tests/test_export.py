@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -211,23 +212,113 @@ def test_cli_exports_again_a_damaged_or_outdated_file(ort_fp32, checkpoints, tmp
     stale = onnx.load(str(ort_fp32.model_file))
     next(p for p in stale.metadata_props if p.key == "emopipe.format").value = "99"
     onnx.save(stale, out / name)
-    exports = []
-
-    def exported(model, spec, path):  # the session's good export stands in for a new one (~20 s on this CPU)
-        exports.append(path)
-        path.write_bytes(ort_fp32.model_file.read_bytes())
-        return path
-
-    monkeypatch.setattr("emopipe.cli.export.export_emonet", exported)
+    exports = _good_export_stands_in(ort_fp32, monkeypatch)
     argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
             "--output", str(out), "--random-crops", "1"]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
-    assert exports == [out / name]
+    assert [spec.file_name for spec in exports] == [name]
     assert f"{out / name} is in emopipe's ONNX format 99" in captured.err and "; exporting it again" in captured.err
     assert f"{out / name} (exported in" in captured.out
     assert "checking on cpu with 1 random crop(s) and 1 real face(s)" in captured.out
     assert export.read_spec(out / name).checkpoint_sha256 == sha256_of(checkpoints[8])
+
+
+def _good_export_stands_in(ort_fp32, monkeypatch, doc: str | None = None) -> list[export.OnnxSpec]:
+    """The session's good export stands in for a new one (~20 s on this CPU): the graph's; the file is written (and
+    checked) as any export's. ``doc``: the new graph's doc string, to tell it from the file it replaces. Returns the
+    specs exported."""
+    import onnx
+
+    exports = []
+
+    def graph(model, spec):
+        exports.append(spec)
+        proto = onnx.load(str(ort_fp32.model_file))
+        proto.doc_string = doc or proto.doc_string
+        return proto
+
+    monkeypatch.setattr(export, "emonet_proto", graph)
+    return exports
+
+
+def _never_built(monkeypatch) -> None:
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built before the outputs were checked")
+
+    monkeypatch.setattr("emopipe.model.emonet.build_emonet", built)
+    monkeypatch.setattr("emopipe.cli.export.export_emonet", built)
+
+
+@pytest.mark.parametrize("case", ["the weights", "relative and absolute", "under the weights", "named as the file",
+                                  "a link named as the file", "a hard link at a temporary name"])
+def test_cli_never_writes_over_its_weights(case, checkpoints, tmp_path, capsys, monkeypatch, isolated_logging):
+    # (was: --output WEIGHTS built the model, then failed to make a folder of the weights file, exit 5; weights named
+    # as the export, or at one of its temporary names .NAME.k.part, were written over — the latter truncated first)
+    monkeypatch.chdir(tmp_path)
+    weights = tmp_path / "w.pth"
+    weights.write_bytes(checkpoints[8].read_bytes())
+    name = f"emonet8-{sha256_of(weights)[:16]}-b1-fp32.onnx"
+    out = tmp_path / "out"
+    out.mkdir()
+    given, output, message = "w.pth", "out", None
+    if case == "the weights":
+        output, message = "w.pth", "--output w.pth is the weights file, an input of this run: give a folder"
+    elif case == "relative and absolute":
+        output, message = str(weights), f"--output {weights} is the weights file, an input of this run"
+    elif case == "under the weights":
+        output, message = "w.pth/onnx", "--output w.pth/onnx: w.pth is the weights file, an input of this run"
+    elif case == "named as the file":
+        weights = weights.rename(out / name)
+        given, output = f"out/{name}", str(out)
+        message = f"the ONNX model output {out / name} is out/{name}, an input of this run: choose another --output"
+    elif case == "a link named as the file":
+        (out / name).symlink_to(weights)
+        message = f"the ONNX model output out/{name} is w.pth, an input of this run"
+    else:
+        (out / f".{name}.0.part").hardlink_to(weights)  # (the first: taken and emptied)
+        message = f"the ONNX model's temporary name out/.{name}.0.part is w.pth, an input of this run"
+    before = weights.read_bytes()
+    _never_built(monkeypatch)
+    argv = ["export-onnx", "--weights", given, "--batch-size", "1", "--precision", "fp32", "--output", output]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"emopipe: error: {message}") and err[-1].endswith("(outputs never overwrite inputs)")
+    assert weights.read_bytes() == before
+
+
+def test_a_failed_export_keeps_what_was_there_and_no_unchecked_file_takes_the_name(
+        ort_fp32, checkpoints, tmp_path, capsys, monkeypatch, isolated_logging):
+    # (was: a new export took the final name before it was compared with PyTorch, then was deleted if it failed: an
+    # earlier good export (--force) was lost, and an export killed during the check left an unchecked file there)
+    import onnx
+
+    out = tmp_path / "out"
+    out.mkdir()
+    final = out / ort_fp32.model_file.name
+    real_check, seen, failing = parity.check_parity, [], [True]
+
+    def check_parity(infer, model, spec, crop_sets, tolerance):  # the real comparison, failed on demand
+        seen.append(final.read_bytes() if final.exists() else None)  # what the final name holds meanwhile
+        reports = real_check(infer, model, spec, crop_sets, tolerance)
+        return [dataclasses.replace(r, probabilities=1.0) if failing else r for r in reports]
+
+    monkeypatch.setattr("emopipe.cli.export.check_parity", check_parity)
+    _good_export_stands_in(ort_fp32, monkeypatch, doc="the new export")
+    argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
+            "--output", str(out), "--random-crops", "1"]
+    assert cli.main(argv) == 6  # nothing there: nothing is left there
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("(the new export was not kept)") and "differs from PyTorch" in err
+    assert seen == [None] and list(out.iterdir()) == []
+    earlier = ort_fp32.model_file.read_bytes()
+    final.write_bytes(earlier)  # a good earlier export: --force exports anew, and the new one fails
+    assert cli.main([*argv, "--force"]) == 6
+    assert capsys.readouterr().err.strip().endswith("(the new export was not kept; the file there is unchanged)")
+    assert seen[1] == earlier and final.read_bytes() == earlier and list(out.iterdir()) == [final]
+    failing.clear()  # one that passes takes the name
+    assert cli.main([*argv, "--force"]) == 0
+    assert onnx.load(str(final)).doc_string == "the new export" and list(out.iterdir()) == [final]
 
 
 def test_cli_missing_weights(tmp_path, capsys, isolated_logging):

@@ -270,14 +270,19 @@ def test_the_report_command_refuses_bad_inputs_and_outputs_with_exit_codes(tmp_p
              ([str(tmp_path / "r.txt"), "-o", str(tmp_path / "r.html")], 4),
              ([str(rows), "-o", str(tmp_path / "r.pdf")], 2),
              ([str(rows), "-o", str(tmp_path / "r.html"), "--tracks", str(rows)], 2),
-             ([str(rows), "-o", str(tmp_path / "no-such-dir" / "r.html")], 5)]
+             ([str(rows), "-o", str(tmp_path / "no-such-dir" / "r.html")], 5),
+             ([str(rows), "-o", str(tmp_path / "mine.html")], 2),  # a page of the user's is never replaced
+             ([str(rows), "-o", str(tmp_path / "rows.html"), "--no-thumbnails"], 2)]  # the rows at .rows.html.0.part
     (tmp_path / "r.txt").write_text("hello\n")
+    (tmp_path / "mine.html").write_text("<p>mine</p>\n")
+    (tmp_path / ".rows.html.0.part").hardlink_to(rows)
     for arguments, code in cases:
         done = subprocess.run([sys.executable, "-m", "emopipe", "report", *arguments], capture_output=True, text=True,
                               cwd=REPO, timeout=120)
         assert done.returncode == code, (arguments, done.stderr)
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert rows.read_text().startswith("source,frame")  # the input is untouched
+    assert (tmp_path / "mine.html").read_text() == "<p>mine</p>\n"
 
 
 def report_command(*argv: object) -> EmopipeError | None:
@@ -373,8 +378,76 @@ def test_the_report_command_never_writes_over_a_source_video(tmp_path, monkeypat
             error)
     # a .csv name that is the video all the same (a link): refused once the rows say what their source is
     error = report_command(rows, "-o", "r.html", "--tracks", "video.csv")
-    assert isinstance(error, UsageError) and f"is {video}, a source of these rows" in str(error)
+    assert isinstance(error, UsageError) and f"is {video}, an input of this run" in str(error)
     assert video.read_bytes() == before and not (tmp_path / "r.html").exists()
+
+
+def test_the_report_command_never_writes_an_input_under_a_temporary_name(tmp_path, monkeypatch):
+    # (was: only the final names were checked; each file is written whole under .NAME.k.part first — the first such
+    # name taken and emptied, the others removed as a killed write's — so an input there was written over, or gone)
+    monkeypatch.chdir(tmp_path)
+    rows = rows_file(tmp_path / "rows.csv", n=3)
+    before = rows.read_bytes()
+    (tmp_path / ".r.html.0.part").hardlink_to(rows)  # the rows at the page's first temporary name, too
+    error = report_command(rows, "-o", "r.html", "--no-thumbnails")
+    assert isinstance(error, UsageError) and error.exit_code == 2
+    assert str(error) == (f"the report's temporary name .r.html.0.part is {rows}, an input of this run: choose "
+                          "another name (outputs never overwrite inputs)")
+    (tmp_path / ".r.html.0.part").rename(tmp_path / ".t.csv.5.part")
+    error = report_command("rows.csv", "-o", "r.html", "--tracks", "t.csv", "--no-thumbnails")
+    assert isinstance(error, UsageError) and "tracks' temporary name .t.csv.5.part is rows.csv, an input" in str(
+        error)
+    # a source the rows name, at the segments' temporary name: known once the rows are read, refused before a write
+    source = tmp_path / ".s.csv.2.part"
+    source.write_bytes(b"a video")
+    named = rows_file(tmp_path / "named.csv", source=".s.csv.2.part", n=3)
+    error = report_command(named, "-o", "r.html", "--segments", "s.csv", "--no-thumbnails")
+    assert isinstance(error, UsageError) and "the segments' temporary name .s.csv.2.part is an input" in str(error)
+    # a video in the folder the thumbnails are gathered in (what a killed write left there goes whole)
+    staging = tmp_path / ".v.thumbnails.0.part"
+    staging.mkdir()
+    video = moving_face_video(staging / "clip.mp4", frames=3, empty=None).path
+    pictures = rows_file(tmp_path / "v.csv", source=str(video), n=3)
+    error = report_command(pictures, "-o", "v.html")
+    assert isinstance(error, UsageError) and f"thumbnails folder .v.thumbnails.0.part is or holds {video}" in str(error)
+    assert rows.read_bytes() == before and source.read_bytes() == b"a video" and video.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.csv.2.part", ".t.csv.5.part", ".v.thumbnails.0.part",
+                                                          "named.csv", "rows.csv", "v.csv"]  # nothing written
+
+
+def test_the_report_command_replaces_only_its_own_earlier_files(tmp_path, monkeypatch):
+    # (was: any file at an output's name was replaced without a word: a page of the user's, another run's rows given
+    # as --tracks, a folder of photos named as the thumbnails')
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    rows = rows_file(tmp_path / "rows.csv", source=str(video), n=3)
+    other_rows = rows_file(tmp_path / "other.csv", source="other.mp4", n=3)  # another run's, not an input here
+    Path("notes.html").write_text("<html>my notes</html>")
+    Path("photos.thumbnails").mkdir()
+    Path("photos.thumbnails/me.jpg").write_bytes(b"a photo")
+    kept = {p: p.read_bytes() for p in (Path("notes.html"), other_rows, Path("photos.thumbnails/me.jpg"))}
+    cases = [(("-o", "notes.html"), "-o notes.html exists and is not a page emopipe wrote"),
+             (("-o", "r.html", "--tracks", "other.csv"),
+              "--tracks other.csv exists and does not begin with the header of the tracks file emopipe writes"),
+             (("-o", "photos.html"), "the report's thumbnails folder photos.thumbnails (replaced whole) exists and "
+                                     "holds me.jpg, which is not a thumbnail emopipe wrote")]
+    for options, message in cases:
+        error = report_command(rows, *options)
+        assert isinstance(error, UsageError) and error.exit_code == 2, options
+        assert str(error).startswith(message + ": "), error
+    assert {p: p.read_bytes() for p in kept} == kept and not Path("r.html").exists()
+    assert report_command(rows, "-o", "photos.html", "--no-thumbnails") is None  # (the folder is not written then)
+    # its own earlier files are replaced (a run's too: the same writers); so is an empty file
+    Path("r.html").touch()
+    outputs = ("-o", "r.html", "--tracks", "t.csv", "--segments", "s.csv")
+    assert report_command(rows, *outputs) is None
+    assert Path("r.thumbnails/track-1.jpg").is_file()
+    for name in ("r.html", "t.csv", "s.csv"):
+        Path(name).write_bytes(Path(name).read_bytes() + b"an earlier one")
+    assert report_command(rows, *outputs) is None
+    assert not any(b"an earlier one" in Path(name).read_bytes() for name in ("r.html", "t.csv", "s.csv"))
+    error = report_command(rows, "-o", "r.html", "--tracks", "s.csv", "--segments", "t.csv")  # (the other kind)
+    assert isinstance(error, UsageError) and "--tracks s.csv exists and does not begin with" in str(error)
 
 
 def test_the_tracks_csv_names_thumbnails_relative_to_its_own_folder(tmp_path, monkeypatch):

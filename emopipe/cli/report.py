@@ -7,7 +7,9 @@ import logging
 from pathlib import Path
 
 from emopipe.cli.parsing import new_parser
+from emopipe.config import Written, refuse_inputs, written_as
 from emopipe.errors import UsageError
+from emopipe.io.records import InputFiles, ensure_writable, same_file
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +19,10 @@ def build_parser() -> argparse.ArgumentParser:
         "emopipe report",
         "A self-contained HTML report (one section per source, one chart block per face track) from rows files "
         "that emopipe wrote (.csv or .jsonl); no video processing. Thumbnails are cut from each source video "
-        "when it can still be read. Exit codes: 0 ok, 2 bad options, 3 rows file not found, 4 not an emopipe "
-        "rows file, 5 output not writable.")
+        "when it can still be read. No output is ever an input (rows files, source videos), and a file already "
+        "at an output's name is replaced only when it is an earlier one of its kind that emopipe wrote. Exit codes: "
+        "0 ok, 2 bad options (also: an output that is an input, or another file in its way), 3 rows file not found, "
+        "4 not an emopipe rows file, 5 output not writable.")
     parser.add_argument("rows", nargs="+", help="rows files (.csv, .jsonl) written by emopipe")
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the report (.html)")
     parser.add_argument("--tracks", metavar="CSV", help="also write the track summaries as CSV")
@@ -35,48 +39,63 @@ def _outputs(args: argparse.Namespace) -> dict[str, str]:
     return {role: path for role, path in found.items() if path}
 
 
-def _check(args: argparse.Namespace) -> None:
-    from emopipe.io.records import ensure_writable, same_file
+def _written(args: argparse.Namespace) -> list[Written]:
+    """Every name this command may write: each file's own and the temporary names it is written whole under (it has
+    no partial names: a file is written whole or not at all), and the thumbnails folder's (replaced whole)."""
+    from emopipe.report.outputs import thumbnails_folder
 
+    names = [name for role, path in _outputs(args).items() for name in written_as(role, path)]
+    if not args.no_thumbnails:
+        names += written_as("thumbnails", str(thumbnails_folder(args.output)))
+    return names
+
+
+def _check(args: argparse.Namespace) -> None:
     if Path(args.output).suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"-o {args.output}: the report is a web page; name it .html")
     for role in ("tracks", "segments"):  # a typo must not turn a video or a rows file into a CSV
         path = getattr(args, role)
         if path and Path(path).suffix.lower() != ".csv":
             raise UsageError(f"--{role} {path}: the {role} are CSV; name it .csv")
+    if not args.short_track >= 0:
+        raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
+    outputs = _outputs(args)
     seen: dict[str, str] = {}
-    for role, path in _outputs(args).items():
-        for rows in args.rows:
-            if same_file(path, rows):
-                raise UsageError(f"the {role} output {path} is an input: choose another name (outputs never "
-                                 "overwrite inputs)")
+    for role, path in outputs.items():
         for other_role, other in seen.items():
             if same_file(path, other):
                 raise UsageError(f"the {role} and the {other_role} outputs are the same file ({path})")
         seen[role] = path
+    refuse_inputs(_written(args), InputFiles(args.rows), keep=list(outputs.values()), advice="choose another name",
+                  name_input=True)
+    for role, path in outputs.items():
         ensure_writable(Path(path), f"the {role}")
-    if not args.no_thumbnails:
-        from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
-
-        check_thumbnails_folder(thumbnails_folder(args.output), keep=[*args.rows, *_outputs(args).values()])
-    if not args.short_track >= 0:
-        raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
 
 
 def _check_sources(args: argparse.Namespace, sources: set[str]) -> None:
-    """No output may be a source video the rows name, nor the thumbnails folder one holding them (known once the
-    rows are read, before anything is written)."""
-    from emopipe.io.records import same_file
+    """No name this command may write is a source the rows name (a video, an image, a folder of images), nor is the
+    thumbnails folder one holding one: known once the rows are read, before anything is written."""
+    refuse_inputs(_written(args), InputFiles([*args.rows, *sorted(sources)]), keep=list(_outputs(args).values()),
+                  advice="choose another name", name_input=True)
 
+
+def _check_earlier(args: argparse.Namespace) -> None:
+    """A file already at an output's name is replaced only when it is of its kind and emopipe's — an earlier report's,
+    or a run's: any other is the user's or another tool's (checked after the inputs: an input there is named so)."""
+    from emopipe.report.outputs import not_an_earlier_output, thumbnails_folder
+
+    named = {"report": "-o", "tracks": "--tracks", "segments": "--segments"}
     for role, path in _outputs(args).items():
-        for source in sources:
-            if same_file(path, source):
-                raise UsageError(f"the {role} output {path} is {source}, a source of these rows: choose another "
-                                 "name (outputs never overwrite inputs)")
+        why = not_an_earlier_output(role, path)
+        if why is not None:
+            raise UsageError(f"{named[role]} {path} exists and {why}: the report replaces only its own earlier "
+                             "files; choose another name, or move or remove that file")
     if not args.no_thumbnails:
-        from emopipe.report.outputs import check_thumbnails_folder, thumbnails_folder
-
-        check_thumbnails_folder(thumbnails_folder(args.output), keep=sorted(sources))
+        folder = thumbnails_folder(args.output)
+        why = not_an_earlier_output("thumbnails", folder)
+        if why is not None:
+            raise UsageError(f"the report's thumbnails folder {folder} (replaced whole) exists and {why}: name the "
+                             "report otherwise, give --no-thumbnails, or move or remove that folder")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     collector = TrackCollector()
     collector.add(read_rows_files(args.rows))
     _check_sources(args, {series.source for series in collector.series()})
+    _check_earlier(args)
     # tracks.csv names each thumbnail relative to its own folder, as the main command's does
     reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
                                      short_track_s=args.short_track,

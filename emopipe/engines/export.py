@@ -38,9 +38,10 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,9 @@ from emopipe.io.records import written_whole
 from emopipe.model.devices import PRECISIONS
 from emopipe.model.emonet import EmoNet
 from emopipe.types import INPUT_SIZE, LABELS, NUM_LANDMARKS
+
+if TYPE_CHECKING:
+    import onnx
 
 logger = logging.getLogger(__name__)
 
@@ -238,15 +242,31 @@ def _quiet_exporter() -> Iterator[io.StringIO]:
         logger.debug("torch.onnx said: %s", captured.getvalue().strip())
 
 
-def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
+def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path, check: Callable[[Path], None] | None = None) -> Path:
     """Export ``model`` as ``spec`` says, run the ONNX checker, write ``path`` atomically.
 
+    ``check`` (``emopipe export-onnx``'s comparison with PyTorch) sees the complete file under its temporary name
+    before it takes ``path``'s: if it raises, the file is removed and ``path`` stays as it was (an earlier good export
+    is never lost to one that fails), and a process killed during the check leaves nothing under the final name.
     The caller's model is left as it is (a CPU copy in the target precision is traced).
     """
-    import onnx
-
     if model.num_classes != spec.classes:
         raise UsageError(f"the model has {model.num_classes} classes but the export asks for {spec.classes}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+    t0 = time.perf_counter()
+    proto = emonet_proto(model, spec)
+    save_onnx(proto, path, check)
+    logger.info("exported %s in %.1f s (ONNX checker passed)", path, time.perf_counter() - t0)
+    return path
+
+
+def emonet_proto(model: EmoNet, spec: OnnxSpec) -> onnx.ModelProto:
+    """The graph of ``model`` as ``spec`` says, with its metadata, through the ONNX checker (OnnxModelError)."""
+    import onnx
+
     traced = copy.deepcopy(model).to("cpu", dtype=spec.torch_dtype).eval()
     if spec.torch_dtype != torch.float32:
         # As the torch engine does: the two final linear layers stay float32. In half precision they would round
@@ -255,11 +275,6 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
         traced.emo_fc_2 = _InFloat32(traced.emo_fc_2.float())
     graph = ExportGraph(traced, spec.landmarks)
     example = torch.zeros(spec.input_shape, dtype=spec.torch_dtype)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
-    t0 = time.perf_counter()
     with _quiet_exporter(), torch.no_grad():
         program = torch.onnx.export(graph, (example,), dynamo=True, input_names=[INPUT_NAME],
                                     output_names=list(spec.outputs), external_data=False, optimize=True)
@@ -274,16 +289,31 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path) -> Path:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as exc:
         raise OnnxModelError(f"the exported graph fails the ONNX checker: {str(exc).splitlines()[0]}") from None
+    return proto
+
+
+def save_onnx(proto: onnx.ModelProto, path: Path, check: Callable[[Path], None] | None = None) -> None:
+    """``proto`` at ``path``, written whole (``check``: see :func:`export_emonet`). OutputError when it cannot be."""
+    import onnx
+
     # Written under a temporary name of its own (other processes and threads may export the same file at the same
-    # time), removed if the write fails, then renamed: the final name only ever holds a whole file, and the last
-    # complete export wins; the ~56 MB file a killed export left goes with the next export of that name.
+    # time), removed if the write or the check fails, then renamed: the final name only ever holds a whole file,
+    # and the last complete export wins; the ~56 MB file a killed export left goes with the next export of that name.
+    checking: OSError | None = None
     try:
         with written_whole(path, sync=True) as f:
             onnx.save(proto, f)
+            if check is not None:
+                f.flush()  # (read by name)
+                try:
+                    check(Path(f.name))
+                except OSError as exc:
+                    checking = exc
+                    raise
     except OSError as exc:
+        if exc is checking:  # (the check's own error, not the write's)
+            raise
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    logger.info("exported %s in %.1f s (ONNX checker passed)", path, time.perf_counter() - t0)
-    return path
 
 
 def _opset(proto) -> int:

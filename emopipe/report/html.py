@@ -40,6 +40,7 @@ EXPRESSION_COLOURS = {"neutral": "#9e9e9e", "happy": "#e69f00", "sad": "#0072b2"
                       "fear": "#cc79a7", "disgust": "#009e73", "anger": "#d55e00", "contempt": "#7f5f3f"}
 _SPARE_COLOURS = ("#444444", "#f0e442", "#8dd3c7", "#bebada")
 VALENCE_COLOUR, AROUSAL_COLOUR = "#1b6ca8", "#c0392b"
+GENERATOR_META = "<meta name='generator' content='emopipe "  # in every page's <head>: tells emopipe's pages apart
 
 
 @dataclass
@@ -216,7 +217,7 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
         sources.setdefault(track.summary.source, []).append(track)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<meta name='generator' content='emopipe {__version__}'><style>{_STYLE}</style></head><body>",
+             f"{GENERATOR_META}{__version__}'><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1><p class='meta'>{len(sources)} source(s), {len(tracks)} track(s); "
              f"made by emopipe {__version__} on {generated}. Times are seconds from the start of the source.</p>"]
     parts.append("<nav id='index'><h2>Sources</h2><ul>")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +20,7 @@ import numpy as np
 
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import describe_os_error, staging_folder, written_whole
-from emopipe.report.html import TrackReport, render
+from emopipe.report.html import GENERATOR_META, TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
 from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
@@ -85,6 +87,50 @@ def check_thumbnails_folder(folder: str | os.PathLike[str], keep: Iterable[str |
         if _within(Path(path), folder):
             raise UsageError(f"the report's thumbnails folder {folder} is or holds {path}, which replacing the "
                              "folder would delete: name the report otherwise (outputs never overwrite inputs)")
+
+
+THUMBNAIL_NAME = re.compile(r"(source-[0-9]+-)?track-[0-9]+\.jpg")  # save_thumbnails' names
+_HEAD_BYTES = 64 * 1024  # enough to read a CSV header or a page's <head> (its title is short)
+
+
+def not_an_earlier_output(role: str, path: str | os.PathLike[str]) -> str | None:
+    """Why what is at ``path`` is not an earlier file of this kind that emopipe wrote (``role``: ``report``, ``tracks``,
+    ``segments``, ``thumbnails``), in words that follow "it exists and"; None when it is one, or when nothing (or an
+    empty file) is there.
+    The report's files replace only their own kind: not a page of the user's, another run's rows named ``.csv``, a
+    folder of photos named as the thumbnails'."""
+    path = Path(path)
+    if role == "thumbnails":
+        # (a file there is refused by check_thumbnails_folder; a link is replaced, not what it links to)
+        if not path.is_dir() or path.is_symlink():
+            return None
+        try:
+            for entry in sorted(path.iterdir()):
+                if not (THUMBNAIL_NAME.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink()):
+                    return f"holds {entry.name}, which is not a thumbnail emopipe wrote"
+        except OSError as exc:
+            return f"cannot be read to tell ({describe_os_error(exc)})"
+        return None
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # (a FIFO or a device: never opened to be read here)
+            return "is not a regular file"
+        if info.st_size == 0:
+            return None
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read to tell ({describe_os_error(exc)})"
+    if role == "report":
+        return None if GENERATOR_META.encode() in head else "is not a page emopipe wrote"
+    header = next(csv.reader([head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")]), [])
+    if role == "tracks" and tuple(header[:len(TRACK_COLUMNS)]) == TRACK_COLUMNS:
+        return None
+    if role == "segments" and tuple(header) == SEGMENT_COLUMNS:
+        return None
+    return f"does not begin with the header of the {role} file emopipe writes"
 
 
 def _within(path: Path, folder: Path) -> bool:
