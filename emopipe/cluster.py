@@ -1118,7 +1118,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     try:
         held.take()  # a Ctrl-C or SIGTERM while the run started ends it here
         while pending or in_flight:
-            while pending and (free := [n for n in load if n in crew.live and load[n] < DEPTH]):
+            while pending and (free := _takers(load, crew.live, len(pending), len(warming))):
                 # guided: large shares while much is left (few pipeline restarts), single sources at the end
                 # (no worker left with a long tail); at most 16, which bounds the work a dead worker loses
                 size = options.chunk or max(1, min(16, len(pending) // (2 * crew.count)))
@@ -1232,6 +1232,16 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                             "per_worker": workers, "metrics": {n: w["metrics"] for n, w in workers.items()
                                                                if w["metrics"]},
                             "worker_summaries": list(summaries.values())})
+
+
+def _takers(load: dict[str, int], live: Any, pending: int, warming: int) -> list[str]:
+    """The warm workers a share may go to now (``load``: shares queued at each). An idle one first; a share queued
+    behind a running one (up to DEPTH, so its GPU does not idle between shares) only while more sources wait than the
+    ``warming`` workers could each take as they come: a few long videos are not all queued at the first worker warm
+    while the others start (a run twice as long on two GPUs)."""
+    free = [n for n in load if n in live and load[n] < DEPTH]
+    idle = [n for n in free if load[n] == 0]
+    return idle or (free if pending > warming else [])
 
 
 def _as_left(source: PlannedSource, since: float) -> SourceResult | None:

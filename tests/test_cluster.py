@@ -379,6 +379,19 @@ def test_the_driver_plans_runs_and_finishes_without_loading_pytorch(tmp_path, lo
     assert said["torch"] is False
 
 
+def test_a_few_long_sources_are_not_all_queued_at_the_first_worker_warm():
+    from emopipe.cluster import DEPTH, _takers
+
+    live = {"a": object(), "b": object()}
+    # a busy, b still warming, 1 source left: it waits for b (not queued behind a's running one)
+    assert _takers({"a": 1}, live, pending=1, warming=1) == []
+    assert _takers({"a": 1}, live, pending=2, warming=1) == ["a"]  # more than b can take: a queues one
+    assert _takers({"a": 1, "b": 0}, live, pending=1, warming=0) == ["b"]  # an idle worker first
+    assert _takers({"a": 1, "b": 1}, live, pending=3, warming=0) == ["a", "b"]  # none warming: queue as before
+    assert _takers({"a": DEPTH, "b": DEPTH}, live, pending=3, warming=0) == []
+    assert _takers({"a": 0, "gone": 0}, live, pending=1, warming=0) == ["a"]  # a dead worker takes nothing
+
+
 def test_the_run_is_planned_for_the_workers_device_not_the_drivers():
     from emopipe.cluster import _device_type
 
