@@ -1,12 +1,12 @@
 """The many-source command on a Ray cluster: each worker an :class:`emopipe.Analyzer`, warmed once.
 
 The driver (the ``emopipe ... --ray`` process) takes the output folder (a lock on ``DIR/.emopipe.lock`` until the run
-ends: a folder another run is writing is refused before Ray starts), then connects to Ray and starts one actor per
-GPU (``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs), so the workers' start-up
-overlaps the rest; meanwhile it plans the run exactly as one process does
+ends: a folder another run is writing is refused before Ray starts), plans the run exactly as one process does
 (:func:`~emopipe.pipeline.many.plan_sources`: the sources, their output files, the manifest, ``--resume``; the driver
-loads no PyTorch), then hands the sources out dynamically, a few at a time (``DEPTH`` shares queued per worker),
-largest file first, so one long video never leaves the other GPUs idle. Each
+loads no PyTorch, so this is quick and an error is said before Ray starts), then connects to Ray and starts one actor
+per GPU (``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs), and hands the sources out
+dynamically, a few at a time (``DEPTH`` shares queued per worker), largest file first, so one long video never
+leaves the other GPUs idle. Each
 worker runs one pipeline for its whole life (:meth:`Analyzer.process` over a fed source chain): a share is added
 to it as it comes, so the GPU does not drain and refill between shares. The worker writes each source's files
 itself, under their partial names, and leaves them so: the driver appends the source's manifest line as the worker
@@ -905,9 +905,10 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     """The many-source run over Ray workers; the same files as :meth:`Analyzer.run_many` makes in one process.
 
     The output folder is taken first (:func:`~emopipe.io.records.hold_folder`, until the run ends): one another
-    run is writing is refused before Ray starts. Then Ray is started (or joined) and the workers spawned; their
-    start-up (imports, engines, warmup: seconds) runs while this process plans the run (sources, outputs, manifest:
-    checked as one process checks them; no PyTorch is loaded here). ``progress``: one bar on stderr over every source
+    run is writing is refused before Ray starts. Then the run is planned (sources, outputs, manifest: checked as one
+    process checks them; no PyTorch is loaded here): an input or output error, or a run with nothing left to do,
+    never starts Ray. Then Ray is started (or joined) and the workers spawned (no more than there are sources to
+    do). ``progress``: one bar on stderr over every source
     (frames of the expected total, frames/s, faces, workers alive), drawn as the one-process run draws its own.
     """
     import ray
@@ -920,26 +921,31 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     directory = config.output_folder(output_dir)
     with hold_folder(directory):  # (released once the last manifest line, summary.json and report are written)
         started = time.perf_counter()
+        # planned first, as one process plans it (it loads no PyTorch: a tenth of a second for an archive), so an
+        # input or output error is said before Ray starts, and Ray is not started at all for a run with nothing left
+        # to do (--resume); resolved for the workers' device once the cluster says what that is
+        plan = plan_sources(sources, directory, many_config(config, "cpu" if config.device == "cpu" else "cuda"),
+                            config, folder_held=True)
+        timeline = {"plan_s": time.perf_counter() - started}
+        if not plan.todo:
+            outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
+            report_many(plan, outcome)
+            return outcome
         ours, crew, board, ended = False, None, None, False
         held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
         held.hold()
         try:
             ours = _connect(options.address)
-            timeline = {"connect_s": time.perf_counter() - started}
+            timeline["connect_s"] = time.perf_counter() - started
             count, per_gpu, per_cpu = _sizing(options)
+            plan.config = many_config(config, _device_type(config, per_gpu))
+            count = min(count, len(plan.todo))  # (no more workers than sources)
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             board = ray.remote(num_cpus=0)(ProgressBoard).remote()
             crew = _Crew(config, count, per_gpu, per_cpu, board, options.keep_warm_s)
             warm = crew.claim_warm(count) if options.keep_warm_s is not None and held.signum is None else 0
             for _ in range(count - warm if held.signum is None else 0):  # (none for a run already interrupted)
                 crew.spawn()
-            # planned as one process plans it, for the workers' device, loading no PyTorch here: with workers warm
-            # from an earlier run this is the run's start
-            plan = plan_sources(sources, directory, many_config(config, _device_type(config, per_gpu)), config,
-                                folder_held=True)
-            timeline["plan_s"] = time.perf_counter() - started
-            for name in list(crew.live)[max(1, len(plan.todo)):]:  # fewer sources than workers
-                crew.dismiss(name, keep=True)
             seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
             try:
                 outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)

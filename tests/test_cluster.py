@@ -134,7 +134,7 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert len({s["worker"] for s in outcome.run["ray"]["worker_summaries"]}) == 2  # both took a share
     ray_facts = outcome.run["ray"]
     timeline = ray_facts["timeline"]  # where the run's time went: Ray up, planned, workers warm, last reply
-    assert 0 <= timeline["connect_s"] <= timeline["plan_s"] <= timeline["done_s"]
+    assert 0 <= timeline["plan_s"] <= timeline["connect_s"] <= timeline["done_s"]  # planned before Ray
     assert timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"] <= outcome.run["wall_s"]
     # the first row: after a worker was warm (shares go only to warm workers), before the last reply (one clock here)
     assert timeline["first_ready_s"] - 0.05 <= timeline["first_row_s"] <= timeline["done_s"] + 0.05
@@ -171,6 +171,45 @@ def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tm
     assert refused.value.exit_code == 5 and connected == []
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
+
+
+def never_connect(monkeypatch) -> list[str]:
+    import emopipe.cluster
+
+    connected: list[str] = []
+
+    def connect(address: str) -> bool:
+        connected.append(address)
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    return connected
+
+
+def test_an_option_error_is_said_before_ray_starts(tmp_path, monkeypatch):
+    connected = never_connect(monkeypatch)
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"x")
+    config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu",
+                       report=str(tmp_path / "report.txt"))
+    with pytest.raises(UsageError, match=r"--report .*report\.txt: the report is a web page"):
+        run_on_ray(config, RayOptions(address=LOCAL), output_dir=tmp_path / "out")
+    assert connected == [] and not (tmp_path / "out").exists()
+
+
+def test_a_resumed_run_with_every_source_done_starts_no_ray(tmp_path, monkeypatch):
+    connected = never_connect(monkeypatch)
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a.emotions.csv", "a.emotions.summary.json"):
+        (out / name).write_text("an earlier run's\n")
+    Manifest(out, files=True).append({"source": str(tmp_path / "a.mp4"), "status": "ok", "outputs": {
+        "rows": str(out / "a.emotions.csv"), "summary": str(out / "a.emotions.summary.json")}})
+    config = RunConfig(sources=(str(tmp_path / "a.mp4"),), device="cpu", resume=True)
+    outcome = run_on_ray(config, RayOptions(address=LOCAL), output_dir=out)
+    assert connected == [] and [r.status for r in outcome.results] == ["skipped"]
+    assert json.loads((out / "summary.json").read_text())["skipped"] == 1 and not held(out)
 
 
 def test_a_run_refused_once_ray_is_up_leaves_no_output_folder(tmp_path, local_ray):
