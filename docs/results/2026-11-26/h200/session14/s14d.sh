@@ -1,0 +1,59 @@
+#!/bin/bash
+# session 14, two GPUs: warm Ray workers (one per GPU, --ray-keep-warm) on a Ray cluster started beside the runs:
+# the 64-clip archive (the first run starting the workers, the next two claiming them warm), one clip twice, four
+# long and four four-face 720p videos twice; then the archive in one process (one GPU). The tree: .gpu/new14.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+C=/root/rc; mkdir -p $C
+cp -r .rw4/* $C/
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .rw4/*.whl 2>&1 | grep -v "already exists" | tail -2
+cat /root/raycache/ray.part00 /root/raycache/ray.part01 > /root/raycache/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
+python3 -m pip install -q --no-index --no-deps --target /tmp/raysite /root/raycache/ray-2.60.0-*.whl 2>&1 | grep -v "already exists" | tail -2
+for pair in click:click filelock:filelock jsonschema:jsonschema jsonschema_specifications:jsonschema_specifications \
+    referencing:referencing rpds:rpds_py attrs:attrs msgpack:msgpack google.protobuf:protobuf yaml:pyyaml; do
+  mod=${pair%%:*}; whl=${pair##*:}
+  python3 -c "import $mod" 2>/dev/null || python3 -m pip install -q --no-index --no-deps --target /tmp/raysite .rwC/$whl-*.whl 2>&1 | grep -v "already exists" | tail -1
+done
+R=$OUT/${S14:-s14d}; mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/table.txt
+PYTHONPATH=/tmp/site python3 -c "
+import sys, shutil; sys.path.insert(0, 'benchmarks'); import synthetic; from pathlib import Path
+synthetic.random_checkpoint(Path('$C/w.pth'))
+for name, src, n in (('clips', 'clip10s_720p_h264.mp4', 64), ('long', 'video_720p_h264.mp4', 4), ('four', 'video_720p_4faces_h264.mp4', 4)):
+    d = Path('$C') / name; d.mkdir(exist_ok=True)
+    for i in range(n): shutil.copy(Path('$C') / src, d / f'{name}{i:02d}.mp4')
+d = Path('$C/one'); d.mkdir(exist_ok=True); shutil.copy('$C/clip10s_720p_h264.mp4', d / 'clip.mp4')"
+O="--weights $C/w.pth --detector blazeface_back --models-dir $C/blazeface --no-progress"
+T=$ROOT/.gpu/new14
+run() {  # label, input folder, extra options
+  rm -rf /tmp/o; local t0=$(date +%s.%N)
+  (cd $T && PYTHONPATH=$T:/tmp/site:/tmp/raysite timeout 150 python3 -m emopipe $2 -o /tmp/o $O $3 > $R/$1.log 2>&1); local rc=$?
+  echo "$1: rc=$rc wall=$(python3 -c "print(round($(date +%s.%N)-$t0,2))") s; $(python3 -c "
+import json; s=json.load(open('/tmp/o/summary.json')); r = s.get('ray', {}); t = r.get('timeline') or {}
+ws = r.get('worker_summaries') or []
+steady = s['frames'] / (t['done_s'] - t['ready_s']) if t.get('ready_s') is not None and t.get('done_s') else 0
+print(s['ok'], 'ok;', s.get('frames'), 'frames;', s.get('faces'), 'faces;', json.dumps(t), 'steady_fps', round(steady),
+      'worker_fps', [round(w.get('fps') or 0) for w in ws], 'warm', [w.get('start', {}).get('warm_from_an_earlier_run', False) for w in ws])" 2>&1 | tail -1)" | tee -a $R/table.txt
+}
+ray_up() {
+  (cd $T && PYTHONPATH=$T:/tmp/site:/tmp/raysite python3 -m ray.scripts.scripts start --head --node-ip-address=127.0.0.1 \
+    --port=6379 --num-gpus=2 --include-dashboard=false --disable-usage-stats > $R/ray-start.log 2>&1)
+  echo "ray start rc=$?" | tee -a $R/table.txt
+}
+ray_down() { PYTHONPATH=/tmp/site:/tmp/raysite python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true; sleep 1; }
+ray_up
+A="--ray 127.0.0.1:6379 --ray-keep-warm 600"
+run archive-cold $C/clips "$A"
+run archive-warm-a $C/clips "$A"
+run archive-warm-b $C/clips "$A"
+run clip-warm-a $C/one "$A"
+run clip-warm-b $C/one "$A"
+run long-warm-a $C/long "$A"
+run long-warm-b $C/long "$A"
+run four-warm-a $C/four "$A"
+run four-warm-b $C/four "$A"
+ray_down
+run archive-one-process $C/clips ""
+run long-one-process $C/long ""
+(cd $R && tar czf logs.tar.gz *.log && rm *.log)
