@@ -931,6 +931,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
             report_many(plan, outcome)
             return outcome
+        logger.info("%d source(s) to do; connecting to Ray (%s), then its workers start …", len(plan.todo),
+                    options.address)
         ours, crew, board, ended = False, None, None, False
         held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
         held.hold()

@@ -285,9 +285,7 @@ def run_on_cluster(config: RunConfig) -> int:
         raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
     from emopipe.cluster import RayOptions, run_on_ray
 
-    # Ray first: its workers start (PyTorch, engines, warmup) while this process loads PyTorch to plan the run
-    logger.info("starting: connecting to Ray (%s), then its workers start while the run is planned …", config.ray)
-
+    # (run_on_ray plans the run, then says how many sources go to Ray; this process loads no PyTorch)
     outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report,
                          progress=not config.no_progress and sys.stderr.isatty())
     return _exit_code(outcome)
