@@ -96,12 +96,13 @@ class RayOptions:
 
 class ProgressBoard:
     """A small Ray actor the workers tell how far their running shares are, so the driver's bar moves within
-    shares, and each source as it finishes, so the driver records it then, not when its whole share's reply comes
-    (pushed by the workers: the driver never waits on a busy worker to read it)."""
+    shares, and each source as it finishes, so the driver records it then, not when its whole share's reply comes,
+    and the source each is in (pushed by the workers: the driver never waits on a busy worker to read it)."""
 
     def __init__(self) -> None:
         self.latest: dict[str, dict[int, tuple[int, int]]] = {}
         self.results: list[tuple[str, int, SourceResult]] = []  # (worker, share id, result), not yet taken
+        self.inside: dict[str, tuple[int, str] | None] = {}  # worker → (share id, source) its pipeline is in
 
     def update(self, name: str, shares: dict[int, tuple[int, int]]) -> None:
         self.latest[name] = shares
@@ -115,6 +116,12 @@ class ProgressBoard:
     def take_finished(self) -> list[tuple[str, int, SourceResult]]:
         taken, self.results = self.results, []
         return taken
+
+    def entered(self, name: str, source: tuple[int, str] | None) -> None:
+        self.inside[name] = source
+
+    def read_entered(self) -> dict[str, tuple[int, str] | None]:
+        return dict(self.inside)
 
 
 class _Counter:
@@ -281,6 +288,7 @@ class Worker:
             with self._changed:
                 self.feed = feed
                 self.counter.share_of = feed.share_of
+            feed.chain.on_begin = lambda feed=feed: self._tell_entered(feed)
             self._opened.set()
 
             def finished(result: SourceResult, feed: _Feed = feed) -> None:  # (in position order)
@@ -295,6 +303,7 @@ class Worker:
                 # in (interrupted here) is said by the reply, as failed
                 if self.counter.board is not None and result.status != "interrupted":
                     self.counter.board.finished.remote(self.name, share, result)  # (no reply awaited)
+                self._tell_entered(feed)  # the next source, if begun (before its first frame is written)
 
             try:
                 # (the exporter is not handed over: the pipeline's end would stop serving it)
@@ -312,6 +321,22 @@ class Worker:
                     self._changed.wait()
                 if self._closing:
                     return
+
+    def _tell_entered(self, feed: _Feed) -> None:
+        """Tell the board which source the pipeline is in: the first not finished, once its reading has begun (as
+        one process, cut off, records that one ``interrupted`` even before any of its frames is written; the driver
+        cannot tell it from the files then). Told as the state is, under the lock, whatever thread calls (a source
+        finished, or one begun): the board gets the states in the order taken. Nothing once the pipeline stops in a
+        source (its interrupted result): no later one is entered, and the share's reply says what became of it."""
+        with self._changed:
+            board = self.counter.board
+            if board is None or feed is not self.feed or feed.stopped or \
+                    (feed.results and feed.results[-1].status == "interrupted"):
+                return
+            position = len(feed.results)
+            inside = (feed.share_of[position], feed.chain.readings[position].planned.uri) \
+                if position < feed.chain.started else None
+            board.entered.remote(self.name, inside)  # (no reply awaited)
 
     def claim(self, config: RunConfig, cwd: str, board: Any, run: str) -> dict[str, Any] | None:
         """Take this warm worker for the run ``run`` (--ray-keep-warm), if no run holds it and the run's options are
@@ -1224,12 +1249,13 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         with contextlib.suppress(Exception):  # (Ray failing here: those sources are recorded as their files say)
             record_finished(timeout=KILL_WAIT_S)  # the sources the workers had finished: kept, as in one process
         # each source that went out without its line gets one, as its files say (its worker's reply never came, or
-        # came cut off); one its worker had not begun, or never handed out, gets none, as one process's sources not
-        # begun (--resume: new ones)
+        # came cut off), or as its worker said it was in it; one its worker had not begun, or never handed out, gets
+        # none, as one process's sources not begun (--resume: new ones)
+        entered = _entered(crew.board, in_flight)
         recorded = {r.source for r in results}
         for source in plan.todo:
             if source.uri not in recorded and source.uri in sent_at:
-                left = _as_left(source, sent_at[source.uri])
+                left = _as_left(source, sent_at[source.uri], entered=source.uri in entered)
                 if left is not None:
                     record(left)
         if not results:  # nothing begun: as one process cut off while its models load, no line and no summary.json
@@ -1252,7 +1278,20 @@ def _takers(load: dict[str, int], live: Any, pending: int, warming: int) -> list
     return idle or (free if pending > warming else [])
 
 
-def _as_left(source: PlannedSource, since: float) -> SourceResult | None:
+def _entered(board: Any, in_flight: dict[Any, tuple[str, list[PlannedSource], int]]) -> set[str]:
+    """The sources the stopped workers were in, as they last told the board, in shares whose reply never came (a
+    share answered said what became of its sources, and a dead worker's went elsewhere)."""
+    import ray
+
+    out = {share_id: name for name, _, share_id in in_flight.values()}
+    try:
+        told = ray.get(board.read_entered.remote(), timeout=KILL_WAIT_S)
+    except Exception:  # (the board lost: those sources are recorded as their files say)
+        return set()
+    return {inside[1] for name, inside in told.items() if inside is not None and out.get(inside[0]) == name}
+
+
+def _as_left(source: PlannedSource, since: float, entered: bool = False) -> SourceResult | None:
     """A source of a share cut off by Ctrl-C, as its files say (its result was never recorded): a worker leaves a
     source's files under their partial names for the driver to rename after the line, so mostly interrupted, with
     the rows it kept under the partial name (the next --resume redoes it). Complete only when its rows file has its
@@ -1260,7 +1299,8 @@ def _as_left(source: PlannedSource, since: float) -> SourceResult | None:
     renames (older files are an earlier attempt's, e.g. of a source that failed then; the rows take their name last,
     after the summary). None when its worker had not begun it (no rows written since its share went out: the
     pipeline was in an earlier source of its chain): no line, as one process writes none for a source it had not
-    begun, and --resume takes it as new."""
+    begun, and --resume takes it as new — unless ``entered``: its worker said its pipeline was in it (begun, no frame
+    written yet), then interrupted with no rows, as one process records the source it was in."""
     from emopipe.io.records import partial_path
     from emopipe.pipeline.archive import SourceResult
 
@@ -1279,13 +1319,14 @@ def _as_left(source: PlannedSource, since: float) -> SourceResult | None:
                                 seconds=facts.get("seconds", 0.0),
                                 outputs={"rows": str(source.rows), "summary": str(source.summary)})
     partial = partial_path(source.rows)
+    begun = SourceResult(source=source.uri, status="interrupted", exit_code=130) if entered else None
     try:
         if partial.stat().st_mtime < since:  # an earlier attempt's (this run's worker never opened it for writing)
-            return None
+            return begun
         with open(partial, "rb") as file:
             lines = sum(1 for _ in file)
     except FileNotFoundError:
-        return None
+        return begun
     except OSError:  # (begun, its rows unreadable here)
         return SourceResult(source=source.uri, status="interrupted", exit_code=130)
     rows = lines - 1 if source.rows.suffix == ".csv" else lines  # (a CSV's header)

@@ -469,6 +469,11 @@ def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):
     partial_path(unstarted.rows).write_text("source,frame\nx,0\n")
     os.utime(partial_path(unstarted.rows), (sent - 3600, sent - 3600))
     assert _as_left(unstarted, sent) is None
+    # … unless its worker said its pipeline was in it (begun, no frame written yet): interrupted with nothing kept,
+    # as one process records the source it was in
+    entered = _as_left(unstarted, sent, entered=True)
+    assert (entered.status, entered.frames, entered.rows, entered.exit_code, entered.outputs) == \
+        ("interrupted", 0, 0, 130, {})
     # files older than the share are an earlier attempt's (a source that failed then, redone now): not this one's,
     # which had not begun
     for path in (done.rows, done.summary):
@@ -612,6 +617,70 @@ def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_
     assert not list(out.glob("clip0*")) and outcome.run["sources"] == 3 and outcome.run["interrupted"] == 1
     plan = Analyzer(RunConfig.from_options(config, resume=True)).plan_many(sources, out)  # --resume
     assert [Path(p.uri).name for p in plan.todo] == ["clip1.mp4", "clip0.mp4"]  # the finished one is not redone
+    plan.close()
+
+
+class HoldsOpeningItsSecondSource(Worker):
+    """A worker whose pipeline, about to open the rows file of the second source it was given for its first frame,
+    says so (a file beside the models) and holds until it is killed: the first source is finished (its word sent to
+    the board), the second begun (read ahead) with none of its frames written and no file of its own, the third not
+    entered."""
+
+    def __init__(self, config: RunConfig, *args, **kwargs) -> None:
+        super().__init__(config, *args, **kwargs)
+        from emopipe.pipeline import archive
+
+        held, board = Path(config.models_dir or ".") / "held", self.counter.board
+        open_rows = archive.PerSourceSink._open
+
+        def _open(sink, stream: int) -> None:  # (patched in this actor's own process only)
+            if stream == 1:
+                if board is not None:  # (a board runs one process's calls in the order sent)
+                    ray.get(board.read.remote())
+                held.touch()
+                threading.Event().wait(300)  # (until the driver kills this worker; bounds a hang only)
+            open_rows(sink, stream)
+
+        archive.PerSourceSink._open = _open  # type: ignore[method-assign]
+
+
+def test_ctrl_c_records_the_source_a_worker_had_begun_with_no_frame_written_as_interrupted(tmp_path, local_ray,
+                                                                                       five_clips, monkeypatch):
+    """One process cut off records the source it was in `interrupted`, even before any of its frames is written;
+    over Ray the driver found no partial rows file for it and gave it no line (--resume redid it either way). The
+    worker now tells the board which source its pipeline is in. The one after it, which the pipeline had not
+    entered (only read ahead), still has no line, as in one process."""
+    import emopipe.cluster
+
+    folder, config = five_clips
+    held = Path(config.models_dir) / "held"
+    monkeypatch.setattr(emopipe.cluster, "Worker", HoldsOpeningItsSecondSource)
+
+    def ctrl_c_once_held() -> None:
+        deadline = time.monotonic() + 300  # (bounds a hang only: the worker says when it holds)
+        while not held.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if held.exists():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    sources = [str(folder / "clip3.mp4"), str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]  # (largest first)
+    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1]) > os.path.getsize(sources[2])
+    out = tmp_path / "ray"
+    interrupter = threading.Thread(target=ctrl_c_once_held)
+    interrupter.start()
+    try:
+        outcome = run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
+    finally:
+        interrupter.join()
+    assert outcome.interrupted and outcome.run["ray"]["shares"] == 1
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert {Path(e["source"]).name: e["status"] for e in lines} == {"clip3.mp4": "ok", "clip1.mp4": "interrupted"}
+    begun = next(e for e in lines if e["source"] == sources[1])  # as one process writes it: nothing of it kept
+    assert (begun["frames"], begun["rows"], begun["exit_code"], begun["outputs"]) == (0, 0, 130, {})
+    assert not list(out.glob("clip1*")) and not list(out.glob("clip0*"))
+    assert outcome.run["sources"] == 3 and outcome.run["interrupted"] == 1
+    plan = Analyzer(RunConfig.from_options(config, resume=True)).plan_many(sources, out)  # --resume
+    assert [Path(p.uri).name for p in plan.todo] == ["clip1.mp4", "clip0.mp4"]
     plan.close()
 
 

@@ -339,6 +339,9 @@ class SourceChain:
         self._more = threading.Condition()
         self.feeding = feeding
         self.on_idle: Callable[[], None] | None = None  # called while a fed chain waits for more sources
+        # called once sources have begun (their reading started; no lock held): a cluster worker tells its driver
+        # which source it is in, so one cut off before its first frame is written is recorded as one process does
+        self.on_begin: Callable[[], None] | None = None
         self.reading = 0  # the position being read
         self.started = 0  # sources whose reading has begun (in order)
         self.ended_early: str | None = None
@@ -444,6 +447,7 @@ class SourceChain:
 
     def _start_ahead(self, position: int) -> None:
         with self._ahead:
+            before = self.started
             while self.started < min(len(self.readings), position + self._parallel):
                 k = self.started
                 self._queues[k] = queue.Queue(maxsize=self._queue_frames)
@@ -452,6 +456,8 @@ class SourceChain:
                 self._threads.append(thread)
                 self.started += 1
                 thread.start()
+        if self.started > before and self.on_begin is not None:
+            self.on_begin()
 
     def _put(self, items: queue.Queue[Any], item: Any) -> bool:
         while not self._stop.is_set():
