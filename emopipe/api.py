@@ -26,7 +26,7 @@ from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, UsageError
 from emopipe.io.nvdec import open_input
-from emopipe.io.records import STDOUT, partial_path
+from emopipe.io.records import STDOUT, hold_outputs, partial_path
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
 from emopipe.pipeline.analysis import MetricsObserver, Outcome, SourceRun, write_summary
@@ -312,19 +312,25 @@ class Analyzer:
             progress: bool = False, **options: Any) -> Outcome:
         """The command line's run: rows, annotated video and summary written to the configured files.
 
-        Outputs are checked first, then the source opens (a bad input fails before any weights load), then
-        ``exporter`` starts serving metrics (so scrapes see start-up), then the engines are built and warmed.
-        Ctrl-C (and, on the main thread, SIGTERM) ends it with every computed row written
-        (``Outcome.interrupted``). ``metrics`` is a :class:`~emopipe.observe.metrics.PipelineMetrics`.
+        Outputs are checked first and held until the run ends (a second run that would write any of them meanwhile,
+        in this process or another, is refused: OutputError, exit 5; :func:`~emopipe.io.records.hold_outputs`), then
+        the source opens (a bad input fails before any weights load), then ``exporter`` starts serving metrics (so
+        scrapes see start-up), then the engines are built and warmed. Ctrl-C (and, on the main thread, SIGTERM) ends
+        it with every computed row written (``Outcome.interrupted``). ``metrics`` is a
+        :class:`~emopipe.observe.metrics.PipelineMetrics`.
         """
         given = RunConfig.from_options(self.config, **options)
         _refuse_many_options(given)
         config = self.source_config(source, **options)
-        config.check_outputs()
+        config.check_outputs(earlier=False)
         metrics, exporter = _asked_metrics(given, config, metrics, exporter,
                                            batch_sizes=(int(config.batch_size or 1),),
                                            mode="live" if config.live else "file")
         with ExitStack() as stack:
+            # the names are this run's until its last file is written; an earlier run's files are looked for once
+            # they are (a run that held them until now has finished its files)
+            stack.enter_context(hold_outputs(config.locked_outputs()))
+            config.refuse_earlier_outputs()
             _sigterm_as_ctrl_c(stack)
             run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
             run.open()

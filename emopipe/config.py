@@ -24,6 +24,7 @@ from emopipe.io.records import (
     STDOUT,
     InputFiles,
     ensure_writable,
+    lock_path,
     output_format,
     partial_path,
     same_file,
@@ -60,8 +61,9 @@ FLEET_CUDA_BATCH = 16  # several cameras on CUDA: frames per detector call and f
 @dataclass(frozen=True)
 class Written:
     """A name a run may write: an output's own (``output``), the partial name it is written under and stays under when
-    a run does not complete (``partial``), or a temporary name it is written whole under, for a moment (``temporary``:
-    :func:`~emopipe.io.records.temporary_names`)."""
+    a run does not complete (``partial``), a temporary name it is written whole under, for a moment (``temporary``:
+    :func:`~emopipe.io.records.temporary_names`), or the hidden lock file a one-source run holds for it while it runs,
+    then removes (``lock``: :func:`~emopipe.io.records.lock_path`)."""
 
     role: str  # the output's, as RunConfig.outputs names it
     path: str
@@ -77,7 +79,7 @@ class Written:
         if self.kind == "output":
             return f"the {what} output {self.path}"
         owner = f"{what}'" if what.endswith("s") else f"{what}'s"
-        return f"the {owner} temporary name {self.path}"
+        return f"the {owner} {'lock file' if self.kind == 'lock' else 'temporary name'} {self.path}"
 
 
 # written whole, under temporary names (the ONNX model: emopipe export-onnx's)
@@ -404,9 +406,17 @@ class RunConfig:
         return [path for role, path in self.outputs().items()
                 if (Path(path).is_dir() if role == "thumbnails" else Path(path).is_file())]
 
-    def check_outputs(self) -> None:
+    def locked_outputs(self) -> list[str]:
+        """The outputs a one-source run holds while it runs (:func:`~emopipe.io.records.hold_outputs`, on a resolved
+        config): each file's, not the thumbnails folder's (the report's lock covers it) nor a device's or FIFO's
+        (``/dev/null``: written in place, it holds no result to protect)."""
+        return [path for role, path in self.outputs().items()
+                if role != "thumbnails" and (os.path.isfile(path) or not os.path.exists(path))]
+
+    def check_outputs(self, earlier: bool = True) -> None:
         """Every output checked before anything is loaded: its format, that it is not an input or another
-        output (also through links), and that its folder exists and is writable."""
+        output (also through links), and that its folder exists and is writable; and (``earlier``) that a live
+        run's files are not there yet (:meth:`refuse_earlier_outputs`; a run checks that once it holds its names)."""
         if self.output:
             output_format(self.output, self.format)
         for role in ("annotate", "record"):
@@ -430,9 +440,8 @@ class RunConfig:
         inputs = InputFiles(p for p in (self.source, self.weights) if p and not is_live(p))
         seen: list[Written] = []
         outputs = self.outputs()
-        existing = set(self.earlier_outputs())
-        earlier = {role: path for role, path in outputs.items() if path in existing}  # there already, by role
         written = self.written()
+        locked = set(self.locked_outputs())
         for role, path in outputs.items():
             # every name it is written under: its own, its partial name and its temporary ones
             names = [name for name in written if name.role == role]
@@ -448,11 +457,23 @@ class RunConfig:
                     raise UsageError(f"{name.describe()} and {other.describe()} are the same file: give each output "
                                      "its own name")
                 seen.append(name)
+            if path in locked:  # (made and removed by the run: never an input's name)
+                names.append(Written(role, str(lock_path(Path(path))), "lock"))
             refuse_inputs(names, inputs, keep=[p for r, p in outputs.items() if r != role],
                           advice="choose another name")
             if role != "thumbnails":  # (a folder in the report's folder, checked as the report's)
                 ensure_writable(Path(path), f"the {role.replace('_', ' ')}")
-        if self.live and earlier:
+        if earlier:
+            self.refuse_earlier_outputs()
+
+    def refuse_earlier_outputs(self) -> None:
+        """A live run's outputs that are there already, an earlier run's (or one's still going), refused
+        (:meth:`_refuse_earlier_outputs`); nothing for a file's run, which keeps its files aside at the end instead."""
+        if not self.live:
+            return
+        existing = set(self.earlier_outputs())
+        earlier = {role: path for role, path in self.outputs().items() if path in existing}  # there already, by role
+        if earlier:
             self._refuse_earlier_outputs(earlier)
 
     def _refuse_earlier_outputs(self, earlier: dict[str, str]) -> None:

@@ -10,7 +10,7 @@ code  meaning
 2     invalid command line or option value
 3     input not found
 4     input unreadable: not a video or image, no decodable frame
-5     output cannot be written (also: an output folder another emopipe run is writing now)
+5     output cannot be written (also: an output, or output folder, another emopipe run is writing now)
 6     model weights missing, failing verification, or not fitting the model
 7     camera or network stream unavailable
 8     input ended early: truncated or corrupt; results up to that point were written

@@ -100,6 +100,9 @@ def test_outputs_that_are_inputs_or_each_other_are_refused_before_any_work(tmp_p
     ({"report": "r.html"}, ".r.partial.html.0.part", "the report's temporary name .r.partial.html.0.part"),
     ({"report": "r.html"}, "r.partial.thumbnails/v.mp4", "the report's thumbnails folder r.partial.thumbnails is"),
     ({"report": "r.html"}, ".r.thumbnails.0.part/v.mp4", "the report's thumbnails folder .r.thumbnails.0.part is"),
+    # the hidden lock file a run holds for each output while it runs, then removes (emopipe.io.records.hold_outputs)
+    ({"output": "rows.csv"}, ".rows.csv.lock", "the rows' lock file .rows.csv.lock"),
+    ({"annotate": "clip.mp4"}, ".clip.mp4.lock", "the annotated video's lock file .clip.mp4.lock"),
 ])
 def test_no_name_an_output_is_written_under_first_is_an_input(tmp_path, monkeypatch, options, name, message):
     # (was: `emopipe clip.partial.mp4 --annotate clip.mp4` wrote the annotated video over its input, then renamed it

@@ -228,6 +228,52 @@ def test_the_command_refuses_a_fleet_folder_another_run_is_writing_with_one_line
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
 
+
+@pytest.mark.parametrize("name", ["cam_a.emotions.csv", "cam_b.emotions.summary.json",
+                                  "cam_a.emotions.summary.json.partial", "manifest.jsonl", "summary.json",
+                                  "summary.json.partial"])
+def test_a_fleet_refuses_weights_at_a_name_it_writes_before_it_writes_anything(name, tmp_path):
+    # (was: planned as any earlier file, or not at all: summary.json.partial was written over, then renamed)
+    out = tmp_path / "out"
+    out.mkdir()
+    weights = out / name
+    weights.write_bytes(b"the weights")
+    described = "output" if "partial" not in name else "temporary name"
+    with ExitStack() as stack, pytest.raises(UsageError, match=rf"^the [\w ']+ {described} {re.escape(str(weights))} "
+                                                               r"is an input of this run: choose another output "
+                                                               r"folder") as refused:
+        plan_fleet(RunConfig(weights=str(weights)), ["rtsp://cam/a", "rtsp://cam/b"], out, stack)
+    assert refused.value.exit_code == 2 and "\n" not in str(refused.value)
+    assert os.listdir(out) == [name] and weights.read_bytes() == b"the weights"  # not even the folder's lock file
+
+
+def test_the_command_refuses_weights_at_a_fleet_output_name_with_one_line_and_exit_code_2(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    weights = out / "cam_a.emotions.summary.json"
+    weights.write_bytes(b"the weights")
+    result = subprocess.run([sys.executable, "-m", "emopipe", "rtsp://cam/a", "rtsp://cam/b", "-o", str(out),
+                             "--weights", str(weights), "--metrics-port", "0"], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("emopipe: error")]
+    assert result.returncode == 2, result.stderr
+    assert len(errors) == 1 and f"the summary output {weights} is an input of this run" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert os.listdir(out) == [weights.name] and weights.read_bytes() == b"the weights"
+
+
+def test_a_fleet_refuses_a_folder_holding_an_earlier_summary_without_its_manifest(tmp_path):
+    sources, out = ["rtsp://cam/a", "rtsp://cam/b"], tmp_path / "out"
+    for name in ("summary.json", "cam_b.emotions.summary.json"):
+        out.mkdir()
+        (out / name).write_text('{"frames": 3}')
+        with ExitStack() as stack, pytest.raises(UsageError, match=rf"{re.escape(name)} exists \(from an earlier run"):
+            plan_fleet(RunConfig(), sources, out, stack)
+        assert (out / name).read_text() == '{"frames": 3}'
+        (out / name).unlink()
+        (out / FOLDER_LOCK).unlink()
+        out.rmdir()
+
 # -- the page: a grid, a cell per stream ----------------------------------------------------------------
 
 def _get(url: str, timeout: float = 5.0) -> tuple[int, str, bytes]:

@@ -1088,3 +1088,22 @@ def test_a_live_run_names_every_earlier_file_in_its_way_and_how_to_go_on(earlier
     assert all(str(tmp_path / name) in lines[0] for name in earlier), lines[0]
     assert f"give this run other names with {options}, or move or remove th" in lines[0], lines[0]
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_second_live_run_of_the_same_names_is_refused_before_its_stream_opens(tmp_path, capsys):
+    """Two runs started at once with the same names both find none of them there: the second is refused (exit 5)
+    while the first holds them, instead of writing the same files in place."""
+    from emopipe.config import RunConfig
+    from emopipe.io.records import hold_outputs
+
+    url = f"http://127.0.0.1:{free_port()}/cam.mjpg"  # (nothing listens: were the stream opened, exit 7)
+    rows, record = tmp_path / "cam.csv", tmp_path / "rec.mkv"
+    first = RunConfig(source=url, output=str(rows), record=str(record)).resolved("cpu")
+    with hold_outputs(first.locked_outputs()):  # the first run, past its checks: its names are its own now
+        before = sorted(os.listdir(tmp_path))
+        code, err = run_cli([url, "-o", str(rows), "--record", str(record), "--metrics-port", "0"], capsys)
+        assert sorted(os.listdir(tmp_path)) == before  # nothing of the refused run's
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert code == 5 and len(lines) == 1, err
+    assert f"{rows} is in use by another emopipe run (it holds .cam.csv.lock); wait for that run to end" in lines[0]
+    assert os.listdir(tmp_path) == []

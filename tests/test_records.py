@@ -20,6 +20,7 @@ from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import (
     CsvRecordWriter,
     JsonlRecordWriter,
+    hold_outputs,
     landmarks_to_frame,
     open_writer,
     output_format,
@@ -670,3 +671,61 @@ def test_a_write_that_fails_leaves_no_temporary_file_and_the_earlier_file_whole(
         file.write(b"half")
         raise OSError(28, "disk full")
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and target.read_text() == "earlier"
+
+
+# -- the names a one-source run holds while it runs ------------------------------------------------------------
+
+HOLDER = """
+import sys
+from pathlib import Path
+from emopipe.io.records import hold_outputs
+
+with hold_outputs([sys.argv[1], Path(sys.argv[1]).with_suffix(".summary.json")]):
+    Path(sys.argv[1]).with_name(Path(sys.argv[1]).name + ".partial").write_text(sys.argv[2])
+    print("holding", flush=True)
+    sys.stdin.readline()  # (until the test lets it finish, or kills it)
+"""
+
+
+def test_a_second_holder_of_an_output_name_is_refused_until_the_first_ends_and_no_lock_file_stays(tmp_path):
+    rows = tmp_path / "rows.csv"
+    first = _holding(HOLDER, "holding", rows, "the first run's rows")  # another process's run, writing its rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".rows.csv.lock", ".rows.summary.json.lock",
+                                                          "rows.csv.partial"]
+    # the same rows, or another run's rows beside the same summary: refused (the lock it took first goes with it)
+    for names in ([rows], [tmp_path / "other.csv", tmp_path / "." / "rows.summary.json"]):
+        with pytest.raises(OutputError, match=r"^\S*rows\.\S+ is in use by another emopipe run \(it holds \.rows\."
+                                              r"\S+\.lock\); wait for that run to end") as refused, hold_outputs(names):
+            pytest.fail("the names were taken while another run held them")
+        assert refused.value.exit_code == 5 and "\n" not in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".rows.csv.lock", ".rows.summary.json.lock",
+                                                          "rows.csv.partial"]  # nothing of the refused runs'
+    assert (tmp_path / "rows.csv.partial").read_text() == "the first run's rows"
+    first.communicate("\n", timeout=60)  # its normal end: its lock files go with it
+    assert first.returncode == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.csv.partial"]
+    with hold_outputs([rows]):
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".rows.csv.lock", "rows.csv.partial"]
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.csv.partial"]
+
+
+def test_a_killed_holders_lock_files_refuse_no_later_run_and_go_with_its_end(tmp_path):
+    rows = tmp_path / "rows.csv"
+    killed = _holding(HOLDER, "holding", rows, "killed")
+    killed.send_signal(signal.SIGKILL)  # no clean-up runs: the kernel drops its locks
+    killed.wait(timeout=60)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".rows.csv.lock", ".rows.summary.json.lock",
+                                                          "rows.csv.partial"]
+    with hold_outputs([rows, tmp_path / "rows.summary.json"]):
+        pass
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.csv.partial"]
+
+
+def test_a_file_in_the_way_of_a_lock_file_is_refused_and_kept(tmp_path):
+    (tmp_path / ".rows.csv.lock").write_text("not a lock")
+    in_the_way = r"\.rows\.csv\.lock is in the way of the lock file of \S*rows\.csv"
+    with pytest.raises(OutputError, match=in_the_way) as refused, hold_outputs([tmp_path / "rows.csv"]):
+        pytest.fail("took a file that is not a lock file")
+    assert refused.value.exit_code == 5
+    assert [p.name for p in tmp_path.iterdir()] == [".rows.csv.lock"]
+    assert (tmp_path / ".rows.csv.lock").read_text() == "not a lock"

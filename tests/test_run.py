@@ -244,6 +244,30 @@ def test_an_input_named_as_an_outputs_temporary_name_is_refused_and_kept(moving,
     assert source.read_bytes() == moving.path.read_bytes() and os.listdir(work) == ["clip.partial.mp4"]
 
 
+
+def test_a_second_run_of_the_same_names_is_refused_while_the_first_writes_them(tmp_path, checkpoints, models_home):
+    # (was: both runs past the check at once, then writing the same rows.csv.partial and renaming over each other)
+    from emopipe.config import RunConfig
+    from emopipe.io.records import hold_outputs
+
+    clip = moving_face_video(tmp_path / "empty.mp4", frames=5, empty=(0, 5))
+    out = tmp_path / "out"
+    out.mkdir()
+    rows = out / "rows.csv"
+    command = (clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu", "-o", rows)
+    first = RunConfig(source=str(clip.path), output=str(rows)).resolved("cpu")
+    with hold_outputs(first.locked_outputs()):  # the first run, as it holds its names while it writes them
+        (out / "rows.csv.partial").write_text("the first run's rows so far\n")
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
+        one_line_error(emopipe(*command), 5, f"{rows} is in use by another emopipe run (it holds .rows.csv.lock); "
+                                             "wait for that run to end, or choose another name")
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the first run's files as they were
+        os.replace(out / "rows.csv.partial", rows)  # (its rows complete)
+    done = emopipe(*command)  # the first run has ended: the same command runs, and leaves no lock file behind
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(out)) == ["rows.csv", "rows.segments.csv", "rows.summary.json", "rows.tracks.csv"]
+    assert rows.read_text().startswith("source,frame,timestamp_s,track_id")
+
 def test_weights_missing_offline(moving, tmp_path, models_home):
     manifest = json.loads((REPO / "models" / "manifest.json").read_text())
     manifest["emonet_8"]["url"] = "http://127.0.0.1:9/emonet_8.pth"  # nothing listens there

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "emopipe",
         "Per-face emotion (EmoNet expressions, valence, arousal) for every frame of a video, an image or a "
         "folder of images. Exit codes: 0 ok, 2 bad options, 3 input not found, 4 input unreadable, 5 output "
-        "not writable (or its folder in use by another run), 6 weights problem, 7 camera/stream unavailable, "
+        "not writable (or in use by another run), 6 weights problem, 7 camera/stream unavailable, "
         "8 input ended early, 9 some of several sources failed, 130 interrupted (Ctrl-C or SIGTERM).",
     )
     parser.add_argument("sources", nargs="*", metavar="SOURCE",

@@ -169,18 +169,32 @@ def _lock_folder(directory: Path) -> int | None:
     that held it before this one could lock it (the caller tries again)."""
     path = directory / FOLDER_LOCK
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        return _lock(path, f"{directory} is in use by another emopipe run (it holds {FOLDER_LOCK}); wait for that "
+                           "run to end, or choose another output folder")
     except FileNotFoundError:  # the folder removed since it was made
         return None
+    except _NoLocks as exc:
+        raise OutputError(f"cannot lock {path}: {exc}") from None
+
+
+def _lock(path: Path, in_use: str) -> int | None:
+    """The lock file ``path``, opened (made if missing) and locked with an exclusive ``flock``; None when the run that
+    held it removed it before this one could lock it (the caller tries again). OutputError ``in_use`` while another
+    process holds it; FileNotFoundError where its folder is gone; _NoLocks where the file system has no locks."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {describe_os_error(exc)}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OutputError(f"{directory} is in use by another emopipe run (it holds {FOLDER_LOCK}); wait for "
-                              "that run to end, or choose another output folder") from None
+            raise OutputError(in_use) from None
         except OSError as exc:
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                raise _NoLocks(describe_os_error(exc)) from None
             raise OutputError(f"cannot lock {path}: {describe_os_error(exc)}") from None
         try:
             named = os.stat(path)
@@ -192,8 +206,67 @@ def _lock_folder(directory: Path) -> int | None:
     except BaseException:
         os.close(fd)
         raise
-    os.close(fd)  # (the file locked is no longer the folder's)
+    os.close(fd)  # (the file locked is no longer the one named)
     return None
+
+
+def lock_path(path: Path) -> Path:
+    """The hidden lock file a one-source run holds for its output ``path`` (:func:`hold_outputs`): ``.NAME.lock``
+    beside it, as its temporary names (``.NAME.0.part``…) are."""
+    return path.with_name(f"{_temporary_prefix(path)}lock")
+
+
+@contextlib.contextmanager
+def hold_outputs(paths: Iterable[str | os.PathLike[str]]) -> Iterator[None]:
+    """The output names ``paths`` are this run's alone while the block runs: an exclusive ``flock`` on each one's
+    hidden lock file beside it (:func:`lock_path`), so a second run started at the same time that would write any of
+    them is refused (OutputError, exit 5) instead of writing the same partial files and renaming over this one's.
+    Take it before looking for an earlier run's files. :func:`hold_folder` does the same for a whole folder.
+
+    Each lock file is removed when the block ends, while still locked (a run that locks it then sees it gone and
+    tries again, as with hold_folder): a run leaves none behind. The kernel drops the locks when the process ends,
+    even killed: the next run takes over the lock file a killed one left, and removes it. Where the file system has
+    no locks, a name goes unlocked, as written_whole's temporary names do."""
+    wanted: dict[Path, Path] = {}
+    for path in map(Path, paths):  # (one lock a file, however spelled: two opens of it would refuse each other)
+        wanted.setdefault(Path(os.path.realpath(path.parent)) / lock_path(path).name, path)
+    held: list[tuple[Path, int]] = []
+    try:
+        for lock in sorted(wanted):  # (one order for every run: of two wanting the same names, one gets them all)
+            fd = _lock_output(lock, wanted[lock])
+            if fd is not None:
+                held.append((lock, fd))
+        yield
+    finally:
+        for lock, fd in reversed(held):
+            with contextlib.suppress(OSError):
+                lock.unlink()  # (still locked: a run that locks it now sees it gone)
+            os.close(fd)  # (releases the lock)
+
+
+def _lock_output(lock: Path, path: Path) -> int | None:
+    """The open, locked ``lock`` of output ``path``; None where the file system has no locks."""
+    for _ in range(LOCK_TRIES):
+        try:
+            fd = _lock(lock, f"{path} is in use by another emopipe run (it holds {lock.name}); wait for that run to "
+                             "end, or choose another name")
+        except FileNotFoundError:
+            raise OutputError(f"cannot write output {path}: directory {lock.parent} does not exist") from None
+        except _NoLocks:
+            with contextlib.suppress(OSError):
+                if os.stat(lock).st_size == 0:
+                    lock.unlink()  # (made just now, or a stale one: no run locks on this file system)
+            return None
+        if fd is None:
+            continue
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size:  # not a lock file: somebody's, never removed
+            os.close(fd)
+            raise OutputError(f"{lock} is in the way of the lock file of {path} (it is not an empty file): move it, "
+                              "or choose another name")
+        return fd
+    raise OutputError(f"{path} is in use by other emopipe runs, which keep removing its lock file {lock.name}; wait "
+                      "for them to end, or choose another name")
 
 
 def _remove_empty(folders: Iterable[Path]) -> None:

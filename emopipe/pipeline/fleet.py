@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from emopipe.config import RunConfig
+from emopipe.config import RunConfig, Written, refuse_inputs
 from emopipe.errors import (
     INTERRUPTED_EXIT_CODE,
     SOME_SOURCES_FAILED_EXIT_CODE,
@@ -40,9 +40,17 @@ from emopipe.errors import (
     UsageError,
 )
 from emopipe.io.live import LiveOptions, LiveSource
-from emopipe.io.records import RecordWriter, ensure_writable, hold_folder, open_writer
+from emopipe.io.records import InputFiles, RecordWriter, ensure_writable, hold_folder, open_writer, partial_path
 from emopipe.io.uris import redact_uri
-from emopipe.pipeline.archive import MANIFEST, Manifest, PlannedSource, SourceResult, _write_json, plan_outputs
+from emopipe.pipeline.archive import (
+    MANIFEST,
+    RUN_SUMMARY,
+    Manifest,
+    PlannedSource,
+    SourceResult,
+    _write_json,
+    plan_outputs,
+)
 from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import LiveStats, _metrics_page, watch_source
 from emopipe.pipeline.runner import NewestPerStream, PipelineSettings
@@ -470,9 +478,9 @@ def _drop_counter(metrics: Any, name: str) -> Callable[[int], None]:
 def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
                stack: ExitStack) -> tuple[list[PlannedSource], Manifest]:
     """Each camera's files in ``directory`` (named as a many-source run names them: the redacted URL without
-    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens. The folder
-    is this run's until ``stack`` closes (:func:`~emopipe.io.records.hold_folder`): a second run into it at the
-    same time is refused, not interleaved."""
+    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens: none of them
+    the weights, nor an earlier run's file. The folder is this run's until ``stack`` closes
+    (:func:`~emopipe.io.records.hold_folder`): a second run into it at the same time is refused, not interleaved."""
     unsupported = [flag for flag, used in (("--record", config.record), ("--annotate", config.annotate),
                                            ("--report", config.report), ("--resume", config.resume),
                                            ("--ray", config.ray), ("--summary", config.summary))
@@ -485,13 +493,22 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
                                                           and not directory.exists()):
         raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
                          "goes in it); give a folder name")
+    planned = plan_outputs(sources, directory, config.format or "csv")
+    # no name the run writes is the weights (the cameras are no files), refused before the folder is touched: each
+    # camera's rows (written in place) and summary (and its partial name), the manifest, the run's summary.json (and
+    # its partial name)
+    summaries = [*(p.summary for p in planned), directory / RUN_SUMMARY]
+    written = [Written("manifest", str(directory / MANIFEST)), *(Written("rows", str(p.rows)) for p in planned),
+               *(name for path in summaries for name in (Written("summary", str(path)),
+                                                         Written("summary", str(partial_path(path)), "partial")))]
+    refuse_inputs(written, InputFiles([config.weights] if config.weights else []), keep=(),
+                  advice="choose another output folder, or move that input")
     stack.enter_context(hold_folder(directory))  # (before the checks: a run that started first has its files there)
     ensure_writable(directory / MANIFEST, "manifest")
     manifest = Manifest(directory)
     if manifest.path.exists():
         raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
-    planned = plan_outputs(sources, directory, config.format or "csv")
-    clash = next((p.rows for p in planned if p.rows.exists()), None)
+    clash = next((path for path in [*(p.rows for p in planned), *summaries] if path.exists()), None)
     if clash is not None:
         raise UsageError(f"{clash} exists (from an earlier run); choose another output folder")
     return planned, manifest
