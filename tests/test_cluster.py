@@ -560,6 +560,30 @@ class HoldsAtItsSecondSource(Worker):
         self.counter.frame = frame  # type: ignore[method-assign]
 
 
+def three_clips_largest_first(folder: Path) -> list[str]:
+    sources = [str(folder / "clip3.mp4"), str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]  # (handed out so)
+    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1]) > os.path.getsize(sources[2])
+    return sources
+
+
+def run_with_ctrl_c_once(held: Path, config: RunConfig, sources: list[str], out: Path):
+    """The run over one worker, in one share of the three sources, cut off by a real Ctrl-C once the worker says it
+    holds (the file ``held`` made): the run's outcome."""
+    def ctrl_c_once_held() -> None:
+        deadline = time.monotonic() + 300  # (bounds a hang only: the worker says when it holds)
+        while not held.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if held.exists():  # (never otherwise: the run ends without it, and the test fails on what it says)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (a real signal: wakes the driver)
+
+    interrupter = threading.Thread(target=ctrl_c_once_held)
+    interrupter.start()
+    try:
+        return run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
+    finally:
+        interrupter.join()
+
+
 def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_came(tmp_path, local_ray,
                                                                                     five_clips, monkeypatch):
     """A share of three: the first source finished (files complete, under their partial names), the worker held in
@@ -587,23 +611,8 @@ def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_
     monkeypatch.setattr(emopipe.cluster, "ProgressBoard", WithholdingBoard)
     monkeypatch.setattr(emopipe.cluster._Crew, "kill_all", stop_workers)
 
-    def ctrl_c_once_held() -> None:
-        deadline = time.monotonic() + 300  # (bounds a hang only: the worker says when it holds)
-        while not held.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if held.exists():  # (never otherwise: the run ends without it, and the test fails on what it says)
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (a real signal: wakes the driver)
-
-    # (largest first: the order handed out)
-    sources = [str(folder / "clip3.mp4"), str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]
-    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1]) > os.path.getsize(sources[2])
-    out = tmp_path / "ray"
-    interrupter = threading.Thread(target=ctrl_c_once_held)
-    interrupter.start()
-    try:
-        outcome = run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
-    finally:
-        interrupter.join()
+    sources, out = three_clips_largest_first(folder), tmp_path / "ray"
+    outcome = run_with_ctrl_c_once(held, config, sources, out)
     assert outcome.interrupted and outcome.run["ray"]["shares"] == 1
     got = {Path(r.source).name: r for r in outcome.results}
     assert {name: r.status for name, r in got.items()} == {"clip3.mp4": "ok", "clip1.mp4": "interrupted"}
@@ -656,22 +665,8 @@ def test_ctrl_c_records_the_source_a_worker_had_begun_with_no_frame_written_as_i
     held = Path(config.models_dir) / "held"
     monkeypatch.setattr(emopipe.cluster, "Worker", HoldsOpeningItsSecondSource)
 
-    def ctrl_c_once_held() -> None:
-        deadline = time.monotonic() + 300  # (bounds a hang only: the worker says when it holds)
-        while not held.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if held.exists():
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    sources = [str(folder / "clip3.mp4"), str(folder / "clip1.mp4"), str(folder / "clip0.mp4")]  # (largest first)
-    assert os.path.getsize(sources[0]) > os.path.getsize(sources[1]) > os.path.getsize(sources[2])
-    out = tmp_path / "ray"
-    interrupter = threading.Thread(target=ctrl_c_once_held)
-    interrupter.start()
-    try:
-        outcome = run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
-    finally:
-        interrupter.join()
+    sources, out = three_clips_largest_first(folder), tmp_path / "ray"
+    outcome = run_with_ctrl_c_once(held, config, sources, out)
     assert outcome.interrupted and outcome.run["ray"]["shares"] == 1
     lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     assert {Path(e["source"]).name: e["status"] for e in lines} == {"clip3.mp4": "ok", "clip1.mp4": "interrupted"}
