@@ -479,9 +479,11 @@ class Analyzer:
         The output folder is the plan's alone from before an earlier run's manifest is looked for until
         :meth:`ManyPlan.close` (``with analyzer.plan_many(...) as plan:``): a second run planned into it meanwhile,
         in this process or another, is refused (OutputError, exit 5) and writes nothing
-        (:func:`~emopipe.io.records.hold_folder`; the kernel releases it should the process end first).
+        (:func:`~emopipe.io.records.hold_folder`; the kernel releases it should the process end first). So is one
+        that would write the same ``report`` page, whatever its folder: the plan holds the page as a one-source run
+        does (:func:`~emopipe.io.records.hold_outputs`), once it holds the folder.
         ``folder_held``: the caller holds the folder already (the Ray driver takes it before Ray starts), so the
-        plan neither takes nor releases it."""
+        plan neither takes nor releases it (it still takes the page, released by :meth:`ManyPlan.close`)."""
         given = RunConfig.from_options(self.config, **options)
         # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
         config = self.source_config(MANY_SOURCES, **{**options, "output": None, "summary": None})

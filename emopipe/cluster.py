@@ -930,7 +930,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     """The many-source run over Ray workers; the same files as :meth:`Analyzer.run_many` makes in one process.
 
     The output folder is taken first (:func:`~emopipe.io.records.hold_folder`, until the run ends): one another
-    run is writing is refused before Ray starts. Then the run is planned (sources, outputs, manifest: checked as one
+    run is writing is refused before Ray starts; so is a ``--report`` page another run will write (held by the plan,
+    until the run ends). Then the run is planned (sources, outputs, manifest: checked as one
     process checks them; no PyTorch is loaded here): an input or output error, or a run with nothing left to do,
     never starts Ray. Then Ray is started (or joined) and the workers spawned (no more than there are sources to
     do). ``progress``: one bar on stderr over every source
@@ -944,13 +945,16 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
         raise UsageError("--ray-keep-warm: a local Ray stops with its run; start one that outlives runs "
                          "(ray start --head) and use --ray with its address")
     directory = config.output_folder(output_dir)
-    with hold_folder(directory):  # (released once the last manifest line, summary.json and report are written)
+    # (both released once the last manifest line, summary.json and report are written)
+    with hold_folder(directory), contextlib.ExitStack() as planned:
         started = time.perf_counter()
         # planned first, as one process plans it (it loads no PyTorch: a tenth of a second for an archive), so an
         # input or output error is said before Ray starts, and Ray is not started at all for a run with nothing left
-        # to do (--resume); resolved for the workers' device once the cluster says what that is
-        plan = plan_sources(sources, directory, many_config(config, "cpu" if config.device == "cpu" else "cuda"),
-                            config, folder_held=True)
+        # to do (--resume); resolved for the workers' device once the cluster says what that is. The plan holds
+        # the --report page until it closes
+        plan = planned.enter_context(plan_sources(
+            sources, directory, many_config(config, "cpu" if config.device == "cpu" else "cuda"), config,
+            folder_held=True))
         timeline = {"plan_s": time.perf_counter() - started}
         if not plan.todo:
             outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)

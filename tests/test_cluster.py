@@ -26,9 +26,9 @@ import pytest
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.records import FOLDER_LOCK, hold_folder, partial_path
+from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path, partial_path
 from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, publish
-from tests.support.folders import held
+from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
@@ -170,6 +170,53 @@ def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tm
         run_on_ray(config, RayOptions(address=LOCAL), output_dir=out)
     assert refused.value.exit_code == 5 and connected == []
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
+
+
+def test_the_driver_refuses_a_report_page_another_run_is_writing_before_ray_starts(tmp_path, monkeypatch):
+    connected = never_connect(monkeypatch)
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"x")
+    page = tmp_path / "page.html"
+    config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu", report=str(page))
+    with hold_outputs([page]):  # another run, into another folder, will write the same page
+        with pytest.raises(OutputError, match=r"page\.html is in use by another emopipe run \(it holds "
+                                              r"\.page\.html\.lock\)") as refused:
+            run_on_ray(config, RayOptions(address=LOCAL), output_dir=tmp_path / "out")
+        assert held_output(page)  # still the other run's
+    assert refused.value.exit_code == 5 and connected == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]  # no folder, no page, no lock file
+
+
+def test_a_run_that_fails_once_planned_lets_its_report_page_go_at_once(tmp_path, monkeypatch):
+    # (was: the plan's hold on the page went only when the plan was collected: a caller that kept the error, and
+    # so the driver's frame, held the page, and its own next run was refused as "in use by another emopipe run")
+    import emopipe.cluster
+
+    def connect(address: str) -> bool:
+        raise UsageError(f"no Ray cluster answers at {address}")
+
+    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"x")
+    page = tmp_path / "page.html"
+    config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu", report=str(page))
+    with pytest.raises(UsageError, match="no Ray cluster answers") as failed:
+        run_on_ray(config, RayOptions(address="ray://nowhere:10001"), output_dir=tmp_path / "out")
+    assert failed.tb is not None  # (kept: the driver's frame with it)
+    assert not held_output(page) and not held(tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]
+
+
+def test_the_driver_holds_its_report_page_until_the_run_ends(tmp_path, local_ray, five_clips):
+    # (was: not at all, so a second run with the same --report wrote the page over this one's)
+    _, config = five_clips
+    page = tmp_path / "page.html"
+    holding: list[bool] = []
+    outcome = run_on_ray(replace(config, report=str(page)), RayOptions(workers=2), output_dir=tmp_path / "ray",
+                         on_result=lambda result: holding.append(held_output(page)))
+    assert sorted(r.status for r in outcome.results) == ["ok"] * 5 and holding == [True] * 5
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert not held_output(page) and not lock_path(page).exists()  # let go when the run ended, lock file removed
 
 
 

@@ -21,10 +21,10 @@ from emopipe.cli.run import build_parser, config_from_args
 from emopipe.config import RunConfig
 from emopipe.errors import InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, read_list
-from emopipe.io.records import FOLDER_LOCK, hold_folder
+from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path
 from emopipe.pipeline.archive import Manifest, PerSourceSink, PlannedSource, SourceChain, plan_outputs
 from emopipe.types import Detections, FrameResult, HostFrame, SourceInfo
-from tests.support.folders import held
+from tests.support.folders import held, held_output
 from tests.support.synth import moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
@@ -625,6 +625,60 @@ def test_the_command_refused_after_taking_a_new_folder_leaves_no_folder(tmp_path
     done = emopipe("a.mp4", "b.mp4", "-o", "new/out", "--report", "missing/report.html", cwd=tmp_path, check=5)
     assert "cannot write report" in done.stderr and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]  # (was: new/out/.emopipe.lock)
+
+
+def test_a_second_plan_writing_the_same_report_page_is_refused_whatever_its_folder(tmp_path, monkeypatch):
+    # (was: two runs into different folders with the same --report each wrote the page whole; the last won, silently)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)
+    page = tmp_path / "page.html"
+    with Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "one", report=str(page)) as first:
+        assert held_output(page) and held(tmp_path / "one") and first.report == str(page)
+        with pytest.raises(OutputError, match=r"^page\.html is in use by another emopipe run \(it holds "
+                                              r"\.page\.html\.lock\); wait for that run to end") as refused:
+            Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "two", report="page.html")  # (spelled otherwise)
+        assert refused.value.exit_code == 5
+        assert held_output(page) and held(tmp_path / "one")  # the first's, as they were
+        assert not (tmp_path / "two").exists()  # the refused plan's folder: let go and removed
+    assert not held_output(page) and not lock_path(page).exists()  # the first run ended: free, no lock file left
+    # a killed run's lock file (the kernel dropped its lock) refuses nobody, and goes when the next run ends
+    lock_path(page).touch()
+    with Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "two", report="page.html"):
+        assert held_output(page)
+    assert not lock_path(page).exists()
+    # the page's lock file, made and removed by the run, is never an input's name (as a one-source run's)
+    touch(lock_path(page), b"the weights")
+    with pytest.raises(UsageError, match=r"^the report's lock file \.page\.html\.lock is an input of this run: "
+                                         "name the report otherwise") as refused:
+        Analyzer(device="cpu", weights=lock_path(page)).plan_many(["a.mp4", "b.mp4"], "two", report="page.html")
+    assert refused.value.exit_code == 2 and lock_path(page).read_bytes() == b"the weights"
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_the_command_refuses_a_report_page_another_run_is_writing_with_one_line_and_exit_code_5(tmp_path, resume):
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)  # (no videos: the refusal comes before any source opens)
+    page = tmp_path / "page.html"
+    page.write_text("an earlier run's page\n")
+    if resume:  # a resumed run would add a "skipped" line for a.mp4 to its manifest
+        write_done(Manifest(tmp_path / "out", files=True), "a.mp4", tmp_path / "out" / "a.emotions.csv")
+        with hold_folder(tmp_path / "out"):  # (and its empty lock file, as the earlier run left it)
+            pass
+
+    def files() -> dict[str, bytes]:
+        return {str(f.relative_to(tmp_path)): f.read_bytes() for f in sorted(tmp_path.rglob("*")) if f.is_file()}
+
+    with hold_outputs([page]):  # the first run, into another folder, holds the page it will write at its end
+        before = files()
+        done = emopipe("a.mp4", "b.mp4", "-o", "out", "--report", "page.html", "--weights", tmp_path / "no-such.pth",
+                       *(["--resume"] if resume else []), cwd=tmp_path, check=5)
+        assert held_output(page) and files() == before  # nothing of the first's (or anybody's) touched
+    errors = [line for line in done.stderr.splitlines() if line.startswith("emopipe: error")]
+    assert errors == ["emopipe: error: page.html is in use by another emopipe run (it holds .page.html.lock); wait "
+                      "for that run to end, or choose another name"], done.stderr
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "out").exists() == resume  # (a new folder: made and removed, refused)
 
 # -- many sources read as one, without models ----------------------------------------------------------------
 

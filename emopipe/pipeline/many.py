@@ -17,7 +17,7 @@ from typing import Any
 from emopipe.config import RunConfig, StrPath, Written, path_items, refuse_inputs
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, warn_linked
-from emopipe.io.records import InputFiles, ensure_writable, hold_folder, partial_path
+from emopipe.io.records import InputFiles, ensure_writable, hold_folder, hold_outputs, lock_path, partial_path
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.pipeline.archive import (
     MANIFEST,
@@ -67,12 +67,18 @@ def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPat
         if Path(given.report).suffix.lower() not in (".html", ".htm"):
             raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
         # the page and its thumbnails folder under the names a one-source run's take (a few more than this one's,
-        # never left under a partial name)
-        refuse_inputs(RunConfig(report=given.report).written(), input_files, keep=[str(directory)],
-                      advice="name the report otherwise")
+        # never left under a partial name), and the page's lock file
+        refuse_inputs([*RunConfig(report=given.report).written(),
+                       Written("report", str(lock_path(Path(given.report))), "lock")], input_files,
+                      keep=[str(directory)], advice="name the report otherwise")
     with ExitStack() as held:  # (handed to the plan; released here if planning fails)
         if not folder_held:  # before the checks: a run that started first has its files there
             held.enter_context(hold_folder(directory))
+        if given.report:  # one page for every source, made from their rows files at the end
+            ensure_writable(Path(given.report), "report")  # (once the folder is made: the page may be in it)
+            # held as a one-source run holds it: a run into another folder with the same page is refused now, not
+            # replaced by (or replacing) this one's page at the end
+            held.enter_context(hold_outputs(RunConfig(report=given.report).locked_outputs()))
         plan = _plan_folder(inputs.sources, directory, config, given, input_files)
         plan.held = held.pop_all()
     return plan
@@ -118,8 +124,6 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
         raise UsageError(f"{directory / RUN_SUMMARY} exists (from an earlier run without a manifest); choose "
                          "another output folder")
     ensure_writable(directory / MANIFEST, "manifest")
-    if given.report:  # one page for every source, made from their rows files at the end
-        ensure_writable(Path(given.report), "report")
     skipped: list[SourceResult] = []
     doing = {p.uri for p in todo}  # (a set: a list compared dataclasses, quadratic in the sources)
     for p in planned:
@@ -144,8 +148,9 @@ def _figure(entry: dict[str, Any], name: str) -> int:
 
 @dataclass
 class ManyPlan:
-    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`). It holds its output folder until
-    :meth:`close` (or the end of a ``with`` block): no other run is planned into it meanwhile."""
+    """A many-source run, planned and checked (:meth:`Analyzer.plan_many`). It holds its output folder and its
+    ``--report`` page until :meth:`close` (or the end of a ``with`` block): no other run is planned into the folder,
+    nor to write the page, meanwhile."""
 
     config: RunConfig
     directory: Path
@@ -154,11 +159,11 @@ class ManyPlan:
     todo: list[PlannedSource]  # the sources to run (positions renumbered from 0)
     skipped: list[SourceResult]  # done by an earlier run (--resume)
     report: str | None = None  # --report: one HTML page over every completed source
-    held: ExitStack = field(default_factory=ExitStack, repr=False, compare=False)  # the folder's lock
+    held: ExitStack = field(default_factory=ExitStack, repr=False, compare=False)  # the folder's and page's locks
 
     def close(self) -> None:
-        """Release the output folder: call it once the run's last file is written (its manifest lines, summary.json,
-        the renames)."""
+        """Release the output folder and the report page: call it once the run's last file is written (its manifest
+        lines, summary.json, the renames, the report)."""
         self.held.close()
 
     def __enter__(self) -> ManyPlan:
