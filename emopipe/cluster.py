@@ -32,8 +32,10 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -222,6 +224,7 @@ class Worker:
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
         # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
         self.start: dict[str, Any] = {"torch_imported": "torch" in sys.modules, "process_age_s": _process_age_s()}
+        self.mps = mps_running()  # (said to the driver: workers sharing a GPU without it take turns on it)
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
@@ -495,11 +498,11 @@ class Worker:
                 "stage_seconds": {k: round(v, 4) for k, v in counter.stage_seconds.items()},
                 "load_s": round(models.load_s, 4) if models is not None else None,
                 "warmup_s": round(models.warmup_s, 4) if models is not None else None, "start": self.start,
-                "first_frame_at": counter.first_frame_at}
+                "mps": self.mps, "first_frame_at": counter.first_frame_at}
 
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
-        return {"name": self.name, "where": self.where, "metrics": _endpoint(server)}
+        return {"name": self.name, "where": self.where, "metrics": _endpoint(server), "mps": self.mps}
 
 
 PER_RUN_OPTIONS = ("sources", "list_files", "recursive", "resume", "output", "summary", "report", "no_progress",
@@ -799,13 +802,64 @@ def _device_type(config: RunConfig, per_gpu: float) -> str:
     return "cuda" if per_gpu else "cpu"
 
 
+MPS_WORKERS_PER_GPU = 4  # under MPS, workers to a GPU (one H200: 4 or 6 ran 2 740–2 890 frames/s, one 1 300)
+CPUS_PER_SHARED_WORKER = 4  # (each runs a decoder, a GPU and a writer thread: fewer cores, fewer workers)
+
+
+def mps_running() -> bool:
+    """Whether NVIDIA's MPS control daemon answers on this machine (its pipe directory: ``CUDA_MPS_PIPE_DIRECTORY``,
+    else the default). Under MPS the processes sharing a GPU run their kernels side by side; without it they take
+    turns, so a second worker on a GPU adds ~8 % (docs/benchmarks.md). Asked of the daemon itself: a socket left by
+    one that stopped stays in its directory."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        return False
+    try:
+        asked = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return asked.returncode == 0
+
+
+def _cluster_is_this_machine(address: str) -> bool:
+    """Whether every node of the cluster joined is this machine (``--ray local``, or a one-machine cluster started
+    here), so what this machine runs (MPS) is what the workers get."""
+    import ray
+
+    if address == LOCAL:
+        return True
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    return bool(nodes) and all(_on_this_machine(f"{node['NodeManagerAddress']}:0") for node in nodes)
+
+
+def _workers_per_gpu(options: RayOptions, gpus: float, cpus: float) -> int:
+    """Workers to a GPU when ``--ray-gpus-per-worker`` is not given: several where this machine's GPUs run MPS and
+    the cluster is this machine (a GPU runs ~2× what one worker's pipeline gives it, bound by its interpreter), one
+    otherwise (said in the log, with what MPS would give)."""
+    if not _cluster_is_this_machine(options.address):
+        return 1
+    room = max(1, min(MPS_WORKERS_PER_GPU, int(cpus // gpus // CPUS_PER_SHARED_WORKER)))
+    shared = 1 << (room.bit_length() - 1)  # 1, 2 or 4: a GPU's share Ray counts exactly
+    if not mps_running():
+        if shared > 1:
+            logger.info("one worker per GPU: NVIDIA MPS is not running here (with it, %d workers would share each "
+                        "GPU: docs/cluster.md, \"Several workers on a GPU\")", shared)
+        return 1
+    if shared > 1:
+        logger.info("NVIDIA MPS is running: %d workers share each GPU (--ray-gpus-per-worker %g)", shared,
+                    1 / shared)
+    return shared
+
+
 def _sizing(options: RayOptions) -> tuple[int, float, float]:
     """(workers, GPUs per worker, CPUs per worker) for the cluster Ray sees."""
     import ray
 
     resources = ray.cluster_resources()
     gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
-    per_gpu = options.gpus_per_worker if options.gpus_per_worker is not None else (1.0 if gpus else 0.0)
+    per_gpu = options.gpus_per_worker
+    if per_gpu is None:
+        per_gpu = 1.0 / _workers_per_gpu(options, gpus, cpus) if gpus else 0.0
     if per_gpu > 0 and gpus < per_gpu:
         raise UsageError(f"--ray-gpus-per-worker {per_gpu}: the cluster has {gpus:g} GPU(s)")
     workers = options.workers or (int(gpus // per_gpu) if per_gpu else max(1, min(8, int(cpus))))
@@ -1066,6 +1120,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     from emopipe.pipeline.archive import SourceResult, publish
 
     workers = crew.workers
+    warned_mps: list[str] = []  # (the first worker found sharing its GPU without MPS: said once)
 
     def met(identity: dict[str, Any]) -> None:
         """A worker answered: it is alive; say where its metrics are the first time they are known."""
@@ -1074,6 +1129,11 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         entry = workers[name]
         if identity.get("metrics") and entry["metrics"] is None:
             logger.info("%s (%s): metrics on %s", name, identity["where"], identity["metrics"])
+        if 0 < crew.per_gpu < 1 and identity.get("mps") is False and not warned_mps:
+            warned_mps.append(name)
+            logger.warning("%s (%s) shares its GPU without NVIDIA MPS: the workers on a GPU take turns on it (a "
+                           "second adds ~8 %%); start MPS on the GPU nodes (docs/cluster.md, \"Several workers on a "
+                           "GPU\")", name, identity["where"])
         entry.update(where=identity["where"], metrics=identity.get("metrics"))
 
     # largest first: when durations are unknown, file size stands for them

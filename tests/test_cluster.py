@@ -43,9 +43,11 @@ from emopipe.cluster import (  # noqa: E402
     RayOptions,
     Worker,
     _as_left,
+    _cluster_is_this_machine,
     _Progress,
     _sizing,
     keep_latest_summary,
+    mps_running,
     run_on_ray,
 )
 
@@ -365,6 +367,61 @@ def test_a_local_ray_runs_no_more_workers_than_it_has_room_for(local_ray, caplog
     assert _sizing(RayOptions(address=LOCAL))[0] == 2  # the default: one per CPU without GPUs
     assert not caplog.text
 
+
+
+def _mps_control(folder: Path, answers: bool) -> Path:
+    """A stand-in for NVIDIA's ``nvidia-cuda-mps-control`` on PATH, answering a query as the daemon's client does:
+    status 0 with the daemon up, 1 ("Cannot find MPS control daemon process") without it."""
+    folder.mkdir(exist_ok=True)
+    tool = folder / "nvidia-cuda-mps-control"
+    tool.write_text("#!/bin/sh\nread query\n[ \"$query\" = get_server_list ] || exit 3\n"
+                    + ("exit 0\n" if answers else "echo 'Cannot find MPS control daemon process'; exit 1\n"))
+    tool.chmod(0o755)
+    return folder
+
+
+def test_mps_is_running_only_where_its_control_daemon_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert mps_running() is False  # no MPS tools at all
+    monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "down", answers=False)))
+    assert mps_running() is False  # the tools, no daemon (or a socket left by one that stopped)
+    monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "up", answers=True)))
+    assert mps_running() is True
+
+
+def test_under_mps_a_local_ray_shares_each_gpu_between_workers_as_its_cores_allow(tmp_path, monkeypatch, caplog):
+    """Processes sharing a GPU without MPS take turns on it, so only a cluster on this machine with MPS running
+    gets several workers a GPU by default (one a GPU's share Ray counts exactly); --ray-gpus-per-worker wins."""
+    import emopipe.cluster
+
+    resources = {"GPU": 1.0, "CPU": 16.0}
+    monkeypatch.setattr(ray, "cluster_resources", lambda: resources)
+    monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "up", answers=True)))
+    with caplog.at_level("INFO", logger="emopipe.cluster"):
+        assert _sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
+    assert "NVIDIA MPS is running: 4 workers share each GPU" in caplog.text
+    resources.update(CPU=12.0)  # room for three: two, a half each
+    assert _sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)
+    resources.update(GPU=2.0, CPU=16.0)
+    assert _sizing(RayOptions(address=LOCAL)) == (4, 0.5, 1.0)
+    assert _sizing(RayOptions(address=LOCAL, gpus_per_worker=1.0)) == (2, 1.0, 1.0)
+    monkeypatch.setattr(emopipe.cluster, "_on_this_machine", lambda address: False)
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "NodeManagerAddress": "10.1.2.3"}])
+    assert _sizing(RayOptions(address="10.1.2.3:6379")) == (2, 1.0, 1.0)  # another machine's MPS is unknown here
+    monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "down", answers=False)))
+    resources.update(GPU=1.0)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="emopipe.cluster"):
+        assert _sizing(RayOptions(address=LOCAL)) == (1, 1.0, 1.0)
+    assert "NVIDIA MPS is not running here (with it, 4 workers would share each GPU" in caplog.text
+
+
+def test_a_cluster_is_this_machine_when_every_live_node_is(monkeypatch):
+    nodes = [{"Alive": True, "NodeManagerAddress": "127.0.0.1"}, {"Alive": False, "NodeManagerAddress": "192.0.2.7"}]
+    monkeypatch.setattr(ray, "nodes", lambda: nodes)
+    assert _cluster_is_this_machine(LOCAL) and _cluster_is_this_machine("127.0.0.1:6379")
+    nodes[1]["Alive"] = True  # (192.0.2.0/24 is documentation's: never an address of this machine)
+    assert not _cluster_is_this_machine("127.0.0.1:6379")
 
 @pytest.mark.timeout(300)
 def test_a_worker_whose_every_source_fails_to_open_reports_them_and_the_run_ends(tmp_path, local_ray, five_clips):
@@ -1080,6 +1137,10 @@ def test_the_kuberay_job_runs_the_command_on_gpu_workers_that_share_the_storage(
         assert mounts == {"data": "/data", "models": "/models"} and set(claims) == set(mounts)
     workers = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert workers["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    # four workers share each GPU under MPS, started in the pod (the head cannot tell the workers' nodes run it)
+    share = float(entry[entry.index("--ray-gpus-per-worker") + 1])
+    assert workers["lifecycle"]["postStart"]["exec"]["command"] == ["nvidia-cuda-mps-control", "-d"]
+    assert int(workers["resources"]["limits"]["cpu"]) >= round(1 / share) * 4  # (CPUS_PER_SHARED_WORKER each)
     # the workers' models folder is writable: the compiled GPU code is cached there (read-only, each compiles)
     assert not next(m for m in workers["volumeMounts"] if m["name"] == "models").get("readOnly")
 
