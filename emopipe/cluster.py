@@ -804,6 +804,7 @@ def _device_type(config: RunConfig, per_gpu: float) -> str:
 
 MPS_WORKERS_PER_GPU = 4  # under MPS, workers to a GPU (one H200: 4 or 6 ran 2 740–2 890 frames/s, one 1 300)
 CPUS_PER_SHARED_WORKER = 4  # (each runs a decoder, a GPU and a writer thread: fewer cores, fewer workers)
+GIB_PER_SHARED_WORKER = 8  # GPU memory a worker is given room for (one process's peak: 6.0 GB over the archive)
 
 
 def mps_running() -> bool:
@@ -821,6 +822,17 @@ def mps_running() -> bool:
     return asked.returncode == 0
 
 
+def _smallest_gpu_gib() -> float | None:
+    """The memory of this machine's smallest GPU in GiB, as ``nvidia-smi`` says (None where it cannot: the driver
+    process loads no CUDA library to ask)."""
+    try:
+        asked = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True, timeout=10)
+        return min(float(line) for line in asked.stdout.split()) / 1024 if asked.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
 def _cluster_is_this_machine(address: str) -> bool:
     """Whether every node of the cluster joined is this machine (``--ray local``, or a one-machine cluster started
     here), so what this machine runs (MPS) is what the workers get."""
@@ -835,10 +847,15 @@ def _cluster_is_this_machine(address: str) -> bool:
 def _workers_per_gpu(options: RayOptions, gpus: float, cpus: float) -> int:
     """Workers to a GPU when ``--ray-gpus-per-worker`` is not given: several where this machine's GPUs run MPS and
     the cluster is this machine (a GPU runs ~2× what one worker's pipeline gives it, bound by its interpreter), one
-    otherwise (said in the log, with what MPS would give)."""
+    otherwise (said in the log, with what MPS would give). No more than the cores and the smallest GPU's memory
+    have room for."""
     if not _cluster_is_this_machine(options.address):
         return 1
-    room = max(1, min(MPS_WORKERS_PER_GPU, int(cpus // gpus // CPUS_PER_SHARED_WORKER)))
+    room = min(MPS_WORKERS_PER_GPU, int(cpus // gpus // CPUS_PER_SHARED_WORKER))
+    memory = _smallest_gpu_gib()
+    if memory is not None:
+        room = min(room, int(memory // GIB_PER_SHARED_WORKER))
+    room = max(1, room)
     shared = 1 << (room.bit_length() - 1)  # 1, 2 or 4: a GPU's share Ray counts exactly
     if not mps_running():
         if shared > 1:

@@ -402,6 +402,13 @@ def test_under_mps_a_local_ray_shares_each_gpu_between_workers_as_its_cores_allo
     assert "NVIDIA MPS is running: 4 workers share each GPU" in caplog.text
     resources.update(CPU=12.0)  # room for three: two, a half each
     assert _sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)
+    resources.update(CPU=16.0)
+    smi = tmp_path / "up" / "nvidia-smi"  # (as the driver's, on PATH: MiB a GPU, one line each)
+    smi.write_text("#!/bin/sh\necho 81559; echo 16384\n")
+    smi.chmod(0o755)
+    assert _sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)  # the smallest GPU has room for two
+    smi.write_text("#!/bin/sh\necho 81559\n")
+    assert _sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
     resources.update(GPU=2.0, CPU=16.0)
     assert _sizing(RayOptions(address=LOCAL)) == (4, 0.5, 1.0)
     assert _sizing(RayOptions(address=LOCAL, gpus_per_worker=1.0)) == (2, 1.0, 1.0)
