@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,49 @@ def test_a_signal_while_ray_stops_after_every_source_is_done_leaves_the_runs_exi
         config = RunConfig(sources=(str(clips),), device="cpu", resume=True, report=str(page))
         resumed = Analyzer(config).run_many(output_dir=out)  # (every source done: no model loads)
         assert [r.status for r in resumed.results] == ["skipped", "skipped"] and page.exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` now (read from /proc: each process's parent)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc (Linux)")
+def test_a_local_ray_ends_with_its_driver_killed_mid_run(tmp_path, checkpoints, models_home):
+    """A `--ray local` driver SIGKILLed mid-run (its container killed, OOM) cannot stop its Ray: Ray's own fate
+    sharing must, or the workers would hold their GPU for good. Every process the driver started ends (its workers
+    with it; Ray's agents within a minute), within a bound only a process left running misses."""
+    clips = _two_clips(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "emopipe", str(clips), "-o", str(tmp_path / "out"), "--ray", LOCAL, "--ray-workers",
+         "1", "--detector", "blazeface", "--weights", str(checkpoints[8]), "--device", "cpu", "--no-progress"],
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert process.stderr is not None
+        seen = []
+        for line in process.stderr:  # the first source done: the worker is running
+            seen.append(line)
+            if line.startswith("emopipe: ok "):
+                break
+        assert seen and seen[-1].startswith("emopipe: ok "), "".join(seen)
+        started = _descendants(process.pid)
+        assert started  # (Ray's GCS, raylet, agents, the worker)
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    deadline = time.monotonic() + 180
+    while (left := {pid for pid in started if Path(f"/proc/{pid}").exists()}) and time.monotonic() < deadline:
+        time.sleep(1)
+    names = {pid: Path(f"/proc/{pid}/comm").read_text().strip() for pid in left if Path(f"/proc/{pid}").exists()}
+    assert not names, f"left running: {names}"
