@@ -96,6 +96,12 @@ def written_as(role: str, path: str, partial: Path | None = None) -> list[Writte
     return names
 
 
+def lockable(path: str) -> bool:
+    """Whether an output is held while it is written (:func:`~emopipe.io.records.hold_outputs`): a file, or a name not
+    there yet; not a device or a FIFO (``/dev/null``: written in place, it holds no result to protect)."""
+    return os.path.isfile(path) or not os.path.exists(path)
+
+
 def refuse_inputs(written: Iterable[Written], inputs: InputFiles, keep: Iterable[str], advice: str,
                   name_input: bool = False) -> None:
     """No name in ``written`` is one of the ``inputs``; no folder in it (replaced whole) is or holds an input or a path
@@ -410,8 +416,7 @@ class RunConfig:
         """The outputs a one-source run holds while it runs (:func:`~emopipe.io.records.hold_outputs`, on a resolved
         config): each file's, not the thumbnails folder's (the report's lock covers it) nor a device's or FIFO's
         (``/dev/null``: written in place, it holds no result to protect)."""
-        return [path for role, path in self.outputs().items()
-                if role != "thumbnails" and (os.path.isfile(path) or not os.path.exists(path))]
+        return [path for role, path in self.outputs().items() if role != "thumbnails" and lockable(path)]
 
     def check_outputs(self, earlier: bool = True) -> None:
         """Every output checked before anything is loaded: its format, that it is not an input or another

@@ -450,6 +450,35 @@ def test_the_report_command_replaces_only_its_own_earlier_files(tmp_path, monkey
     assert isinstance(error, UsageError) and "--tracks s.csv exists and does not begin with" in str(error)
 
 
+def test_the_report_command_is_refused_a_page_a_run_is_writing_now(tmp_path, monkeypatch):
+    # (was: no lock: the command and a run writing the same --report page at the same moment replaced each other's)
+    from emopipe.io.records import hold_outputs, lock_path
+    from tests.support.folders import held_output
+
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    rows = rows_file(tmp_path / "rows.csv", source=str(video), n=3)
+    page = tmp_path / "r.html"
+    assert report_command(rows, "-o", page) is None  # an earlier page, with its thumbnails
+    before = {f: f.read_bytes() for f in sorted(tmp_path.rglob("*")) if f.is_file()}
+    for held, options in ((page, ()), (tmp_path / "t.csv", ("--tracks", "t.csv"))):
+        with hold_outputs([held]):  # a run writing it now, as it holds its names
+            error = report_command(rows, "-o", page, *options)
+            assert isinstance(error, OutputError) and error.exit_code == 5, options
+            assert str(error) == (f"{held if held == page else 't.csv'} is in use by another emopipe run (it holds "
+                                  f"{lock_path(held).name}); wait for that run to end, or choose another name")
+            assert held_output(held)  # still the run's
+        assert {f: f.read_bytes() for f in sorted(tmp_path.rglob("*")) if f.is_file()} == before  # nothing touched
+    with hold_outputs([page]):  # and as a command: exit 5, one line
+        done = subprocess.run([sys.executable, "-m", "emopipe", "report", str(rows), "-o", str(page)],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert done.returncode == 5 and done.stderr.count("\n") == 1, done.stderr
+        assert "is in use by another emopipe run" in done.stderr
+    assert {f: f.read_bytes() for f in sorted(tmp_path.rglob("*")) if f.is_file()} == before
+    assert report_command(rows, "-o", page, "--tracks", "t.csv") is None  # free again
+    assert not lock_path(page).exists() and not lock_path(tmp_path / "t.csv").exists()  # no lock file left
+
+
 def test_the_tracks_csv_names_thumbnails_relative_to_its_own_folder(tmp_path, monkeypatch):
     # as the main command's tracks.csv does (the page embeds its pictures and names none)
     monkeypatch.chdir(tmp_path)

@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 from emopipe.cli.parsing import new_parser
-from emopipe.config import Written, refuse_inputs, written_as
+from emopipe.config import Written, lockable, refuse_inputs, written_as
 from emopipe.errors import UsageError
-from emopipe.io.records import InputFiles, ensure_writable, same_file
+from emopipe.io.records import InputFiles, ensure_writable, hold_outputs, same_file
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         "when it can still be read. No output is ever an input (rows files, source videos), and a file already "
         "at an output's name is replaced only when it is an earlier one of its kind that emopipe wrote. Exit codes: "
         "0 ok, 2 bad options (also: an output that is an input, or another file in its way), 3 rows file not found, "
-        "4 not an emopipe rows file, 5 output not writable.")
+        "4 not an emopipe rows file, 5 output not writable (also: in use by an emopipe run writing it now).")
     parser.add_argument("rows", nargs="+", help="rows files (.csv, .jsonl) written by emopipe")
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the report (.html)")
     parser.add_argument("--tracks", metavar="CSV", help="also write the track summaries as CSV")
@@ -72,6 +72,12 @@ def _check(args: argparse.Namespace) -> None:
         ensure_writable(Path(path), f"the {role}")
 
 
+def _locked(args: argparse.Namespace) -> list[str]:
+    """The outputs held while this command runs, as a run holds its own (RunConfig.locked_outputs): each file's; the
+    page's lock covers its thumbnails folder."""
+    return [path for path in _outputs(args).values() if lockable(path)]
+
+
 def _check_sources(args: argparse.Namespace, sources: set[str]) -> None:
     """No name this command may write is a source the rows name (a video, an image, a folder of images), nor is the
     thumbnails folder one holding one: known once the rows are read, before anything is written."""
@@ -104,18 +110,21 @@ def run(args: argparse.Namespace) -> int:
     from emopipe.report.tracks import TrackCollector
 
     _check(args)
-    collector = TrackCollector()
-    collector.add(read_rows_files(args.rows))
-    _check_sources(args, {series.source for series in collector.series()})
-    _check_earlier(args)
-    # tracks.csv names each thumbnail relative to its own folder, as the main command's does
-    reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
-                                     short_track_s=args.short_track,
-                                     thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None)
-    if args.tracks:
-        write_tracks_csv(args.tracks, reports)
-    if args.segments:
-        write_segments_csv(args.segments, reports)
+    # the names are this command's until written: a run (or another report) writing the same page at the same moment
+    # is refused (exit 5), never silently replaced; an earlier one's files are looked for once held
+    with hold_outputs(_locked(args)):
+        collector = TrackCollector()
+        collector.add(read_rows_files(args.rows))
+        _check_sources(args, {series.source for series in collector.series()})
+        _check_earlier(args)
+        # tracks.csv names each thumbnail relative to its own folder, as the main command's does
+        reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
+                                         short_track_s=args.short_track,
+                                         thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None)
+        if args.tracks:
+            write_tracks_csv(args.tracks, reports)
+        if args.segments:
+            write_segments_csv(args.segments, reports)
     sources = len({r.summary.source for r in reports})
     pictures = sum(1 for r in reports if r.thumbnail_jpeg)
     size = Path(args.output).stat().st_size
