@@ -204,9 +204,11 @@ def test_damaged_or_outdated_cache_file_is_exported_again(case, tmp_path, ort_fp
     make(cached, ort_fp32.model_file)
     exports = []
 
-    def exported(model, spec, path):  # the session's good export stands in for a new one (~20 s on this CPU)
+    def exported(model, spec, path, check=None):  # the session's good export stands in for a new one (~20 s here)
+        import onnx
+
         exports.append(path)
-        shutil.copy(ort_fp32.model_file, path)
+        export.save_onnx(onnx.load(str(ort_fp32.model_file)), path, check)
         return path
 
     monkeypatch.setattr(export, "export_emonet", exported)
@@ -238,6 +240,40 @@ def test_ensure_onnx_exports_a_damaged_or_outdated_cache_file_again(case, tmp_pa
     assert len(warned) == 1 and str(cached) in warned[0] and warned[0].endswith("; exporting it again")
     assert re.search(reason, warned[0])
     assert export.ensure_onnx(model8, spec, cached.parent) == (cached, False)  # a good one is used as it is
+
+
+def test_a_new_export_that_fails_its_check_never_takes_the_cache_name(tmp_path, ort_fp32, checkpoints, model8,
+                                                                     monkeypatch):
+    """The engine's cache export took its final name before it was compared with PyTorch: a failing export sat there
+    while it was checked (a run killed then left it for the next to reuse unchecked). It is checked under its
+    temporary name now, as `emopipe export-onnx`'s is; only one that passes takes the name."""
+    import onnx
+
+    spec = _spec(checkpoints)
+    cached = export.cache_dir(tmp_path) / spec.file_name
+    # the session's good export stands in for a new one (~20 s on this CPU)
+    monkeypatch.setattr(export, "emonet_proto", lambda model, spec: onnx.load(str(ort_fp32.model_file)))
+    seen = []
+
+    def differs(infer, model, spec, crops, tolerance=None):  # the new export's outputs differ from PyTorch's
+        seen.append(cached.exists())
+        return [parity.Parity("random crops", 2, 0.5, 0.0, 0.0, parity.TOLERANCES["fp32"])]
+
+    monkeypatch.setattr(parity, "check_parity", differs)
+    options = EngineOptions(device="cpu", batch_size=1)
+    with pytest.raises(OnnxModelError, match=r"the new ONNX export differs from PyTorch on random crops: "
+                                             r"probabilities 5.00e-01 > 1e-03 \(the export was not kept\)$") as caught:
+        OrtEngine(model8, options, checkpoint_sha256=spec.checkpoint_sha256, models_dir=tmp_path)
+    assert "\n" not in str(caught.value) and caught.value.exit_code == 6
+    assert seen == [False]  # checked before it had the cache's name
+    assert list(cached.parent.iterdir()) == []  # nothing under the final name, no temporary file left
+    monkeypatch.undo()  # the same export, checked for real, takes its name
+    monkeypatch.setattr(export, "emonet_proto", lambda model, spec: onnx.load(str(ort_fp32.model_file)))
+    engine = OrtEngine(model8, options, checkpoint_sha256=spec.checkpoint_sha256, models_dir=tmp_path)
+    assert engine.exported == [cached] and engine.model_file == cached and engine.info()["onnx"] == cached.name
+    assert [p.name for p in cached.parent.iterdir()] == [cached.name]
+    assert torch.equal(engine.infer(torch.zeros(1, 3, 256, 256)).probabilities,
+                       ort_fp32.infer(torch.zeros(1, 3, 256, 256)).probabilities)
 
 
 def test_an_outdated_file_given_by_path_is_refused(tmp_path, ort_fp32, checkpoints, model8):

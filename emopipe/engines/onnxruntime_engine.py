@@ -20,13 +20,15 @@ For deployments that standardise on ONNX Runtime or TensorRT. What maps to what:
 
 One ONNX file and session per static batch shape; files are exported on first use into
 ``<cache>/onnx`` (``<cache>``: ``$EMOPIPE_CACHE``, else ``<models_dir>/cache``; see :mod:`emopipe.export`) and
-checked against PyTorch then; a cached file that is damaged or from another emopipe format is exported again.
+checked against PyTorch then, under a temporary name (without TensorRT) before the file takes its own; a cached file
+that is damaged or from another emopipe format is exported again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import sys
 import time
@@ -257,10 +259,13 @@ class OrtEngine:
         self.exported: list[Path] = []  # files this engine had to export (cache misses)
         self.warmup_report: WarmupReport | None = None
         self._sessions: dict[int, _Session] = {}
-        self._providers = plan_providers(
-            device, available, conv_algo_search=search, cuda_graphs=bool(self.options.cuda_graphs),
-            tensorrt=self.tensorrt, precision=str(self.options.precision),
-            tensorrt_cache=tensorrt_cache, prefer_nhwc=prefer_nhwc)
+        plan = functools.partial(
+            plan_providers, device, available, conv_algo_search=search, cuda_graphs=bool(self.options.cuda_graphs),
+            precision=str(self.options.precision), tensorrt_cache=tensorrt_cache, prefer_nhwc=prefer_nhwc)
+        self._providers = plan(tensorrt=self.tensorrt)
+        # a new export is checked under its temporary name, without TensorRT: TensorRT keys its engine cache by the
+        # model's path, so it would build its engine twice (for the temporary name, then for the final one)
+        self._check_providers = plan(tensorrt=False) if self.tensorrt else self._providers
         self._session(self.batch_size)  # open (or export) the static shape now: a bad file fails at start
 
     # -- sessions ------------------------------------------------------------------------------
@@ -300,22 +305,31 @@ class OrtEngine:
         else:
             logger.info("exporting EmoNet to ONNX (%s, batch %d, once per checkpoint/shape/precision) …",
                         spec.precision, spec.batch_size)
+        checked: list[_Session] = []
+
+        def check(candidate: Path) -> None:
+            # opened and compared with PyTorch under its temporary name: only a file that passes takes the cache's
+            # name, so a failed check (or a process killed during it) leaves nothing there for the next run to reuse
+            session = self._open(candidate, spec, "the new export was not kept", checking=True)
+            if self.verify_exports:
+                self._verify(session)
+            checked.append(session)
+
         try:
-            export.export_emonet(self.model, spec, path)
+            export.export_emonet(self.model, spec, path, check=check)
         except OutputError as exc:
             raise OutputError(f"{exc}; {CACHE_HINT}") from None
         self.exported.append(path)
-        try:
-            session = self._open(path, spec, "the new export was deleted")
-            if self.verify_exports:
-                self._verify(session)
-        except BaseException:
-            path.unlink(missing_ok=True)  # never leave a file behind that failed its checks
-            raise
+        if self.tensorrt:  # TensorRT builds its engine for the final name
+            return self._open(path, spec, "exporting it again")
+        session = checked[0]  # the checked session is this one: ONNX Runtime read the whole file when it opened it
+        session.path = path
         return session
 
-    def _open(self, path: Path, spec: export.OnnxSpec, hint: str) -> _Session:
+    def _open(self, path: Path, spec: export.OnnxSpec, hint: str, checking: bool = False) -> _Session:
+        """A session of the file at ``path`` (``checking``: a new export, opened without TensorRT)."""
         ort = self._ort
+        providers, tensorrt = (self._check_providers, False) if checking else (self._providers, self.tensorrt)
         if not path.is_file():
             raise OnnxModelError(f"ONNX model not found: {path}")
         options = ort.SessionOptions()
@@ -338,7 +352,7 @@ class OrtEngine:
 
         refused = None
         try:
-            session = create(self._providers)
+            session = create(providers)
         except OnnxModelError:
             raise
         except Exception as exc:
@@ -346,13 +360,13 @@ class OrtEngine:
                 raise
             refused = _first_line(exc)
         else:
-            if graphs and not _graphs_enabled(session, self.tensorrt):
+            if graphs and not _graphs_enabled(session, tensorrt):
                 refused = "the session came up without them"
         if refused is not None:
             # CUDA graphs need every node on the CUDA provider; run without them rather than not at all.
             logger.warning("onnxruntime refused CUDA graphs (%s): running without them", refused)
             graphs = False
-            session = create([(name, {**opts, **_NO_GRAPHS.get(name, {})}) for name, opts in self._providers])
+            session = create([(name, {**opts, **_NO_GRAPHS.get(name, {})}) for name, opts in providers])
         active = list(session.get_providers())
         if self.device.type == "cuda" and CUDA_PROVIDER not in active:
             raise UsageError(f"onnxruntime could not start its CUDA provider (active: {', '.join(active)}); "
@@ -383,7 +397,7 @@ class OrtEngine:
         bad = [r for r in reports if not r.ok]
         if bad:
             raise OnnxModelError(f"the new ONNX export differs from PyTorch on {bad[0].crops}: "
-                                 f"{'; '.join(bad[0].failures())} (the file was deleted)")
+                                 f"{'; '.join(bad[0].failures())} (the export was not kept)")
 
     # -- the engine contract ---------------------------------------------------------------------
 
