@@ -320,8 +320,11 @@ class OrtEngine:
         except OutputError as exc:
             raise OutputError(f"{exc}; {CACHE_HINT}") from None
         self.exported.append(path)
-        if self.tensorrt:  # TensorRT builds its engine for the final name
-            return self._open(path, spec, "exporting it again")
+        if self.tensorrt:  # TensorRT builds its engine for the final name, and is checked as it runs
+            session = self._open(path, spec, "exporting it again")
+            if self.verify_exports:  # (the file passed without TensorRT: it is kept; TensorRT's results are not)
+                self._verify(session, "TensorRT's engine; the ONNX file passed without TensorRT and is kept")
+            return session
         session = checked[0]  # the checked session is this one: ONNX Runtime read the whole file when it opened it
         session.path = path
         return session
@@ -388,7 +391,7 @@ class OrtEngine:
         return _Session(spec=spec, path=path, session=session, providers=active, cuda_graphs=graphs,
                         device=self.device, io_binding=self.io_binding)
 
-    def _verify(self, session: _Session) -> None:
+    def _verify(self, session: _Session, outcome: str = "the export was not kept") -> None:
         """A fresh export runs here first on random and real-face crops and must match PyTorch fp32."""
         crops = parity.verification_crops(random_count=2)
         reports = parity.check_parity(lambda c: self._output(session.run(c)), self.model, session.spec, crops)
@@ -397,7 +400,7 @@ class OrtEngine:
         bad = [r for r in reports if not r.ok]
         if bad:
             raise OnnxModelError(f"the new ONNX export differs from PyTorch on {bad[0].crops}: "
-                                 f"{'; '.join(bad[0].failures())} (the export was not kept)")
+                                 f"{'; '.join(bad[0].failures())} ({outcome})")
 
     # -- the engine contract ---------------------------------------------------------------------
 
