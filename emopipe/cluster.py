@@ -680,11 +680,12 @@ def _join(address: str) -> None:
         ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
         return
     given = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address  # ("": Ray looks for one here itself)
-    _answers(given, "--ray (RAY_ADDRESS)" if address == "auto" else f"--ray {address}")
+    option = "--ray (RAY_ADDRESS)" if address == "auto" else f"--ray {address}"
+    _answers(given, option)
     mode_unset = os.environ.get(AUTH_MODE) is None
     with_local_token = bool(given) and mode_unset and _on_this_machine(given) and _enable_local_token()
     try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        _init_meanwhile_free(option, address=address, logging_level=logging.WARNING, log_to_driver=False)
     except ConnectionError as exc:
         if with_local_token:
             hint = ("it may use token authentication with another token than this machine's: set RAY_AUTH_TOKEN "
@@ -695,6 +696,46 @@ def _join(address: str) -> None:
         else:
             hint = "start one (ray start --head) or use --ray local"
         raise UsageError(f"--ray {address}: could not join a Ray cluster there ({exc}); {hint}") from None
+
+
+JOIN_TIMEOUT_S = 60.0  # how long Ray is given to join a cluster that accepts connections (one that answers: seconds)
+
+
+def _init_meanwhile_free(option: str, **init: Any) -> None:
+    """``ray.init(**init)`` joining a cluster, in a thread of its own while this one waits, free to take Ctrl-C and
+    SIGTERM at once: where no Ray answers (a port that accepts and never replies, packets dropped) Ray waits in its
+    C++ client, ~40 s a try, 20 tries, and Python runs no signal handler until it returns. Given up after
+    JOIN_TIMEOUT_S. Joining starts no process here, so nothing is left behind by a process that ends meanwhile; the
+    thread is a daemon, left to end with it (a library caller's process goes on with it waiting in Ray)."""
+    import ray
+
+    failure: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            ray.init(**init)
+        except BaseException as exc:  # (said in the waiting thread)
+            failure.append(exc)
+
+    joining = threading.Thread(target=join, name="emopipe-ray-join", daemon=True)
+    # off the main thread, ray.init notes that it sets no SIGTERM handler: what this process wants (its own stays)
+    ray_log = logging.getLogger("ray._private.worker")
+    ray_log.addFilter(_no_sigterm_note)
+    try:
+        joining.start()
+        joining.join(JOIN_TIMEOUT_S)
+    finally:
+        ray_log.removeFilter(_no_sigterm_note)
+    if joining.is_alive():
+        raise UsageError(f"{option}: no Ray cluster answered there within {JOIN_TIMEOUT_S:.0f} s (something "
+                         "accepts connections there, but no Ray replied); check the address and port (ray start --head "
+                         "says it), or use --ray local")
+    if failure:
+        raise failure[0]
+
+
+def _no_sigterm_note(record: logging.LogRecord) -> bool:
+    return "SIGTERM handler is not set" not in record.getMessage()
 
 
 AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch for token authentication: token, disabled, or unset
@@ -1004,8 +1045,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     run is writing is refused before Ray starts; so is a ``--report`` page another run will write (held by the plan,
     until the run ends). Then the run is planned (sources, outputs, manifest: checked as one
     process checks them; no PyTorch is loaded here): an input or output error, or a run with nothing left to do,
-    never starts Ray. Then Ray is started (or joined) and the workers spawned (no more than there are sources to
-    do). ``progress``: one bar on stderr over every source
+    never starts Ray. Then Ray is started (or joined: given up after ``JOIN_TIMEOUT_S`` where no Ray answers) and
+    the workers spawned (no more than there are sources to do). ``progress``: one bar on stderr over every source
     (frames of the expected total, frames/s, faces, workers alive), drawn as the one-process run draws its own.
     """
     import ray
@@ -1035,9 +1076,13 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                     options.address)
         ours, crew, board, ended = False, None, None, False
         held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
-        held.hold()
+        joining = options.address != LOCAL  # (starts nothing here: a signal while Ray joins ends the run at once)
+        if not joining:
+            held.hold()
         try:
             ours = _connect(options.address)
+            if joining:
+                held.hold()
             timeline["connect_s"] = time.perf_counter() - started
             count, per_gpu, per_cpu = _sizing(options)
             plan.config = many_config(config, _device_type(config, per_gpu))
@@ -1077,12 +1122,13 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 
 
 class _HeldSignals:
-    """Ctrl-C and SIGTERM while a run starts (Ray connecting, the workers spawned, the run planned) are held, and
-    taken as the run begins (:meth:`take`): it then ends at once, as at any later moment (no source begun: none
-    gets a line). Cut off before, it would leave a Ray started halfway and no manifest. Held again once every source
-    has its line, while Ray stops: cut off, it would leave Ray's processes running, and exit 130 for a run that is
-    complete. A second signal meanwhile goes to the process's own handler at once (the command line's: exit 130
-    now). Only on the main thread, where Python handles signals; a signal the process ignores stays ignored."""
+    """Ctrl-C and SIGTERM while a run starts (a local Ray starting, the workers spawned, the run planned) are held,
+    and taken as the run begins (:meth:`take`): it then ends at once, as at any later moment (no source begun: none
+    gets a line). Cut off before, it would leave a Ray started halfway and no manifest. (Not while a cluster is
+    joined: that starts nothing here, and can wait a minute.) Held again once every source has its line, while Ray
+    stops: cut off, it would leave Ray's processes running, and exit 130 for a run that is complete. A second signal
+    meanwhile goes to the process's own handler at once (the command line's: exit 130 now). Only on the main thread,
+    where Python handles signals; a signal the process ignores stays ignored."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

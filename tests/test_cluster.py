@@ -30,6 +30,7 @@ from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path
 from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, publish
 from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
+from tests.support.processes import end_processes_in, interruptible
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video
 
@@ -52,6 +53,8 @@ from emopipe.cluster import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -1247,6 +1250,108 @@ def test_an_address_where_no_cluster_answers_is_refused_at_once(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     with pytest.raises(UsageError, match=rf"^--ray \(RAY_ADDRESS\): no Ray cluster at 127.0.0.1:{port}"):
         _join("auto")
+
+
+@pytest.fixture
+def silent_port():
+    """A port where something accepts connections and never says a word (another service, a firewall's tarpit): Ray,
+    asked to join there, waits in its C++ client, ~40 s a try, 20 tries. On every interface: Ray joins 127.0.0.1 at
+    this machine's own address."""
+    server = socket.create_server(("", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    server.shutdown(socket.SHUT_RDWR)  # (wakes the accept)
+    server.close()
+    for connection in accepted:
+        connection.close()
+
+
+def _two_small_clips(tmp_path: Path) -> Path:
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name in ("a.mp4", "b.mp4"):
+        moving_face_video(clips / name, frames=2, empty=None)
+    return clips
+
+
+# The command, saying on stderr when it calls ray.init (Ray joining: the signal is sent then), with the wait for a
+# cluster's answer cut to argv[1] seconds
+JOIN_SAID = """
+import sys
+import ray
+import emopipe.cluster
+
+init = ray.init
+
+def said(*args, **kwargs):
+    print("test: ray.init", file=sys.stderr, flush=True)
+    return init(*args, **kwargs)
+
+ray.init = said
+emopipe.cluster.JOIN_TIMEOUT_S = float(sys.argv[1])
+from emopipe.cli.app import run_and_exit
+run_and_exit(sys.argv[2:])
+"""
+
+
+def _join_command(clips: Path, out: Path, port: int, join_timeout_s: float) -> list[str]:
+    return [sys.executable, "-c", JOIN_SAID, str(join_timeout_s), str(clips), "-o", str(out), "--ray",
+            f"127.0.0.1:{port}", "--no-progress"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_while_joining_a_cluster_that_never_answers_ends_the_command_at_once(
+        tmp_path, silent_port, signum):
+    """The signal was held until ray.init gave up (Ray retries such an address for ~14 minutes), and held in Ray's
+    C++ client even after: the command could not be stopped. Now it exits 130 at once, one line; nothing was run, so
+    nothing is written (the output folder made to hold it goes with its lock), and joining started no process here.
+    The bound only fails where the signal is held."""
+    clips, out = _two_small_clips(tmp_path), tmp_path / "out"
+    process = subprocess.Popen(_join_command(clips, out, silent_port, 600), cwd=tmp_path, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=interruptible)
+    try:
+        seen = []
+        assert process.stderr is not None
+        for line in process.stderr:  # (ends with the process, should it end before it joins)
+            seen.append(line)
+            if line.startswith("test: ray.init"):
+                break
+        assert seen and seen[-1].startswith("test: ray.init"), "".join(seen)
+        process.send_signal(signum)
+        stderr = "".join(seen) + process.communicate(timeout=30)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        left = end_processes_in(tmp_path)
+    assert process.returncode == 130, stderr
+    said = [line for line in stderr.splitlines()[len(seen):] if line.startswith("emopipe")]  # (not Ray's own log)
+    assert said == ["emopipe: interrupted"] and "Traceback" not in stderr, stderr
+    assert not out.exists() and left == []
+
+
+@pytest.mark.timeout(120)
+def test_a_cluster_address_where_no_ray_answers_is_given_up_after_the_join_timeout(tmp_path, silent_port):
+    """Something accepts connections there (so the address probe passes) but no Ray answers: Ray waited ~14 minutes,
+    printing its warnings, and then failed with an 'internal error'. Now the command gives up after JOIN_TIMEOUT_S
+    (here cut to 2 s) with one line, exit 2, nothing written."""
+    clips, out = _two_small_clips(tmp_path), tmp_path / "out"
+    done = subprocess.run(_join_command(clips, out, silent_port, 2), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("emopipe: error")]
+    assert said == [f"emopipe: error: --ray 127.0.0.1:{silent_port}: no Ray cluster answered there within 2 s "
+                    "(something accepts connections there, but no Ray replied); check the address and port (ray "
+                    "start --head says it), or use --ray local"], done.stderr
+    assert "Traceback" not in done.stderr and not out.exists() and end_processes_in(tmp_path) == []
 
 
 def test_a_failed_join_of_a_cluster_elsewhere_says_it_may_want_a_token_and_sends_none_unasked(monkeypatch, tmp_path):
