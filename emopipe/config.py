@@ -367,8 +367,8 @@ class RunConfig:
         directory = Path(output_dir if output_dir is not None else (self.output or DEFAULT_OUTPUT_DIR))
         if str(directory) == STDOUT or (directory.exists() and not directory.is_dir()) or (
                 directory.suffix.lower() in (".csv", ".jsonl") and not directory.exists()):
-            raise UsageError(f"-o {directory}: with several sources the output is a folder (a rows file per source "
-                             "goes in it); give a folder name")
+            raise UsageError(f"-o {directory}: with several sources (or --ray) the output is a folder (a rows file per "
+                             "source goes in it); give a folder name")
         return directory
 
     def outputs(self) -> dict[str, str]:

@@ -28,6 +28,7 @@ from emopipe.config import RunConfig
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path, partial_path
 from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, publish
+from emopipe.pipeline.many import plan_sources
 from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
 from tests.support.processes import end_processes_in, interruptible
@@ -175,6 +176,37 @@ def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tm
         run_on_ray(config, RayOptions(address=LOCAL), output_dir=out)
     assert refused.value.exit_code == 5 and connected == []
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
+
+
+def test_one_file_with_ray_is_a_run_of_one_source_into_the_output_folder(tmp_path, monkeypatch):
+    """`emopipe clip.mp4 --ray` failed with "no source given": a single file was a one-source run's, which the
+    driver never reads. It is now the many-source command's one source; -o is its folder (a rows name is refused)."""
+    import emopipe.cluster
+    from emopipe.cli.run import build_parser, config_from_args
+
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"x")
+    config = config_from_args(build_parser().parse_args([str(clip), "--ray", "local", "-o", str(tmp_path / "out"),
+                                                         "--device", "cpu"]))
+    assert config.sources == (str(clip),) and config.source is None
+    planned: list[str] = []
+
+    def connect(address: str) -> bool:  # (the run is planned by then: stop it there)
+        raise UsageError("test: planned")
+
+    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    def plan(*args, **kwargs):
+        made = plan_sources(*args, **kwargs)
+        planned.extend(p.uri for p in made.todo)
+        return made
+
+    monkeypatch.setattr(emopipe.cluster, "plan_sources", plan)
+    with pytest.raises(UsageError, match="test: planned"):
+        run_on_ray(config, RayOptions(address=LOCAL))
+    assert planned == [str(clip)]
+    refused = config_from_args(build_parser().parse_args([str(clip), "--ray", "local", "-o", "rows.csv"]))
+    with pytest.raises(UsageError, match=r"^-o rows.csv: with several sources \(or --ray\) the output is a folder"):
+        run_on_ray(refused, RayOptions(address=LOCAL))
 
 
 def test_the_driver_refuses_a_report_page_another_run_is_writing_before_ray_starts(tmp_path, monkeypatch):

@@ -509,7 +509,8 @@ def test_a_rows_file_name_for_several_sources_is_refused_as_no_folder_whatever_t
         touch(tmp_path / name)
     args = build_parser().parse_args(["a.mp4", "b.mp4", "-o", "res.csv", "--device", "cpu",
                                       *(["--format", fmt] if fmt else [])])
-    with pytest.raises(UsageError, match=r"^-o res.csv: with several sources the output is a folder") as refused:
+    with pytest.raises(UsageError, match=r"^-o res.csv: with several sources \(or --ray\) the output is a folder") \
+            as refused:
         Analyzer(config_from_args(args)).run_many()
     assert refused.value.exit_code == 2 and sorted(os.listdir(tmp_path)) == ["a.mp4", "b.mp4"]
 

@@ -210,7 +210,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig the parsed options describe (the only place the command line meets the library).
 
     One plain source is ``source``; several, or a collection (a folder of videos, a glob, --list), are
-    ``sources``. ``--webcam N`` beside other sources is one more camera of the run (``webcam:N``)."""
+    ``sources`` (so is one file with ``--ray``).
+    ``--webcam N`` beside other sources is one more camera of the run (``webcam:N``)."""
     values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if f.name not in ("source", "sources")}
     values["list_files"] = tuple(args.list_files)
     items = list(args.sources)
@@ -220,7 +221,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     inputs = expand_inputs(items, args.list_files, recursive=args.recursive)
     if inputs.sources:  # the list files' sources are in ``sources`` now: not read (and expanded) a second time
         values["list_files"] = ()
-    if inputs.collection:
+    if inputs.collection or args.ray:  # (--ray runs the many-source command, for one file too: -o is its folder)
         return RunConfig(sources=inputs.sources, **values)
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
 
