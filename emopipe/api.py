@@ -37,14 +37,16 @@ from emopipe.pipeline.archive import (
     SourceChain,
     SourceResult,
 )
-from emopipe.pipeline.fleet import Fleet, FleetOutcome, plan_fleet
+from emopipe.pipeline.fleet import Fleet
 from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import CaptureLatencyMetrics
 from emopipe.pipeline.many import (
     MANY_SOURCES,
+    FleetOutcome,
     ManyOutcome,
     ManyPlan,
     finish_many,
+    plan_fleet,
     plan_sources,
     report_many,
 )
@@ -368,6 +370,9 @@ class Analyzer:
         ``--reconnect-timeout``), or Ctrl-C / SIGTERM (``FleetOutcome.interrupted``)."""
         given = RunConfig.from_options(self.config, **options)
         _refuse_ray_options(given)
+        if given.ray:
+            raise UsageError("--ray: cameras over Ray are the command line's (emopipe CAMERAS --ray) or "
+                             "emopipe.cluster_cameras.run_cameras_on_ray; this run is one process")
         wanted = path_items(sources) if sources is not None else given.sources
         if not wanted:
             raise UsageError("no camera or stream given")
@@ -387,46 +392,11 @@ class Analyzer:
             planned, manifest = plan_fleet(replace(config, summary=given.summary, annotate=given.annotate,
                                                    record=given.record, report=given.report), wanted, directory, stack)
             started = time.perf_counter()
-            interrupted = False
             fleet = Fleet(config, planned, directory, manifest)
-            pipeline: Pipeline | None = None
-            models = None
             _sigterm_as_ctrl_c(stack)
             if exporter is not None:  # first: a metrics port in use is refused before any camera opens
                 stack.enter_context(exporter)
-            try:
-                source = fleet.open(stack, None if metrics is None else metrics.registry)
-                # each camera's series from now (at zero), not only once the models are warm
-                watching: list[Any] = fleet.observers(metrics)
-                models = self.open().models
-                assert models is not None
-                if not config.no_warmup:
-                    for height, width in fleet.frame_sizes():
-                        models.warm_detector(height, width)
-                if metrics is not None:
-                    metrics.observe_startup(models.load_s, models.warmup_s)
-                    metrics.set_info(build_info(models.engine.info(), model=models.model_name))
-                    watching += [MetricsObserver(metrics, [c.name for c in fleet.cameras]),
-                                 CaptureLatencyMetrics(metrics)]
-                    metrics.set_run_state("running")
-                if progress:
-                    bar = ProgressBar(None)
-                    watching.append(bar)
-                    stack.callback(bar.close)
-                pipeline = Pipeline(source, models.detector, models.cropper, models.engine,
-                                    sinks=[fleet.sink(models.labels)], observers=watching, settings=fleet.settings())
-                pipeline.run()
-            except KeyboardInterrupt:  # (also while the cameras opened or the models loaded: each gets its line)
-                interrupted = True
-            except Exception:  # a stage failed: each camera's rows so far are kept, its manifest line says so
-                with contextlib.suppress(Exception):
-                    fleet.finish_all(interrupted=True)
-                raise
-            results = fleet.finish_all(interrupted)
-            summary = None
-            if pipeline is not None and models is not None:
-                summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
-                                           startup=models.startup(pipeline.first_written_at))
+            results, summary, interrupted = self.process_fleet(fleet, stack, metrics=metrics, progress=progress)
             wall_s = time.perf_counter() - started
             outcome = FleetOutcome(results, {}, interrupted)
             outcome.run = finish_many(
@@ -438,6 +408,52 @@ class Analyzer:
                 state = "interrupted" if interrupted else "failed" if outcome.exit_code else "finished"
                 exporter.finish(linger_after=not interrupted, state=state)
         return outcome
+
+    def process_fleet(self, fleet: Fleet, stack: ExitStack, *, metrics: Any = None,
+                      progress: bool = False) -> tuple[list[SourceResult], RunSummary | None, bool]:
+        """A planned fleet through one pipeline, as :meth:`run_fleet` runs it (a Ray worker runs its share of the
+        cameras so): the cameras opened, the engines warmed for their frame sizes, then frames until every camera
+        has ended, the fleet is stopped (``fleet.stop``: a Ray driver's word) or Ctrl-C / SIGTERM comes. Every
+        camera is then finished (its result recorded). The cameras' results, the pipeline's summary, and whether the
+        run was interrupted."""
+        pipeline: Pipeline | None = None
+        models = None
+        interrupted = False
+        try:
+            source = fleet.open(stack, None if metrics is None else metrics.registry)
+            # each camera's series from now (at zero), not only once the models are warm
+            watching: list[Any] = fleet.observers(metrics)
+            models = self.open().models
+            assert models is not None
+            if not fleet.config.no_warmup:
+                for height, width in fleet.frame_sizes():
+                    models.warm_detector(height, width)
+            if metrics is not None:
+                metrics.observe_startup(models.load_s, models.warmup_s)
+                metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+                watching += [MetricsObserver(metrics, [c.name for c in fleet.cameras]),
+                             CaptureLatencyMetrics(metrics)]
+                metrics.set_run_state("running")
+            if progress:
+                bar = ProgressBar(None)
+                watching.append(bar)
+                stack.callback(bar.close)
+            pipeline = Pipeline(source, models.detector, models.cropper, models.engine,
+                                sinks=[fleet.sink(models.labels)], observers=watching, settings=fleet.settings())
+            pipeline.run()
+        except KeyboardInterrupt:  # (also while the cameras opened or the models loaded: each gets its line)
+            interrupted = True
+        except Exception:  # a stage failed: each camera's rows so far are kept, its manifest line says so
+            with contextlib.suppress(Exception):
+                fleet.finish_all(interrupted=True)
+            raise
+        interrupted = interrupted or (fleet.stop is not None and fleet.stop.is_set())
+        results = fleet.finish_all(interrupted)
+        summary = None
+        if pipeline is not None and models is not None:
+            summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+                                       startup=models.startup(pipeline.first_written_at))
+        return results, summary, interrupted
 
     @_exclusive
     def run_many(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None, *,

@@ -37,8 +37,9 @@ from emopipe.io.records import FOLDER_LOCK
 from emopipe.io.uris import CAPTURES
 from emopipe.observe.livepage import FrameHub, LiveServer, tile
 from emopipe.observe.metrics import OTHER_SOURCE, PipelineMetrics
-from emopipe.pipeline.fleet import Camera, FleetSource, plan_fleet
+from emopipe.pipeline.fleet import Camera, FleetSource
 from emopipe.pipeline.live import LiveStats
+from emopipe.pipeline.many import plan_fleet
 from emopipe.pipeline.runner import NewestPerStream
 from emopipe.vision.annotate import PALETTE
 from tests.support import synth

@@ -83,6 +83,7 @@ class LiveOptions:
     backoff_s: tuple[float, float] = (0.25, 5.0)  # first and longest wait between reopening attempts
     max_frames: int | None = None  # stop after yielding this many frames
     duration_s: float | None = None  # stop once a frame was captured this long after the first one yielded
+    first_index: int = 0  # the first frame's number (a camera moved to another Ray worker numbers on)
 
     def __post_init__(self) -> None:
         for name in ("open_timeout_s", "read_timeout_s", "reconnect_timeout_s"):
@@ -423,8 +424,8 @@ class LiveSource(_SourceBase):
 
     def _publish(self, image: np.ndarray, *, reopened: bool) -> None:
         wall, now = self.clock.wall(), self.clock.now()
-        frame = HostFrame(index=self.captured, timestamp_s=wall, bgr=_as_bgr(image), read_time=now,
-                          reconnects=self.reconnects + reopened)
+        frame = HostFrame(index=self.options.first_index + self.captured, timestamp_s=wall, bgr=_as_bgr(image),
+                          read_time=now, reconnects=self.reconnects + reopened)
         if reopened:
             self._times.clear()  # a rate measured across the outage would not be the stream's
             self.reconnects += 1

@@ -547,17 +547,20 @@ class _FileSink:
     a run that fails or is interrupted never leaves a previous good file truncated.
     """
 
-    def __init__(self, path: Path, in_place: bool = False) -> None:
+    def __init__(self, path: Path, in_place: bool = False, append: bool = False) -> None:
         ensure_writable(path)
         self.path = path
         self.had_previous = path.exists()
         special = self.had_previous and not path.is_file()  # /dev/null, a FIFO: written in place
-        self.partial = None if special or in_place else partial_path(path)
+        self.partial = None if special or in_place or append else partial_path(path)
         try:
-            self._file = open(self.partial or path, "wb", buffering=0)  # noqa: SIM115 — closed by close()
+            # append: in place, after the whole rows an earlier writer left (a killed one's cut last row removed)
+            kept = cut_to_whole_lines(path) if append and self.had_previous and not special else 0
+            self._file = open(self.partial or path, "ab" if kept else "wb", buffering=0)  # noqa: SIM115 — closed by close()
         except OSError as error:
             raise OutputError(f"cannot write output {path}: {error.strerror or error}") from error
-        self._committed = 0  # bytes that form complete rows
+        self.kept = kept  # bytes of an earlier writer's rows it goes on after (append)
+        self._committed = kept  # bytes that form complete rows
 
     def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -638,7 +641,8 @@ class RecordWriter:
     format = ""
 
     def __init__(self, path: str | os.PathLike[str], labels: Sequence[str], landmarks: bool = False,
-                 detected: bool = False, files: bool = False, in_place: bool = False) -> None:
+                 detected: bool = False, files: bool = False, in_place: bool = False,
+                 append: bool = False) -> None:
         labels = tuple(labels)
         if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
             raise ValueError(f"labels must be 2 or more distinct class names, got {labels}")
@@ -651,11 +655,12 @@ class RecordWriter:
         # and calls commit() itself once it knows whether the run completed
         self.commit_on_close = True
         self._sink: _FileSink | _StreamSink = (_StreamSink(sys.stdout) if str(path) == STDOUT
-                                               else _FileSink(Path(path), in_place))
+                                               else _FileSink(Path(path), in_place, append))
         self.path = self._sink.path
         self._closed = False
         try:
-            self._sink.write(self._header())
+            if not (isinstance(self._sink, _FileSink) and self._sink.kept):  # (appended to: it has its header)
+                self._sink.write(self._header())
         except BaseException:
             self._sink.close()
             raise
@@ -804,12 +809,54 @@ def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
 
 def open_writer(path: str | os.PathLike[str], *, fmt: str | None = None, labels: Sequence[str],
                 landmarks: bool = False, detected: bool = False, files: bool = False,
-                in_place: bool = False) -> RecordWriter:
+                in_place: bool = False, append: bool = False) -> RecordWriter:
     """Open ``path`` for records now; ``-`` writes to standard output.
 
     The rows go under :func:`partial_path` until :meth:`RecordWriter.commit`; ``in_place`` writes the file
-    itself from the start (live runs: a file that grows while the camera runs, for tools that follow it).
+    itself from the start (live runs: a file that grows while the camera runs, for tools that follow it);
+    ``append`` (in place too) goes on after the rows already there (a camera moved to another Ray worker).
 
     Raises :class:`OutputError` at once when the path cannot be written, so no work is wasted.
     """
-    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected, files, in_place)
+    return WRITERS[output_format(path, fmt)](path, labels, landmarks, detected, files, in_place, append)
+
+
+def cut_to_whole_lines(path: Path) -> int:
+    """Cut ``path`` back to its last complete line (a writer killed mid-write may leave part of a row); its size."""
+    with open(path, "r+b") as file:
+        size = end = file.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - 65536)
+            file.seek(start)
+            newline = file.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        if end < size:
+            file.truncate(end)
+        return end
+
+
+def rows_so_far(path: Path) -> tuple[int, int | None]:
+    """(rows, the last row's frame) of the complete rows in a rows file an earlier writer left; (0, None) without
+    one. Read through once: the rows are counted."""
+    lines, whole = 0, b""
+    try:
+        with open(path, "rb") as file:
+            for line in file:
+                if line.endswith(b"\n"):
+                    lines, whole = lines + 1, line
+    except FileNotFoundError:
+        return 0, None
+    except OSError as exc:
+        raise OutputError(f"cannot read {path} to go on after its rows: {describe_os_error(exc)}") from None
+    csv_file = path.suffix.lower() == ".csv"
+    rows = max(0, lines - 1) if csv_file else lines  # (a CSV's header)
+    last = None
+    if rows:
+        text = whole.decode("utf-8", errors="replace")
+        with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+            # (the frame is a CSV row's second column: record_columns)
+            last = int(next(csv.reader([text]))[1]) if csv_file else int(json.loads(text)["frame"])
+    return rows, last

@@ -15,6 +15,10 @@ On the writer thread, :class:`FleetSink` hands each frame to its camera's tracke
 to ``DIR/manifest.jsonl``. The run ends when every camera has ended, or on Ctrl-C / SIGTERM; then
 ``DIR/summary.json`` gets the run and a ``cameras`` list. ``DIR`` is the run's alone while it runs (a lock on
 ``DIR/.emopipe.lock``): a second run started into it at the same time is refused, not interleaved.
+
+Over Ray (:mod:`emopipe.cluster_cameras`) each worker runs a fleet of its share of the cameras the same way, without a
+manifest (its driver writes the lines and ``summary.json``); a camera moved to it from a worker that died goes on in
+its rows file (:class:`~emopipe.pipeline.many.CameraSoFar`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,28 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from emopipe.config import RunConfig, Written, refuse_inputs
-from emopipe.errors import (
-    INTERRUPTED_EXIT_CODE,
-    SOME_SOURCES_FAILED_EXIT_CODE,
-    EmopipeError,
-    SourceUnavailableError,
-    UsageError,
-)
+from emopipe.config import RunConfig
+from emopipe.errors import EmopipeError, SourceUnavailableError
 from emopipe.io.live import LiveOptions, LiveSource
-from emopipe.io.records import InputFiles, RecordWriter, ensure_writable, hold_folder, open_writer, partial_path
+from emopipe.io.records import RecordWriter, open_writer, rows_so_far
 from emopipe.io.uris import redact_uri
-from emopipe.pipeline.archive import (
-    MANIFEST,
-    RUN_SUMMARY,
-    Manifest,
-    PlannedSource,
-    SourceResult,
-    _write_json,
-    plan_outputs,
-)
+from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, _write_json
 from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import LiveStats, _metrics_page, watch_source
+from emopipe.pipeline.many import CameraSoFar
 from emopipe.pipeline.runner import NewestPerStream, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 from emopipe.pipeline.timing import percentile
@@ -70,6 +61,8 @@ class Camera:
 
     planned: PlannedSource
     stats: LiveStats
+    so_far: CameraSoFar | None = None  # moved from a Ray worker that died: what that worker (and any before) did
+    rows_before: int = 0  # (moved) its rows file's rows when it came: the earlier workers' faces
     source: LiveSource | None = None  # None when it could not be opened
     error: EmopipeError | None = None  # could not be opened, or lost for good
     ended: bool = False  # its frames stopped coming for good (lost, --end, --max-frames, stopped)
@@ -131,10 +124,10 @@ class FleetSource:
     decoder = "opencv"
     ended_early: str | None = None  # (never set: a camera lost for good is said by its Camera, not as a file's end)
 
-    def __init__(self, cameras: Sequence[Camera]) -> None:
+    def __init__(self, cameras: Sequence[Camera], stop: threading.Event | None = None) -> None:
         self.cameras = list(cameras)
         self._inbox = NewestPerStream()
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()  # (a Ray worker's: its driver stops it)
         self._threads: list[threading.Thread] = []
         self.on_idle: Callable[[], None] | None = None  # called while no camera has a new frame
         first = next(c.source for c in self.cameras if c.source is not None)
@@ -251,7 +244,8 @@ class FleetSink(Sink):
                 continue
             # live rows are written in place, as they come: a file that grows while the camera runs
             camera.writer = open_writer(camera.planned.rows, fmt=config.format, labels=self.labels,
-                                        landmarks=config.landmarks, detected=config.detect_every > 1, in_place=True)
+                                        landmarks=config.landmarks, detected=config.detect_every > 1, in_place=True,
+                                        append=camera.so_far is not None)  # (moved: on after its rows so far)
             camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth,
                                                   precision=config.precision), camera.writer)
 
@@ -294,21 +288,28 @@ class Fleet:
     """Everything a fleet run adds, in the order the run needs it (the counterpart of LiveMode for one camera)."""
 
     def __init__(self, config: RunConfig, planned: Sequence[PlannedSource], directory: Path,
-                 manifest: Manifest) -> None:
-        """``config`` is resolved for a live source (live defaults applied, options checked)."""
+                 manifest: Manifest | None, *, on_finished: Callable[[Camera], None] | None = None,
+                 so_far: Mapping[int, CameraSoFar] | None = None, stop: threading.Event | None = None) -> None:
+        """``config`` is resolved for a live source (live defaults applied, options checked). Each camera's result
+        gets its line in ``manifest`` as the camera ends, and goes to ``on_finished`` (with its figures). A Ray
+        worker's fleet has no manifest (its driver writes the lines); it also gives the cameras moved to it from a
+        worker that died (``so_far``, by camera position) and the event its driver sets to stop it (``stop``)."""
         from emopipe.observe.livepage import parse_address
         from emopipe.observe.window import check_display
 
         self.config = config
         self.directory = directory
         self.manifest = manifest
+        self.on_finished = on_finished
+        self.stop = stop
         self.options = LiveOptions(open_timeout_s=config.open_timeout, read_timeout_s=config.read_timeout,
                                    reconnect_timeout_s=config.reconnect_timeout, max_frames=config.max_frames,
                                    duration_s=config.end)
         self.serve_address = parse_address(config.serve) if config.serve else None
         if config.show:
             check_display()
-        self.cameras = [Camera(p, LiveStats(redact_uri(p.uri))) for p in planned]
+        so_far = so_far or {}
+        self.cameras = [Camera(p, LiveStats(redact_uri(p.uri)), so_far.get(p.position)) for p in planned]
         self.source: FleetSource | None = None
         self.server: Any = None
         self.window_hub: Any = None
@@ -346,7 +347,7 @@ class Fleet:
             if camera.source is None:  # its line now, not at the run's end
                 logger.warning("%s; the other cameras go on without it", camera.error)
                 self.finish(camera, interrupted=False)
-        self.source = stack.enter_context(FleetSource(self.cameras))
+        self.source = stack.enter_context(FleetSource(self.cameras, self.stop))
         self.source.on_idle = self.settle  # a camera that ended while the others send nothing is finished too
         if self.config.show:
             self.window_hub = FrameHub()
@@ -356,8 +357,14 @@ class Fleet:
         return self.source
 
     def _open_camera(self, camera: Camera) -> None:
+        options = self.options
         try:
-            camera.source = LiveSource(camera.planned.uri, options=self.options)
+            if camera.so_far is not None:  # moved: its frames numbered on, its --end and --max-frames what is left
+                camera.rows_before, last = rows_so_far(camera.planned.rows)
+                so_far = camera.so_far
+                options = replace(options, first_index=max(so_far.first_index, 0 if last is None else last + 1),
+                                  duration_s=so_far.end_s, max_frames=so_far.max_frames)
+            camera.source = LiveSource(camera.planned.uri, options=options)
             camera.stats.source = camera.source
             info = camera.source.info
             logger.info("camera %d, %s: %d×%d, reading live (newest frame only)", camera.position, info.uri,
@@ -406,19 +413,20 @@ class Fleet:
                 self.finish(camera, interrupted=False)
 
     def finish(self, camera: Camera, interrupted: bool) -> SourceResult:
-        """Close the camera's rows, write its summary and its manifest line (once)."""
+        """Close the camera's rows, write its summary and its manifest line (once), and say it is finished."""
         with self._lock:
             if camera.result is not None:
                 return camera.result
             outputs: dict[str, str] = {}
             if camera.writer is not None:
                 camera.writer.commit(True)
+            if camera.writer is not None or camera.rows_before:  # (moved, not reopened here: its earlier rows)
                 outputs["rows"] = str(camera.planned.rows)
             error = camera.error
             status = "interrupted" if interrupted and error is None else "failed" if error is not None else "ok"
             facts = self.camera_facts(camera)
-            result = SourceResult(source=camera.name, status=status, frames=camera.written, faces=camera.faces,
-                                  rows=camera.writer.rows_written if camera.writer is not None else 0,
+            result = SourceResult(source=camera.name, status=status, frames=facts["frames"], faces=facts["faces"],
+                                  rows=facts["faces"],
                                   seconds=round(time.perf_counter() - camera.started_s, 4),
                                   error=str(error) if error else None,
                                   exit_code=error.exit_code if error else (130 if interrupted else None),
@@ -427,8 +435,11 @@ class Fleet:
             if outputs:
                 _write_json(camera.planned.summary, camera.facts)
                 result.outputs["summary"] = str(camera.planned.summary)
-            self.manifest.append(result.as_dict())
+            if self.manifest is not None:
+                self.manifest.append(result.as_dict())
             camera.result = result
+            if self.on_finished is not None:
+                self.on_finished(camera)
             if error is not None and camera.source is not None and self.metrics is not None:
                 self.metrics.error("source")  # lost for good
             logger.info("%s %s — %d frames, %d faces, %d dropped, %d reconnection(s)%s", status, camera.name,
@@ -447,12 +458,16 @@ class Fleet:
         source = camera.source
         latencies = np.sort(camera.stats.run_latencies())
         offered = camera.written + camera.dropped
+        # a camera moved from a Ray worker that died counts its earlier workers' frames (as last told) and faces
+        # (the rows they wrote) too; its other figures are this worker's
+        moved = camera.so_far or CameraSoFar()
         return {
             "source": camera.name,
             "rows_file": str(camera.planned.rows),
             "timestamps": "wall-clock capture time, Unix seconds (UTC)",
-            "frames": camera.written,
-            "faces": camera.faces,
+            "frames": moved.frames + camera.written,
+            "faces": camera.rows_before + camera.faces,
+            **({"moves": moved.moves} if camera.so_far is not None else {}),
             "frames_captured": source.captured if source is not None else 0,
             "frames_dropped": camera.dropped,
             "frames_skipped_at_start": source.skipped if source is not None else 0,  # while the models loaded
@@ -473,66 +488,3 @@ def _drop_counter(metrics: Any, name: str) -> Callable[[int], None]:
         metrics.source_frames_dropped(name, n)
 
     return dropped
-
-
-def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
-               stack: ExitStack) -> tuple[list[PlannedSource], Manifest]:
-    """Each camera's files in ``directory`` (named as a many-source run names them: the redacted URL without
-    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens: none of them
-    the weights, nor an earlier run's file. The folder is this run's until ``stack`` closes
-    (:func:`~emopipe.io.records.hold_folder`): a second run into it at the same time is refused, not interleaved."""
-    unsupported = [flag for flag, used in (("--record", config.record), ("--annotate", config.annotate),
-                                           ("--report", config.report), ("--resume", config.resume),
-                                           ("--ray", config.ray), ("--summary", config.summary))
-                   if used]
-    if unsupported:
-        raise UsageError(f"{', '.join(unsupported)}: not for several cameras in one run (each camera's rows and "
-                         f"summary go in the -o folder, the run's in its summary.json); run one emopipe per camera "
-                         "for these")
-    if (directory.exists() and not directory.is_dir()) or (directory.suffix.lower() in (".csv", ".jsonl")
-                                                          and not directory.exists()):
-        raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
-                         "goes in it); give a folder name")
-    planned = plan_outputs(sources, directory, config.format or "csv")
-    # no name the run writes is the weights (the cameras are no files), refused before the folder is touched: each
-    # camera's rows (written in place) and summary (and its partial name), the manifest, the run's summary.json (and
-    # its partial name)
-    summaries = [*(p.summary for p in planned), directory / RUN_SUMMARY]
-    written = [Written("manifest", str(directory / MANIFEST)), *(Written("rows", str(p.rows)) for p in planned),
-               *(name for path in summaries for name in (Written("summary", str(path)),
-                                                         Written("summary", str(partial_path(path)), "partial")))]
-    refuse_inputs(written, InputFiles([config.weights] if config.weights else []), keep=(),
-                  advice="choose another output folder, or move that input")
-    stack.enter_context(hold_folder(directory))  # (before the checks: a run that started first has its files there)
-    ensure_writable(directory / MANIFEST, "manifest")
-    manifest = Manifest(directory)
-    if manifest.path.exists():
-        raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
-    clash = next((path for path in [*(p.rows for p in planned), *summaries] if path.exists()), None)
-    if clash is not None:
-        raise UsageError(f"{clash} exists (from an earlier run); choose another output folder")
-    return planned, manifest
-
-
-@dataclass
-class FleetOutcome:
-    """How a fleet run ended: a result per camera, the run's summary (``DIR/summary.json``)."""
-
-    results: list[SourceResult]
-    run: dict[str, Any]
-    interrupted: bool = False
-
-    @property
-    def failed(self) -> list[SourceResult]:
-        return [r for r in self.results if r.status == "failed"]
-
-    @property
-    def exit_code(self) -> int:
-        """130 interrupted; 7 every camera lost (or none opened); 9 some lost; 0 every camera ended as asked."""
-        if self.interrupted:
-            return INTERRUPTED_EXIT_CODE
-        if self.failed and len(self.failed) == len(self.results):
-            return SourceUnavailableError.exit_code
-        if self.failed:
-            return SOME_SOURCES_FAILED_EXIT_CODE
-        return 0

@@ -1,8 +1,10 @@
 """A many-source run's plan and its end, apart from the pipeline: the sources, their output files, the manifest,
-``--resume``; the run's summary.json and ``--report`` once every source has its line.
+``--resume``; the run's summary.json and ``--report`` once every source has its line. A camera fleet's plan too
+(:func:`plan_fleet`; :mod:`emopipe.pipeline.fleet` runs it).
 
-It loads no PyTorch, so a Ray driver (:mod:`emopipe.cluster`) plans and finishes a run while only its workers load
-the engines: with workers warm from an earlier run (``--ray-keep-warm``) the driver's planning is the run's start.
+It loads no PyTorch, so a Ray driver (:mod:`emopipe.cluster`, :mod:`emopipe.cluster_cameras`) plans and finishes a
+run while only its workers load the engines: with workers warm from an earlier run (``--ray-keep-warm``) the driver's
+planning is the run's start.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.config import RunConfig, StrPath, Written, path_items, refuse_inputs
-from emopipe.errors import OutputError, UsageError
+from emopipe.errors import (
+    INTERRUPTED_EXIT_CODE,
+    SOME_SOURCES_FAILED_EXIT_CODE,
+    OutputError,
+    SourceUnavailableError,
+    UsageError,
+)
 from emopipe.io.inputs import expand_inputs, warn_linked
 from emopipe.io.records import InputFiles, ensure_writable, hold_folder, hold_outputs, lock_path, partial_path
 from emopipe.io.uris import is_live, redact_uri
@@ -234,3 +242,81 @@ class ManyOutcome:
     @property
     def failed(self) -> list[SourceResult]:
         return [r for r in self.results if r.status == "failed"]
+
+
+# -- camera fleets (emopipe.pipeline.fleet runs them; planned here, so a Ray driver plans them without PyTorch) --
+
+def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
+               stack: ExitStack) -> tuple[list[PlannedSource], Manifest]:
+    """Each camera's files in ``directory`` (named as a many-source run names them: the redacted URL without
+    its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens: none of them
+    the weights, nor an earlier run's file. The folder is this run's until ``stack`` closes
+    (:func:`~emopipe.io.records.hold_folder`): a second run into it at the same time is refused, not interleaved."""
+    unsupported = [flag for flag, used in (("--record", config.record), ("--annotate", config.annotate),
+                                           ("--report", config.report), ("--resume", config.resume),
+                                           ("--summary", config.summary))
+                   if used]
+    if unsupported:
+        raise UsageError(f"{', '.join(unsupported)}: not for several cameras in one run (each camera's rows and "
+                         f"summary go in the -o folder, the run's in its summary.json); run one emopipe per camera "
+                         "for these")
+    if (directory.exists() and not directory.is_dir()) or (directory.suffix.lower() in (".csv", ".jsonl")
+                                                          and not directory.exists()):
+        raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
+                         "goes in it); give a folder name")
+    planned = plan_outputs(sources, directory, config.format or "csv")
+    # no name the run writes is the weights (the cameras are no files), refused before the folder is touched: each
+    # camera's rows (written in place) and summary (and its partial name), the manifest, the run's summary.json (and
+    # its partial name)
+    summaries = [*(p.summary for p in planned), directory / RUN_SUMMARY]
+    written = [Written("manifest", str(directory / MANIFEST)), *(Written("rows", str(p.rows)) for p in planned),
+               *(name for path in summaries for name in (Written("summary", str(path)),
+                                                         Written("summary", str(partial_path(path)), "partial")))]
+    refuse_inputs(written, InputFiles([config.weights] if config.weights else []), keep=(),
+                  advice="choose another output folder, or move that input")
+    stack.enter_context(hold_folder(directory))  # (before the checks: a run that started first has its files there)
+    ensure_writable(directory / MANIFEST, "manifest")
+    manifest = Manifest(directory)
+    if manifest.path.exists():
+        raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
+    clash = next((path for path in [*(p.rows for p in planned), *summaries] if path.exists()), None)
+    if clash is not None:
+        raise UsageError(f"{clash} exists (from an earlier run); choose another output folder")
+    return planned, manifest
+
+
+@dataclass
+class FleetOutcome:
+    """How a fleet run ended: a result per camera, the run's summary (``DIR/summary.json``)."""
+
+    results: list[SourceResult]
+    run: dict[str, Any]
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[SourceResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
+    def exit_code(self) -> int:
+        """130 interrupted; 7 every camera lost (or none opened); 9 some lost; 0 every camera ended as asked."""
+        if self.interrupted:
+            return INTERRUPTED_EXIT_CODE
+        if self.failed and len(self.failed) == len(self.results):
+            return SourceUnavailableError.exit_code
+        if self.failed:
+            return SOME_SOURCES_FAILED_EXIT_CODE
+        return 0
+
+
+@dataclass(frozen=True)
+class CameraSoFar:
+    """What a camera moved to another Ray worker (its worker died) brings along: the frames its earlier workers
+    analysed (as they last told the driver), the number its next frame gets, what is left of its ``--end`` and
+    ``--max-frames``, and how many times it moved. Its rows so far are in its rows file, which it goes on."""
+
+    frames: int = 0
+    first_index: int = 0
+    end_s: float | None = None
+    max_frames: int | None = None
+    moves: int = 0
