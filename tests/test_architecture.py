@@ -10,7 +10,7 @@ import grimp
 import pytest
 
 SUBPACKAGES = ("types", "errors", "_version", "_clock", "registry", "io", "model", "vision", "engines", "observe",
-               "report", "config", "pipeline", "api", "cluster", "cli")
+               "report", "config", "pipeline", "api", "cluster", "cluster_cameras", "cli")
 
 
 @pytest.fixture(scope="module")

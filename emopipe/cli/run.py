@@ -28,6 +28,7 @@ from emopipe.types import PRECISION_NAMES
 if TYPE_CHECKING:
     from emopipe.api import ManyOutcome
     from emopipe.pipeline.archive import SourceResult
+    from emopipe.pipeline.many import FleetOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -93,15 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="sources opened and decoded ahead at once (default: 2)")
     many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                       help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
-                           "on this machine), or 'local' to start one here; one worker per GPU, each warmed once "
-                           "(needs 'emopipe[ray]'; docs/cluster.md)")
+                           "on this machine), or 'local' to start one here; one worker per GPU, each warmed once; "
+                           "cameras and streams are dealt out round-robin, each worker a fleet of its share, and a "
+                           "dead worker's cameras go on on a new one (needs 'emopipe[ray]'; docs/cluster.md)")
     many.add_argument("--ray-workers", type=int, metavar="N",
                       help="workers (default: one per GPU of the cluster; with --ray local, at most what fits); "
                            "these --ray-* options need --ray")
     many.add_argument("--ray-gpus-per-worker", type=float, metavar="F",
                       help="GPUs each worker takes, fractions allowed (default: 1; 0 on a cluster without GPUs)")
     many.add_argument("--ray-retries", type=int, default=RunConfig.ray_retries, metavar="N",
-                      help="times a source goes to another worker after its worker died")
+                      help="times a source (or camera) goes to another worker after its worker died")
     many.add_argument("--ray-keep-warm", type=float, metavar="SECONDS",
                       help="after the run, the workers wait warm on the cluster this long for the next run with the "
                            "same options, which then starts on them in about a second (they hold their GPUs "
@@ -228,8 +230,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    if config.ray and not config.fleet:  # before PyTorch loads: the workers start meanwhile (cameras refuse --ray)
-        return run_on_cluster(config)
+    if config.ray:  # before PyTorch loads (this process loads none): the workers start meanwhile
+        return run_cameras_on_cluster(config) if config.fleet else run_on_cluster(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
 
     from emopipe.api import Analyzer, run_metrics
@@ -306,6 +308,25 @@ def run_fleet(config: RunConfig) -> int:
                                      progress=not config.no_progress and sys.stderr.isatty())
     finally:
         analyzer.close()
+    return _fleet_exit_code(outcome)
+
+
+def run_cameras_on_cluster(config: RunConfig) -> int:
+    """Several cameras and streams over a Ray cluster (emopipe.cluster_cameras): the same files and exit codes as
+    run_fleet."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
+    from emopipe.cluster import RayOptions
+    from emopipe.cluster_cameras import run_cameras_on_ray
+
+    outcome = run_cameras_on_ray(config, RayOptions.from_config(config), on_result=_report,
+                                 progress=not config.no_progress and sys.stderr.isatty())
+    return _fleet_exit_code(outcome)
+
+
+def _fleet_exit_code(outcome: FleetOutcome) -> int:
     run = outcome.run
     statuses = [r.status for r in outcome.results]
     logger.info("%d cameras: %d ok, %d lost, %d interrupted; %d frames, %d faces in %.1f s; manifest %s",
