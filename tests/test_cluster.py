@@ -189,6 +189,9 @@ def test_one_file_with_ray_is_a_run_of_one_source_into_the_output_folder(tmp_pat
     config = config_from_args(build_parser().parse_args([str(clip), "--ray", "local", "-o", str(tmp_path / "out"),
                                                          "--device", "cpu"]))
     assert config.sources == (str(clip),) and config.source is None
+    for camera in (["rtsp://127.0.0.1:9/one"], ["--webcam", "0"]):  # one camera: a fleet of one, over Ray too
+        one = config_from_args(build_parser().parse_args([*camera, "--ray", "local"]))
+        assert one.fleet and len(one.sources) == 1
     planned: list[str] = []
 
     def connect(address: str) -> bool:  # (the run is planned by then: stop it there)

@@ -217,7 +217,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if f.name not in ("source", "sources")}
     values["list_files"] = tuple(args.list_files)
     items = list(args.sources)
-    if args.webcam is not None and (items or args.list_files):
+    if args.webcam is not None and (items or args.list_files or args.ray):  # (--ray: cameras are a fleet's)
         items.append(f"webcam:{args.webcam}")
         values["webcam"] = None
     inputs = expand_inputs(items, args.list_files, recursive=args.recursive)
