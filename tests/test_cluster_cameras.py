@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from emopipe.io.records import open_writer, rows_so_far
 from tests.support import synth
 from tests.support.ports import free_ports
 from tests.support.processes import interruptible
+from tests.support.processes import wait_for as wait_for_process
 from tests.support.streams import MjpegServer
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
@@ -145,15 +145,7 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
         files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in servers]
 
         def wait_for(predicate, what: str):
-            deadline = time.monotonic() + 180  # (bounds a hang only)
-            while time.monotonic() < deadline:
-                value = predicate()
-                if value:
-                    return value
-                if proc.poll() is not None:
-                    break
-                time.sleep(0.2)
-            raise AssertionError(f"{what} (exit code {proc.poll()})\n--- log ---\n{log.read_text()[-4000:]}")
+            return wait_for_process(predicate, 180, proc, log, what)
 
         def lines() -> list[dict]:
             manifest = out / "manifest.jsonl"

@@ -44,7 +44,7 @@ from emopipe.pipeline.runner import NewestPerStream
 from emopipe.vision.annotate import PALETTE
 from tests.support import synth
 from tests.support.folders import held
-from tests.support.processes import interruptible
+from tests.support.processes import interruptible, wait_for
 from tests.support.prometheus_helpers import scrape
 from tests.support.streams import MjpegServer, free_port
 
@@ -611,18 +611,6 @@ def _complete_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def _wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"{what} (emopipe exit code {proc.poll()})\n--- log ---\n{log.read_text()[-4000:]}")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnects(
@@ -670,33 +658,33 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
             found = streams()
             return found[k] if found else {}
 
-        _wait_for(lambda: min(frames()) >= 2, 120, proc, log, "not every camera's frames were processed")
+        wait_for(lambda: min(frames()) >= 2, 120, proc, log, "not every camera's frames were processed")
         html_page = _get(page, timeout=5)[2].decode()
         assert all(f'id="stream-{k}"' in html_page for k in range(3))
         assert all(server.url in html_page for server in servers)
 
         # camera 1 dies: only it goes down and reconnects; cameras 0 and 2 keep flowing all the while
         servers[1].kill()
-        _wait_for(lambda: stream(1).get("state") == "reconnecting", 60, proc, log, "camera 1 not seen as lost")
+        wait_for(lambda: stream(1).get("state") == "reconnecting", 60, proc, log, "camera 1 not seen as lost")
         during = frames()
-        _wait_for(lambda: all(now >= before + 2 for k, (before, now) in enumerate(zip(during, frames())) if k != 1),
+        wait_for(lambda: all(now >= before + 2 for k, (before, now) in enumerate(zip(during, frames())) if k != 1),
                   90, proc, log, "cameras 0 and 2 did not keep flowing while camera 1 was down")
-        down = _wait_for(streams, 30, proc, log, "the page did not answer")
+        down = wait_for(streams, 30, proc, log, "the page did not answer")
         assert down[1]["state"] == "reconnecting" and not down[1]["up"]
         assert down[0]["state"] == down[2]["state"] == "live"
-        scraped = _wait_for(metrics, 30, proc, log, "the metrics page did not answer")
+        scraped = wait_for(metrics, 30, proc, log, "the metrics page did not answer")
         up = {dict(labels)["source"]: v for (name, labels), v in scraped.items() if name == "emopipe_source_up"}
         assert sorted(up.values()) == [0, 1, 1]  # two by name (the bound is 2), the third as "other"
         assert up.get(servers[1].url, up.get(OTHER_SOURCE)) == 0
         servers[1].start()
-        _wait_for(lambda: stream(1).get("reconnects", 0) >= 1 and stream(1).get("state") == "live", 90, proc, log,
+        wait_for(lambda: stream(1).get("reconnects", 0) >= 1 and stream(1).get("state") == "live", 90, proc, log,
                   "camera 1 did not reconnect")
         back = frames()[1]
-        _wait_for(lambda: frames()[1] >= back + 2, 90, proc, log, "camera 1's frames did not resume")
-        now = _wait_for(streams, 30, proc, log, "the page did not answer")
+        wait_for(lambda: frames()[1] >= back + 2, 90, proc, log, "camera 1's frames did not resume")
+        now = wait_for(streams, 30, proc, log, "the page did not answer")
         assert [s["reconnects"] for s in now] == [0, now[1]["reconnects"], 0]  # only camera 1 reconnected
 
-        scraped = _wait_for(metrics, 30, proc, log, "the metrics page did not answer")
+        scraped = wait_for(metrics, 30, proc, log, "the metrics page did not answer")
         reconnects = {dict(labels)["source"]: v for (name, labels), v in scraped.items()
                       if name == "emopipe_source_reconnects_total"}
         assert len(reconnects) == 3 and OTHER_SOURCE in reconnects  # the third source past the bound: "other"
@@ -747,7 +735,7 @@ def test_show_tiles_every_stream_in_one_window(tmp_path, models_home, checkpoint
                                  "--no-progress"], cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
             files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in (one, two)]
-            _wait_for(lambda: all(f.exists() and len(f.read_text().splitlines()) >= 2 for f in files), 120, proc,
+            wait_for(lambda: all(f.exists() and len(f.read_text().splitlines()) >= 2 for f in files), 120, proc,
                       log, "not both cameras' rows")
             def tiled_on_screen() -> bool:  # the window draws the newest tiles after their rows: look until it has
                 tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", screen.display],
@@ -774,7 +762,7 @@ def test_show_tiles_every_stream_in_one_window(tmp_path, models_home, checkpoint
 
             last_look = [""]
             try:
-                _wait_for(tiled_on_screen, 60, proc, log, "not both streams tiled in the window")
+                wait_for(tiled_on_screen, 60, proc, log, "not both streams tiled in the window")
             except AssertionError as failure:
                 raise AssertionError(f"{failure}\nlast look: {last_look[0]}") from None
             proc.send_signal(signal.SIGTERM)  # as Ctrl-C: everything computed is written

@@ -40,7 +40,7 @@ from emopipe.observe.recording import TimedVideoWriter
 from emopipe.types import Frame, HostFrame
 from emopipe.vision.annotate import PALETTE
 from tests.support import synth
-from tests.support.processes import interruptible
+from tests.support.processes import interruptible, wait_for
 from tests.support.streams import HlsServer, MjpegServer, Xvfb, chromium, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -818,18 +818,6 @@ def test_a_partial_face_batch_runs_after_the_max_wait_when_no_frame_follows(tmp_
 
 # -- end to end, the command: rows, the page in Chromium, kill and restart, Ctrl-C ------------------
 
-def _wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"{what} (emopipe exit code {proc.poll()})\n--- log ---\n{log.read_text()[-3000:]}")
-
-
 def _rows(path: Path, running: bool = True) -> list[dict]:
     """The rows so far; while emopipe runs, a row being written may be cut short: that one is left out."""
     if not path.exists():
@@ -871,7 +859,7 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
                 except OSError:
                     return {}
 
-            _wait_for(lambda: stats().get("fps") is not None, 90, proc, log, "no results on the page")
+            wait_for(lambda: stats().get("fps") is not None, 90, proc, log, "no results on the page")
             first_rows = _rows(rows_path)
             assert first_rows and first_rows[0]["source"] == server.url
             assert abs(first_rows[0]["timestamp_s"] - time.time()) < 60  # wall-clock capture times
@@ -889,24 +877,24 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
 
             # the server dies and comes back: the metrics and the page say so, emopipe reconnects, rows continue
             up = ("emopipe_source_up", frozenset({("source", server.url)}))
-            assert _wait_for(metrics, 30, proc, log, "the metrics page did not answer")[up] == 1
+            assert wait_for(metrics, 30, proc, log, "the metrics page did not answer")[up] == 1
             server.kill()
             killed = time.time()
-            _wait_for(lambda: metrics().get(up) == 0, 60, proc, log, "emopipe_source_up did not go to 0")
-            _wait_for(lambda: metrics().get(("emopipe_stream_reopen_failures_total", frozenset()), 0) >= 1, 60, proc,
+            wait_for(lambda: metrics().get(up) == 0, 60, proc, log, "emopipe_source_up did not go to 0")
+            wait_for(lambda: metrics().get(("emopipe_stream_reopen_failures_total", frozenset()), 0) >= 1, 60, proc,
                       log, "no failed reopen attempt counted")
-            down = _wait_for(lambda: (now := stats()).get("state") == "reconnecting" and now, 30, proc, log,
+            down = wait_for(lambda: (now := stats()).get("state") == "reconnecting" and now, 30, proc, log,
                              "the page does not say reconnecting")
             assert down["state"] == "reconnecting" and down["outage_s"] > 0 and down["fps"] is None
             assert down["reopen_failures"] >= 1
             html_page = _get(page, timeout=5)[2].decode()
             assert 'class="stale"' in html_page and "s old" in html_page  # the frozen frame: marked stale, its age
             server.start()
-            _wait_for(lambda: metrics().get(up) == 1, 60, proc, log, "emopipe_source_up not back to 1")
-            _wait_for(lambda: sum(1 for r in _rows(rows_path) if r["timestamp_s"] > killed) >= 3, 90, proc, log,
+            wait_for(lambda: metrics().get(up) == 1, 60, proc, log, "emopipe_source_up not back to 1")
+            wait_for(lambda: sum(1 for r in _rows(rows_path) if r["timestamp_s"] > killed) >= 3, 90, proc, log,
                       "no rows after the stream came back")
-            _wait_for(lambda: stats().get("reconnects", 0) >= 1, 30, proc, log, "the page counts no reconnection")
-            metrics_page = _wait_for(metrics, 30, proc, log, "the metrics page did not answer")
+            wait_for(lambda: stats().get("reconnects", 0) >= 1, 30, proc, log, "the page counts no reconnection")
+            metrics_page = wait_for(metrics, 30, proc, log, "the metrics page did not answer")
             assert metrics_page[("emopipe_stream_reconnects_total", frozenset())] >= 1
             assert metrics_page[("emopipe_frames_dropped_total", frozenset())] > 0
             assert metrics_page[("emopipe_capture_latency_seconds_count", frozenset())] >= 3
@@ -972,7 +960,7 @@ def test_show_opens_a_window_with_the_annotated_stream(tmp_path, models_home, ch
                                  str(checkpoints[8]), "-o", str(rows_path), "--metrics-port", "0"],
                                 cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
-            _wait_for(lambda: len(_rows(rows_path)) >= 3, 90, proc, log, "no rows")
+            wait_for(lambda: len(_rows(rows_path)) >= 3, 90, proc, log, "no rows")
 
             def annotated_on_screen() -> bool:  # the window draws a frame after its rows are written: look again
                 image = cv2.imread(str(screen.grab(tmp_path / "screen.png")))
@@ -985,7 +973,7 @@ def test_show_opens_a_window_with_the_annotated_stream(tmp_path, models_home, ch
 
             last_failure = [""]
             try:
-                _wait_for(annotated_on_screen, 60, proc, log, "the window never showed the annotated stream")
+                wait_for(annotated_on_screen, 60, proc, log, "the window never showed the annotated stream")
             except AssertionError as failure:
                 raise AssertionError(f"{failure}\nlast look: {last_failure[0]}") from None
             proc.send_signal(signal.SIGTERM)  # docker stop: as Ctrl-C, everything computed is written
@@ -1008,7 +996,7 @@ def test_a_stream_lost_for_good_ends_the_command_with_exit_code_7_and_everything
                                  "-o", str(rows_path), "--summary", str(summary_path), "--metrics-port", "0",
                                  "--reconnect-timeout", "2"], cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
         try:
-            _wait_for(lambda: rows_path.exists() and len(rows_path.read_text().splitlines()) >= 3, 90, proc, log,
+            wait_for(lambda: rows_path.exists() and len(rows_path.read_text().splitlines()) >= 3, 90, proc, log,
                       "no rows")
             server.kill()
             assert proc.wait(timeout=60) == 7, log.read_text()[-3000:]
@@ -1037,7 +1025,7 @@ def test_a_live_run_never_starts_over_an_earlier_runs_files(tmp_path, models_hom
             proc = subprocess.Popen([sys.executable, "-m", "emopipe", *command, *outputs], cwd=REPO, stdout=log_file,
                                     stderr=subprocess.STDOUT, preexec_fn=interruptible)
             try:
-                _wait_for(lambda: _rows(rows_path), 90, proc, log, "no rows")
+                wait_for(lambda: _rows(rows_path), 90, proc, log, "no rows")
                 proc.send_signal(signal.SIGINT)
                 assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
             finally:

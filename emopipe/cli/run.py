@@ -231,7 +231,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.ray:  # before PyTorch loads (this process loads none): the workers start meanwhile
-        return run_cameras_on_cluster(config) if config.fleet else run_on_cluster(config)
+        return run_on_cluster(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
 
     from emopipe.api import Analyzer, run_metrics
@@ -281,17 +281,21 @@ def _exit_code(outcome: ManyOutcome) -> int:
 
 
 def run_on_cluster(config: RunConfig) -> int:
-    """Several sources over a Ray cluster (emopipe.cluster): the same files and exit codes as run_many."""
+    """Several sources over a Ray cluster (emopipe.cluster), or cameras and streams (emopipe.cluster_cameras): the
+    same files and exit codes as run_many and run_fleet."""
     try:
         import ray  # noqa: F401
     except ImportError:
         raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
     from emopipe.cluster import RayOptions, run_on_ray
 
+    options, progress = RayOptions.from_config(config), not config.no_progress and sys.stderr.isatty()
+    if config.fleet:
+        from emopipe.cluster_cameras import run_cameras_on_ray
+
+        return _fleet_exit_code(run_cameras_on_ray(config, options, on_result=_report, progress=progress))
     # (run_on_ray plans the run, then says how many sources go to Ray; this process loads no PyTorch)
-    outcome = run_on_ray(config, RayOptions.from_config(config), on_result=_report,
-                         progress=not config.no_progress and sys.stderr.isatty())
-    return _exit_code(outcome)
+    return _exit_code(run_on_ray(config, options, on_result=_report, progress=progress))
 
 
 def run_fleet(config: RunConfig) -> int:
@@ -308,21 +312,6 @@ def run_fleet(config: RunConfig) -> int:
                                      progress=not config.no_progress and sys.stderr.isatty())
     finally:
         analyzer.close()
-    return _fleet_exit_code(outcome)
-
-
-def run_cameras_on_cluster(config: RunConfig) -> int:
-    """Several cameras and streams over a Ray cluster (emopipe.cluster_cameras): the same files and exit codes as
-    run_fleet."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UsageError("--ray needs Ray: pip install 'emopipe[ray]'") from None
-    from emopipe.cluster import RayOptions
-    from emopipe.cluster_cameras import run_cameras_on_ray
-
-    outcome = run_cameras_on_ray(config, RayOptions.from_config(config), on_result=_report,
-                                 progress=not config.no_progress and sys.stderr.isatty())
     return _fleet_exit_code(outcome)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 
@@ -35,3 +37,18 @@ def end_processes_in(folder: Path) -> list[str]:
         except OSError:  # gone meanwhile, a zombie (no cwd), or another user's
             continue
     return ended
+
+
+def wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what: str, tail: int = 4000):
+    """``predicate()``'s first true value, polled until ``timeout`` (a bound on a hang, not a speed claim) or until
+    ``proc`` ends; else an AssertionError with ``what`` and the end of the process's ``log``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{what} (emopipe exit code {proc.poll()})\n--- log ---\n{log.read_text()[-tail:]}")
+
