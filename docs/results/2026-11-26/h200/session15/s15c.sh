@@ -23,7 +23,7 @@ if [ ! -d /tmp/raysite/ray ]; then
     python3 -c "import $mod" 2>/dev/null || python3 -m pip install -q --no-index --no-deps --target /tmp/raysite .rwC/$whl-*.whl 2>&1 | grep -v "already exists" | tail -1
   done
 fi
-R=$OUT/s15c-$PART; mkdir -p $R
+R=$OUT/${TAG:-s15c}-$PART; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/table.txt
 PYTHONPATH=/tmp/site python3 -c "
 import sys, shutil; sys.path.insert(0, 'benchmarks'); import synthetic; from pathlib import Path
@@ -45,7 +45,7 @@ print(s['ok'], 'ok;', s.get('frames'), 'frames;', s.get('faces'), 'faces;', json
 }
 ray_up() {
   (cd $T && PYTHONPATH=$T:/tmp/site:/tmp/raysite python3 -m ray.scripts.scripts start --head --node-ip-address=127.0.0.1 \
-    --port=6379 --num-gpus=1 --include-dashboard=false --disable-usage-stats > $R/ray-start.log 2>&1)
+    --port=6379 --num-gpus=${NGPU:-1} --include-dashboard=false --disable-usage-stats > $R/ray-start.log 2>&1)
   echo "ray start rc=$?" | tee -a $R/table.txt
 }
 ray_down() { PYTHONPATH=/tmp/site:/tmp/raysite python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true; sleep 1; }
@@ -63,6 +63,7 @@ if [ $PART = standing ]; then
   run long8-default-warm $C/long "$A"
   run four8-default-warm $C/four "$A"
   ray_down
+  [ -n "${ONLY_DEFAULT:-}" ] && { echo quit | nvidia-cuda-mps-control; (cd $R && tar czf logs.tar.gz *.log && rm *.log); exit 0; }
   ray_up
   A="--ray 127.0.0.1:6379 --ray-keep-warm 600 --ray-workers 8 --ray-gpus-per-worker 0.125"
   run archive-w8-cold $C/clips "$A"
