@@ -33,7 +33,7 @@ from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
 from tests.support.processes import end_processes_in, interruptible
 from tests.support.prometheus_helpers import scrape
-from tests.support.synth import moving_face_video
+from tests.support.synth import moving_face_video, two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
@@ -1308,14 +1308,6 @@ def silent_port():
         connection.close()
 
 
-def _two_small_clips(tmp_path: Path) -> Path:
-    clips = tmp_path / "clips"
-    clips.mkdir()
-    for name in ("a.mp4", "b.mp4"):
-        moving_face_video(clips / name, frames=2, empty=None)
-    return clips
-
-
 # The command, saying on stderr when it calls ray.init (Ray joining: the signal is sent then), with the wait for a
 # cluster's answer cut to argv[1] seconds
 JOIN_SAID = """
@@ -1349,7 +1341,7 @@ def test_ctrl_c_or_sigterm_while_joining_a_cluster_that_never_answers_ends_the_c
     C++ client even after: the command could not be stopped. Now it exits 130 at once, one line; nothing was run, so
     nothing is written (the output folder made to hold it goes with its lock), and joining started no process here.
     The bound only fails where the signal is held."""
-    clips, out = _two_small_clips(tmp_path), tmp_path / "out"
+    clips, out = two_small_clips(tmp_path), tmp_path / "out"
     process = subprocess.Popen(_join_command(clips, out, silent_port, 600), cwd=tmp_path, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=interruptible)
     try:
@@ -1378,7 +1370,7 @@ def test_a_cluster_address_where_no_ray_answers_is_given_up_after_the_join_timeo
     """Something accepts connections there (so the address probe passes) but no Ray answers: Ray waited ~14 minutes,
     printing its warnings, and then failed with an 'internal error'. Now the command gives up after JOIN_TIMEOUT_S
     (here cut to 2 s) with one line, exit 2, nothing written."""
-    clips, out = _two_small_clips(tmp_path), tmp_path / "out"
+    clips, out = two_small_clips(tmp_path), tmp_path / "out"
     done = subprocess.run(_join_command(clips, out, silent_port, 2), cwd=tmp_path, capture_output=True, text=True,
                           timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2, done.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
-from tests.support.synth import moving_face_video
+from tests.support.synth import two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
@@ -58,11 +58,7 @@ def _two_clips(tmp_path: Path) -> Path:
     """A folder of two 2-frame clips for a run that starts its own local Ray (skipped if one is connected here)."""
     if ray.is_initialized():
         pytest.skip("a Ray is already connected in this process")
-    clips = tmp_path / "clips"
-    clips.mkdir()
-    for name in ("a.mp4", "b.mp4"):
-        moving_face_video(clips / name, frames=2, empty=None)
-    return clips
+    return two_small_clips(tmp_path)
 
 
 # The command, with ray.init held where Ray's own SIGTERM handlers are already set (the local node started, the

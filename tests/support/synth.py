@@ -97,6 +97,15 @@ def moving_face_video(path: Path, frames: int = 40, size: tuple[int, int] = (320
     return SynthVideo(path=path, fps=fps, size=size, frame_count=frames, faces=truth)
 
 
+def two_small_clips(folder: Path) -> Path:
+    """``folder/clips`` with two 2-frame clips of a moving face (a.mp4, b.mp4): runs that start Ray and few frames."""
+    clips = folder / "clips"
+    clips.mkdir()
+    for name in ("a.mp4", "b.mp4"):
+        moving_face_video(clips / name, frames=2, empty=None)
+    return clips
+
+
 def numbered_frames(count: int, size: tuple[int, int] = (160, 120), seed: int = 0) -> list[np.ndarray]:
     """Frames that differ from each other (a background and the frame's number drawn large)."""
     w, h = size
