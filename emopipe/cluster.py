@@ -103,7 +103,9 @@ class ProgressBoard:
 
     def __init__(self) -> None:
         self.latest: dict[str, dict[int, tuple[int, int]]] = {}
-        self.results: list[tuple[str, int, SourceResult]] = []  # (worker, share id, result), not yet taken
+        # (worker, share id, result), in the order told; kept, not taken: a driver cut off between the board's
+        # answer and its recording reads them again (one per source: small)
+        self.results: list[tuple[str, int, SourceResult]] = []
         self.inside: dict[str, tuple[int, str] | None] = {}  # worker → (share id, source) its pipeline is in
 
     def update(self, name: str, shares: dict[int, tuple[int, int]]) -> None:
@@ -115,9 +117,9 @@ class ProgressBoard:
     def finished(self, name: str, share: int, result: SourceResult) -> None:
         self.results.append((name, share, result))
 
-    def take_finished(self) -> list[tuple[str, int, SourceResult]]:
-        taken, self.results = self.results, []
-        return taken
+    def finished_since(self, start: int) -> list[tuple[str, int, SourceResult]]:
+        """The results told after the first ``start`` (the driver's count of those it has recorded)."""
+        return self.results[start:]
 
     def entered(self, name: str, source: tuple[int, str] | None) -> None:
         self.inside[name] = source
@@ -1223,6 +1225,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     failures = 0
     interrupted = False
     begun: set[tuple[int, str]] = set()  # (share id, source) of each worker's result whose recording began
+    read_on_board = [0]  # how many of the board's finished results record_finished has been through
 
     def record(result: SourceResult, name: str | None = None, share_id: int | None = None) -> None:
         """A source's manifest line, then its files' names; ``name`` and ``share_id``: the worker's result it is
@@ -1249,12 +1252,15 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         its share is out: once its reply (or its worker's death) is handled, that says what became of it."""
         out = {share_id for _, _, share_id in in_flight.values()}
         try:
-            told = ray.get(crew.board.take_finished.remote(), timeout=timeout)
+            told = ray.get(crew.board.finished_since.remote(read_on_board[0]), timeout=timeout)
         except RayActorError:  # the board lost with its node: the shares' replies still say every result
             return
         for name, share_id, result in told:
             if share_id in out and (share_id, result.source) not in begun:
                 record(result, name, share_id)
+        # counted once recorded: a Ctrl-C after the board answered (or amid these) has them read again, and
+        # `begun` keeps any recorded once (was: taken off the board first, and lost with such a Ctrl-C)
+        read_on_board[0] += len(told)
 
     def again(source: PlannedSource, why: str, kind: str) -> None:
         """A source its worker left unfinished (it died, or its pipeline failed before the source): to another

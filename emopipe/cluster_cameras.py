@@ -68,7 +68,8 @@ class CameraBoard:
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[int, dict[str, Any]]] = {}  # worker → camera position → its numbers
-        self.finished: list[tuple[int, SourceResult, dict[str, Any]]] = []  # not yet taken by the driver
+        # in the order told; kept, not taken: a driver cut off between the answer and its recording reads them again
+        self.finished: list[tuple[int, SourceResult, dict[str, Any]]] = []
         self.workers: dict[str, dict[str, Any]] = {}  # worker → where it runs, its metrics
 
     def started(self, name: str, identity: dict[str, Any]) -> None:
@@ -80,10 +81,12 @@ class CameraBoard:
     def ended(self, position: int, result: SourceResult, facts: dict[str, Any]) -> None:
         self.finished.append((position, result, facts))
 
-    def read(self) -> tuple[dict[str, dict[int, dict[str, Any]]], list[tuple[int, SourceResult, dict[str, Any]]],
-                            dict[str, dict[str, Any]]]:
-        taken, self.finished = self.finished, []
-        return dict(self.counts), taken, dict(self.workers)
+    def read(self, ended_since: int) -> tuple[dict[str, dict[int, dict[str, Any]]],
+                                              list[tuple[int, SourceResult, dict[str, Any]]],
+                                              dict[str, dict[str, Any]]]:
+        """The numbers, the cameras ended after the first ``ended_since`` (the driver's count of those recorded),
+        and the workers."""
+        return dict(self.counts), self.finished[ended_since:], dict(self.workers)
 
 
 class CameraWorker:
@@ -234,6 +237,7 @@ class _CameraRun:
         self.workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, cameras, died
         self.summaries: dict[str, Any] = {}  # each worker's pipeline summary, as its reply said
         self.failures = 0
+        self.ended_read = 0  # how many of the board's ended cameras read_board has been through
         self.stopping = False  # (Ctrl-C: a worker dying now has its cameras recorded, not moved)
 
     # -- workers -------------------------------------------------------------------------------------
@@ -274,11 +278,12 @@ class _CameraRun:
         from ray.exceptions import RayActorError
 
         try:
-            counts, ended, identities = ray.get(self.board.read.remote(), timeout=timeout)
+            counts, ended, identities = ray.get(self.board.read.remote(self.ended_read), timeout=timeout)
         except RayActorError:  # the board lost with its node: the workers' replies still say how each camera ended
             return
         for position, result, facts in ended:
             self.record(position, result, facts)
+        self.ended_read += len(ended)  # (once recorded: a Ctrl-C before has them read again; record keeps one)
         for name, identity in identities.items():
             entry = self.workers[name]
             if entry["where"] is None:

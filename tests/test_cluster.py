@@ -747,8 +747,8 @@ def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_
     stopped, held = tmp_path / "workers-stopped", Path(config.models_dir) / "held"
 
     class WithholdingBoard(ProgressBoard):
-        def take_finished(self):
-            return ProgressBoard.take_finished(self) if stopped.exists() else []
+        def finished_since(self, start):
+            return ProgressBoard.finished_since(self, start) if stopped.exists() else []
 
     kill_all = emopipe.cluster._Crew.kill_all
 
@@ -776,6 +776,36 @@ def test_ctrl_c_keeps_a_source_its_worker_finished_in_a_share_whose_reply_never_
     plan = Analyzer(RunConfig.from_options(config, resume=True)).plan_many(sources, out)  # --resume
     assert [Path(p.uri).name for p in plan.todo] == ["clip1.mp4", "clip0.mp4"]  # the finished one is not redone
     plan.close()
+
+
+def test_ctrl_c_just_after_the_board_told_a_finished_source_keeps_it(tmp_path, local_ray, five_clips, monkeypatch):
+    """The driver reads the board twice a second. A Ctrl-C after the board had answered with a finished source,
+    before the driver recorded it, lost it: the board had given it away, so the source was left partial and
+    `interrupted` (seen once in CI). The board now keeps what it was told, and the driver counts what it recorded:
+    read again after the Ctrl-C, the source is kept. The Ctrl-C is raised right there, as the board's answer comes."""
+    import ray
+
+    import emopipe.cluster
+
+    folder, config = five_clips
+    real_get, cut = ray.get, []
+
+    def get(refs, *args, **kwargs):
+        got = real_get(refs, *args, **kwargs)
+        told = isinstance(got, list) and got and all(isinstance(t, tuple) and len(t) == 3 and
+                                                    isinstance(t[2], SourceResult) for t in got)
+        if told and not cut:  # (the driver's first read of a finished source: on the main thread, as a signal)
+            cut.append([Path(t[2].source).name for t in got])
+            raise KeyboardInterrupt
+        return got
+
+    monkeypatch.setattr(emopipe.cluster, "Worker", HoldsAtItsSecondSource)
+    monkeypatch.setattr(ray, "get", get)
+    sources, out = three_clips_largest_first(folder), tmp_path / "ray"
+    outcome = run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
+    assert cut == [["clip3.mp4"]] and outcome.interrupted
+    assert {Path(r.source).name: r.status for r in outcome.results} == {"clip3.mp4": "ok", "clip1.mp4": "interrupted"}
+    assert not list(out.glob("clip3*.partial*")) and (out / "clip3.emotions.csv").exists()
 
 
 class HoldsOpeningItsSecondSource(Worker):
