@@ -469,7 +469,8 @@ class Worker:
             # its pipeline failed under the share: each source as far as it went — those finished keep their
             # results, the one it failed in fails with the error, and those it never reached have no result here
             # (the driver gives them to a pipeline again)
-            results = [_failed_in(r, feed.failure, self.name) if r.status == "interrupted" else r for r in results]
+            results = [failed_in_worker(r, feed.failure, self.name) if r.status == "interrupted" else r
+                       for r in results]
         self.counter.wait_for(share_id, sum(r.frames for r in results), lambda: feed.stopped)
         # Two shares' replies are taken one at a time, each numbered: the driver keeps the summary taken last
         # (replies may reach it in either order), and the Pushgateway gets the pushes in the order their values
@@ -504,7 +505,7 @@ class Worker:
 
     def _identity(self) -> dict[str, Any]:
         server = self.exporter.server if self.exporter is not None else None
-        return {"name": self.name, "where": self.where, "metrics": _endpoint(server), "mps": self.mps}
+        return {"name": self.name, "where": self.where, "metrics": metrics_endpoint(server), "mps": self.mps}
 
 
 PER_RUN_OPTIONS = ("sources", "list_files", "recursive", "resume", "output", "summary", "report", "no_progress",
@@ -549,14 +550,14 @@ def _reported(failure: BaseException | None, prefix: str = "") -> tuple[str, int
     return ((prefix + message).splitlines() or [""])[0], exit_code, kind
 
 
-def _failed_in(result: SourceResult, failure: BaseException, worker: str) -> SourceResult:
+def failed_in_worker(result: SourceResult, failure: BaseException, worker: str) -> SourceResult:
     """The source a worker's pipeline failed in (its sink marked it interrupted as the pipeline stopped): failed,
     with the failure's one-line message and exit code; its rows so far stay under the partial name."""
     error, exit_code, kind = _reported(failure, f"{worker}'s pipeline failed: ")
     return replace(result, status="failed", error=error, exit_code=exit_code, kind=kind)
 
 
-def _endpoint(server: MetricsServer | None) -> str | None:
+def metrics_endpoint(server: MetricsServer | None) -> str | None:
     """The URL other machines scrape a worker's metrics at (its node's address when it listens on every one)."""
     if server is None:
         return None
@@ -635,7 +636,7 @@ class _Progress:
             self.bar.close()
 
 
-def _connect(address: str) -> bool:
+def connect_ray(address: str) -> bool:
     """Connect to Ray (or start it here, ``local``); True when this call started or joined it (and the run
     ends it), False when the process was already connected."""
     import ray
@@ -660,7 +661,7 @@ def _connect(address: str) -> bool:
 def _without_rays_sigterm_handler() -> Iterator[None]:
     """ray.init sets Ray's SIGTERM handlers (the driver's, then the local node's) through
     ``ray._private.utils.set_sigterm_handler``: while Ray starts, that sets nothing. Through Ray's private module,
-    as :func:`_disconnect` does; should it change, Ray's handler is only set back after ray.init (a SIGTERM during
+    as :func:`disconnect_ray` does; should it change, Ray's handler is only set back after ray.init (a SIGTERM during
     ray.init then ends the process)."""
     from ray._private import utils
 
@@ -814,7 +815,7 @@ def _answers(address: str, option: str) -> None:
                          "the address, or use --ray local") from None
 
 
-def _disconnect(address: str) -> None:
+def disconnect_ray(address: str) -> None:
     """Leave Ray; a local Ray this run started is stopped with every process it ran."""
     import ray
 
@@ -831,7 +832,7 @@ def _disconnect(address: str) -> None:
     ray.shutdown()
 
 
-def _device_type(config: RunConfig, per_gpu: float) -> str:
+def worker_device(config: RunConfig, per_gpu: float) -> str:
     """The device the run's options are resolved for (precision, batch sizes): the workers', not this process's — a
     driver on a head node without a GPU plans a run of GPU workers (each worker checks its own device)."""
     device = config.device.strip().lower()
@@ -911,7 +912,7 @@ def _workers_per_gpu(options: RayOptions, gpus: float, cpus: float) -> int:
     return shared
 
 
-def _sizing(options: RayOptions) -> tuple[int, float, float]:
+def worker_sizing(options: RayOptions) -> tuple[int, float, float]:
     """(workers, GPUs per worker, CPUs per worker) for the cluster Ray sees."""
     import ray
 
@@ -1077,17 +1078,17 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
         logger.info("%d source(s) to do; connecting to Ray (%s), then its workers start …", len(plan.todo),
                     options.address)
         ours, crew, board, ended = False, None, None, False
-        held = _HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (_HeldSignals says why)
+        held = HeldSignals()  # Ctrl-C and SIGTERM until _run takes them (HeldSignals says why)
         joining = options.address != LOCAL  # (starts nothing here: a signal while Ray joins ends the run at once)
         if not joining:
             held.hold()
         try:
-            ours = _connect(options.address)
+            ours = connect_ray(options.address)
             if joining:
                 held.hold()
             timeline["connect_s"] = time.perf_counter() - started
-            count, per_gpu, per_cpu = _sizing(options)
-            plan.config = many_config(config, _device_type(config, per_gpu))
+            count, per_gpu, per_cpu = worker_sizing(options)
+            plan.config = many_config(config, worker_device(config, per_gpu))
             count = min(count, len(plan.todo))  # (no more workers than sources)
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             board = ray.remote(num_cpus=0)(ProgressBoard).remote()
@@ -1108,7 +1109,7 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                 ray.kill(board, no_restart=True)
             if ours:  # (now, not at exit: a local Ray's processes take a second or more to stop; said in the log)
                 ended = time.perf_counter()
-                _disconnect(options.address)
+                disconnect_ray(options.address)
                 logger.info("Ray %s in %.1f s", "stopped" if options.address == LOCAL else "disconnected",
                             time.perf_counter() - ended)
             held.release()
@@ -1123,7 +1124,7 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     return outcome
 
 
-class _HeldSignals:
+class HeldSignals:
     """Ctrl-C and SIGTERM while a run starts (a local Ray starting, the workers spawned, the run planned) are held,
     and taken as the run begins (:meth:`take`): it then ends at once, as at any later moment (no source begun: none
     gets a line). Cut off before, it would leave a Ray started halfway and no manifest. (Not while a cluster is
@@ -1178,7 +1179,7 @@ class _HeldSignals:
 
 def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
          on_result: Callable[[SourceResult], None] | None, started: float, crew: _Crew,
-         timeline: dict[str, float], held: _HeldSignals) -> ManyOutcome:
+         timeline: dict[str, float], held: HeldSignals) -> ManyOutcome:
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Any
 from emopipe.cluster import (
     LOCAL,
     POLL_S,
+    HeldSignals,
     RayOptions,
-    _connect,
-    _device_type,
-    _disconnect,
-    _endpoint,
-    _failed_in,
-    _HeldSignals,
-    _sizing,
+    connect_ray,
+    disconnect_ray,
+    failed_in_worker,
+    metrics_endpoint,
+    worker_device,
     worker_metrics_port,
+    worker_sizing,
 )
 from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.errors import EmopipeError, SourceUnavailableError, UsageError
@@ -134,8 +134,8 @@ class CameraWorker:
                                                     batch_sizes=(int(config.batch_size or 1),), mode="live")
                     exporter.grouping_key = {"instance": self.name}  # (a Pushgateway group each, as file workers)
                     stack.enter_context(exporter)
-                self.board.started.remote(self.name, {
-                    "where": self.where, "metrics": _endpoint(exporter.server if exporter is not None else None)})
+                served = metrics_endpoint(exporter.server if exporter is not None else None)
+                self.board.started.remote(self.name, {"where": self.where, "metrics": served})
                 fleet = Fleet(config, mine, Path(directory), None, on_finished=self._ended, so_far=moved,
                               stop=self._stop)
                 telling = threading.Event()
@@ -154,7 +154,7 @@ class CameraWorker:
         for camera in fleet.cameras if fleet is not None else []:
             result = camera.result
             if result is not None and reply["error"] is not None and result.status == "interrupted":
-                result = _failed_in(result, reply["error"], self.name)  # (the error stopped it, not the driver)
+                result = failed_in_worker(result, reply["error"], self.name)  # (the error stopped it, not the driver)
             if result is not None:
                 ended[self.positions[camera.position]] = (result, camera.facts)
         reply["ended"] = ended
@@ -378,7 +378,7 @@ class _CameraRun:
 
     # -- the run -------------------------------------------------------------------------------------
 
-    def run(self, groups: Iterable[list[int]], held: _HeldSignals) -> bool:
+    def run(self, groups: Iterable[list[int]], held: HeldSignals) -> bool:
         """Until every camera has its line; True when Ctrl-C or SIGTERM ended it."""
         import ray
 
@@ -465,13 +465,13 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
                                                record=config.record, report=config.report), wanted, directory, stack)
         plan = ManyPlan(checked, directory, manifest, planned, planned, [])
         logger.info("%d camera(s); connecting to Ray (%s), then its workers start …", len(planned), options.address)
-        held = _HeldSignals()  # Ctrl-C and SIGTERM until the run takes them (as for files: _HeldSignals says why)
+        held = HeldSignals()  # Ctrl-C and SIGTERM until the run takes them (as for files: HeldSignals says why)
         held.hold()
         ours, board, run = False, None, None
         try:
-            ours = _connect(options.address)
-            count, per_gpu, per_cpu = _sizing(options)
-            _device_type(config, per_gpu)  # (--device cuda where the workers get no GPU: refused)
+            ours = connect_ray(options.address)
+            count, per_gpu, per_cpu = worker_sizing(options)
+            worker_device(config, per_gpu)  # (--device cuda where the workers get no GPU: refused)
             count = min(count, len(planned))
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             board = ray.remote(num_cpus=0)(CameraBoard).remote()
@@ -495,7 +495,7 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
                 ray.kill(board, no_restart=True)
             if ours:
                 stopping = time.perf_counter()
-                _disconnect(options.address)
+                disconnect_ray(options.address)
                 logger.info("Ray %s in %.1f s", "stopped" if options.address == LOCAL else "disconnected",
                             time.perf_counter() - stopping)
             held.release()

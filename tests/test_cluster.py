@@ -47,10 +47,10 @@ from emopipe.cluster import (  # noqa: E402
     _as_left,
     _cluster_is_this_machine,
     _Progress,
-    _sizing,
     keep_latest_summary,
     mps_running,
     run_on_ray,
+    worker_sizing,
 )
 
 pytestmark = pytest.mark.slow
@@ -168,7 +168,7 @@ def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tm
         connected.append(address)
         raise AssertionError("Ray was started for a run whose folder is in use")
 
-    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    monkeypatch.setattr(emopipe.cluster, "connect_ray", connect)
     out = tmp_path / "out"
     out.mkdir()
     config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu")
@@ -197,7 +197,7 @@ def test_one_file_with_ray_is_a_run_of_one_source_into_the_output_folder(tmp_pat
     def connect(address: str) -> bool:  # (the run is planned by then: stop it there)
         raise UsageError("test: planned")
 
-    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    monkeypatch.setattr(emopipe.cluster, "connect_ray", connect)
     def plan(*args, **kwargs):
         made = plan_sources(*args, **kwargs)
         planned.extend(p.uri for p in made.todo)
@@ -235,7 +235,7 @@ def test_a_run_that_fails_once_planned_lets_its_report_page_go_at_once(tmp_path,
     def connect(address: str) -> bool:
         raise UsageError(f"no Ray cluster answers at {address}")
 
-    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    monkeypatch.setattr(emopipe.cluster, "connect_ray", connect)
     for name in ("a.mp4", "b.mp4"):
         (tmp_path / name).write_bytes(b"x")
     page = tmp_path / "page.html"
@@ -269,7 +269,7 @@ def never_connect(monkeypatch) -> list[str]:
         connected.append(address)
         raise AssertionError("Ray was started")
 
-    monkeypatch.setattr(emopipe.cluster, "_connect", connect)
+    monkeypatch.setattr(emopipe.cluster, "connect_ray", connect)
     return connected
 
 
@@ -398,11 +398,11 @@ def test_a_local_ray_runs_no_more_workers_than_it_has_room_for(local_ray, caplog
     """--ray local: nothing will add room to a Ray started for the run, so more workers than fit are not started
     (said in one line), and a count that fits is kept."""
     with caplog.at_level("WARNING", logger="emopipe.cluster"):
-        assert _sizing(RayOptions(address=LOCAL, workers=5)) == (2, 0.0, 1.0)  # two CPUs, one a worker
+        assert worker_sizing(RayOptions(address=LOCAL, workers=5)) == (2, 0.0, 1.0)  # two CPUs, one a worker
     assert "--ray-workers 5: this machine has room for 2" in caplog.text
     caplog.clear()
-    assert _sizing(RayOptions(address=LOCAL, workers=2))[0] == 2
-    assert _sizing(RayOptions(address=LOCAL))[0] == 2  # the default: one per CPU without GPUs
+    assert worker_sizing(RayOptions(address=LOCAL, workers=2))[0] == 2
+    assert worker_sizing(RayOptions(address=LOCAL))[0] == 2  # the default: one per CPU without GPUs
     assert not caplog.text
 
 
@@ -436,28 +436,28 @@ def test_under_mps_a_local_ray_shares_each_gpu_between_workers_as_its_cores_allo
     monkeypatch.setattr(ray, "cluster_resources", lambda: resources)
     monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "up", answers=True)))
     with caplog.at_level("INFO", logger="emopipe.cluster"):
-        assert _sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
+        assert worker_sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
     assert "NVIDIA MPS is running: 4 workers share each GPU" in caplog.text
     resources.update(CPU=12.0)  # room for three: two, a half each
-    assert _sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)
+    assert worker_sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)
     resources.update(CPU=16.0)
     smi = tmp_path / "up" / "nvidia-smi"  # (as the driver's, on PATH: MiB a GPU, one line each)
     smi.write_text("#!/bin/sh\necho 81559; echo 16384\n")
     smi.chmod(0o755)
-    assert _sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)  # the smallest GPU has room for two
+    assert worker_sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)  # the smallest GPU has room for two
     smi.write_text("#!/bin/sh\necho 81559\n")
-    assert _sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
+    assert worker_sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
     resources.update(GPU=2.0, CPU=16.0)
-    assert _sizing(RayOptions(address=LOCAL)) == (4, 0.5, 1.0)
-    assert _sizing(RayOptions(address=LOCAL, gpus_per_worker=1.0)) == (2, 1.0, 1.0)
+    assert worker_sizing(RayOptions(address=LOCAL)) == (4, 0.5, 1.0)
+    assert worker_sizing(RayOptions(address=LOCAL, gpus_per_worker=1.0)) == (2, 1.0, 1.0)
     monkeypatch.setattr(emopipe.cluster, "_on_this_machine", lambda address: False)
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "NodeManagerAddress": "10.1.2.3"}])
-    assert _sizing(RayOptions(address="10.1.2.3:6379")) == (2, 1.0, 1.0)  # another machine's MPS is unknown here
+    assert worker_sizing(RayOptions(address="10.1.2.3:6379")) == (2, 1.0, 1.0)  # another machine's MPS is unknown here
     monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "down", answers=False)))
     resources.update(GPU=1.0)
     caplog.clear()
     with caplog.at_level("INFO", logger="emopipe.cluster"):
-        assert _sizing(RayOptions(address=LOCAL)) == (1, 1.0, 1.0)
+        assert worker_sizing(RayOptions(address=LOCAL)) == (1, 1.0, 1.0)
     assert "NVIDIA MPS is not running here (with it, 4 workers would share each GPU" in caplog.text
 
 
@@ -521,10 +521,10 @@ def test_a_pipeline_failing_mid_share_fails_only_its_source(tmp_path, local_ray,
 
 JOIN_THEN_SIGTERM = """
 import os, signal, sys, time
-from emopipe.cluster import _connect
+from emopipe.cluster import connect_ray
 heard = []
 signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))  # as the command line's handler
-_connect(sys.argv[1])
+connect_ray(sys.argv[1])
 os.kill(os.getpid(), signal.SIGTERM)
 time.sleep(0.2)
 print("handled" if heard else "not handled", flush=True)
@@ -581,14 +581,15 @@ def test_a_few_long_sources_are_not_all_queued_at_the_first_worker_warm():
 
 
 def test_the_run_is_planned_for_the_workers_device_not_the_drivers():
-    from emopipe.cluster import _device_type
+    from emopipe.cluster import worker_device
 
-    assert [_device_type(RunConfig(device=d), 1.0) for d in ("auto", "cuda", "cuda:0", "cpu")] == ["cuda"] * 3 + ["cpu"]
-    assert [_device_type(RunConfig(device=d), 0.0) for d in ("auto", "cpu")] == ["cpu", "cpu"]
+    devices = ("auto", "cuda", "cuda:0", "cpu")
+    assert [worker_device(RunConfig(device=d), 1.0) for d in devices] == ["cuda"] * 3 + ["cpu"]
+    assert [worker_device(RunConfig(device=d), 0.0) for d in ("auto", "cpu")] == ["cpu", "cpu"]
     with pytest.raises(UsageError, match="--device cuda: the Ray cluster gives its workers no GPU"):
-        _device_type(RunConfig(device="cuda"), 0.0)
+        worker_device(RunConfig(device="cuda"), 0.0)
     with pytest.raises(UsageError, match="unknown device 'tpu': use auto, cpu, cuda or cuda:N"):
-        _device_type(RunConfig(device="tpu"), 1.0)
+        worker_device(RunConfig(device="tpu"), 1.0)
 
 
 def test_an_option_a_worker_refuses_ends_the_run_with_its_one_line(tmp_path, local_ray, five_clips):
@@ -1436,10 +1437,10 @@ def test_a_failed_join_of_a_cluster_elsewhere_says_it_may_want_a_token_and_sends
 
 JOIN_AND_COUNT = """
 import sys, ray
-from emopipe.cluster import _connect, _disconnect
-_connect(sys.argv[1])
+from emopipe.cluster import connect_ray, disconnect_ray
+connect_ray(sys.argv[1])
 print(ray.cluster_resources().get("CPU"), flush=True)
-_disconnect(sys.argv[1])
+disconnect_ray(sys.argv[1])
 """
 
 

@@ -71,7 +71,7 @@ def test_the_command_refuses_cameras_over_ray_options_it_cannot_honour_before_ra
 
     from emopipe.cli import app as cli
 
-    monkeypatch.setattr("emopipe.cluster_cameras._connect", lambda address: pytest.fail("Ray was joined"))
+    monkeypatch.setattr("emopipe.cluster_cameras.connect_ray", lambda address: pytest.fail("Ray was joined"))
     logger = logging.getLogger("emopipe")
     saved = logger.handlers[:], logger.level, logger.propagate  # (the command sets its own: to this test's stderr)
     try:

@@ -19,7 +19,7 @@ from tests.support.synth import two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
-from emopipe.cluster import LOCAL, _connect, _disconnect  # noqa: E402
+from emopipe.cluster import LOCAL, connect_ray, disconnect_ray  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 def test_a_local_ray_the_run_started_stops_with_its_monitor_killed_first(monkeypatch):
     if ray.is_initialized():
         pytest.skip("a Ray is already connected in this process")
-    assert _connect(LOCAL) is True
+    assert connect_ray(LOCAL) is True
     from ray._private import worker
 
     started = {kind: [info.process for info in infos] for kind, infos in worker._global_node.all_processes.items()}
@@ -44,7 +44,7 @@ def test_a_local_ray_the_run_started_stops_with_its_monitor_killed_first(monkeyp
 
     monkeypatch.setattr(ray, "shutdown", shutdown)
     try:
-        _disconnect(LOCAL)
+        disconnect_ray(LOCAL)
     finally:
         if ray.is_initialized():
             real_shutdown()
