@@ -23,7 +23,7 @@ def main() -> None:
     if point == "ray-stop":
         import emopipe.cluster as module
 
-        attribute = "_disconnect"
+        attribute = "disconnect_ray"
     elif point == "report":
         import emopipe.report.outputs as module  # (the many-source report imports write_report as it starts)
 
