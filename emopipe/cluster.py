@@ -1322,7 +1322,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         timeline.setdefault("ready_s", time.perf_counter() - started)
                     seen.draw()
                     continue
-                name, share, share_id = in_flight.pop(ref)
+                # (left in flight until its reply is recorded: a Ctrl-C meanwhile has the board's word on its
+                # finished sources read; popped first, they were left `interrupted`)
+                name, share, share_id = in_flight[ref]
                 load[name] = load.get(name, 1) - 1
                 seen.ended(share_id)  # its frames now count through its results (or not at all)
                 # (its sources recorded as they finished, through the board, are not recorded or redone again)
@@ -1330,6 +1332,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 try:
                     reply = ray.get(ref)
                 except RayActorError as exc:  # the worker died: its unfinished sources go elsewhere
+                    in_flight.pop(ref)
                     if crew.died(name):
                         failures += 1
                         seen.alive.discard(name)
@@ -1341,6 +1344,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
                     # the error itself, not str(exc): that starts with Ray's "ray::…Worker.process() (pid=…)"
                     error, exit_code, kind = _reported(exc.cause)
+                    in_flight.pop(ref)
                     for source in unrecorded:
                         record(SourceResult(source=source.uri, status="failed", error=error, exit_code=exit_code,
                                             kind=kind))
@@ -1355,6 +1359,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     if source.uri not in finished:  # its pipeline failed before reaching it
                         again(source, "its worker's pipeline failed {} time(s) before reaching it", "WorkerError")
                 keep_latest_summary(summaries, name, reply)
+                in_flight.pop(ref)
             record_finished()
             if seen.bar is not None:
                 poll()

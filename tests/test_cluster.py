@@ -809,6 +809,47 @@ def test_ctrl_c_just_after_the_board_told_a_finished_source_keeps_it(tmp_path, l
     assert not list(out.glob("clip3*.partial*")) and (out / "clip3.emotions.csv").exists()
 
 
+def test_ctrl_c_as_a_shares_reply_comes_keeps_the_sources_its_worker_finished(tmp_path, local_ray, five_clips,
+                                                                              monkeypatch):
+    """The driver took a share off those in flight as its reply came, before recording it: a Ctrl-C then had the
+    board's word on the share's finished sources no longer read, and left them `interrupted` (redone by --resume).
+    The share now stays in flight until recorded. The board here withholds the sources until the workers are
+    stopped; the Ctrl-C is raised as the reply comes."""
+    import ray
+
+    import emopipe.cluster
+
+    folder, config = five_clips
+    stopped = tmp_path / "workers-stopped"
+
+    class WithholdingBoard(ProgressBoard):
+        def finished_since(self, start):
+            return ProgressBoard.finished_since(self, start) if stopped.exists() else []
+
+    kill_all, real_get, cut = emopipe.cluster._Crew.kill_all, ray.get, []
+
+    def stop_workers(crew) -> None:
+        stopped.touch()
+        kill_all(crew)
+
+    def get(refs, *args, **kwargs):
+        got = real_get(refs, *args, **kwargs)
+        if isinstance(got, dict) and "results" in got and "busy_s" in got and not cut:  # (a share's reply)
+            cut.append(sorted(Path(r.source).name for r in got["results"]))
+            raise KeyboardInterrupt
+        return got
+
+    monkeypatch.setattr(emopipe.cluster, "ProgressBoard", WithholdingBoard)
+    monkeypatch.setattr(emopipe.cluster._Crew, "kill_all", stop_workers)
+    monkeypatch.setattr(ray, "get", get)
+    sources, out = three_clips_largest_first(folder), tmp_path / "ray"
+    outcome = run_on_ray(config, RayOptions(workers=1, chunk=3), sources=sources, output_dir=out)
+    assert cut == [["clip0.mp4", "clip1.mp4", "clip3.mp4"]] and outcome.interrupted
+    assert sorted((Path(r.source).name, r.status) for r in outcome.results) == [
+        ("clip0.mp4", "ok"), ("clip1.mp4", "ok"), ("clip3.mp4", "ok")]
+    assert not list(out.glob("*.partial*")) and len(list(out.glob("clip*.emotions.csv"))) == 3
+
+
 class HoldsOpeningItsSecondSource(Worker):
     """A worker whose pipeline, about to open the rows file of the second source it was given for its first frame,
     says so (a file beside the models) and holds until it is killed: the first source is finished (its word sent to
