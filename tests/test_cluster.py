@@ -31,7 +31,7 @@ from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expe
 from emopipe.pipeline.many import plan_sources
 from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
-from tests.support.processes import end_processes_in, interruptible
+from tests.support.processes import end_processes_in, interruptible, stderr_until
 from tests.support.prometheus_helpers import scrape
 from tests.support.synth import moving_face_video, two_small_clips
 
@@ -1417,13 +1417,7 @@ def test_ctrl_c_or_sigterm_while_joining_a_cluster_that_never_answers_ends_the_c
     process = subprocess.Popen(_join_command(clips, out, silent_port, 600), cwd=tmp_path, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=interruptible)
     try:
-        seen = []
-        assert process.stderr is not None
-        for line in process.stderr:  # (ends with the process, should it end before it joins)
-            seen.append(line)
-            if line.startswith("test: ray.init"):
-                break
-        assert seen and seen[-1].startswith("test: ray.init"), "".join(seen)
+        seen = stderr_until(process, "test: ray.init")
         process.send_signal(signum)
         stderr = "".join(seen) + process.communicate(timeout=30)[1]
     finally:

@@ -15,6 +15,7 @@ import pytest
 
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
+from tests.support.processes import stderr_until
 from tests.support.synth import two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
@@ -99,13 +100,7 @@ def test_sigterm_while_ray_connects_exits_130_and_leaves_no_line_for_the_sources
          "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
-        seen = []
-        assert process.stderr is not None
-        for line in process.stderr:  # (ends with the process, should it end before Ray connects)
-            seen.append(line)
-            if line.startswith("test: ray connecting"):
-                break
-        assert seen and seen[-1].startswith("test: ray connecting"), "".join(seen)
+        seen = stderr_until(process, "test: ray connecting")
         process.send_signal(signal.SIGTERM)
         go.touch()
         stderr = "".join(seen) + process.communicate(timeout=240)[1]
@@ -179,13 +174,7 @@ def test_a_local_ray_ends_with_its_driver_killed_mid_run(tmp_path, checkpoints, 
          "1", "--detector", "blazeface", "--weights", str(checkpoints[8]), "--device", "cpu", "--no-progress"],
         cwd=tmp_path, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
-        assert process.stderr is not None
-        seen = []
-        for line in process.stderr:  # the first source done: the worker is running
-            seen.append(line)
-            if line.startswith("emopipe: ok "):
-                break
-        assert seen and seen[-1].startswith("emopipe: ok "), "".join(seen)
+        stderr_until(process, "emopipe: ok ")  # the first source done: the worker is running
         started = _descendants(process.pid)
         assert started  # (Ray's GCS, raylet, agents, the worker)
     finally:

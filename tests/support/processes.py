@@ -52,3 +52,15 @@ def wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path, what:
         time.sleep(0.2)
     raise AssertionError(f"{what} (emopipe exit code {proc.poll()})\n--- log ---\n{log.read_text()[-tail:]}")
 
+
+
+def stderr_until(process: subprocess.Popen, prefix: str) -> list[str]:
+    """The lines ``process`` wrote to its piped stderr, read up to the first that starts with ``prefix`` (that one
+    last); an AssertionError with what it wrote if it ended without one."""
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:  # (ends with the process, should it end before the line)
+        seen.append(line)
+        if line.startswith(prefix):
+            return seen
+    raise AssertionError(f"no line starting {prefix!r}:\n{''.join(seen)}")
