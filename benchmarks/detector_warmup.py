@@ -11,7 +11,8 @@ detected, so the variants' boxes can be compared. S3FD runs with random weights 
 so it is built from its class, not ``create_detector``): timing only.
 
 2026-11-25, H200 (docs/results/2026-11-25/h200/session7/r37b): an earlier form of this script timed the graph's
-replays directly; the numbers in docs/benchmarks.md come from it.
+replays directly; the numbers in docs/benchmarks.md come from it. Boxes and scores are compared with the same
+detector's default variant. ``unfused``: BlazeFace's blocks as the network's own modules (before 2026-11-27).
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ import sys
 import time
 from pathlib import Path
 
-VARIANTS = {  # name: detector, precision, channels_last, cuDNN autotuning, batch
-    "blazeface_back fp16 NHWC tuned (default)": ("blazeface_back", "fp16", True, True, 32),
-    "blazeface_back fp16 NHWC heuristics": ("blazeface_back", "fp16", True, False, 32),
-    "blazeface_back fp16 NCHW tuned": ("blazeface_back", "fp16", False, True, 32),
-    "blazeface_back fp16 NCHW heuristics": ("blazeface_back", "fp16", False, False, 32),
-    "blazeface_back fp32 NCHW tuned": ("blazeface_back", "fp32", False, True, 32),
-    "sfd fp16 NHWC tuned (default)": ("sfd", "fp16", True, True, 8),
-    "sfd fp16 NHWC heuristics": ("sfd", "fp16", True, False, 8),
-    "sfd fp16 NCHW tuned": ("sfd", "fp16", False, True, 8),
+VARIANTS = {  # name: detector, precision, channels_last, cuDNN autotuning, batch, fused (None: the default)
+    "blazeface_back fp16 NHWC tuned (default)": ("blazeface_back", "fp16", True, True, 32, None),
+    "blazeface_back fp16 NHWC tuned unfused": ("blazeface_back", "fp16", True, True, 32, False),
+    "blazeface_back fp16 NHWC heuristics": ("blazeface_back", "fp16", True, False, 32, None),
+    "blazeface_back fp16 NCHW tuned": ("blazeface_back", "fp16", False, True, 32, None),
+    "blazeface_back fp16 NCHW heuristics": ("blazeface_back", "fp16", False, False, 32, None),
+    "blazeface_back fp32 NCHW tuned": ("blazeface_back", "fp32", False, True, 32, None),
+    "blazeface fp16 NHWC tuned (default)": ("blazeface", "fp16", True, True, 32, None),
+    "blazeface fp16 NHWC tuned unfused": ("blazeface", "fp16", True, True, 32, False),
+    "sfd fp16 NHWC tuned (default)": ("sfd", "fp16", True, True, 8, None),
+    "sfd fp16 NHWC heuristics": ("sfd", "fp16", True, False, 8, None),
+    "sfd fp16 NCHW tuned": ("sfd", "fp16", False, True, 8, None),
 }
 HEIGHT, WIDTH, REPLAYS = 720, 1280, 200
 
@@ -63,9 +67,9 @@ def child(name: str, models_dir: str, faces: str | None, device: str) -> dict:
     import numpy as np
     import torch
 
-    from emopipe.vision.detectors import create_detector
+    from emopipe.vision.detectors import DETECTORS
 
-    detector_name, precision, channels_last, tuned, batch = VARIANTS[name]
+    detector_name, precision, channels_last, tuned, batch, fused = VARIANTS[name]
     torch.backends.cudnn.benchmark = tuned
     imported = time.perf_counter()
     cuda = device != "cpu"  # the CPU path only checks that this script runs
@@ -79,7 +83,7 @@ def child(name: str, models_dir: str, faces: str | None, device: str) -> dict:
         torch.manual_seed(0)
         detector = S3FDDetector(s3fd(), **options)
     else:
-        detector = create_detector(detector_name, models_dir=models_dir, **options)
+        detector = DETECTORS.get(detector_name)(models_dir, None, fuse=fused, **options)
     built = time.perf_counter()
     warm = detector.warmup(HEIGHT, WIDTH).seconds
     frames = torch.full((batch, HEIGHT, WIDTH, 3), 127, dtype=torch.uint8, device=device)
@@ -126,8 +130,9 @@ def main() -> int:
             results.append(result)
             print(f"round {round_} {name:45s} warmup {result['warmup_s']:.3f} s, call {result['call_ms']:.3f} ms "
                   f"({result['frames_per_call']} frames), build {result['build_s']:.2f} s", flush=True)
-    reference = next((r for r in results if r["variant"].startswith("blazeface_back fp16 NHWC tuned")), None)
     for r in results:
+        reference = next((q for q in results if q["variant"].split()[0] == r["variant"].split()[0]
+                          and q["variant"].endswith("(default)")), None)
         if reference and "boxes" in r and len(r["boxes"]) == len(reference["boxes"]) and r["boxes"]:
             import numpy as np
 

@@ -27,7 +27,7 @@ from emopipe.vision.detectors.base import (
     nms,
     weighted_nms,
 )
-from emopipe.vision.detectors.blazeface import BlazeFaceDetector
+from emopipe.vision.detectors.blazeface import BlazeFaceDetector, FusedBlazeBlock, FusedFinalBlock
 from emopipe.vision.detectors.s3fd import Float32L2Norm, S3FDDetector, decode_s3fd
 from tests.support import synth
 
@@ -491,6 +491,30 @@ def test_fp16_finds_the_same_faces(models_home, shared_dir):
     (found,) = half.detect(image)
     assert len(found) == len(full) == 3
     np.testing.assert_allclose(found.boxes, full.boxes, atol=1.0)
+
+
+@pytest.mark.parametrize(("name", "blocks", "final"), [("blazeface", 16, 0), ("blazeface_back", 31, 1)])
+def test_blazeface_with_its_blocks_fused_finds_the_same_faces(models_home, shared_dir, name, blocks, final):
+    build = DETECTORS.get(name)
+    plain, fused = (build(models_home, None, device="cpu", fuse=f) for f in (False, True))
+    assert plain.info()["fuse"] == "false" and fused.info()["fuse"] == "true"
+    assert sum(isinstance(m, FusedBlazeBlock) for m in fused.network.modules()) == blocks
+    assert sum(isinstance(m, FusedFinalBlock) for m in fused.network.modules()) == final
+    assert sum(isinstance(m, ConvReLU) for m in fused.network.modules()) == 1 + final  # the first convolution's too
+    assert not any(isinstance(m, (FusedBlazeBlock, ConvReLU)) for m in plain.network.modules())
+    image = face_photo(shared_dir, "4faces")
+    (a,), (b,) = plain.detect(tensor(image)), fused.detect(tensor(image))
+    assert len(a) == len(b) > 0
+    np.testing.assert_allclose(b.boxes, a.boxes, atol=1e-3)
+    np.testing.assert_allclose(b.scores, a.scores, atol=1e-5)
+    frames = torch.rand(2, 3, *plain.input_size) * 2 - 1  # the raw outputs, not only what passes the threshold
+    with torch.inference_mode():
+        for want, got in zip(plain.network(frames), fused.network(frames), strict=True):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_blazeface_is_fused_by_default_on_cuda_only(models_home):
+    assert create_detector("blazeface", device="cpu", models_dir=models_home).info()["fuse"] == "false"
 
 
 def test_blazeface_warmup(models_home):

@@ -11,7 +11,15 @@ import torch
 
 from emopipe.model import fusion
 from emopipe.model.emonet import build_emonet
-from emopipe.model.fusion import ConvReLU, FusedEmoNet, PointwiseConv, fuse, fuse_conv_relu
+from emopipe.model.fusion import (
+    ConvAddReLU,
+    ConvReLU,
+    FusedEmoNet,
+    PointwiseConv,
+    bias_pushed_forward,
+    fuse,
+    fuse_conv_relu,
+)
 from tests.support.checkpoints import random_state
 
 
@@ -98,6 +106,58 @@ def test_pointwise_conv_is_the_convolution_as_a_matrix_product():
         torch.testing.assert_close(layer(x), want)  # NCHW input: the convolution itself
     with pytest.raises(ValueError, match="1×1"):
         PointwiseConv(torch.nn.Conv2d(24, 40, 3))
+
+
+def _depthwise_then_pointwise(seed: int = 0) -> tuple[torch.nn.Conv2d, torch.nn.Conv2d]:
+    torch.manual_seed(seed)
+    depthwise, pointwise = torch.nn.Conv2d(6, 6, 3, padding=1, groups=6), torch.nn.Conv2d(6, 10, 1)
+    with torch.no_grad():  # biases far from zero, so a bias lost or doubled shows
+        depthwise.bias.uniform_(-3, 3)
+        pointwise.bias.uniform_(-3, 3)
+    return depthwise.eval(), pointwise.eval()
+
+
+def test_a_bias_pushed_through_the_pointwise_convolution_computes_the_same_function():
+    depthwise, pointwise = _depthwise_then_pointwise()
+    before = [t.clone() for t in (depthwise.weight, depthwise.bias, pointwise.weight, pointwise.bias)]
+    first, second = bias_pushed_forward(depthwise, pointwise)
+    assert first.bias is None and second.bias is not None
+    x = torch.randn(2, 6, 9, 7)
+    with torch.inference_mode():
+        torch.testing.assert_close(second(first(x)), pointwise(depthwise(x)), atol=1e-5, rtol=1e-5)
+    for kept, was in zip((depthwise.weight, depthwise.bias, pointwise.weight, pointwise.bias), before, strict=True):
+        assert torch.equal(kept, was)  # the originals untouched
+    with pytest.raises(ValueError, match="1×1"):
+        bias_pushed_forward(depthwise, torch.nn.Conv2d(6, 10, 3))
+
+
+def test_conv_add_relu_adds_the_residual_before_the_activation():
+    conv = torch.nn.Conv2d(6, 6, 1).eval()
+    layer = ConvAddReLU(conv)
+    x, z = torch.randn(2, 6, 5, 5), torch.randn(2, 6, 5, 5) * 3
+    with torch.inference_mode():
+        want = torch.relu(conv(x) + z)
+        torch.testing.assert_close(layer(x, z), want)
+        assert not torch.equal(want, torch.relu(conv(x)) + z)  # the order matters for these inputs
+    with pytest.raises(ValueError, match="zero padding"):
+        ConvAddReLU(torch.nn.Conv2d(3, 3, 3, padding=1, padding_mode="reflect"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's fused convolution)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_conv_add_relu_on_cuda_matches_its_parts(dtype):
+    depthwise, pointwise = _depthwise_then_pointwise(seed=1)
+    first, second = bias_pushed_forward(depthwise, pointwise)
+    first, layer = first.cuda().to(dtype), ConvAddReLU(second).cuda().to(dtype)
+    depthwise, pointwise = depthwise.cuda().to(dtype), pointwise.cuda().to(dtype)
+    cl = torch.channels_last
+    x = torch.randn(4, 6, 16, 16, device="cuda", dtype=dtype).contiguous(memory_format=cl)
+    z = torch.randn(4, 10, 16, 16, device="cuda", dtype=dtype).contiguous(memory_format=cl)
+    with torch.inference_mode():
+        want = torch.relu(pointwise(depthwise(x)) + z)
+        got = layer(first(x), z)
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got, want, atol=tolerance, rtol=tolerance)
 
 
 class InPlaceStreams(fusion.SideStreams):

@@ -20,7 +20,9 @@ the arithmetic beyond floating-point rounding:
   the attention input and the head's last pool + average are one pass each;
 * a ReLU applied straight to a convolution's output runs inside the convolution on CUDA
   (cuDNN's fused convolution + bias + activation, :class:`ConvReLU`); :func:`fuse_conv_relu` does
-  the same for any traceable network (the S3FD detector's 19 pairs).
+  the same for any traceable network (the S3FD detector's 19 pairs); :class:`ConvAddReLU` does it for a
+  convolution whose output is added to a residual first (BlazeFace's blocks), and :func:`bias_pushed_forward`
+  moves a depthwise convolution's bias into the 1×1 convolution after it.
 
 One rewrite changes the schedule, not the arithmetic: on CUDA each hourglass level's upper branch
 (``b1_L``, which needs only the level's input) runs on a side stream of its own, concurrently with the
@@ -103,6 +105,43 @@ class ConvReLU(nn.Module):
         if x.is_cuda and torch.backends.cudnn.enabled:
             return torch.cudnn_convolution_relu(x, c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups)
         return F.relu(c(x))
+
+
+class ConvAddReLU(nn.Module):
+    """relu(conv(x) + z) — a convolution, its bias, a residual and the activation — as one cuDNN call on CUDA
+    (the three element-wise passes over the output disappear); conv, add, ReLU in turn elsewhere."""
+
+    def __init__(self, conv: nn.Conv2d) -> None:
+        super().__init__()
+        if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+            raise ValueError("ConvAddReLU takes convolutions with numeric zero padding")
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        c = self.conv
+        if x.is_cuda and torch.backends.cudnn.enabled:
+            return torch.cudnn_convolution_add_relu(x, c.weight, z, 1.0, c.bias, c.stride, c.padding, c.dilation,
+                                                    c.groups)
+        return F.relu(c(x) + z)
+
+
+@torch.no_grad()
+def bias_pushed_forward(first: nn.Conv2d, pointwise: nn.Conv2d) -> tuple[nn.Conv2d, nn.Conv2d]:
+    """Copies of ``first`` without its bias and of the 1×1 ``pointwise`` with that bias carried through it:
+    ``pointwise(first(x))`` is unchanged (a bias is one constant a channel wherever it is added, padding
+    included, and a 1×1 convolution maps constants to constants), but ``first`` no longer needs the pass
+    that PyTorch spends adding a bias after cuDNN's convolution. Computed in float64; the inputs are untouched."""
+    if pointwise.kernel_size != (1, 1) or pointwise.groups != 1 or pointwise.in_channels != first.out_channels:
+        raise ValueError("the bias can only be carried through a 1×1 convolution without groups that follows")
+    first, pointwise = copy.deepcopy(first), copy.deepcopy(pointwise)
+    if first.bias is None:
+        return first, pointwise
+    carried = pointwise.weight.double().flatten(1) @ first.bias.double()
+    if pointwise.bias is not None:
+        carried += pointwise.bias.double()
+    pointwise.bias = nn.Parameter(carried.to(pointwise.weight.dtype), requires_grad=False)
+    first.bias = None
+    return first, pointwise
 
 
 class PointwiseConv(nn.Module):
