@@ -1177,6 +1177,22 @@ class HeldSignals:
         raise KeyboardInterrupt  # SIGTERM with no handler of the process's: ends the run as Ctrl-C does
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held over a few statements that must not be cut apart (a result taken and its manifest
+    line written), then taken: the KeyboardInterrupt comes after them, not between. Within a run's own hold
+    (:class:`HeldSignals`: its start, its end) it leaves that hold alone."""
+    if isinstance(getattr(signal.getsignal(signal.SIGINT), "__self__", None), HeldSignals):
+        yield
+        return
+    held = HeldSignals()
+    held.hold()
+    try:
+        yield
+    finally:
+        held.take()
+
+
 def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
          on_result: Callable[[SourceResult], None] | None, started: float, crew: _Crew,
          timeline: dict[str, float], held: HeldSignals) -> ManyOutcome:
@@ -1231,19 +1247,20 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     def record(result: SourceResult, name: str | None = None, share_id: int | None = None) -> None:
         """A source's manifest line, then its files' names; ``name`` and ``share_id``: the worker's result it is
         (told through the board as the source finished, or in its share's reply: recorded once)."""
-        if share_id is not None:
-            begun.add((share_id, result.source))
-        # as in one process: the line claims the names, then the files the worker left partial take them, the rows
-        # last (killed between the two, --resume redoes the source: its line owns the names)
-        plan.manifest.append(result.as_dict())
-        publish(result.renames)
-        result.renames = []
-        results.append(result)
-        seen.finished(result, share_id)
-        if name is not None:
-            workers[name]["sources"] += 1
-            workers[name]["frames"] += result.frames
-            workers[name]["faces"] += result.faces
+        with signals_held():  # (a Ctrl-C between "begun" and the line would leave the source with no line)
+            if share_id is not None:
+                begun.add((share_id, result.source))
+            # as in one process: the line claims the names, then the files the worker left partial take them, the
+            # rows last (killed between the two, --resume redoes the source: its line owns the names)
+            plan.manifest.append(result.as_dict())
+            publish(result.renames)
+            result.renames = []
+            results.append(result)
+            seen.finished(result, share_id)
+            if name is not None:
+                workers[name]["sources"] += 1
+                workers[name]["frames"] += result.frames
+                workers[name]["faces"] += result.faces
         if on_result is not None:
             on_result(result)
 

@@ -40,6 +40,7 @@ from emopipe.cluster import (
     disconnect_ray,
     failed_in_worker,
     metrics_endpoint,
+    signals_held,
     worker_device,
     worker_metrics_port,
     worker_sizing,
@@ -305,11 +306,12 @@ class _CameraRun:
         camera = self.cameras[position]
         if camera.result is not None:
             return
-        camera.result = result
-        said = facts or {"source": camera.name, "rows_file": str(camera.planned.rows), "frames": result.frames,
-                         "faces": result.faces, **({"moves": camera.so_far.moves} if camera.so_far.moves else {})}
-        camera.facts = {**said, "status": result.status, "worker": camera.worker}
-        self.plan.manifest.append(result.as_dict())
+        with signals_held():  # (a Ctrl-C between the two would leave the camera ended with no line)
+            camera.result = result
+            said = facts or {"source": camera.name, "rows_file": str(camera.planned.rows), "frames": result.frames,
+                             "faces": result.faces, **({"moves": camera.so_far.moves} if camera.so_far.moves else {})}
+            camera.facts = {**said, "status": result.status, "worker": camera.worker}
+            self.plan.manifest.append(result.as_dict())
         if self.on_result is not None:
             self.on_result(result)
 

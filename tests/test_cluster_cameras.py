@@ -5,6 +5,7 @@ the same rows files. Every wait is a poll against a generous deadline: nothing d
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from emopipe.io.records import open_writer, rows_so_far
+from emopipe.pipeline.archive import SourceResult
 from tests.support import synth
 from tests.support.ports import free_ports
 from tests.support.processes import interruptible
@@ -25,6 +27,55 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emop
 
 REPO = Path(__file__).resolve().parents[1]
 LABELS = ("neutral", "happy")
+
+
+# -- the driver's record: a camera's result and its manifest line, not cut apart --------------------------------
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_ctrl_c_as_a_camera_ends_comes_after_its_manifest_line(tmp_path, signum):
+    """A real signal to this process lands between the driver taking a camera's result and writing its line (sent
+    as the line is made): it is taken after the line, so the camera is never left ended with no line."""
+    from types import SimpleNamespace
+
+    from emopipe.cluster_cameras import _CameraRun
+    from emopipe.pipeline.archive import Manifest, PlannedSource
+
+    planned = PlannedSource(position=0, uri="rtsp://cam/a", rows=tmp_path / "a.csv", summary=tmp_path / "a.json")
+    manifest = Manifest(tmp_path)
+    run = _CameraRun(None, None, [planned], tmp_path, SimpleNamespace(manifest=manifest), None, None, None, None)
+
+    class Ending(SourceResult):
+        def as_dict(self):
+            os.kill(os.getpid(), signum)
+            return super().as_dict()
+
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as the command line takes it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.record(0, Ending(source="rtsp://cam/a", status="ok", frames=30, faces=30, rows=30), None)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert run.cameras[0].result is not None and run.cameras[0].result.status == "ok"
+    lines = [json.loads(line) for line in manifest.path.read_text().splitlines()]
+    assert [(line["source"], line["status"]) for line in lines] == [("rtsp://cam/a", "ok")]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the process's handler given back
+
+
+def test_statements_held_inside_a_runs_own_hold_leave_that_hold_to_take_the_signal():
+    from emopipe.cluster import HeldSignals, signals_held
+
+    before = signal.getsignal(signal.SIGINT)
+    run = HeldSignals()
+    run.hold()  # a run starting: its signals held until it takes them
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+        assert run.signum == signal.SIGINT  # still the run's, not raised at the end of the block
+        with pytest.raises(KeyboardInterrupt):
+            run.take()
+    finally:
+        run.release()
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 # -- a moved camera's rows file: gone on, not rewritten ---------------------------------------------------------
