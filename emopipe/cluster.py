@@ -1102,6 +1102,9 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             finally:
                 seen.close()  # the bar's last line, on its own line, before the summary's log lines
             ended = True
+        except Exception as exc:
+            held.overrule(exc)  # (a Ctrl-C while Ray started, then an error: the Ctrl-C ends the run)
+            raise
         finally:  # (signals still held: an error before _run took them, or a run that finished — _run says why)
             if crew is not None:
                 crew.end(kept=ended)  # (a run cut off or failed leaves none warm: one may still be writing)
@@ -1168,6 +1171,16 @@ class HeldSignals:
         signum, self.signum = self.signum, None
         if signum is not None:
             self._deliver(signum)
+
+    def overrule(self, error: Exception) -> None:
+        """For an error raised while a signal is held: the signal came first, so it is what ends the run (a
+        KeyboardInterrupt: exit 130, as a signal at any other moment), the error said in the log. Nothing where
+        no signal is held."""
+        if self.signum is None:
+            return
+        logger.error("%s (after %s had asked the run to stop)", str(error).splitlines()[0] if str(error) else
+                     type(error).__name__, signal.Signals(self.signum).name)
+        raise KeyboardInterrupt from error
 
     @staticmethod
     def _deliver(signum: int) -> None:

@@ -489,6 +489,9 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
                 if bar is not None:
                     bar.close()  # (its last line on its own, before the log's)
             held.hold()  # every camera has its line: what is left (summary.json, Ray stopped) is not cut short
+        except Exception as exc:
+            held.overrule(exc)  # (a Ctrl-C while Ray started, then an error: the Ctrl-C ends the run)
+            raise
         finally:
             if run is not None:
                 for name in list(run.live):

@@ -147,6 +147,32 @@ def test_a_signal_while_ray_stops_after_every_source_is_done_leaves_the_runs_exi
         assert [r.status for r in resumed.results] == ["skipped", "skipped"] and page.exists()
 
 
+@pytest.mark.parametrize("cameras", [False, True])
+def test_a_signal_while_ray_starts_then_an_error_ends_the_run_as_the_signal_asked(tmp_path, monkeypatch, caplog,
+                                                                                  cameras):
+    """A Ctrl-C while a local Ray starts is held (stopping then would leave Ray half started); if an error then
+    follows, the Ctrl-C came first: the run ends interrupted (KeyboardInterrupt: exit 130), the error in the log.
+    The error here is the start's own (Ray's connection refused), raised after a real SIGINT to this process."""
+    from emopipe import cluster, cluster_cameras
+    from emopipe.errors import UsageError
+
+    def connect_then_fail(address):
+        os.kill(os.getpid(), signal.SIGINT)  # held: Ray is starting
+        raise UsageError("Ray would not start here")
+
+    monkeypatch.setattr(cluster_cameras if cameras else cluster, "connect_ray", connect_then_fail)
+    options = cluster.RayOptions(address=LOCAL)
+    with pytest.raises(KeyboardInterrupt):
+        if cameras:
+            cluster_cameras.run_cameras_on_ray(RunConfig(device="cpu"), options, sources=["rtsp://127.0.0.1:9/cam"],
+                                               output_dir=tmp_path / "out")
+        else:
+            clips = two_small_clips(tmp_path)
+            cluster.run_on_ray(RunConfig(sources=(str(clips),), device="cpu"), options, output_dir=tmp_path / "out")
+    assert "Ray would not start here (after SIGINT had asked the run to stop)" in caplog.text
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the process's own handler given back
+
+
 def _descendants(pid: int) -> set[int]:
     """Every process below ``pid`` now (read from /proc: each process's parent)."""
     parents: dict[int, int] = {}
