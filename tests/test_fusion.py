@@ -153,9 +153,14 @@ def test_conv_add_relu_on_cuda_matches_its_parts(dtype):
     cl = torch.channels_last
     x = torch.randn(4, 6, 16, 16, device="cuda", dtype=dtype).contiguous(memory_format=cl)
     z = torch.randn(4, 10, 16, 16, device="cuda", dtype=dtype).contiguous(memory_format=cl)
-    with torch.inference_mode():
-        want = torch.relu(pointwise(depthwise(x)) + z)
-        got = layer(first(x), z)
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # (TF32 keeps 10 bits of each product: fp32 is compared as fp32)
+    try:
+        with torch.inference_mode():
+            want = torch.relu(pointwise(depthwise(x)) + z)
+            got = layer(first(x), z)
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
     tolerance = 1e-4 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(got, want, atol=tolerance, rtol=tolerance)
 
