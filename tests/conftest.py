@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,16 @@ def ort_fp32(checkpoints, onnx_home):
     model = build_emonet(read_checkpoint(checkpoints[8]))
     return OrtEngine(model, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=sha256_of(checkpoints[8]),
                      models_dir=onnx_home)
+
+
+@pytest.fixture
+def python_signal_handlers():
+    """SIGINT and SIGTERM raise KeyboardInterrupt (Python's own handler) during the test, whatever an earlier
+    in-process command left installed — the command line's handler exits the process at a second signal — and
+    the handlers before are put back after. For tests that send this process a real signal."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in before:
+        signal.signal(signum, signal.default_int_handler)
+    yield
+    for signum, handler in before.items():
+        signal.signal(signum, handler)

@@ -32,7 +32,7 @@ LABELS = ("neutral", "happy")
 # -- the driver's record: a camera's result and its manifest line, not cut apart --------------------------------
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_ctrl_c_as_a_camera_ends_comes_after_its_manifest_line(tmp_path, signum):
+def test_a_ctrl_c_as_a_camera_ends_comes_after_its_manifest_line(tmp_path, signum, python_signal_handlers):
     """A real signal to this process lands between the driver taking a camera's result and writing its line (sent
     as the line is made): it is taken after the line, so the camera is never left ended with no line."""
     from types import SimpleNamespace
@@ -49,22 +49,17 @@ def test_a_ctrl_c_as_a_camera_ends_comes_after_its_manifest_line(tmp_path, signu
             os.kill(os.getpid(), signum)
             return super().as_dict()
 
-    before = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as the command line takes it
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            run.record(0, Ending(source="rtsp://cam/a", status="ok", frames=30, faces=30, rows=30), None)
-    finally:
-        signal.signal(signal.SIGTERM, before)
+    with pytest.raises(KeyboardInterrupt):
+        run.record(0, Ending(source="rtsp://cam/a", status="ok", frames=30, faces=30, rows=30), None)
     assert run.cameras[0].result is not None and run.cameras[0].result.status == "ok"
     lines = [json.loads(line) for line in manifest.path.read_text().splitlines()]
     assert [(line["source"], line["status"]) for line in lines] == [("rtsp://cam/a", "ok")]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the process's handler given back
 
 
-def test_statements_held_inside_a_runs_own_hold_leave_that_hold_to_take_the_signal():
+def test_statements_held_inside_a_runs_own_hold_leave_that_hold_to_take_the_signal(python_signal_handlers):
     from emopipe.cluster import HeldSignals, signals_held
 
-    before = signal.getsignal(signal.SIGINT)
     run = HeldSignals()
     run.hold()  # a run starting: its signals held until it takes them
     try:
@@ -75,7 +70,7 @@ def test_statements_held_inside_a_runs_own_hold_leave_that_hold_to_take_the_sign
             run.take()
     finally:
         run.release()
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 # -- a moved camera's rows file: gone on, not rewritten ---------------------------------------------------------

@@ -149,7 +149,7 @@ def test_a_signal_while_ray_stops_after_every_source_is_done_leaves_the_runs_exi
 
 @pytest.mark.parametrize("cameras", [False, True])
 def test_a_signal_while_ray_starts_then_an_error_ends_the_run_as_the_signal_asked(tmp_path, monkeypatch, caplog,
-                                                                                  cameras):
+                                                                                  cameras, python_signal_handlers):
     """A Ctrl-C while a local Ray starts is held (stopping then would leave Ray half started); if an error then
     follows, the Ctrl-C came first: the run ends interrupted (KeyboardInterrupt: exit 130), the error in the log.
     The error here is the start's own (Ray's connection refused), raised after a real SIGINT to this process."""
