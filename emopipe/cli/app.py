@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from emopipe._version import __version__
+from emopipe.cli.parsing import say
 from emopipe.errors import INTERRUPTED_EXIT_CODE, STDOUT_CLOSED_EXIT_CODE, EmopipeError
 
 logger = logging.getLogger("emopipe")
@@ -171,11 +172,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except EmopipeError as exc:
         if args.debug:
             logger.exception("error")
-        print(f"emopipe: error: {exc}", file=sys.stderr)
+        say(f"emopipe: error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
         _INTERRUPTED.set()
-        print("emopipe: interrupted", file=sys.stderr)
+        say("emopipe: interrupted")
         return INTERRUPTED_EXIT_CODE
     except Exception as exc:  # a bug: still one line unless --debug
         if isinstance(exc, BrokenPipeError) and _stdout_reader_gone():
@@ -183,5 +184,5 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.debug:
             raise
         message = f"{type(exc).__name__}: {exc}".split("\n")[0]
-        print(f"emopipe: internal error: {message} (rerun with --debug for the traceback)", file=sys.stderr)
+        say(f"emopipe: internal error: {message} (rerun with --debug for the traceback)")
         return 1

@@ -10,12 +10,19 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 
+def say(line: str) -> None:
+    """One line on standard error in one write: ``print`` writes the text and its newline apart, and a thread's log
+    line (Ray's, from the thread that joins a cluster) could fall between them."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors use our one-line format and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # one line, as for every other error: the usage block would bury it (``--help`` shows it)
-        print(f"emopipe: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        say(f"emopipe: error: {message} (see '{self.prog} --help')")
         raise SystemExit(2)
 
     def print_help(self, file: SupportsWrite[str] | None = None) -> None:

@@ -11,7 +11,7 @@ import sys
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from emopipe.cli.parsing import new_parser
+from emopipe.cli.parsing import new_parser, say
 from emopipe.config import (
     BACKEND_NAMES,
     DEFAULT_MAX_WAIT_MS,
@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         return INTERRUPTED_EXIT_CODE
     if outcome.summary.ended_early:
-        print(f"emopipe: error: {InputTruncatedError(outcome.summary.ended_early)}", file=sys.stderr)
+        say(f"emopipe: error: {InputTruncatedError(outcome.summary.ended_early)}")
         return InputTruncatedError.exit_code
     return 0
 
@@ -322,7 +322,7 @@ def _fleet_exit_code(outcome: FleetOutcome) -> int:
                 len(statuses), statuses.count("ok"), statuses.count("failed"), statuses.count("interrupted"),
                 run["frames"], run["faces"], run["wall_s"], run["manifest"])
     for failed in outcome.failed:
-        print(f"emopipe: error: {failed.error}", file=sys.stderr)
+        say(f"emopipe: error: {failed.error}")
     return outcome.exit_code
 
 
