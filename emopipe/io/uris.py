@@ -26,9 +26,14 @@ _SECRET_NAME = r"[\w.-]*(?:token|key|pass|pwd|secret|auth|sig|signature|credenti
 _SECRET_IN_QUERY = re.compile(rf"((?:^|(?<=[&;])){_SECRET_NAME})[^&;]*", re.IGNORECASE)
 _SECRET_IN_PATH = re.compile(rf"((?<=[_/;&]){_SECRET_NAME})[^_/;&]*", re.IGNORECASE)
 
-# Live readers by URI scheme beyond OpenCV's own (e.g. an in-process paced source for benchmarks and tests):
-# a factory (uri, LiveOptions) -> Capture that raises SourceUnavailableError when it cannot open.
-CAPTURES: Registry[object] = Registry("capture scheme", {})
+# Live readers by URI scheme beyond OpenCV's own: a factory (uri, LiveOptions) -> Capture that raises
+# SourceUnavailableError when it cannot open. Installed packages add theirs under the entry-point group
+# "emopipe.captures" (a camera maker's SDK: docs/live.md, "Cameras of your own"); tests register in-process ones.
+# A plug-in cannot take a scheme OpenCV's streams or webcams already answer to.
+CAPTURES: Registry[object] = Registry(
+    "capture scheme", {}, plugins="emopipe.captures",
+    valid_name=lambda name: re.fullmatch(r"[a-z][a-z0-9+.-]*", name) is not None and name not in STREAM_SCHEMES
+    and name != WEBCAM_PREFIX.rstrip(":"))
 
 
 def webcam_index(uri: str) -> int | None:
