@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -80,6 +81,24 @@ class PacedCamera:
 
     def release(self) -> None:
         pass
+
+
+# The cameras the paced:// capture plug-in opened in this process (benchmarks/fleet.py reads their lateness).
+OPENED: list[PacedCamera] = []
+
+
+def open_paced_camera(uri: str, options: object) -> PacedCamera:
+    """The capture plug-in behind ``paced://NAME`` in benchmarks/fleet.py (an entry point of a package that benchmark
+    installs in a temporary folder, so that Ray's workers open the cameras too): each camera a fresh frame of
+    :func:`scene` at ``EMOPIPE_PACED_SIZE`` (WIDTHxHEIGHT, default 1280x720) and ``EMOPIPE_PACED_FPS`` (default 30)."""
+    width, height = (int(v) for v in os.environ.get("EMOPIPE_PACED_SIZE", "1280x720").split("x"))
+    OPENED.append(PacedCamera(_scene_once(width, height), float(os.environ.get("EMOPIPE_PACED_FPS", "30"))))
+    return OPENED[-1]
+
+
+@functools.cache
+def _scene_once(width: int, height: int) -> np.ndarray:
+    return scene(width, height)  # (one frame for every camera of a process: each read hands over a copy)
 
 
 def scene(width: int, height: int) -> np.ndarray:
