@@ -77,8 +77,8 @@ def ort_fp32(checkpoints, onnx_home):
 @pytest.fixture
 def python_signal_handlers():
     """SIGINT and SIGTERM raise KeyboardInterrupt (Python's own handler) during the test, whatever an earlier
-    in-process command left installed — the command line's handler exits the process at a second signal — and
-    the handlers before are put back after. For tests that send this process a real signal."""
+    test left installed, and the handlers before are put back after. For tests that send this process a real
+    signal, and tests that check the handlers a call gives back."""
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     for signum in before:
         signal.signal(signum, signal.default_int_handler)

@@ -477,7 +477,7 @@ class Loud:
 kept = Loud()  # a module global: only Python's own shutdown deletes it
 atexit.register(print, "exit handler ran", flush=True)
 threading.Thread(target=lambda: (time.sleep(0.5), print("thread finished", flush=True))).start()
-app.main = lambda argv=None: 7  # what the command returned
+app._run_command = lambda argv=None: 7  # what the command returned (main and run_and_exit run it)
 app.run_and_exit() if sys.argv[1] == "command" else sys.exit(app.main())
 """
 
@@ -544,3 +544,74 @@ def test_a_broken_pipe_elsewhere_is_still_an_internal_error(monkeypatch, capsys)
     monkeypatch.setattr(app, "_handle_signals", lambda: None)
     assert app.main(["models", "list"]) == 1
     assert "internal error: BrokenPipeError" in capsys.readouterr().err
+
+
+def _a_handler_of_the_callers(signum, frame):  # type: ignore[no-untyped-def]
+    pass
+
+
+@pytest.mark.parametrize("handlers", [(signal.default_int_handler, signal.SIG_DFL),
+                                      (_a_handler_of_the_callers, _a_handler_of_the_callers)],
+                         ids=["pythons-own", "the-callers"])
+def test_main_in_process_gives_back_the_signal_handlers_it_found(handlers, tmp_path, monkeypatch,
+                                                                 python_signal_handlers):
+    """The command line's handler exits the process at a second signal: a program (or test) that calls main is
+    not left with it. (A usage error found after the handlers are set: no model, no network.)"""
+    from emopipe.cli import app
+
+    monkeypatch.setenv("EMOPIPE_HOME", str(tmp_path))
+    monkeypatch.setattr(app, "_configure_logging", lambda debug, quiet: None)  # (the test's logging left as it is)
+    for signum, handler in zip((signal.SIGINT, signal.SIGTERM), handlers):
+        signal.signal(signum, handler)
+    assert app.main(["models", "fetch", "no-such-model"]) == 2
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+class _Failed(Exception):
+    pass
+
+
+def _interrupted_and_finished(args):  # type: ignore[no-untyped-def]
+    return 130
+
+
+def _interrupted(args):  # type: ignore[no-untyped-def]
+    raise KeyboardInterrupt
+
+
+def _usage_error(args):  # type: ignore[no-untyped-def]
+    from emopipe.errors import UsageError
+
+    raise UsageError("no")
+
+
+def _a_bug(args):  # type: ignore[no-untyped-def]
+    raise _Failed
+
+
+@pytest.mark.parametrize("run, code", [(_interrupted_and_finished, 130), (_interrupted, 130), (_usage_error, 2),
+                                       (_a_bug, None)], ids=["interrupted-and-finished", "interrupted",
+                                                             "usage-error", "a-bug-raised-with-debug"])
+def test_main_in_process_gives_back_the_handlers_and_disarms_however_the_run_ends(run, code, monkeypatch, capsys,
+                                                                                  python_signal_handlers):
+    """An interrupted run arms the command line's handler (its next signal exits the process at once): the
+    handlers main gives back, and a later main's run, start unarmed."""
+    from emopipe.cli import app, models
+
+    during = []
+
+    def recording(args):  # type: ignore[no-untyped-def]
+        during.append(signal.getsignal(signal.SIGINT))
+        return run(args)
+
+    monkeypatch.setattr(app, "_command", lambda name: (models.build_parser, recording))
+    monkeypatch.setattr(app, "_configure_logging", lambda debug, quiet: None)
+    if code is None:
+        with pytest.raises(_Failed):
+            app.main(["models", "--debug", "list"])
+    else:
+        assert app.main(["models", "list"]) == code
+    assert during == [app._on_signal]  # (what is given back below was replaced for the run)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    assert not app._INTERRUPTED.is_set()

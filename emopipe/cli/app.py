@@ -16,7 +16,7 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
 from emopipe._version import __version__
@@ -96,7 +96,8 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
     Python's own exit would go on to unload every module the run imported (PyTorch's, OpenCV's, Ray's): over a
     second on the CI machine, for nothing — by then main() has committed and closed every output. (Only the
     command ends so; main() called in a process of yours returns as any function does.)"""
-    code = main(argv)
+    code = _run_command(argv)  # (not main: the command line's signal handlers stay, so a second signal exits
+    # at once also while the threads below finish and the exit handlers run)
     try:
         for thread in threading.enumerate():  # as Python's exit, wait for the threads that are not daemons
             if thread is not threading.current_thread() and not thread.daemon:
@@ -114,6 +115,26 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command, called in a process of yours: its exit code returned, and the SIGINT and SIGTERM handlers it
+    set for the run given back after, for the command line's would exit your process at a second signal."""
+    with _signal_handlers_given_back():
+        return _run_command(argv)
+
+
+@contextlib.contextmanager
+def _signal_handlers_given_back() -> Iterator[None]:
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():  # (elsewhere none was set: _handle_signals)
+            for signum, handler in before.items():
+                if handler is not None:  # (None: one set outside Python, which Python cannot set back)
+                    signal.signal(signum, handler)
+        _INTERRUPTED.clear()  # a later run starts unarmed: its first signal finishes its files
+
+
+def _run_command(argv: Sequence[str] | None) -> int:
     try:
         try:
             return _main(argv)
