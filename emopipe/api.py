@@ -164,8 +164,9 @@ class Analyzer:
         if self.config.compile:
             check_compile_mode(self.config.compile)
         # the engine-shaping options, resolved for this device and the kind of source (live or file). Made without
-        # a source, the analyzer takes them from the first source its engines are built for (:meth:`source_config`);
-        # once built, a live source after a file (or a file after a live source) runs on them as they are
+        # a source, the analyzer takes them from the source that starts running before its engines are built
+        # (:meth:`_start_config`); once built, a live source after a file (or a file after a live source) runs on
+        # them as they are
         self._made_for_source = bool(self.config.source or self.config.webcam is not None or self.config.fleet)
         self._base = self.config.resolved(self._device_type) if (self.config.source or self.config.webcam is not None) \
             else self._engines_for(self.config.sources[0] if self.config.fleet else "analyzer")
@@ -220,12 +221,19 @@ class Analyzer:
 
     # -- sources ------------------------------------------------------------------------------
 
+    def _engines_as_for(self, source: StrPath | None) -> RunConfig:
+        """The engine-shaping options a run of ``source`` would get (see __init__): the source's own while the
+        analyzer made without one has not built its engines, else the analyzer's."""
+        if source is None or self.models is not None or self._made_for_source:
+            return self._base
+        return self._engines_for(str(source))
+
     def source_config(self, source: StrPath | None = None, **options: Any) -> RunConfig:
-        """The resolved configuration of one source's run (engine options as the analyzer's)."""
-        if source is not None and self.models is None and not self._made_for_source:  # (see __init__)
-            self._base = self._engines_for(str(source))
+        """The resolved configuration of one source's run (engine options as the analyzer's). A question only: the
+        engines are shaped by the source that then starts running (:meth:`_start_config`), not by one asked about."""
+        base = self._engines_as_for(source)
         changed = sorted(name for name in set(options) & MODEL_OPTIONS
-                         if options[name] != getattr(self._base, name) and options[name] is not None)
+                         if options[name] != getattr(base, name) and options[name] is not None)
         if changed:
             raise UsageError(f"{', '.join(changed)}: these options shape the engines and are fixed when the "
                              "Analyzer is made; make another Analyzer to change them")
@@ -233,7 +241,14 @@ class Analyzer:
         if source is not None:
             config = replace(config, source=str(source), webcam=None)
         resolved = config.resolved(self._device_type)
-        return replace(resolved, **model_options(self._base))
+        return replace(resolved, **model_options(base))
+
+    def _start_config(self, source: StrPath | None = None, **options: Any) -> RunConfig:
+        """:meth:`source_config` for a source that starts running now: the engines the analyzer builds next (if it
+        has none yet) are shaped as for it."""
+        config = self.source_config(source, **options)
+        self._base = self._engines_as_for(source)
+        return config
 
     def analyze(self, source: StrPath, **options: Any) -> Iterator[FaceRecord]:
         """The faces of ``source``, frame by frame, as they are computed (a generator).
@@ -248,7 +263,7 @@ class Analyzer:
             yield from self._analyze(source, **options)
 
     def _analyze(self, source: StrPath, **options: Any) -> Iterator[FaceRecord]:
-        config = self.source_config(str(source), **options)
+        config = self._start_config(str(source), **options)
         stack = ExitStack()
         run = SourceRun(config, resolve_device(config.device), stack)
         try:
@@ -323,7 +338,7 @@ class Analyzer:
         """
         given = RunConfig.from_options(self.config, **options)
         _refuse_many_options(given)
-        config = self.source_config(source, **options)
+        config = self._start_config(source, **options)
         config.check_outputs(earlier=False)
         metrics, exporter = _asked_metrics(given, config, metrics, exporter,
                                            batch_sizes=(int(config.batch_size or 1),),
@@ -383,7 +398,7 @@ class Analyzer:
             self.config = replace(self.config, sources=wanted)
             self._base = replace(self.config, source=wanted[0], webcam=None).resolved(self._device_type)
         # each camera's options resolved as for one live source (the output folder is not a rows file)
-        config = self.source_config(wanted[0], **{**options, "sources": wanted, "output": None, "summary": None})
+        config = self._start_config(wanted[0], **{**options, "sources": wanted, "output": None, "summary": None})
         metrics, exporter = _asked_metrics(given, config, metrics, exporter, batch_sizes=(int(config.batch_size or 1),),
                                            mode="live")
         directory = Path(output_dir if output_dir is not None else (given.output or DEFAULT_OUTPUT_DIR))
@@ -502,7 +517,7 @@ class Analyzer:
         plan neither takes nor releases it (it still takes the page, released by :meth:`ManyPlan.close`)."""
         given = RunConfig.from_options(self.config, **options)
         # per-source options resolved as for a file (the output folder is not a rows file: kept apart)
-        config = self.source_config(MANY_SOURCES, **{**options, "output": None, "summary": None})
+        config = self._start_config(MANY_SOURCES, **{**options, "output": None, "summary": None})
         return plan_sources(sources, output_dir, config, given, folder_held=folder_held)
 
     def source_chain(self, todo: Sequence[PlannedSource], config: RunConfig, feeding: bool = False) -> SourceChain:

@@ -316,6 +316,38 @@ def test_the_source_given_to_analyze_or_run_decides_live_or_file_defaults(tmp_pa
         [("clip.mp4", "sfd")] * 2
 
 
+def test_asking_for_a_sources_config_leaves_the_engines_to_the_source_that_runs(tmp_path, monkeypatch):
+    # (was: source_config("rtsp://…") on an analyzer made without a source stored the live engine options, so
+    # the engines it then built, and its answers after, were a camera's: BlazeFace for a file)
+    import emopipe.api
+    from emopipe.pipeline.analysis import SourceRun
+
+    class Built(Exception):
+        pass
+
+    def not_built(config):
+        built.append(config.detector)
+        raise Built
+
+    monkeypatch.chdir(tmp_path)  # (run's default outputs are checked here)
+    monkeypatch.setattr(SourceRun, "open", lambda self: None)  # (no source is read: the engines come next)
+    monkeypatch.setattr(emopipe.api, "load_models", not_built)
+    built: list[str] = []
+    fresh = emopipe.Analyzer(device="cpu")
+    analyzer = emopipe.Analyzer(device="cpu")
+    assert analyzer.source_config("rtsp://x/y").detector == "blazeface"  # a camera's answer …
+    with pytest.raises(Built):
+        analyzer.open()  # … kept nowhere: built as made (for no source: as for a file)
+    assert analyzer.source_config("clip.mp4") == fresh.source_config("clip.mp4")
+    analyzer.source_config("rtsp://x/y")
+    with pytest.raises(Built):
+        analyzer.run("clip.mp4")  # the source that runs shapes them
+    analyzer.source_config("clip.mp4")
+    with pytest.raises(Built):
+        list(analyzer.analyze("rtsp://x/y"))
+    assert built == ["sfd", "sfd", "blazeface"]
+
+
 def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypatch):
     # (was: output=/report= in config= or the Analyzer's options made analyze() write nothing, saying nothing;
     # run() took resume=, parallel=, ray_*= for its one source and ignored them)
