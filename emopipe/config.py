@@ -132,6 +132,9 @@ class RunConfig:
     # several sources in one run (Analyzer.run_many; cameras and streams: Analyzer.run_fleet): as given, expanded
     # by emopipe.io.inputs
     sources: tuple[str, ...] = ()
+    # ``sources`` are that expansion already (the command line's): planned as they are. A second pass read a name
+    # the first gave that opens nothing (a link to nothing, clip[2].mp4) as a glob, and listed image folders again
+    sources_expanded: bool = False
     list_files: tuple[str, ...] = ()  # --list FILE: one source per line
     recursive: bool = False  # folders: their whole tree (each video, each folder of images one sequence)
     resume: bool = False  # skip the sources an earlier run into the same folder finished

@@ -126,6 +126,63 @@ def test_list_lines_are_expanded_once_and_one_file_spelled_two_ways_is_one_sourc
     assert [p.uri for p in plan.todo] == ["R/a.mp4", "x/b.mp4"]
 
 
+def test_the_command_plans_the_names_a_folder_gives_each_once_brackets_and_all(tmp_path, monkeypatch):
+    # (was: planning expanded the command's expanded sources again: clip[2].mp4, a link to nothing that is to fail
+    # as a source, was read as a pattern there, matched clip2.mp4, and vanished from the run unsaid)
+    monkeypatch.chdir(tmp_path)
+    for name in ("clip1.mp4", "clip[1].mp4", "clip2.mp4"):
+        touch(tmp_path / "d" / name)
+    (tmp_path / "d" / "clip[2].mp4").symlink_to(tmp_path / "gone.mp4")
+    config = config_from_args(build_parser().parse_args(["d", "--device", "cpu"]))
+    expected = ["d/clip1.mp4", "d/clip2.mp4", "d/clip[1].mp4", "d/clip[2].mp4"]
+    assert list(config.sources) == expected
+    plan = Analyzer(config).plan_many(None, tmp_path / "out")
+    assert [p.uri for p in plan.todo] == expected
+
+
+@pytest.mark.parametrize("where", ["one-process", "ray-driver"])
+def test_the_command_expands_its_inputs_once_and_the_library_its_items_once(where, tmp_path, monkeypatch):
+    import emopipe.cli.run
+    import emopipe.pipeline.many
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("v/a.mp4", "v/b.mp4", "photos/1.jpg"):
+        touch(tmp_path / name)
+    calls: list[list[str]] = []
+
+    def counted(items, *args, **options):  # type: ignore[no-untyped-def]
+        calls.append(list(items))
+        return expand_inputs(items, *args, **options)
+
+    for module in (emopipe.cli.run, emopipe.pipeline.many):
+        monkeypatch.setattr(module, "expand_inputs", counted)
+    config = config_from_args(build_parser().parse_args(["v", "photos", "--device", "cpu"]))
+    if where == "ray-driver":
+        pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
+        import emopipe.cluster
+
+        planned: list[str] = []
+
+        def plan(*args, **kwargs):  # type: ignore[no-untyped-def]
+            made = emopipe.pipeline.many.plan_sources(*args, **kwargs)
+            planned.extend(p.uri for p in made.todo)
+            return made
+
+        def connect(address: str) -> bool:  # (the run is planned by then: stop it there)
+            raise UsageError("test: planned")
+
+        monkeypatch.setattr(emopipe.cluster, "plan_sources", plan)
+        monkeypatch.setattr(emopipe.cluster, "connect_ray", connect)
+        with pytest.raises(UsageError, match="test: planned"):
+            emopipe.cluster.run_on_ray(config, emopipe.cluster.RayOptions(address=emopipe.cluster.LOCAL))
+    else:
+        planned = [p.uri for p in Analyzer(config).plan_many(None, tmp_path / "out").todo]
+    assert calls == [["v", "photos"]] and planned == ["v/a.mp4", "v/b.mp4", "photos"]
+    calls.clear()  # the library's sources are the caller's items: expanded there, once
+    library = Analyzer(device="cpu").plan_many(["v", "photos"], tmp_path / "library")
+    assert calls == [["v", "photos"]] and [p.uri for p in library.todo] == planned
+
+
 def test_a_list_line_may_end_with_a_comment_but_a_hash_inside_a_name_or_url_stays(tmp_path):
     from emopipe.io.inputs import read_list
 

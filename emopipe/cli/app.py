@@ -61,29 +61,10 @@ def _handle_signals() -> None:
         signal.signal(signal.SIGTERM, _on_signal)
 
 
-class _InputsSaidOnce(logging.Filter):
-    """A many-source command expands its inputs twice (to choose the kind of run, then to plan it, as a library
-    call does): what the expansion warns about (a folder's subfolders left out, images beside videos) is said
-    once."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._said: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name != "emopipe.io.inputs":
-            return True
-        message = record.getMessage()
-        first = message not in self._said
-        self._said.add(message)
-        return first
-
-
 def _configure_logging(debug: bool, quiet: bool) -> None:
     level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("emopipe: %(message)s"))
-    handler.addFilter(_InputsSaidOnce())
     root = logging.getLogger("emopipe")
     root.handlers[:] = [handler]
     root.setLevel(level)

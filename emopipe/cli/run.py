@@ -214,7 +214,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     One plain source is ``source``; several, or a collection (a folder of videos, a glob, --list), are
     ``sources`` (so is one file with ``--ray``).
     ``--webcam N`` beside other sources is one more camera of the run (``webcam:N``)."""
-    values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if f.name not in ("source", "sources")}
+    values = {f.name: getattr(args, f.name) for f in fields(RunConfig)
+              if f.name not in ("source", "sources", "sources_expanded")}
     values["list_files"] = tuple(args.list_files)
     items = list(args.sources)
     if args.webcam is not None and (items or args.list_files or args.ray):  # (--ray: cameras are a fleet's)
@@ -224,7 +225,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if inputs.sources:  # the list files' sources are in ``sources`` now: not read (and expanded) a second time
         values["list_files"] = ()
     if inputs.collection or args.ray:  # (--ray runs the many-source command, for one file too: -o is its folder)
-        return RunConfig(sources=inputs.sources, **values)
+        return RunConfig(sources=inputs.sources, sources_expanded=True, **values)
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
 
 

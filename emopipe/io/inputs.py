@@ -207,7 +207,7 @@ def source_key(uri: str) -> str:
 
 def warn_linked(sources: Sequence[str]) -> None:
     """Say when two sources are one file (links to it, or it and a link): each is analysed, under its own name.
-    (Called where a run is planned: the command line expands its inputs once more before that.)"""
+    (Called where a run of several sources is planned.)"""
     names: dict[str, list[str]] = {}
     for uri in sources:
         if not (is_url(uri) or webcam_index(uri) is not None):

@@ -53,13 +53,18 @@ def many_config(config: RunConfig, device_type: str) -> RunConfig:
 def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPath | None, config: RunConfig,
                  given: RunConfig, *, folder_held: bool = False) -> ManyPlan:
     """What a many-source run will do, checked before anything loads (:meth:`emopipe.Analyzer.plan_many` says how);
-    ``config``: the per-source options resolved (:func:`many_config`), ``given``: the run's options as given."""
-    wanted = path_items(sources) if sources is not None else given.sources
-    inputs = expand_inputs(wanted, config.list_files, recursive=config.recursive)
-    if not inputs.sources:
+    ``config``: the per-source options resolved (:func:`many_config`), ``given``: the run's options as given.
+    ``sources`` (else ``given.sources`` and list files) are expanded here, unless ``given.sources_expanded`` says
+    that ``given.sources`` are already."""
+    if sources is None and given.sources_expanded:
+        found = given.sources
+    else:
+        wanted = path_items(sources) if sources is not None else given.sources
+        found = expand_inputs(wanted, config.list_files, recursive=config.recursive).sources
+    if not found:
         raise UsageError("no source given (files, folders, globs, --list FILE)")
-    warn_linked(inputs.sources)
-    live = [redact_uri(u) for u in inputs.sources if is_live(u)]
+    warn_linked(found)
+    live = [redact_uri(u) for u in found if is_live(u)]
     if live:
         raise UsageError(f"{', '.join(live)}: cameras and streams run as a fleet (Analyzer.run_fleet), "
                          "not with files")
@@ -70,7 +75,7 @@ def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPat
                          "summary go in the -o folder, the run's in its summary.json); run one emopipe per "
                          "source for these")
     directory = given.output_folder(output_dir)
-    input_files = InputFiles([*inputs.sources, *([config.weights] if config.weights else [])])
+    input_files = InputFiles([*found, *([config.weights] if config.weights else [])])
     if given.report:  # (before the folder is made)
         if Path(given.report).suffix.lower() not in (".html", ".htm"):
             raise UsageError(f"--report {given.report}: the report is a web page; name it .html")
@@ -87,7 +92,7 @@ def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPat
             # held as a one-source run holds it: a run into another folder with the same page is refused now, not
             # replaced by (or replacing) this one's page at the end
             held.enter_context(hold_outputs(RunConfig(report=given.report).locked_outputs()))
-        plan = _plan_folder(inputs.sources, directory, config, given, input_files)
+        plan = _plan_folder(found, directory, config, given, input_files)
         plan.held = held.pop_all()
     return plan
 
