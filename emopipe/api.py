@@ -535,12 +535,18 @@ class Analyzer:
     def process(self, todo: Sequence[PlannedSource] | SourceChain, config: RunConfig, *,
                 manifest: Manifest | None = None, on_result: Callable[[SourceResult], None] | None = None,
                 metrics: Any = None, exporter: Any = None, progress: bool = False, observers: Sequence[Observer] = (),
-                ) -> tuple[list[SourceResult], RunSummary, bool]:
-        """Run planned sources through one pipeline: (a result per source finished, the pipeline's summary,
-        whether it was interrupted). ``todo`` may be a fed :meth:`source_chain` (a cluster worker's: the run
-        lasts until its feed ends). ``observers`` see every frame as it is written (a cluster worker counts
-        them for the driver's progress bar)."""
+                ) -> tuple[list[SourceResult], RunSummary | None, bool]:
+        """Run planned sources through one pipeline: (a result per source finished, the pipeline's summary — None
+        when it was cut off before it ran —, whether it was interrupted). ``todo`` may be a fed
+        :meth:`source_chain` (a cluster worker's: the run lasts until its feed ends). ``observers`` see every frame
+        as it is written (a cluster worker counts them for the driver's progress bar).
+
+        Ctrl-C (and, on the main thread, SIGTERM) while the models load raises: no source was begun, no line is
+        written. Once they are loaded it ends the run as it ends a running pipeline, also while the first source
+        opens or the detector warms for its frame size: the source begun (its reading started) is ``interrupted``
+        with the frames written so far, none then — as a Ray run's driver records the source its worker was in."""
         interrupted = False
+        pipeline: Pipeline | None = None
         with ExitStack() as stack:
             _sigterm_as_ctrl_c(stack)
             chain = stack.enter_context(todo if isinstance(todo, SourceChain) else self.source_chain(todo, config))
@@ -549,40 +555,46 @@ class Analyzer:
                 stack.enter_context(exporter)
             models = self.open().models
             assert models is not None
-            info = chain.first_info()
-            if info is not None and not config.no_warmup:
-                models.warm_detector(info.height, info.width)
-            if metrics is not None:
-                metrics.observe_startup(models.load_s, models.warmup_s)
-                metrics.set_info(build_info(models.engine.info(), model=models.model_name))
-                metrics.set_run_state("running")  # (the alerts on a running run's rates and sources watch from now)
             if metrics is not None:  # each source that fails counts as an error (errors_total, its alert)
                 on_result = _counting_failures(metrics, on_result)
+            # before the first source is waited for and the detector warmed: a signal then finishes that source too
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
-            chain.on_idle = sink.settle  # a fed chain waiting for sources: those written meanwhile finish
-            # (by position, growing with a fed chain; redacted by the metrics; past --metrics-max-sources: "other")
-            names = chain.uris
-            # the metrics first: an observer that has heard of a frame (a cluster worker's counter, which its
-            # reply and its push wait for) knows the metrics have counted it too
-            watching: list[Any] = [*([MetricsObserver(metrics, names)] if metrics is not None else []), *observers]
-            if progress:
-                bar = ProgressBar(None)
-                watching.append(bar)
-                stack.callback(bar.close)
-            frames_per_batch = models.detector.batch_size * config.detect_every
-            settings = PipelineSettings(detect_batch=models.detector.batch_size,
-                                        queue_frames=max(4, 2 * frames_per_batch), detect_every=config.detect_every,
-                                        # a fed chain may wait for its next share: the last faces' unfilled
-                                        # batch then runs after this, not when the feed ends
-                                        max_wait_s=FED_MAX_WAIT_S if chain.feeding else None)
-            pipeline = Pipeline(chain, models.detector, models.cropper, models.engine, sinks=[sink],
-                                observers=watching, settings=settings)
             try:
+                info = chain.first_info()
+                if info is not None and not config.no_warmup:
+                    models.warm_detector(info.height, info.width)
+                sink.begin()  # (the first source's time runs from the end of the warm-ups)
+                if metrics is not None:
+                    metrics.observe_startup(models.load_s, models.warmup_s)
+                    metrics.set_info(build_info(models.engine.info(), model=models.model_name))
+                    metrics.set_run_state("running")  # (the alerts on a running run's rates and sources watch from now)
+                chain.on_idle = sink.settle  # a fed chain waiting for sources: those written meanwhile finish
+                # (by position, growing with a fed chain; redacted by the metrics; past --metrics-max-sources: "other")
+                names = chain.uris
+                # the metrics first: an observer that has heard of a frame (a cluster worker's counter, which its
+                # reply and its push wait for) knows the metrics have counted it too
+                watching: list[Any] = [*([MetricsObserver(metrics, names)] if metrics is not None else []),
+                                       *observers]
+                if progress:
+                    bar = ProgressBar(None)
+                    watching.append(bar)
+                    stack.callback(bar.close)
+                frames_per_batch = models.detector.batch_size * config.detect_every
+                settings = PipelineSettings(detect_batch=models.detector.batch_size,
+                                            queue_frames=max(4, 2 * frames_per_batch),
+                                            detect_every=config.detect_every,
+                                            # a fed chain may wait for its next share: the last faces' unfilled
+                                            # batch then runs after this, not when the feed ends
+                                            max_wait_s=FED_MAX_WAIT_S if chain.feeding else None)
+                pipeline = Pipeline(chain, models.detector, models.cropper, models.engine, sinks=[sink],
+                                    observers=watching, settings=settings)
                 pipeline.run()
             except KeyboardInterrupt:
                 interrupted = True
-            summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
-                                       startup=models.startup(pipeline.first_written_at))
+                sink.close()  # (once: a pipeline that ran closed it; before it ran, the source begun gets its line)
+            summary = None if pipeline is None else \
+                pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+                                 startup=models.startup(pipeline.first_written_at))
             if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
                 exporter.finish(linger_after=not interrupted, state="interrupted" if interrupted else "finished")
         return sink.results, summary, interrupted

@@ -774,6 +774,21 @@ def test_an_interrupted_source_counts_the_frames_written_not_those_read_ahead(tm
     assert not planned[0].rows.exists()  # its rows stay under the partial name
 
 
+def test_a_sink_closed_again_after_an_interruption_marks_no_second_source(tmp_path):
+    # (the run closes the sink at a Ctrl-C also when the pipeline ran and closed it: a second close took the source
+    # read ahead for the one the run was in)
+    planned = [PlannedSource(i, u, tmp_path / f"{u}.emotions.csv", tmp_path / f"{u}.emotions.summary.json")
+               for i, u in enumerate("ab")]
+    manifest = Manifest(tmp_path)
+    with SourceChain(planned, lambda uri: FakeSource(uri, 3), parallel=2, queue_frames=8) as chain:
+        chain.start()  # both begun (b read ahead), none of their frames written
+        sink = PerSourceSink(chain, RunConfig(), ("neutral", "happy"), manifest)
+        sink.close()
+        sink.close()
+    assert [(e["source"], e["status"], e["frames"]) for e in manifest_lines(tmp_path)] == [("a", "interrupted", 0)]
+    assert not list(tmp_path.glob("*.csv*"))
+
+
 
 def test_the_source_chain_and_the_fleet_source_have_the_source_protocols_members(tmp_path):
     # (was: the chain's expected_frames a method, so reading it as the protocol says gave a bound method, not a
@@ -965,6 +980,39 @@ def test_a_signal_while_the_report_is_written_leaves_no_page_and_resume_writes_i
     emopipe(*args, "--resume", cwd=tmp_path)
     assert (tmp_path / "report.html").read_text().count("<section class='source'") == 3
     assert [m["status"] for m in manifest_lines(tmp_path / "out")][3:] == ["skipped"] * 3
+
+
+@pytest.mark.slow
+def test_a_signal_while_the_detector_warms_marks_the_source_begun_interrupted_and_resume_redoes_it(tmp_path,
+                                                                                                   clips):
+    """Cut off once the models are loaded, while the detector warms for the first source's frame size (that source
+    opened, its reading begun, none of its frames analysed): the source is in flight, `interrupted` with nothing
+    kept, as Ray's driver records the source its worker was in — the run ended with no line and no summary.json.
+    The source read ahead after it was not entered: no line. Exit 130; --resume redoes both, each row once.
+    (tests/support/signal_at.py sends the signal as the warm-up begins.)"""
+    _, options = clips
+    args = ("a/clip.mp4", "b/two.mp4", "-o", "out", *options)
+    done = subprocess.run([sys.executable, "-m", "tests.support.signal_at", "INT", "detector-warmup", *args],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 130 and "signal_at: sent" in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    out = tmp_path / "out"
+    lines = manifest_lines(out)
+    assert [(e["source"], e["status"], e["frames"], e["faces"], e["rows"], e["exit_code"], e["outputs"])
+            for e in lines] == [("a/clip.mp4", "interrupted", 0, 0, 0, 130, {})]
+    assert "files" not in lines[0]
+    run = json.loads((out / "summary.json").read_text())
+    assert (run["sources"], run["interrupted"], run["ok"], run["run_interrupted"]) == (2, 1, 0, True)
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [".emopipe.lock", "manifest.jsonl",
+                                                                     "summary.json"]
+    emopipe(*args, "--resume", cwd=tmp_path)
+    latest = {m["source"]: m for m in Manifest(out).previous().values()}
+    assert {source: m["status"] for source, m in latest.items()} == {"a/clip.mp4": "ok", "b/two.mp4": "ok"}
+    got = rows(out / "a" / "clip.emotions.csv")
+    assert [r["frame"] for r in got] == ["0", "1", "2"] and latest["a/clip.mp4"]["rows"] == 3  # each row once
+    assert [r["frame"] for r in rows(out / "b" / "two.emotions.csv")] == ["0", "0", "1", "1"]
+    assert not list(out.rglob("*.partial"))
 
 
 @pytest.mark.slow

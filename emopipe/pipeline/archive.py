@@ -549,9 +549,15 @@ class PerSourceSink(Sink):
         self._faces = 0
         self._written = 0  # frames of the current source written
         self._detected = 0  # of them, frames the detector ran on (--detect-every: the key frames)
-        # a source's time runs from the one before it finished; the first's from here, after the warm-ups
+        # a source's time runs from the one before it finished; the first's from the end of the warm-ups (begin)
         self._last_finished_s = time.perf_counter()
+        self._closed = False
         self._lock = threading.RLock()
+
+    def begin(self) -> None:
+        """The warm-ups are over: the first source's time runs from now. (The sink is made before the detector warms
+        for the first source's frame size, so that a signal meanwhile finishes that source: :meth:`close`.)"""
+        self._last_finished_s = time.perf_counter()
 
     def write(self, result: FrameResult) -> None:
         stream = result.frame.stream
@@ -586,8 +592,13 @@ class PerSourceSink(Sink):
 
     def close(self) -> None:
         """The run ended: each source read to its end with every frame written is finished; the first one
-        that is not (the run was interrupted or failed in it) is marked interrupted; later ones never started."""
+        that is not (the run was interrupted or failed in it — also before the pipeline ran, once the source's reading
+        had begun) is marked interrupted; later ones never started. Once: a second call (the run's, after the
+        pipeline closed its sinks) does nothing, where it would take the next source for the one it was in."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             self._settle()
             readings = self.chain.readings
             if self._next < len(readings):

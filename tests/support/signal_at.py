@@ -1,10 +1,12 @@
-"""Run the emopipe command and send it a signal at one named point of a many-source run's end, deterministically.
+"""Run the emopipe command and send it a signal at one named point of a many-source run, deterministically.
 
 ``python -m tests.support.signal_at SIGNAL POINT ARGS…``: ``SIGNAL`` is ``INT`` or ``TERM``; ``POINT`` is
-``ray-stop`` (as the Ray the run started, ``--ray local``, begins to stop) or ``report`` (as ``--report``'s page
-begins). The process sends the signal to itself there; Python runs its handler at the main thread's next instruction,
-inside this module's wrapper, before the step itself — then the step goes on, as far as the command lets it. Exits
-with the command's exit code (stderr says ``signal_at: sent`` first), or 3 if the point was never reached.
+``detector-warmup`` (as one process warms the detector for the first source's frame size: that source opened, its
+reading begun, no frame analysed yet), ``ray-stop`` (as the Ray the run started, ``--ray local``, begins to stop) or
+``report`` (as ``--report``'s page begins). The process sends the signal to itself there; Python runs its handler at
+the main thread's next instruction, inside this module's wrapper, before the step itself — then the step goes on, as
+far as the command lets it. Exits with the command's exit code (stderr says ``signal_at: sent`` first), or 3 if the
+point was never reached.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ def main() -> None:
         import emopipe.report.outputs as module  # (the many-source report imports write_report as it starts)
 
         attribute = "write_report"
+    elif point == "detector-warmup":
+        from emopipe.pipeline.models import Models as module  # (a method: patched on the class)
+
+        attribute = "warm_detector"
     else:
         raise SystemExit(f"signal_at: unknown point {point}")
     step = getattr(module, attribute)
