@@ -567,6 +567,34 @@ def test_main_in_process_gives_back_the_signal_handlers_it_found(handlers, tmp_p
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
 
 
+def test_main_in_process_gives_back_the_emopipe_logger_as_it_found_it(tmp_path, monkeypatch, capsys,
+                                                                     python_signal_handlers):
+    """The command points the "emopipe" logger at standard error at its level; a program that calls main keeps its
+    own logging set-up after (here: a handler of its own, DEBUG, propagating)."""
+    import logging
+
+    from emopipe.cli import app
+
+    monkeypatch.setenv("EMOPIPE_HOME", str(tmp_path))
+    logger = logging.getLogger("emopipe")
+    mine = logging.NullHandler()
+    monkeypatch.setattr(logger, "handlers", [mine])
+    monkeypatch.setattr(logger, "level", logging.DEBUG)
+    monkeypatch.setattr(logger, "propagate", True)
+    during: list[list[logging.Handler]] = []
+    real = app._configure_logging
+
+    def configure(debug: bool, quiet: bool) -> None:
+        real(debug, quiet)
+        during.append(list(logger.handlers))
+
+    monkeypatch.setattr(app, "_configure_logging", configure)
+    assert app.main(["models", "fetch", "no-such-model"]) == 2
+    assert during and during[0] != [mine]  # the command's own handler while it ran
+    assert "emopipe: error" in capsys.readouterr().err
+    assert (logger.handlers, logger.level, logger.propagate) == ([mine], logging.DEBUG, True)
+
+
 class _Failed(Exception):
     pass
 

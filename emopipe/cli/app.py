@@ -97,9 +97,22 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command, called in a process of yours: its exit code returned, and the SIGINT and SIGTERM handlers it
-    set for the run given back after, for the command line's would exit your process at a second signal."""
-    with _signal_handlers_given_back():
+    set for the run given back after, for the command line's would exit your process at a second signal; so is the
+    ``emopipe`` logger as it was (the command's writes ``emopipe: …`` lines to standard error)."""
+    with _signal_handlers_given_back(), _logger_given_back():
         return _run_command(argv)
+
+
+@contextlib.contextmanager
+def _logger_given_back() -> Iterator[None]:
+    logger = logging.getLogger("emopipe")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    try:
+        yield
+    finally:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 @contextlib.contextmanager
