@@ -472,7 +472,7 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
         ours, board, run = False, None, None
         try:
             ours = connect_ray(options.address)
-            count, per_gpu, per_cpu = worker_sizing(options)
+            count, per_gpu, per_cpu = worker_sizing(options, cameras=True)
             worker_device(config, per_gpu)  # (--device cuda where the workers get no GPU: refused)
             count = min(count, len(planned))
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts

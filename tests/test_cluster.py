@@ -447,6 +447,10 @@ def test_under_mps_a_local_ray_shares_each_gpu_between_workers_as_its_cores_allo
     assert worker_sizing(RayOptions(address=LOCAL)) == (2, 0.5, 1.0)  # the smallest GPU has room for two
     smi.write_text("#!/bin/sh\necho 81559\n")
     assert worker_sizing(RayOptions(address=LOCAL)) == (4, 0.25, 1.0)
+    # a camera fleet's workers: more and smaller (a worker per 2 cores, up to 8 a GPU)
+    assert worker_sizing(RayOptions(address=LOCAL), cameras=True) == (8, 0.125, 1.0)
+    resources.update(CPU=12.0)  # room for six: four, a quarter each
+    assert worker_sizing(RayOptions(address=LOCAL), cameras=True) == (4, 0.25, 1.0)
     resources.update(GPU=2.0, CPU=16.0)
     assert worker_sizing(RayOptions(address=LOCAL)) == (4, 0.5, 1.0)
     assert worker_sizing(RayOptions(address=LOCAL, gpus_per_worker=1.0)) == (2, 1.0, 1.0)
@@ -455,6 +459,7 @@ def test_under_mps_a_local_ray_shares_each_gpu_between_workers_as_its_cores_allo
     assert worker_sizing(RayOptions(address="10.1.2.3:6379")) == (2, 1.0, 1.0)  # another machine's MPS is unknown here
     monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "down", answers=False)))
     resources.update(GPU=1.0)
+    assert worker_sizing(RayOptions(address=LOCAL), cameras=True) == (1, 1.0, 1.0)  # no MPS: one a GPU, cameras too
     caplog.clear()
     with caplog.at_level("INFO", logger="emopipe.cluster"):
         assert worker_sizing(RayOptions(address=LOCAL)) == (1, 1.0, 1.0)
