@@ -704,23 +704,39 @@ def _join(address: str) -> None:
 JOIN_TIMEOUT_S = 60.0  # how long Ray is given to join a cluster that accepts connections (one that answers: seconds)
 
 
+_GIVEN_UP: list[threading.Thread] = []  # joins this process gave up on that still wait in Ray
+
+
 def _init_meanwhile_free(option: str, **init: Any) -> None:
     """``ray.init(**init)`` joining a cluster, in a thread of its own while this one waits, free to take Ctrl-C and
     SIGTERM at once: where no Ray answers (a port that accepts and never replies, packets dropped) Ray waits in its
     C++ client, ~40 s a try, 20 tries, and Python runs no signal handler until it returns. Given up after
     JOIN_TIMEOUT_S. Joining starts no process here, so nothing is left behind by a process that ends meanwhile; the
-    thread is a daemon, left to end with it (a library caller's process goes on with it waiting in Ray)."""
+    thread is a daemon, left to end with it. A library caller's process goes on with it waiting in Ray: should Ray
+    answer it after all, it disconnects at once (the caller was told there was no Ray), and until it has ended this
+    process joins no Ray (two ray.init at once are not Ray's to take)."""
     import ray
 
+    _GIVEN_UP[:] = [t for t in _GIVEN_UP if t.is_alive()]
+    if _GIVEN_UP:
+        raise UsageError(f"{option}: an earlier join of this process ({_GIVEN_UP[0].name}) was given up on and still "
+                         "waits in Ray; this process can join Ray again once it ends (a new process can now)")
     failure: list[BaseException] = []
+    outcome = threading.Lock()  # (the join ending and the wait giving up on it: one of them decides, not both)
+    state = {"joined": False, "given_up": False}
 
     def join() -> None:
         try:
             ray.init(**init)
         except BaseException as exc:  # (said in the waiting thread)
             failure.append(exc)
+            return
+        with outcome:
+            state["joined"] = not state["given_up"]
+        if not state["joined"]:  # answered after the run was told there was no Ray: none it shall have
+            ray.shutdown()
 
-    joining = threading.Thread(target=join, name="emopipe-ray-join", daemon=True)
+    joining = threading.Thread(target=join, name=f"emopipe-ray-join ({option})", daemon=True)
     # off the main thread, ray.init notes that it sets no SIGTERM handler: what this process wants (its own stays)
     ray_log = logging.getLogger("ray._private.worker")
     ray_log.addFilter(_no_sigterm_note)
@@ -729,10 +745,14 @@ def _init_meanwhile_free(option: str, **init: Any) -> None:
         joining.join(JOIN_TIMEOUT_S)
     finally:
         ray_log.removeFilter(_no_sigterm_note)
-    if joining.is_alive():
+    with outcome:
+        state["given_up"] = joining.is_alive() and not state["joined"]
+    if state["given_up"]:
+        _GIVEN_UP.append(joining)
         raise UsageError(f"{option}: no Ray cluster answered there within {JOIN_TIMEOUT_S:.0f} s (something "
                          "accepts connections there, but no Ray replied); check the address and port (ray start --head "
                          "says it), or use --ray local")
+    joining.join()  # (joined: only the bookkeeping above was left to it)
     if failure:
         raise failure[0]
 

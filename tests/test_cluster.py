@@ -1452,6 +1452,41 @@ def test_a_cluster_address_where_no_ray_answers_is_given_up_after_the_join_timeo
     assert "Traceback" not in done.stderr and not out.exists() and end_processes_in(tmp_path) == []
 
 
+def test_a_join_given_up_on_that_ray_answers_later_is_disconnected_and_blocks_no_later_join(monkeypatch):
+    """A library caller whose join timed out goes on with Ray still waiting in a thread. Should Ray answer it later,
+    this process was connected behind the caller's back (told there was no Ray); and a second join meanwhile ran two
+    ray.init at once. Now the late join disconnects at once, and a join while it waits is refused in one line."""
+    import emopipe.cluster as cluster
+
+    answer = threading.Event()
+    calls: list[str] = []
+
+    def init(**kwargs):
+        calls.append("init")
+        if len(calls) == 1:
+            assert answer.wait(60), "the test never let Ray answer"  # (the first join: Ray answers when told)
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    monkeypatch.setattr(cluster, "JOIN_TIMEOUT_S", 0.05)  # (a bound the first join cannot meet: it waits for answer)
+    try:
+        with pytest.raises(UsageError, match=r"^--ray X: no Ray cluster answered there within 0 s"):
+            cluster._init_meanwhile_free("--ray X", address="X")
+        with pytest.raises(UsageError, match=r"^--ray Y: an earlier join of this process "
+                                             r"\(emopipe-ray-join \(--ray X\)\) was given up on and still waits"):
+            cluster._init_meanwhile_free("--ray Y", address="Y")
+        assert calls == ["init"]  # no second ray.init beside the first
+    finally:
+        answer.set()  # Ray answers the first join after all
+        for thread in threading.enumerate():
+            if thread.name.startswith("emopipe-ray-join"):
+                thread.join(60)
+    assert calls == ["init", "shutdown"]  # connected late: disconnected at once
+    monkeypatch.setattr(cluster, "JOIN_TIMEOUT_S", 60.0)
+    cluster._init_meanwhile_free("--ray Y", address="Y")  # once it has ended, a join goes ahead
+    assert calls == ["init", "shutdown", "init"]
+
+
 def test_a_failed_join_of_a_cluster_elsewhere_says_it_may_want_a_token_and_sends_none_unasked(monkeypatch, tmp_path):
     """Ray sends its token to no address it is given unless RAY_AUTH_MODE=token; a cluster that uses token
     authentication then refuses the driver (after ~20 s of Ray's warnings) and the run said 'no Ray cluster'."""
