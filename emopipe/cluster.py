@@ -226,7 +226,8 @@ class Worker:
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
         # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
         self.start: dict[str, Any] = {"torch_imported": "torch" in sys.modules, "process_age_s": _process_age_s()}
-        self.mps = mps_running()  # (said to the driver: workers sharing a GPU without it take turns on it)
+        # (said to the driver: workers sharing a GPU without it take turns on it; asked again before a warning)
+        self.mps = mps_running(tries=3)
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
@@ -876,19 +877,25 @@ CPUS_PER_SHARED_CAMERA_WORKER = 2
 GIB_PER_SHARED_WORKER = 8  # GPU memory a worker is given room for (one process's peak: 6.0 GB over the archive)
 
 
-def mps_running() -> bool:
+def mps_running(tries: int = 1) -> bool:
     """Whether NVIDIA's MPS control daemon answers on this machine (its pipe directory: ``CUDA_MPS_PIPE_DIRECTORY``,
     else the default). Under MPS the processes sharing a GPU run their kernels side by side; without it they take
     turns, so a second worker on a GPU adds ~8 % (docs/benchmarks.md). Asked of the daemon itself: a socket left by
-    one that stopped stays in its directory."""
+    one that stopped stays in its directory. ``tries``: asked that many times, a second apart, before it counts as
+    not running (workers starting at once ask it together: one of four once heard no answer, 2026-11-27)."""
     control = shutil.which("nvidia-cuda-mps-control")
     if control is None:
         return False
-    try:
-        asked = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return asked.returncode == 0
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(1.0)
+        try:
+            asked = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if asked.returncode == 0:
+            return True
+    return False
 
 
 def _smallest_gpu_gib() -> float | None:

@@ -425,6 +425,14 @@ def test_mps_is_running_only_where_its_control_daemon_answers(tmp_path, monkeypa
     assert mps_running() is False  # the tools, no daemon (or a socket left by one that stopped)
     monkeypatch.setenv("PATH", str(_mps_control(tmp_path / "up", answers=True)))
     assert mps_running() is True
+    flaky = tmp_path / "flaky"  # a daemon that misses its first question (several workers asking it at once)
+    flaky.mkdir()
+    tool = flaky / "nvidia-cuda-mps-control"
+    tool.write_text(f"#!/bin/sh\nread query\n[ -e {flaky}/asked ] && exit 0\n: > {flaky}/asked\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(flaky))
+    assert mps_running() is False  # asked once: no answer
+    assert mps_running(tries=3) is True  # (a worker asks again before it says its GPU runs without MPS)
 
 
 def test_under_mps_a_local_ray_shares_each_gpu_between_workers_as_its_cores_allow(tmp_path, monkeypatch, caplog):
