@@ -20,6 +20,8 @@ fleet as one process does at Ctrl-C (every camera's files complete, ``interrupte
 from __future__ import annotations
 
 import contextlib
+import html
+import json
 import logging
 import os
 import socket
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CAMERA_WORKER_NAME = "emopipe-cameras-{}"  # actor names, as the Ray dashboard shows them
+PAGE_REFRESH_S = 5  # the driver's page of the workers' pages: how often a browser asks it again
 MOVE_BACKOFF_S = (1.0, 30.0)  # a dead worker's cameras start again after 1, 2, 4… s, at most 30
 STOP_WAIT_S = 30.0  # Ctrl-C: how long the workers get to end their fleets (a worker still loading its models ends then)
 
@@ -97,11 +100,11 @@ class CameraWorker:
     once); it writes each camera's rows and summary, and tells the board each camera's numbers and its end."""
 
     def __init__(self, config: RunConfig, cwd: str | None, name: str, board: Any,
-                 metrics_port: int | None = None) -> None:
+                 metrics_port: int | None = None, serve: str | None = None) -> None:
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative paths mean what they mean to the driver
             os.chdir(cwd)
-        self.config = config
+        self.config = replace(config, serve=serve)  # (its own page, of its cameras: worker_serve_address)
         self.name = name
         self.board = board
         self.metrics_port = metrics_port
@@ -173,8 +176,13 @@ class CameraWorker:
             self.board.ended.remote(self.positions[camera.position], camera.result, camera.facts)  # (no reply awaited)
 
     def _tell(self, fleet: Fleet, done: threading.Event) -> None:
-        """Every half second: each camera's frames, faces, the number its next frame would get, its state."""
+        """Every half second: each camera's frames, faces, the number its next frame would get, its state; and its
+        live page's address once it serves one (--serve)."""
+        page_told = False
         while not done.wait(POLL_S):
+            if not page_told and fleet.server is not None:
+                page_told = True
+                self.board.started.remote(self.name, {"where": self.where, "page": page_endpoint(fleet.server)})
             counts = {}
             for camera in fleet.cameras:
                 source = camera.source
@@ -182,6 +190,105 @@ class CameraWorker:
                     "frames": camera.written, "faces": camera.faces, "state": camera.numbers()["state"],
                     "next": source.options.first_index + source.captured if source is not None else 0}
             self.board.update.remote(self.name, counts)
+
+
+def worker_serve_address(serve: str | None, index: int) -> str | None:
+    """``--serve HOST:PORT`` over Ray: worker N serves its cameras' live page on HOST:PORT+1+N (the driver's page of
+    them on PORT), as its metrics are numbered; port 0: each a free port of its own."""
+    if not serve:
+        return None
+    from emopipe.observe.livepage import parse_address
+
+    host, base = parse_address(serve)
+    if base == 0:
+        return f"[{host}]:0" if ":" in host else f"{host}:0"
+    port = base + 1 + index
+    if port > 65535:
+        raise UsageError(f"--serve {serve}: worker {index} would serve on {port}, past 65535; choose a lower port")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def page_endpoint(server: Any) -> str:
+    """The URL of a worker's live page as other machines reach it (its node's address when it listens on every
+    one), as :func:`~emopipe.cluster.metrics_endpoint` says a worker's metrics."""
+    if server.host not in ("", "0.0.0.0", "::"):
+        return str(server.url)
+    import ray
+
+    ip = ray.util.get_node_ip_address()
+    return f"http://{f'[{ip}]' if ':' in ip else ip}:{server.port}/"
+
+
+class _WorkersPage:
+    """``--serve`` over Ray: the driver's page, on HOST:PORT — each worker's live page of its cameras (the grid one
+    process serves for its fleet) in a frame of its own, the list asked again every few seconds as workers start,
+    die and are replaced; ``/workers.json`` says the same for programs."""
+
+    def __init__(self, serve: str, workers: Callable[[], dict[str, dict[str, Any]]]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from emopipe.observe.livepage import parse_address
+
+        host, port = parse_address(serve)
+        page = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0]
+                if path not in ("/", "/workers.json"):
+                    self.send_error(404)
+                    return
+                try:
+                    body, kind = ((json.dumps(page.workers()).encode(), "application/json") if path != "/" else
+                                  (page.render().encode(), "text/html; charset=utf-8"))
+                except Exception as exc:  # (said in one line: a traceback on the command's stderr helps nobody)
+                    logger.warning("the live page: %s: %s", type(exc).__name__, exc)
+                    self.send_error(500)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.workers = workers
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise UsageError(f"cannot serve the live page on {host}:{port}: {exc.strerror or exc}; choose another "
+                             "--serve address") from None
+        self.httpd.daemon_threads = True
+        shown = "localhost" if host in ("", "0.0.0.0", "::") else host
+        self.url = f"http://{f'[{shown}]' if ':' in shown else shown}:{self.httpd.server_address[1]}/"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="emopipe-serve-workers", daemon=True)
+        self._thread.start()
+
+    def render(self) -> str:
+        cells = []
+        for name, worker in self.workers().items():
+            state = "died" if worker.get("died") else ("starting" if not worker.get("page") else "live")
+            cameras = ", ".join(html.escape(c) for c in worker.get("cameras", []))
+            frame = (f'<iframe src="{html.escape(worker["page"])}" title="{html.escape(name)}"></iframe>'
+                     if worker.get("page") and not worker.get("died") else "")
+            link = f' <a href="{html.escape(worker["page"])}">{html.escape(worker["page"])}</a>' if worker.get(
+                "page") else ""
+            cells.append(f'<section><h2>{html.escape(name)} <small>{state}</small>{link}</h2>'
+                         f'<p>{cameras}</p>{frame}</section>')
+        return (f'<!doctype html><html><head><meta charset="utf-8"><title>emopipe: cameras over Ray</title>'
+                f'<meta http-equiv="refresh" content="{PAGE_REFRESH_S}">'
+                '<style>body{font-family:sans-serif;margin:1em;background:#111;color:#eee}a{color:#8cf}'
+                'iframe{width:100%;height:70vh;border:0}section{margin-bottom:1.5em}</style></head>'
+                f'<body><h1>emopipe: {len(cells)} worker(s)</h1>{"".join(cells)}</body></html>')
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)
 
 
 @dataclass
@@ -247,10 +354,12 @@ class _CameraRun:
         """A new worker for the cameras at ``positions`` (a moved camera goes on where its last worker stopped)."""
         name = CAMERA_WORKER_NAME.format(self.spawned)
         port = worker_metrics_port(self.config.metrics_port, self.spawned)
+        serve = worker_serve_address(self.config.serve, self.spawned)
         self.spawned += 1
-        actor = self.actor_class.options(name=name).remote(self.config, os.getcwd(), name, self.board, port)
+        actor = self.actor_class.options(name=name).remote(self.config, os.getcwd(), name, self.board, port, serve)
         self.live[name] = actor
-        self.workers[name] = {"where": None, "metrics": None, "cameras": [], "died": False}
+        self.workers[name] = {"where": None, "metrics": None, "cameras": [], "died": False,
+                              **({"page": None} if serve else {})}
         so_far = {}
         now = time.monotonic()
         for position in positions:
@@ -291,6 +400,9 @@ class _CameraRun:
                 entry.update(identity)
                 if identity.get("metrics"):
                     logger.info("%s (%s): metrics on %s", name, identity["where"], identity["metrics"])
+            if identity.get("page") and entry.get("page") is None:
+                entry["page"] = identity["page"]
+                logger.info("%s: its cameras' live page on %s", name, identity["page"])
         for name, numbers in counts.items():
             for position, now in numbers.items():
                 camera = self.cameras[position]
@@ -449,8 +561,8 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
     wanted = path_items(sources) if sources is not None else config.sources
     if not wanted:
         raise UsageError("no camera or stream given")
-    used = [flag for flag, value in (("--serve", config.serve), ("--show", config.show),
-                                     ("--ray-keep-warm", config.ray_keep_warm is not None)) if value]
+    used = [flag for flag, value in (("--show", config.show), ("--ray-keep-warm", config.ray_keep_warm is not None))
+            if value]
     if used:
         raise UsageError(f"{', '.join(used)}: not for cameras over Ray (each worker runs its own fleet); run the "
                          "cameras in one process for these")
@@ -466,16 +578,23 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
         planned, manifest = plan_fleet(replace(checked, summary=config.summary, annotate=config.annotate,
                                                record=config.record, report=config.report), wanted, directory, stack)
         plan = ManyPlan(checked, directory, manifest, planned, planned, [])
+        run: _CameraRun | None = None
+        if config.serve:  # the driver's page first: its address taken (or refused) before Ray starts
+            page = _WorkersPage(config.serve, lambda: {name: dict(entry) for name, entry in list(
+                run.workers.items())} if run is not None else {})  # (copies: the run changes them meanwhile)
+            stack.callback(page.close)
+            logger.info("live page on %s (each worker's cameras, as the workers start)", page.url)
         logger.info("%d camera(s); connecting to Ray (%s), then its workers start …", len(planned), options.address)
         held = HeldSignals()  # Ctrl-C and SIGTERM until the run takes them (as for files: HeldSignals says why)
         held.hold()
-        ours, board, run = False, None, None
+        ours, board = False, None
         try:
             ours = connect_ray(options.address)
             count, per_gpu, per_cpu = worker_sizing(options, cameras=True)
             worker_device(config, per_gpu)  # (--device cuda where the workers get no GPU: refused)
             count = min(count, len(planned))
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
+            worker_serve_address(config.serve, count - 1)
             board = ray.remote(num_cpus=0)(CameraBoard).remote()
             # (two calls at once: its run, and the driver's stop)
             actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0, max_concurrency=2)(

@@ -9,8 +9,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -106,7 +108,7 @@ def test_a_rows_file_goes_on_after_the_rows_a_killed_writer_left_its_cut_row_rem
 # -- refused before Ray starts -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--serve", "127.0.0.1:0"], r"--serve: not for cameras over Ray"),
+    (["--serve", "127.0.0.1:{busy}"], r"cannot serve the live page on 127\.0\.0\.1:\d+: .*choose another --serve"),
     (["--ray-keep-warm", "60"], r"--ray-keep-warm: not for cameras over Ray"),
     (["--record", "x.mkv"], r"--record: not for several cameras"),
     (["--ray-retries", "-1"], r"--ray-retries must be ≥ 0"),
@@ -120,13 +122,31 @@ def test_the_command_refuses_cameras_over_ray_options_it_cannot_honour_before_ra
     monkeypatch.setattr("emopipe.cluster_cameras.connect_ray", lambda address: pytest.fail("Ray was joined"))
     logger = logging.getLogger("emopipe")
     saved = logger.handlers[:], logger.level, logger.propagate  # (the command sets its own: to this test's stderr)
-    try:
-        got = cli.main(["rtsp://cam/a", "rtsp://cam/b", "--ray", "local", "-o", str(tmp_path / "out"), *extra])
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = saved
+    with socket.socket() as busy:  # (a port another program serves on: the driver's page cannot take it)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        extra = [a.format(busy=busy.getsockname()[1]) for a in extra]
+        try:
+            got = cli.main(["rtsp://cam/a", "rtsp://cam/b", "--ray", "local", "-o", str(tmp_path / "out"), *extra])
+        finally:
+            logger.handlers[:], logger.level, logger.propagate = saved
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("emopipe: error")]
     assert got == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
     assert not (tmp_path / "out" / "manifest.jsonl").exists()
+
+
+def test_each_camera_worker_serves_its_page_on_the_port_after_the_drivers_numbered_as_its_metrics():
+    from emopipe.cluster_cameras import worker_serve_address
+    from emopipe.errors import UsageError
+
+    assert worker_serve_address(None, 0) is None
+    assert [worker_serve_address("0.0.0.0:8080", n) for n in (0, 1, 5)] == ["0.0.0.0:8081", "0.0.0.0:8082",
+                                                                              "0.0.0.0:8086"]
+    assert worker_serve_address(":9000", 0) == "127.0.0.1:9001"  # (as one process: no host is this machine only)
+    assert worker_serve_address("[::1]:81", 1) == "[::1]:83"
+    assert worker_serve_address("127.0.0.1:0", 7) == "127.0.0.1:0"  # each a free port of its own
+    with pytest.raises(UsageError, match=r"^--serve 127\.0\.0\.1:65534: worker 1 would serve on 65536, past 65535"):
+        worker_serve_address("127.0.0.1:65534", 1)
 
 
 def test_one_process_refuses_ray_for_cameras_and_says_where_it_is():
@@ -156,6 +176,23 @@ def local_ray():
     ray.shutdown()
 
 
+def _serving(page: str, *names: str) -> dict[str, dict] | None:
+    """The driver's --serve page's word on the workers (``/workers.json``) once each of ``names`` has its page there;
+    None until then."""
+    try:
+        with urllib.request.urlopen(page + "workers.json", timeout=10) as reply:
+            workers = json.loads(reply.read())
+    except OSError:
+        return None
+    return workers if all(workers.get(name, {}).get("page") for name in names) else None
+
+
+def _fetched(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        assert reply.status == 200
+        return reply.read().decode()
+
+
 def _actor(name: str):
     """A named actor of the driver's (another process, its own namespace), or None while it has none of that name."""
     found = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"] == name]
@@ -167,7 +204,8 @@ def _actor(name: str):
 def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_one(tmp_path, local_ray, shared_dir,
                                                                                    checkpoints):
     """Worker 0 killed: its cameras go on on a new worker, in the same files; that one killed too (--ray-retries 1):
-    its cameras are failed, their rows kept, and the third camera goes on all the while. Then Ctrl-C."""
+    its cameras are failed, their rows kept, and the third camera goes on all the while. Then Ctrl-C. With --serve:
+    the driver's page shows each worker's live page of its cameras, the new worker's once it replaced a dead one."""
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
     models = tmp_path / "models"  # (the workers are other processes: given as an option, not in the environment)
     models.mkdir()
@@ -178,6 +216,8 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
     servers = [MjpegServer(clip.path) for _ in range(3)]
     for server in servers:
         server.start()
+    serve = free_ports(4)  # the driver's page, then worker N's on serve+1+N (three workers in all)
+    page = f"http://127.0.0.1:{serve}/"
     proc: subprocess.Popen | None = None
     try:
         with open(log, "w") as log_file:
@@ -185,7 +225,7 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
                 [sys.executable, "-m", "emopipe", *(s.url for s in servers), "--ray", local_ray, "--ray-workers", "2",
                  "--ray-retries", "1", "--weights", str(checkpoints[8]), "--models-dir", str(models), "--device",
                  "cpu", "-o", str(out), "--format", "jsonl", "--read-timeout", "5", "--reconnect-timeout", "120",
-                 "--no-progress"],
+                 "--no-progress", "--serve", f"127.0.0.1:{serve}"],
                 cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=interruptible)
 
         files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in servers]
@@ -200,11 +240,24 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
         # round-robin: worker 0 has cameras 0 and 2, worker 1 camera 1; every camera's rows come
         wait_for(lambda: all(len(_rows(f)) >= 2 for f in files), "not every camera's rows came")
         before = [len(_rows(f)) for f in files]
+        served = wait_for(lambda: _serving(page, "emopipe-cameras-0", "emopipe-cameras-1"), "no worker page served")
+        for n, cameras in ((0, (0, 2)), (1, (1,))):
+            worker = served[f"emopipe-cameras-{n}"]
+            assert worker["page"] == f"http://127.0.0.1:{serve + 1 + n}/"
+            grid = _fetched(worker["page"])  # the worker's grid: a cell for each of its cameras, as one process's
+            assert grid.count('class="cell"') == len(cameras)
+            assert all(f"127.0.0.1:{servers[k].port}" in grid for k in cameras)
+        index = _fetched(page)
+        assert all(f'<iframe src="http://127.0.0.1:{serve + 1 + n}/"' in index for n in (0, 1)), index
         ray.kill(wait_for(lambda: _actor("emopipe-cameras-0"), "worker 0 not found"), no_restart=True)
         # its cameras go on on a new worker, in the same files; camera 1 never stopped
         wait_for(lambda: all(len(_rows(f)) >= n + 3 for f, n in zip(files, before)),
                  "the moved cameras' rows did not go on (or camera 1's stopped)")
         moved = [len(_rows(f)) for f in files]
+        served = wait_for(lambda: _serving(page, "emopipe-cameras-2"), "the new worker's page is not on the driver's")
+        assert served["emopipe-cameras-0"]["died"] is True and served["emopipe-cameras-2"]["page"] == \
+            f"http://127.0.0.1:{serve + 3}/"
+        assert f'<iframe src="http://127.0.0.1:{serve + 1}/"' not in _fetched(page)  # (the dead one's gone)
         ray.kill(wait_for(lambda: _actor("emopipe-cameras-2"), "no new worker"), no_restart=True)
         wait_for(lambda: len(lines()) == 2, "the cameras of a worker that died twice have no line")
         wait_for(lambda: len(_rows(files[1])) >= moved[1] + 3, "camera 1 did not go on")
