@@ -77,7 +77,7 @@ class CameraBoard:
         self.workers: dict[str, dict[str, Any]] = {}  # worker → where it runs, its metrics
 
     def started(self, name: str, identity: dict[str, Any]) -> None:
-        self.workers[name] = identity
+        self.workers.setdefault(name, {}).update(identity)  # (its metrics first, its live page once it serves it)
 
     def update(self, name: str, counts: dict[int, dict[str, Any]]) -> None:
         self.counts[name] = counts
