@@ -208,6 +208,24 @@ def worker_serve_address(serve: str | None, index: int) -> str | None:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _ports_apart(config: RunConfig, count: int) -> None:
+    """``--serve`` and ``--metrics-port`` over Ray number their workers' ports alike (base+1+N): refused at once where
+    the first ``count`` workers' would meet, rather than as a worker fails to serve."""
+    if not (config.serve and config.metrics_port):
+        return
+    from emopipe.observe.livepage import parse_address
+
+    base = parse_address(config.serve)[1]
+    if base == 0:
+        return
+    pages = {base} | {base + 1 + n for n in range(count)}
+    metrics = {config.metrics_port + 1 + n for n in range(count)}
+    if pages & metrics:
+        raise UsageError(f"--serve {config.serve} and --metrics-port {config.metrics_port}: with {count} workers their "
+                         f"ports meet at {min(pages & metrics)} (the pages on {base}…{base + count}, the metrics on "
+                         f"{config.metrics_port + 1}…{config.metrics_port + count}); set the two bases further apart")
+
+
 def page_endpoint(server: Any) -> str:
     """The URL of a worker's live page as other machines reach it (its node's address when it listens on every
     one), as :func:`~emopipe.cluster.metrics_endpoint` says a worker's metrics."""
@@ -595,6 +613,7 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
             count = min(count, len(planned))
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             worker_serve_address(config.serve, count - 1)
+            _ports_apart(config, count)
             board = ray.remote(num_cpus=0)(CameraBoard).remote()
             # (two calls at once: its run, and the driver's stop)
             actor_class = ray.remote(num_gpus=per_gpu, num_cpus=per_cpu, max_restarts=0, max_concurrency=2)(

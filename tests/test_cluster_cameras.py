@@ -149,6 +149,19 @@ def test_each_camera_worker_serves_its_page_on_the_port_after_the_drivers_number
         worker_serve_address("127.0.0.1:65534", 1)
 
 
+def test_pages_and_metrics_of_camera_workers_whose_ports_would_meet_are_refused():
+    from emopipe.cluster_cameras import _ports_apart
+    from emopipe.config import RunConfig
+    from emopipe.errors import UsageError
+
+    _ports_apart(RunConfig(serve="127.0.0.1:8080", metrics_port=9478), 8)  # far apart
+    _ports_apart(RunConfig(serve="127.0.0.1:0", metrics_port=9478), 8)  # (free ports: nothing to meet)
+    _ports_apart(RunConfig(serve="127.0.0.1:8080", metrics_port=8084), 4)  # pages 8080…8084, metrics 8085…8088
+    with pytest.raises(UsageError, match=r"^--serve 127\.0\.0\.1:8080 and --metrics-port 8083: with 4 workers their "
+                                         r"ports meet at 8084 \(the pages on 8080…8084, the metrics on 8084…8087\)"):
+        _ports_apart(RunConfig(serve="127.0.0.1:8080", metrics_port=8083), 4)
+
+
 def test_one_process_refuses_ray_for_cameras_and_says_where_it_is():
     from emopipe.api import Analyzer
     from emopipe.errors import UsageError
