@@ -1,16 +1,19 @@
-"""A camera fleet in one process on a GPU: capture → result latency and drops for every camera, at 16 cameras
-and more (issue 21: 16 cameras at 720p30, p99 ≤ 50 ms on every camera, drops ≤ 1 %; then the largest count
-that still holds, goal 32).
+"""A camera fleet on a GPU, in one process or over Ray workers: capture → result latency and drops for every
+camera, at 16 cameras and more (issue 21: 16 cameras at 720p30, p99 ≤ 50 ms on every camera, drops ≤ 1 %; then the
+largest count that still holds, goal 32).
 
     PYTHONPATH=. python3 benchmarks/fleet.py --models-dir shared/models/blazeface --counts 16 24 32 --out fleet
+    PYTHONPATH=. python3 benchmarks/fleet.py --models-dir shared/models/blazeface --counts 32 64 -- --ray local
 
-Each count is one run of the real command (``emopipe.cli``, in this process) with that many in-process cameras
+Each count is one run of the real command (``emopipe.cli``, in this process) with that many cameras
 ``paced://camN`` (the camera of benchmarks/live_latency.py: a capture thread that hands over a fresh 1280×720
 frame with one real face at every tick of 30 frames/s, whether or not anyone keeps up). The GPU host has no
-ffmpeg to serve loopback streams, so the cameras are in-process: decoding a stream's packets is not measured,
-everything after the camera is — the fleet's per-camera newest-frame slots, cross-camera detector and EmoNet
-batches, one rows file per camera, the manifest, metrics. Latency is the product's own figure: from the moment a
-camera returned a frame to the moment its rows were written, per camera (``summary.json``'s ``cameras`` list).
+ffmpeg to serve loopback streams, so the cameras live in the process that opens them — this one, or with
+``-- --ray local`` each Ray worker: they are a capture plug-in (:func:`install_cameras`), which every process
+started from this one finds. Decoding a stream's packets is not measured; everything after the camera is — the
+fleet's per-camera newest-frame slots, cross-camera detector and EmoNet batches, one rows file per camera, the
+manifest, metrics. Latency is the product's own figure: from the moment a camera returned a frame to the moment its
+rows were written, per camera (``summary.json``'s ``cameras`` list).
 """
 
 from __future__ import annotations
