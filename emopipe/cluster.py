@@ -562,12 +562,18 @@ def metrics_endpoint(server: MetricsServer | None) -> str | None:
     """The URL other machines scrape a worker's metrics at (its node's address when it listens on every one)."""
     if server is None:
         return None
-    if server.host not in ("", "0.0.0.0", "::"):
-        return server.url
+    return reached_at(server.host, server.port, "/metrics") or server.url
+
+
+def reached_at(host: str, port: int, path: str) -> str | None:
+    """``http://NODE:PORT/PATH``, this Ray node's address, for a server of a worker's listening on every address
+    (``host`` empty, ``0.0.0.0`` or ``::``); None for one on a single address (its own URL says it)."""
+    if host not in ("", "0.0.0.0", "::"):
+        return None
     import ray
 
     ip = ray.util.get_node_ip_address()
-    return f"http://{f'[{ip}]' if ':' in ip else ip}:{server.port}/metrics"
+    return f"http://{f'[{ip}]' if ':' in ip else ip}:{port}{path}"
 
 
 def worker_metrics_port(base: int | None, index: int) -> int | None:

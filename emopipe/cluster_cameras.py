@@ -42,6 +42,7 @@ from emopipe.cluster import (
     disconnect_ray,
     failed_in_worker,
     metrics_endpoint,
+    reached_at,
     signals_held,
     worker_device,
     worker_metrics_port,
@@ -229,12 +230,7 @@ def _ports_apart(config: RunConfig, count: int) -> None:
 def page_endpoint(server: Any) -> str:
     """The URL of a worker's live page as other machines reach it (its node's address when it listens on every
     one), as :func:`~emopipe.cluster.metrics_endpoint` says a worker's metrics."""
-    if server.host not in ("", "0.0.0.0", "::"):
-        return str(server.url)
-    import ray
-
-    ip = ray.util.get_node_ip_address()
-    return f"http://{f'[{ip}]' if ':' in ip else ip}:{server.port}/"
+    return reached_at(server.host, server.port, "/") or str(server.url)
 
 
 class _WorkersPage:

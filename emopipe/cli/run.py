@@ -45,9 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("sources", nargs="*", metavar="SOURCE",
                         help="video file, image file or folder of images; or a network stream (rtsp://, http(s)://…) "
-                             "read live. Several sources, a folder of videos or a quoted glob ('clips/**/*.mp4') run "
-                             "in one process, warmed once, with a rows file per source in the -o folder, named "
-                             "after the path given (a link after the link). A folder holding videos gives its "
+                             "read live, or a camera of an installed capture plug-in (its scheme://…: docs/live.md, "
+                             "'Cameras of your own'). Several sources, a folder of videos or a quoted glob "
+                             "('clips/**/*.mp4') run in one process, warmed once, with a rows file per source in "
+                             "the -o folder, named after the path given (a link after the link). A folder holding "
+                             "videos gives its "
                              "videos (its images and hidden files are skipped); a folder of images only is one "
                              "image sequence; its subfolders only with --recursive (a warning says how many are "
                              "left out); a glob takes what it matches as a folder does (not images beside "
