@@ -524,3 +524,27 @@ def test_the_progress_bar_moves_to_counts_from_elsewhere_back_too_and_keeps_what
     bar.close()
     last = out.getvalue().rsplit("\r", 1)[-1]
     assert "10/10" in last and "faces=9" in last and "workers=2" in last and last.endswith("\n")
+
+
+def test_frames_are_stacked_as_numpy_stacks_them_flipped_views_and_a_given_buffer_too():
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, (6, 10, 3), dtype=np.uint8) for _ in range(4)]
+    images[2] = images[2][:, ::-1]  # a flipped view: negative strides, which torch.from_numpy refuses
+    expected = np.stack(images)
+    assert np.array_equal(pipeline_module.stack_frames(images).numpy(), expected)
+    out = torch.zeros((6, 6, 10, 3), dtype=torch.uint8)
+    staged = out[:4]
+    returned = pipeline_module.stack_frames(images, out=staged)
+    assert returned.data_ptr() == out.data_ptr()  # written in place, as the pinned buffers need
+    assert np.array_equal(out[:4].numpy(), expected) and not out[4:].any()
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 9])
+def test_a_batch_gathered_by_several_threads_is_the_batch_numpy_stacks(count):
+    rng = np.random.default_rng(count)
+    images = [rng.integers(0, 256, (1024, 1366, 3), dtype=np.uint8) for _ in range(count)]  # 4 MiB each
+    out = torch.empty((count, 1024, 1366, 3), dtype=torch.uint8)
+    assert pipeline_module.gather_frames(images, out, copiers=3).data_ptr() == out.data_ptr()
+    assert np.array_equal(out.numpy(), np.stack(images))
+    if count >= 5:  # 8 MiB or more a share: the copy was shared out
+        assert any(t.name.startswith("emopipe-copy") for t in threading.enumerate())

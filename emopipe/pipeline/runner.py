@@ -10,14 +10,16 @@ the reader, lets the writer finish everything already computed, and closes the f
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import sys
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from itertools import groupby
+from itertools import groupby, pairwise
 from typing import Any
 
 import numpy as np
@@ -71,6 +73,48 @@ class _FrameOnDevice:
     row: int
 
 
+def stack_frames(images: Sequence[np.ndarray], out: torch.Tensor | None = None) -> torch.Tensor:
+    """The images as one N×H×W×3 tensor (into ``out`` when given), copied in one call that holds no GIL.
+
+    ``np.stack`` gives up the GIL and takes it back for every image: beside any thread running Python (the
+    writer, cameras' capture threads) each image's copy then waits for a switch interval to end, and the GPU
+    thread's upload of a camera fleet's batch took most of its time (benchmark-log, session 19)."""
+    tensors = []
+    for image in images:
+        try:
+            tensors.append(torch.from_numpy(image))
+        except ValueError:  # negative strides (a flipped view): PyTorch cannot view those
+            tensors.append(torch.from_numpy(np.ascontiguousarray(image)))
+    return torch.stack(tensors, out=out) if out is not None else torch.stack(tensors)
+
+
+# Threads that gather a batch's host frames beside the GPU thread: a fleet of 32 cameras at 720p30 is 2.6 GB/s of
+# frames, and one thread copying them took a quarter of the GPU thread's time (session 19). A quarter of the cores
+# at most (the rest decode and capture), none where there are fewer than eight.
+FRAME_COPIERS = max(1, min(4, (os.cpu_count() or 1) // 4))
+_BYTES_A_COPIER = 8 << 20  # (a smaller share is not worth a thread's hand-over)
+_copy_pool: ThreadPoolExecutor | None = None
+_copy_pool_lock = threading.Lock()
+
+
+def gather_frames(images: Sequence[np.ndarray], out: torch.Tensor, copiers: int = FRAME_COPIERS) -> torch.Tensor:
+    """``stack_frames`` into ``out``, the images shared out between up to ``copiers`` threads (this one among them)."""
+    global _copy_pool
+    parts = min(copiers, len(images), max(1, out.nbytes // _BYTES_A_COPIER))
+    if parts <= 1:
+        return stack_frames(images, out=out)
+    with _copy_pool_lock:  # (one pool for every pipeline of the process; its threads start as they are needed)
+        if _copy_pool is None:
+            _copy_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="emopipe-copy")
+        pool = _copy_pool
+    bounds = [len(images) * i // parts for i in range(parts + 1)]
+    others = [pool.submit(stack_frames, images[a:b], out[a:b]) for a, b in pairwise(bounds[1:])]
+    stack_frames(images[:bounds[1]], out=out[:bounds[1]])
+    for copied in others:
+        copied.result()
+    return out
+
+
 class PinnedBatches:
     """Page-locked host buffers, one batch of frames each, reused in turn by the GPU thread.
 
@@ -94,7 +138,7 @@ class PinnedBatches:
         if buffer is None or buffer.shape[0] < shape[0] or tuple(buffer.shape[1:]) != shape[1:]:
             buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
         staged = buffer[: shape[0]]
-        np.stack(images, out=staged.numpy())
+        gather_frames(images, staged)
         pixels = staged.to(device, non_blocking=True)
         copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
         copied.record()
@@ -360,13 +404,13 @@ class Pipeline:
             # A batch across a source NVDEC decodes and one it cannot (decoded by OpenCV): those frames are uploaded
             # here, in their places (the device frames were once stacked alone: fewer rows than frames).
             on_host = [frame.bgr for frame, pixels in zip(batch, device_pixels) if pixels is None]
-            uploaded = iter(torch.from_numpy(np.stack(on_host)).to(self.device).unbind(0))
+            uploaded = iter(stack_frames(on_host).to(self.device).unbind(0))
             return torch.stack([pixels if pixels is not None else next(uploaded) for pixels in device_pixels])
         images = [frame.bgr for frame in batch]
         if self.device.type != "cuda":
-            return torch.from_numpy(np.stack(images))
+            return stack_frames(images)
         if self._pinned is None:
-            return torch.from_numpy(np.stack(images)).to(self.device)  # waits for the queued work, then copies
+            return stack_frames(images).to(self.device)  # waits for the queued work, then copies
         if self._copy_stream is None:
             return self._pinned.upload(images, self.device)[0]
         # Copied on a side stream, so the upload overlaps the kernels still queued on the main stream
@@ -380,8 +424,9 @@ class Pipeline:
 
     def _infer(self, batches: list[FaceBatch[FrameKey]],
                assembler: FrameAssembler[FrameKey, FrameResult, FaceResult]) -> None:
-        """Launch EmoNet on each batch; with overlap (files), the newest batch is collected only once the next
-        is launched or nothing is waiting, so the host crops and detects while EmoNet runs."""
+        """Launch EmoNet on each batch; with overlap, the newest batch is collected only once the next is launched
+        or nothing is waiting, so the host crops and detects while EmoNet runs (live: only while frames wait, so a
+        camera that is kept up with gets its results at once)."""
         depth = 1 if self.settings.overlap and not self.settings.live else 0
         for batch in batches:
             t = time.perf_counter()
@@ -455,7 +500,9 @@ class Pipeline:
                         self._complete(in_flight, batcher, assembler)
                     in_flight = launched
                     if self.settings.live or not self.settings.overlap or self._frames.empty():
-                        # No next batch is ready to overlap with: finish now rather than add latency.
+                        # No next batch is ready to overlap with: finish now rather than add latency. (Live
+                        # too: frames waiting are a backlog, which overlapping clears sooner — a camera fleet
+                        # the GPU thread could not keep up with in turn, session 19.)
                         self._complete(in_flight, batcher, assembler)
                         in_flight = None
                 self._infer(batcher.due(), assembler)  # nothing unless max_wait_s is set (live)
