@@ -50,7 +50,7 @@ from emopipe.pipeline.many import (
     plan_sources,
     report_many,
 )
-from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options
+from emopipe.pipeline.models import MODEL_OPTIONS, Models, load_models, model_options, quick_handoff
 from emopipe.pipeline.progress import ProgressBar
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder
@@ -191,7 +191,8 @@ class Analyzer:
     def open(self) -> Analyzer:
         """Build the engines and warm every static shape now (otherwise the first source does)."""
         if self.models is None:
-            self.models = load_models(self._base)
+            with quick_handoff():  # (Triton's cache key is hashed on a thread beside the model's copy)
+                self.models = load_models(self._base)
             import_change_points_ahead()  # (every run summarises its tracks: their library loads as EmoNet warms)
             if not self._base.no_warmup:
                 self.models.warm_engine()

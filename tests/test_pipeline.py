@@ -548,3 +548,31 @@ def test_a_batch_gathered_by_several_threads_is_the_batch_numpy_stacks(count):
     assert np.array_equal(out.numpy(), np.stack(images))
     if count >= 5:  # 8 MiB or more a share: the copy was shared out
         assert any(t.name.startswith("emopipe-copy") for t in threading.enumerate())
+
+
+def test_the_models_warm_with_a_short_gil_switch_interval_and_give_the_callers_back():
+    from emopipe.pipeline.models import QUICK_HANDOFF_S, Models
+
+    seen = {}
+
+    class Engine:
+        device = torch.device("cpu")
+
+        def warmup(self):
+            seen["engine"] = sys.getswitchinterval()
+
+    class Detector:
+        def warmup(self, height, width):
+            seen["detector"] = sys.getswitchinterval()
+
+    models = Models(engine=Engine(), detector=Detector(), cropper=None, model_name="fake", load_s=0.0)
+    callers = sys.getswitchinterval()
+    sys.setswitchinterval(0.004)
+    try:
+        models.warm_engine()
+        models.warm_detector(48, 64)
+        assert sys.getswitchinterval() == pytest.approx(0.004)  # given back once warm
+    finally:
+        sys.setswitchinterval(callers)
+        models.close()  # (unfreezes what settle_heap froze)
+    assert seen == {"engine": pytest.approx(QUICK_HANDOFF_S), "detector": pytest.approx(QUICK_HANDOFF_S)}

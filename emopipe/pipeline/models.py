@@ -7,9 +7,12 @@ not seen (its letterbox shapes depend on the frame size).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +54,8 @@ class Models:
         logger.info("warming up EmoNet's static shapes%s …",
                     " (cuDNN autotuning, CUDA graphs)" if self.engine.device.type == "cuda" else "")
         t = time.perf_counter()
-        self.engine.warmup()
+        with quick_handoff():
+            self.engine.warmup()
         self.engine_warmups += 1
         settle_heap()
         seconds = time.perf_counter() - t
@@ -63,7 +67,8 @@ class Models:
         if (height, width) in self.warmed_frame_sizes:
             return 0.0
         t = time.perf_counter()
-        self.detector.warmup(height, width)
+        with quick_handoff():
+            self.detector.warmup(height, width)
         self.warmed_frame_sizes.add((height, width))
         self.detector_warmups += 1
         settle_heap()
@@ -98,6 +103,24 @@ class Models:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+QUICK_HANDOFF_S = 0.0005  # the GIL switch interval while the GPU thread works (Python's default: 5 ms)
+
+
+@contextlib.contextmanager
+def quick_handoff() -> Iterator[None]:
+    """A short GIL switch interval while this thread runs PyTorch beside threads that run Python. Every PyTorch call
+    gives the GIL up and must win it back; beside a thread running Python (importing a library ahead, hashing
+    Triton's files, reading a source) each win waited up to Python's 5 ms: on an H100 copying EmoNet's weights took
+    2.9 s instead of 0.07 s, and the warm-ups seconds more (benchmark-log, session 19). The pipeline keeps the same
+    interval while it runs (``PipelineSettings.gil_switch_interval_s``)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, QUICK_HANDOFF_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
 
 
 def settle_heap() -> None:
