@@ -565,7 +565,13 @@ def test_the_models_warm_with_a_short_gil_switch_interval_and_give_the_callers_b
         def warmup(self, height, width):
             seen["detector"] = sys.getswitchinterval()
 
-    models = Models(engine=Engine(), detector=Detector(), cropper=None, model_name="fake", load_s=0.0)
+    class Cropper(FaceCropper):
+        def crop(self, frames, boxes):
+            seen["cropper"] = (tuple(frames.shape), sys.getswitchinterval())
+            return super().crop(frames, boxes)
+
+    models = Models(engine=Engine(), detector=Detector(), cropper=Cropper(device=torch.device("cpu")),
+                    model_name="fake", load_s=0.0)
     callers = sys.getswitchinterval()
     sys.setswitchinterval(0.004)
     try:
@@ -575,4 +581,21 @@ def test_the_models_warm_with_a_short_gil_switch_interval_and_give_the_callers_b
     finally:
         sys.setswitchinterval(callers)
         models.close()  # (unfreezes what settle_heap froze)
-    assert seen == {"engine": pytest.approx(QUICK_HANDOFF_S), "detector": pytest.approx(QUICK_HANDOFF_S)}
+    assert seen == {"engine": pytest.approx(QUICK_HANDOFF_S), "detector": pytest.approx(QUICK_HANDOFF_S),
+                    "cropper": ((1, 48, 64, 3), pytest.approx(QUICK_HANDOFF_S))}  # (its kernels load before frames)
+
+
+def test_page_locked_buffers_are_reserved_at_the_largest_batch_once_and_never_replaced(monkeypatch):
+    made: list[tuple[int, ...]] = []
+
+    def allocate(shape):  # (page-locked memory needs CUDA: ordinary memory of the same shape here)
+        made.append((max(shape[0], pinned.frames), *shape[1:]))
+        return torch.empty(made[-1], dtype=torch.uint8)
+
+    pinned = pipeline_module.PinnedBatches(buffers=3, frames=8)
+    monkeypatch.setattr(pinned, "_allocate", allocate)
+    pinned.reserve(72, 128)
+    assert made == [(8, 72, 128, 3)] * 3
+    buffers = [buffer for buffer, _ in pinned._ring]
+    pinned.reserve(72, 128)  # (a second reserve keeps what is there)
+    assert len(made) == 3 and all(a is b for a, (b, _) in zip(buffers, pinned._ring))

@@ -123,9 +123,21 @@ class PinnedBatches:
     last read it has run.
     """
 
-    def __init__(self, buffers: int = 3) -> None:
+    def __init__(self, buffers: int = 3, frames: int = 1) -> None:
         self._ring: list[tuple[torch.Tensor | None, Any]] = [(None, None)] * buffers
         self._next = 0
+        self.frames = frames  # rows a buffer holds at least: the largest batch, so no buffer grows in steps
+
+    def reserve(self, height: int, width: int) -> None:
+        """Allocate every buffer not yet allocated, for frames of this size: page-locked memory is slow to get (the
+        first batch of a 24-camera fleet waited 47 ms for it on an H100), so a live run gets it before its first
+        frame is taken, not on it."""
+        shape = (self.frames, height, width, 3)
+        self._ring = [(buffer, copied) if buffer is not None else (self._allocate(shape), None)
+                      for buffer, copied in self._ring]
+
+    def _allocate(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.empty((max(shape[0], self.frames), *shape[1:]), dtype=torch.uint8, pin_memory=True)
 
     def upload(self, images: Sequence[np.ndarray], device: torch.device) -> tuple[torch.Tensor, Any]:
         """The images as one N×H×W×3 device tensor, and the event marking its copy (on the current stream)."""
@@ -136,7 +148,7 @@ class PinnedBatches:
             copied.synchronize()
         shape = (len(images), *images[0].shape)
         if buffer is None or buffer.shape[0] < shape[0] or tuple(buffer.shape[1:]) != shape[1:]:
-            buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+            buffer = self._allocate(shape)
         staged = buffer[: shape[0]]
         gather_frames(images, staged)
         pixels = staged.to(device, non_blocking=True)
@@ -235,7 +247,8 @@ class Pipeline:
         self._stage_totals: dict[str, float] = {}
         # EmoNet batches launched, not yet collected: (batch, its pending outputs, seconds its launch took)
         self._inferring: deque[tuple[FaceBatch[FrameKey], PendingOutput, float]] = deque()
-        self._pinned = PinnedBatches() if self.device.type == "cuda" and self.settings.pin_memory else None
+        self._pinned = (PinnedBatches(frames=self.settings.detect_batch * self.settings.detect_every)
+                        if self.device.type == "cuda" and self.settings.pin_memory else None)
         self._copy_stream = (torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
                              if self._pinned is not None and self.settings.copy_stream
                              else None)
@@ -483,6 +496,9 @@ class Pipeline:
             # The GPU thread releases the GIL at every wait on the GPU; with the default 5 ms switch
             # interval it can then wait that long to get it back from the reader or writer thread.
             sys.setswitchinterval(self.settings.gil_switch_interval_s)
+        info = self.source.info
+        if self.settings.live and self._pinned is not None and info.height and info.width:
+            self._pinned.reserve(info.height, info.width)  # (before the reader starts the cameras)
         reader = threading.Thread(target=self._read, name="emopipe-reader", daemon=True)
         writer = threading.Thread(target=self._write, name="emopipe-writer", daemon=True)
         reader.start()
