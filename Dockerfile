@@ -30,7 +30,7 @@ COPY emopipe emopipe
 # [nvdec]: PyNvVideoCodec, so videos are decoded by the GPU's NVDEC (--decoder auto); [cudnn]: the
 # cuDNN frontend, for EmoNet's fused convolutions; [ray]: --ray workers use this image too.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir -c deploy/constraints.txt ".[nvdec,cudnn,ray]"
+RUN pip install --no-cache-dir -c deploy/constraints.txt ".[nvdec,cudnn,ray,video]"
 
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive

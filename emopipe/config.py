@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.errors import UsageError
+from emopipe.io.encode import choose_ffmpeg
 from emopipe.io.records import (
     MAX_NAME_BYTES,
     STDOUT,
@@ -148,7 +149,8 @@ class RunConfig:
     # outputs
     output: str | None = None  # rows file (.csv/.jsonl, "-" for stdout); default SOURCE_NAME.emotions.csv (.jsonl)
     format: str | None = None  # csv | jsonl; default from the output's extension
-    annotate: str | None = None  # annotated video (.mp4/.avi); live: the recording
+    annotate: str | None = None  # annotated video (.mp4/.mkv/.avi); live: the recording
+    video_writer: str = "auto"  # auto | ffmpeg | opencv: what encodes the annotated video (emopipe.io.encode)
     summary: str | None = None  # run summary JSON ("-" for stdout); default OUTPUT.summary.json
     report: str | None = None  # self-contained HTML report of the tracks (docs/report.md)
     landmarks: bool = False
@@ -432,15 +434,16 @@ class RunConfig:
             if path and Path(path).suffix.lower() not in VIDEO_SUFFIXES:
                 *others, last = VIDEO_SUFFIXES
                 raise UsageError(f"--{role} {path}: the video must be {', '.join(others)} or {last}")
-        if self.live and self.record and Path(self.record).suffix.lower() == ".mp4":
-            # a live run ends whenever it is stopped: killed (SIGKILL, power loss), its .mp4 would have no index
-            # (OpenCV writes it at close) and play nothing; Matroska and AVI play up to shortly before the kill
+        ffmpeg = choose_ffmpeg(self.video_writer) if self.annotate or self.record else None
+        if self.live and self.record and Path(self.record).suffix.lower() == ".mp4" and ffmpeg is None:
+            # a live run ends whenever it is stopped: killed (SIGKILL, power loss), OpenCV's .mp4 would have no
+            # index (written at close) and play nothing; FFmpeg's is fragmented, Matroska and AVI play up to the kill
             mkv = Path(self.record).with_suffix(".mkv")
             raise UsageError(f"the live recording {self.record} would be unplayable if the run were killed (power "
-                             f"loss, SIGKILL): an .mp4 is readable only once closed; record to {mkv} or "
-                             f"{mkv.with_suffix('.avi')}, which play up to shortly before a kill (.avi, larger, loses "
-                             f"the fewest frames; 'ffmpeg -i {mkv} -c copy {self.record}' makes an .mp4 of an .mkv "
-                             "without re-encoding)")
+                             f"loss, SIGKILL): OpenCV's .mp4 is readable only once closed; record to {mkv} or "
+                             f"{mkv.with_suffix('.avi')}, which play up to shortly before a kill, or let FFmpeg write "
+                             "the .mp4 in fragments (install it, or pip install \"emopipe[video]\"; "
+                             "--video-writer auto)")
         if self.report and Path(self.report).suffix.lower() not in REPORT_SUFFIXES:
             raise UsageError(f"--report {self.report}: the report is a web page; name it .html")
         if self.summary and self.summary != STDOUT and Path(self.summary).suffix.lower() != ".json":

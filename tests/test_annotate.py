@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import cv2
 import numpy as np
 import pytest
 
 from emopipe.errors import OutputError, UsageError
+from emopipe.io import encode
+from emopipe.io.encode import find_ffmpeg
 from emopipe.types import LABELS, FaceRecord
 from emopipe.vision.annotate import AnnotatedVideoWriter, _style, draw, letterbox, track_colour
 from tests.support.synth import background, moving_face_video, paste_head
@@ -196,15 +200,22 @@ def read_video(path) -> tuple[list[np.ndarray], float]:
     return frames, fps
 
 
-@pytest.mark.parametrize(("suffix", "fps"), [(".mp4", 29.97), (".avi", 25.0)])
-def test_annotated_video_round_trip(tmp_path, suffix, fps):
+needs_ffmpeg = pytest.mark.skipif(find_ffmpeg() is None,
+                                  reason="FFmpeg not found (Debian's ffmpeg; .ci/run installs it)")
+
+
+@pytest.mark.parametrize(("suffix", "fps", "encoder"), [
+    (".mp4", 29.97, "opencv"), (".avi", 25.0, "opencv"),
+    pytest.param(".mp4", 29.97, "ffmpeg", marks=needs_ffmpeg), pytest.param(".mkv", 25.0, "ffmpeg", marks=needs_ffmpeg),
+    pytest.param(".avi", 25.0, "ffmpeg", marks=needs_ffmpeg)])
+def test_annotated_video_round_trip(tmp_path, suffix, fps, encoder):
     video = moving_face_video(tmp_path / "in.mp4", frames=16, fps=fps, empty=(6, 10))
     frames, source_fps = read_video(video.path)
     assert len(frames) == 16 and source_fps == pytest.approx(fps, abs=1e-3)
 
     out_path = tmp_path / f"annotated{suffix}"
     rendered = []
-    with AnnotatedVideoWriter(out_path, fps=source_fps, size=video.size) as writer:
+    with AnnotatedVideoWriter(out_path, fps=source_fps, size=video.size, writer=encoder) as writer:
         for i, frame in enumerate(frames):
             records = [face(box, track_id=1) for box in video.faces[i]]
             rendered.append(writer.render(frame, records))
@@ -295,7 +306,50 @@ def test_opencv_refusal_is_an_output_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cv2, "VideoWriter", Refusing)
     with pytest.raises(OutputError, match="could not open"):
-        AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48))
+        AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48), writer="opencv")
+
+
+def _codec(path) -> str:
+    return subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name",
+                           "-of", "csv=p=0", str(path)], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@needs_ffmpeg
+def test_auto_encodes_mp4_as_h264_with_ffmpeg_and_as_mp4v_with_opencv_when_ffmpeg_is_absent(tmp_path, monkeypatch):
+    """H.264 plays in browsers (the HTML report's readers), MPEG-4 Part 2 does not: FFmpeg's where found."""
+    frame = np.full((48, 64, 3), 90, np.uint8)
+    with AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48)) as writer:
+        writer.write(frame, [])
+    assert _codec(tmp_path / "a.mp4") == "h264" and writer.codec in encode.H264
+    monkeypatch.setenv("EMOPIPE_FFMPEG", "none")
+    with AnnotatedVideoWriter(tmp_path / "b.mp4", fps=25.0, size=(64, 48)) as writer:
+        writer.write(frame, [])
+    assert writer.codec == "mp4v" and _codec(tmp_path / "b.mp4") == "mpeg4"
+    with pytest.raises(UsageError, match="no FFmpeg found"):
+        AnnotatedVideoWriter(tmp_path / "c.mp4", fps=25.0, size=(64, 48), writer="ffmpeg")
+
+
+@needs_ffmpeg
+def test_ffmpeg_pads_an_odd_frame_size_by_one_black_column_and_row(tmp_path):
+    """4:2:0 H.264 needs even sides: 65×49 frames become 66×50, the picture itself unmoved."""
+    frame = np.full((49, 65, 3), 200, np.uint8)
+    with AnnotatedVideoWriter(tmp_path / "odd.mp4", fps=10.0, size=(65, 49), writer="ffmpeg") as writer:
+        for _ in range(3):
+            writer.write(frame, [])
+    frames, _ = read_video(tmp_path / "odd.mp4")
+    assert len(frames) == 3 and frames[0].shape == (50, 66, 3)
+    assert abs(float(frames[0][:48, :63].mean()) - 200) < 4 and frames[0][:, 65].mean() < 40
+
+
+def test_an_ffmpeg_that_fails_is_an_output_error_with_its_own_last_line(tmp_path, monkeypatch):
+    fake = tmp_path / "ffmpeg"
+    fake.write_text("#!/bin/sh\necho 'Conversion failed: No space left on device' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("EMOPIPE_FFMPEG", str(fake))
+    writer = AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48), writer="ffmpeg")
+    with pytest.raises(OutputError, match=r"FFmpeg (ended with code 1|stopped): Conversion failed: No space left"):
+        writer.write(np.zeros((48, 64, 3), np.uint8), [])  # (into the pipe's buffer, or the pipe found closed)
+        writer.close()  # (FFmpeg's end awaited)
 
 
 @pytest.mark.parametrize("fps", [0, -5, float("nan"), float("inf"), None])

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from emopipe.cli import app as cli
 from emopipe.errors import SourceUnavailableError, UsageError
+from emopipe.io.encode import find_ffmpeg
 from emopipe.io.live import LiveClock, LiveOptions, LiveSource, NewestFrame
 from emopipe.io.sources import open_source
 from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
@@ -524,28 +525,27 @@ def test_the_recording_runs_at_the_measured_rate_and_repeats_frames_to_keep_real
 
 
 _KILLED_WHILE_RECORDING = """
-import os, signal, sys
+import os, signal, sys, time
 import numpy as np
 from emopipe.observe.recording import TimedVideoWriter
 
-writer = TimedVideoWriter(sys.argv[1], fps=lambda: 10.0)
+path, count, writer_kind, how = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+writer = TimedVideoWriter(path, fps=lambda: 10.0, writer=writer_kind)
 noise = np.random.default_rng(0)
-for i in range(int(sys.argv[2])):
+for i in range(count):
     image = noise.integers(0, 256, (240, 320, 3), dtype=np.uint8)  # (enough bytes to pass the writer's buffers)
     for bit in range(6):  # the frame's number, one bit per flat block (white: 1), plain through lossy coding
         image[40 * bit:40 * bit + 40, :80] = 255 * (i >> bit & 1)
     writer.write(image, 1_700_000_000.0 + i / 10)
-os.kill(os.getpid(), signal.SIGKILL)  # power lost, without closing anything
+print(getattr(writer._video._writer, "pid", ""), flush=True)  # FFmpeg's, when it encodes
+if how == "wait":  # for the test to kill us (and FFmpeg: power lost)
+    time.sleep(600)
+os.kill(os.getpid(), signal.SIGKILL)  # killed, without closing anything
 """
 
 
-def test_a_live_recording_killed_mid_run_plays_up_to_its_last_frames(tmp_path):
-    """A live run ends however it is stopped, SIGKILL included: its recording (.mkv: Matroska) plays, in order,
-    up to a little before the kill (an .mp4 would play nothing: OpenCV writes its index when it closes)."""
-    path, written = tmp_path / "live.mkv", 60
-    done = subprocess.run([sys.executable, "-c", _KILLED_WHILE_RECORDING, str(path), str(written)], cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
-    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+def _numbered_frames(path: Path) -> list[int]:
+    """The frame numbers _KILLED_WHILE_RECORDING drew, as the video plays them."""
     cap = cv2.VideoCapture(str(path))
     numbers = []
     while True:
@@ -554,7 +554,73 @@ def test_a_live_recording_killed_mid_run_plays_up_to_its_last_frames(tmp_path):
             break
         numbers.append(sum(1 << bit for bit in range(6) if np.median(frame[40 * bit + 8:40 * bit + 32, 8:72]) > 128))
     cap.release()
+    return numbers
+
+
+def _ended(pid: int) -> bool:
+    """Whether a process (not our child: the killed recorder's FFmpeg) has ended; a zombie has."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _recorder(tmp_path: Path, path: Path, written: int, writer: str, how: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _KILLED_WHILE_RECORDING, str(path), str(written), writer, how],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_live_recording_killed_mid_run_plays_up_to_its_last_frames(tmp_path):
+    """A live run ends however it is stopped, SIGKILL included: OpenCV's Matroska recording plays, in order, up to a
+    little before the kill (its .mp4 would play nothing: OpenCV writes the index when it closes)."""
+    path, written = tmp_path / "live.mkv", 60
+    recorder = _recorder(tmp_path, path, written, "opencv", "kill")
+    _, err = recorder.communicate(timeout=120)
+    assert recorder.returncode == -signal.SIGKILL, err[-2000:]
+    numbers = _numbered_frames(path)
     assert numbers == list(range(len(numbers))) and len(numbers) >= written // 2, numbers
+
+
+needs_ffmpeg = pytest.mark.skipif(find_ffmpeg() is None,
+                                  reason="FFmpeg not found (Debian's ffmpeg; .ci/run installs it)")
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv"])
+def test_an_ffmpeg_recording_whose_run_is_killed_is_finished_whole_by_ffmpeg(tmp_path, suffix):
+    """Killed (SIGKILL, out of memory), the run's end of the pipe closes and FFmpeg, in its own session, ends the
+    file: every frame plays, .mp4 too (OpenCV's would play nothing)."""
+    path, written = tmp_path / f"live{suffix}", 40
+    recorder = _recorder(tmp_path, path, written, "ffmpeg", "kill")
+    out, err = recorder.communicate(timeout=120)
+    assert recorder.returncode == -signal.SIGKILL, err[-2000:]
+    ffmpeg = int(out.split()[0])
+    deadline = time.monotonic() + 60
+    while not _ended(ffmpeg) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _ended(ffmpeg)
+    assert _numbered_frames(path) == list(range(written))
+
+
+@needs_ffmpeg
+def test_an_ffmpeg_mp4_recording_plays_up_to_its_last_fragment_when_ffmpeg_dies_too(tmp_path):
+    """Power lost: emopipe and FFmpeg killed together. The .mp4 is written in fragments of a second (10 frames at
+    10 frames/s), each playable once written, so the frames up to the last whole fragment play, in order."""
+    path, written, wanted = tmp_path / "live.mp4", 60, 40
+    recorder = _recorder(tmp_path, path, written, "ffmpeg", "wait")
+    try:
+        assert recorder.stdout is not None
+        ffmpeg = int(recorder.stdout.readline().split()[0])  # (every frame is in FFmpeg's pipe by now)
+        deadline = time.monotonic() + 60
+        while len(_numbered_frames(path)) < wanted and time.monotonic() < deadline:
+            time.sleep(0.1)  # FFmpeg writing its fragments
+        os.kill(ffmpeg, signal.SIGKILL)
+    finally:
+        recorder.kill()
+        recorder.communicate(timeout=60)
+    numbers = _numbered_frames(path)
+    assert numbers == list(range(len(numbers))) and len(numbers) >= wanted, numbers
 
 
 # -- the page ----------------------------------------------------------------------------------------
@@ -643,10 +709,12 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     (["{tmp}/clip.mp4", "--webcam", "0"], 2, r"cameras and streams \(webcam:0\) and files .* cannot share a run"),
     (["-o", "{tmp}/x.csv"], 2, r"give a SOURCE"),
     (["{tmp}/clip.mp4", "--serve", ":8080"], 2, r"--serve: for a camera or a network stream"),
-    # an .mp4 plays nothing until closed: a live run killed mid-way would leave an unplayable recording
-    (["http://127.0.0.1:{port}/cam.mjpg", "--record", "{tmp}/live.mp4", "-o", "{tmp}/x.csv"], 2,
+    # OpenCV's .mp4 plays nothing until closed: a live run killed mid-way would leave an unplayable recording
+    (["http://127.0.0.1:{port}/cam.mjpg", "--record", "{tmp}/live.mp4", "--video-writer", "opencv", "-o",
+      "{tmp}/x.csv"], 2,
      r"the live recording .*live\.mp4 would be unplayable if the run were killed.*record to .*live\.mkv"),
-    (["--webcam", "0", "--annotate", "{tmp}/live.MP4", "-o", "{tmp}/x.csv"], 2, r"record to .*live\.mkv"),
+    (["--webcam", "0", "--annotate", "{tmp}/live.MP4", "--video-writer", "opencv", "-o", "{tmp}/x.csv"], 2,
+     r"record to .*live\.mkv"),
 ])
 def test_the_command_refuses_with_one_line_and_its_exit_code(argv, code, message, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
@@ -657,6 +725,17 @@ def test_the_command_refuses_with_one_line_and_its_exit_code(argv, code, message
     lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
     assert got == code, err
     assert len(lines) == 1 and re.search(message, lines[0]), err
+
+
+def test_ffmpeg_asked_for_and_absent_is_refused_and_auto_falls_back_to_opencv(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("EMOPIPE_FFMPEG", "none")  # as if no FFmpeg were installed
+    code, err = run_cli([str(tmp_path / "clip.mp4"), "--annotate", str(tmp_path / "a.mp4"), "--video-writer", "ffmpeg",
+                         "-o", str(tmp_path / "x.csv"), "--metrics-port", "0"], capsys)
+    assert code == 2 and re.search(r"--video-writer ffmpeg: no FFmpeg found", err), err
+    # auto, no FFmpeg: a live .mp4 recording is refused (OpenCV's), before the camera opens
+    code, err = run_cli(["http://127.0.0.1:1/cam.mjpg", "--record", str(tmp_path / "live.mp4"),
+                         "-o", str(tmp_path / "x.csv"), "--metrics-port", "0"], capsys)
+    assert code == 2 and "would be unplayable" in err, err
 
 
 # -- end to end, in process: newest frame only, latency bounded, a stall survived --------------------
@@ -837,7 +916,8 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
     page_port = free_port()
     page = f"http://127.0.0.1:{page_port}/"
-    rows_path, summary_path, recording = tmp_path / "rows.jsonl", tmp_path / "summary.json", tmp_path / "live.mkv"
+    rows_path, summary_path = tmp_path / "rows.jsonl", tmp_path / "summary.json"
+    recording = tmp_path / ("live.mp4" if find_ffmpeg() else "live.mkv")  # (FFmpeg's .mp4: fragmented)
     log = tmp_path / "emopipe.log"
     with MjpegServer(clip.path) as server, open(log, "w") as log_file:
         proc = subprocess.Popen(

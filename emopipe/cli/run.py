@@ -21,6 +21,7 @@ from emopipe.config import (
     RunConfig,
 )
 from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError, UsageError
+from emopipe.io.encode import WRITERS
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.uris import redact_uri
 from emopipe.types import PRECISION_NAMES
@@ -66,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--format", choices=["csv", "jsonl"], help="row format (default: from the output's extension; "
                                                                 "a format the extension contradicts is refused)")
     out.add_argument("--annotate", metavar="VIDEO", help="also write an annotated video (.mp4, .mkv or .avi)")
+    out.add_argument("--video-writer", choices=WRITERS, default=RunConfig.video_writer,
+                     help="what encodes --annotate and --record: FFmpeg (H.264; an .mp4 in one-second fragments, "
+                          "playable after a kill) or OpenCV (MPEG-4 Part 2; its .mp4 unplayable until closed); "
+                          "auto: FFmpeg where found (EMOPIPE_FFMPEG, the emopipe[video] extra, or PATH)")
     out.add_argument("--summary", metavar="JSON", help="run summary as JSON ('-' for stdout; default: next to the "
                                                        "output as OUTPUT.summary.json)")
     out.add_argument("--report", metavar="HTML",
@@ -196,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="serve a page with the annotated stream and its numbers (e.g. 0.0.0.0:8080; "
                            "':8080' is this machine only)")
     live.add_argument("--record", metavar="VIDEO",
-                      help="record the annotated stream (.mkv or .avi) at the measured frame rate, in real time")
+                      help="record the annotated stream (.mp4 with FFmpeg, .mkv or .avi) at the measured frame rate, "
+                           "in real time")
     live.add_argument("--max-wait-ms", type=float, default=DEFAULT_MAX_WAIT_MS, metavar="MS",
                       help="run a face batch that is not full once its first face waited this long "
                            "(matters with --batch-size > 1)")

@@ -22,11 +22,13 @@ class TimedVideoWriter:
     positions in between — frames that were dropped, or a reconnection — repeat the frame before,
     so the file's clock matches the wall clock. The rate is measured from the capture times (read
     at the first frame, by which time the capture has run through start-up); the codec follows
-    the extension as for ``--annotate``.
+    the extension as for ``--annotate``, each frame leaving the encoder as it comes (FFmpeg's: no look-ahead).
     """
 
-    def __init__(self, path: str | os.PathLike[str], fps: Callable[[], float | None]) -> None:
+    def __init__(self, path: str | os.PathLike[str], fps: Callable[[], float | None], *, writer: str = "auto") -> None:
+        """``writer``: what encodes it (``--video-writer``; :class:`AnnotatedVideoWriter`)."""
         self.path = Path(path)
+        self.writer = writer
         self._fps = fps
         self._video: AnnotatedVideoWriter | None = None
         self._start: float | None = None
@@ -55,7 +57,7 @@ class TimedVideoWriter:
 
     def _open(self, fps: float, image: np.ndarray, timestamp: float) -> None:
         height, width = image.shape[:2]
-        self._video = AnnotatedVideoWriter(self.path, round(fps, 3), (width, height))
+        self._video = AnnotatedVideoWriter(self.path, round(fps, 3), (width, height), writer=self.writer, live=True)
         self._start = timestamp
         logger.info("recording %s at the measured %.2f frames/s", self.path, self._video.fps)
 

@@ -108,7 +108,8 @@ class SourceRun:
         self.finishers.append(lambda summary: self._commit_rows(writer, summary))
         video = None
         if config.annotate:
-            video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height), partial=True)
+            video = AnnotatedVideoWriter(config.annotate, info.fps or 1.0, (info.width, info.height), partial=True,
+                                         writer=config.video_writer)
             self.stack.callback(lambda: video.commit(self._takes_names(None)))
             self.finishers.append(lambda summary: self._finish_video(video, summary))
         tracks = TrackWatcher(thumbnails=bool(config.report))

@@ -220,7 +220,8 @@ class LiveMode:
         assert self.source is not None and self.stats is not None
         if self.config.record:
             source = self.source
-            self.recording = TimedVideoWriter(self.config.record, lambda: source.measured_fps)
+            self.recording = TimedVideoWriter(self.config.record, lambda: source.measured_fps,
+                                              writer=self.config.video_writer)
         return LiveSink(rows, self.stats, self.hub, self.recording)
 
     def observers(self, metrics: Any) -> list[Observer]:

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
+from emopipe.io.encode import FfmpegVideo, choose_ffmpeg
 from emopipe.io.records import ensure_writable, partial_path
 from emopipe.types import FaceRecord
 
@@ -30,7 +31,8 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
     (240, 240, 70), (230, 50, 240), (60, 245, 210), (212, 190, 250), (128, 128, 0), (40, 110, 170),
 )
 FONT = cv2.FONT_HERSHEY_SIMPLEX
-# (.mkv and .avi stay readable up to their last frames when the writer is killed; an .mp4 only once closed)
+# OpenCV's codecs (--video-writer opencv, or no FFmpeg): its .mkv and .avi stay readable up to their last frames
+# when the writer is killed, its .mp4 only once closed (emopipe.io.encode says how FFmpeg's differ)
 CODECS = {".mp4": "mp4v", ".mkv": "mp4v", ".avi": "MJPG"}
 
 
@@ -187,14 +189,17 @@ def letterbox(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 class AnnotatedVideoWriter:
     """Writes annotated frames to a video at the source's frame rate; use as a context manager.
 
-    The codec follows the extension (``.mp4`` and ``.mkv``: MPEG-4 Part 2 ``mp4v``; ``.avi``: Motion JPEG).
+    ``writer`` (``--video-writer``): ``auto`` encodes with FFmpeg where it is found (:mod:`emopipe.io.encode`:
+    ``.mp4`` H.264 in one-second fragments, ``.mkv`` H.264, ``.avi`` Motion JPEG), else with OpenCV (``.mp4``
+    and ``.mkv`` MPEG-4 Part 2 ``mp4v``, ``.avi`` Motion JPEG); ``ffmpeg`` or ``opencv`` insist on one.
+    ``live``: a recording, each frame leaving the encoder as it comes (no look-ahead).
     ``size`` is (width, height) and ``fps`` the source's frame rate (never a made-up default).
     Frames of another size than ``size`` (image folders) are drawn at their own size, then
     letterboxed into the video: scaled to fit without distortion and centred on black.
     """
 
     def __init__(self, path: str | os.PathLike[str], fps: float, size: tuple[int, int], *,
-                 partial: bool = False) -> None:
+                 partial: bool = False, writer: str = "auto", live: bool = False) -> None:
         """``partial``: the video is written as ``NAME.partial.mp4`` and takes its name at :meth:`commit`, so a
         run that fails or is interrupted never replaces an earlier video."""
         self.path = Path(path)
@@ -209,14 +214,20 @@ class AnnotatedVideoWriter:
         if width < 1 or height < 1:
             raise UsageError(f"annotated video size must be positive (width, height), got {size!r}")
         ensure_writable(self.path, "annotated video")
+        ffmpeg = choose_ffmpeg(writer)
         self.fps = float(fps)
         self.size = (width, height)
         self.codec = codec
         self.frames_written = 0
         self.had_previous = self.path.exists()
-        # (the suffix stays last: OpenCV picks the container by it)
+        # (the suffix stays last: it names the container)
         self.writing = partial_path(self.path, keep_suffix=True) if partial else self.path
-        self._writer: cv2.VideoWriter | None = cv2.VideoWriter(
+        self._writer: cv2.VideoWriter | FfmpegVideo | None
+        if ffmpeg is not None:
+            self._writer = FfmpegVideo(self.writing, self.fps, self.size, ffmpeg, live=live)
+            self.codec = self._writer.codec
+            return
+        self._writer = cv2.VideoWriter(
             str(self.writing), cv2.VideoWriter_fourcc(*codec), self.fps, self.size)
         if not self._writer.isOpened():
             self._writer = None
@@ -235,9 +246,11 @@ class AnnotatedVideoWriter:
         self.frames_written += 1
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.release()
-            self._writer = None
+        writer, self._writer = self._writer, None
+        if isinstance(writer, FfmpegVideo):
+            writer.close()  # (FFmpeg finishes the file; one that failed raises here)
+        elif writer is not None:
+            writer.release()
 
     def commit(self, complete: bool | None = True) -> Path:
         """Close, and give a partial video its final name when ``complete`` — or when there is no earlier video

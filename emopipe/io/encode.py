@@ -1,0 +1,186 @@
+"""Videos encoded by FFmpeg in a child process: H.264 in a fragmented MP4 or in Matroska, Motion JPEG in AVI.
+
+Why a child process and not OpenCV's writer: OpenCV passes no muxer options, so its ``.mp4`` has its index
+written at close and a killed run's plays nothing, and it encodes MPEG-4 Part 2, which browsers do not play.
+Here the MP4 is fragmented (an index per one-second fragment, ``frag_keyframe+empty_moov``) and H.264 (where
+the FFmpeg build has an H.264 encoder). The child runs in its own session: Ctrl-C in the terminal reaches
+emopipe only, which closes the pipe when its run ends; killed (SIGKILL, out of memory), emopipe's end of the
+pipe closes and FFmpeg finishes the file whole. Power lost, a fragmented MP4 or a Matroska file plays up to its
+last fragment or cluster (about a second).
+
+Which FFmpeg: ``EMOPIPE_FFMPEG`` (a path; ``none``: do not use FFmpeg), else the one of ``imageio-ffmpeg``
+(``pip install "emopipe[video]"``) when installed, else ``ffmpeg`` on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from emopipe.errors import OutputError, UsageError
+
+PIPE_BYTES = 1 << 20  # the pipe's buffer (Linux's default 64 KiB would take ~40 writes for one 720p frame)
+# the containers FFmpeg writes for our suffixes, and their muxer options
+MUXERS = {".mp4": "mp4", ".mkv": "matroska", ".avi": "avi"}
+H264 = ("libx264", "libopenh264", "h264_v4l2m2m")  # FFmpeg's H.264 encoders, in the order we prefer them
+
+
+WRITERS = ("auto", "ffmpeg", "opencv")  # --video-writer
+
+
+def choose_ffmpeg(writer: str) -> str | None:
+    """The FFmpeg program ``--video-writer`` asks for (``auto``: FFmpeg where found), or None for OpenCV's writer."""
+    if writer not in WRITERS:
+        raise UsageError(f"--video-writer {writer}: choose {', '.join(WRITERS[:-1])} or {WRITERS[-1]}")
+    if writer == "opencv":
+        return None
+    ffmpeg = find_ffmpeg()
+    if ffmpeg is None and writer == "ffmpeg":
+        raise UsageError("--video-writer ffmpeg: no FFmpeg found (install it, or pip install \"emopipe[video]\", or "
+                         "set EMOPIPE_FFMPEG to its path)")
+    return ffmpeg
+
+
+def find_ffmpeg() -> str | None:
+    """The FFmpeg program to encode with, or None (see the module's text)."""
+    chosen = os.environ.get("EMOPIPE_FFMPEG")
+    if chosen is not None:
+        if chosen.strip().lower() in ("", "none", "0", "off"):
+            return None
+        return shutil.which(chosen) or (chosen if os.access(chosen, os.X_OK) else None)
+    try:
+        import imageio_ffmpeg  # type: ignore[import-not-found, unused-ignore]
+
+        found: str = imageio_ffmpeg.get_ffmpeg_exe()
+        return found
+    except (ImportError, RuntimeError):  # (not installed, or installed without its program)
+        return shutil.which("ffmpeg")
+
+
+@functools.cache
+def encoders(ffmpeg: str) -> frozenset[str]:
+    """The video encoders this FFmpeg build has (``ffmpeg -encoders``), asked once a process."""
+    try:
+        listed = subprocess.run([ffmpeg, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=30,
+                                check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    names = set()
+    for line in listed.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith("V") and len(parts[0]) == 6:  # "V....D libx264 ..."
+            names.add(parts[1])
+    return frozenset(names)
+
+
+def codec_for(suffix: str, ffmpeg: str) -> str:
+    """The encoder for a container: Motion JPEG in AVI; H.264 elsewhere, MPEG-4 Part 2 when the build has none."""
+    if suffix == ".avi":
+        return "mjpeg"
+    have = encoders(ffmpeg)
+    return next((name for name in H264 if name in have), "mpeg4")
+
+
+def encoder_arguments(suffix: str, codec: str, fps: float, size: tuple[int, int], *, live: bool) -> list[str]:
+    """FFmpeg's arguments after its input: the codec's, the container's (fragments of about a second), the file's."""
+    keyframe_every = str(max(1, round(fps)))  # a fragment (MP4) or a cluster (Matroska) starts at each
+    width, height = size
+    args: list[str] = []
+    if width % 2 or height % 2:  # 4:2:0 needs even sides: one black column or row is added
+        args += ["-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"]
+    if codec == "libx264":
+        # veryfast: a 720p stream at several hundred frames/s on a few cores; live: no look-ahead, so each frame
+        # leaves the encoder as it comes and a kill loses at most the fragment being written
+        args += ["-preset", "veryfast", "-crf", "20", "-g", keyframe_every]
+        if live:
+            args += ["-tune", "zerolatency"]
+    elif codec == "mjpeg":
+        args += ["-q:v", "3"]
+    else:
+        args += ["-q:v", "3", "-g", keyframe_every]
+    args += ["-c:v", codec, "-pix_fmt", "yuvj420p" if codec == "mjpeg" else "yuv420p"]
+    if suffix == ".mp4":
+        args += ["-movflags", "+frag_keyframe+empty_moov+default_base_moof"]
+    elif suffix == ".mkv":
+        args += ["-cluster_time_limit", "1000"]
+    return [*args, "-flush_packets", "1", "-f", MUXERS[suffix]]
+
+
+class FfmpegVideo:
+    """Raw BGR frames piped to FFmpeg, which encodes them into ``path`` (the container from its suffix)."""
+
+    def __init__(self, path: Path, fps: float, size: tuple[int, int], ffmpeg: str, *, live: bool = False) -> None:
+        self.path = path
+        self.size = size
+        suffix = path.suffix.lower()
+        self.codec = codec_for(suffix, ffmpeg)
+        rate = Fraction(fps).limit_denominator(1001)  # 29.97 → 2997/100, 30000/1001 stays so
+        self._log: IO[bytes] = tempfile.TemporaryFile(prefix="emopipe-ffmpeg-")  # noqa: SIM115 (closed with FFmpeg)
+        command = [ffmpeg, "-hide_banner", "-loglevel", "error", "-y",
+                   "-f", "rawvideo", "-pix_fmt", "bgr24", "-video_size", f"{size[0]}x{size[1]}",
+                   "-framerate", f"{rate.numerator}/{rate.denominator}", "-i", "pipe:0",
+                   *encoder_arguments(suffix, self.codec, fps, size, live=live), str(path)]
+        try:
+            # its own session: the terminal's Ctrl-C goes to emopipe, which ends the file itself
+            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
+        except OSError as exc:
+            self._log.close()
+            raise OutputError(f"cannot write video {path}: cannot start {ffmpeg}: {exc.strerror or exc}") from None
+        assert self._process.stdin is not None
+        self._stdin = self._process.stdin
+        with contextlib.suppress(ImportError, OSError, AttributeError):  # (Linux only; a smaller buffer works too)
+            import fcntl
+
+            fcntl.fcntl(self._stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def write(self, image: np.ndarray) -> None:
+        if self._process is None:
+            raise ValueError(f"video {self.path} is closed")
+        try:
+            self._stdin.write(np.ascontiguousarray(image).data.cast("B"))
+        except (BrokenPipeError, ValueError):
+            self._fail("stopped")
+
+    def close(self) -> None:
+        """Close the pipe and wait for FFmpeg to finish the file; an FFmpeg that failed is an :class:`OutputError`."""
+        if self._process is None:
+            return
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            self._stdin.close()
+        code = self._process.wait()
+        if code != 0:
+            self._fail(f"ended with code {code}")
+        self._process = None
+        self._log.close()
+
+    def _fail(self, how: str) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+        self._log.seek(0)
+        said = [line.strip() for line in self._log.read().decode(errors="replace").splitlines() if line.strip()]
+        self._log.close()
+        raise OutputError(f"cannot write video {self.path}: FFmpeg {how}" + (f": {said[-1]}" if said else ""))
+
+    def __del__(self) -> None:  # a writer dropped unclosed: its file is finished by FFmpeg all the same
+        process: Any = getattr(self, "_process", None)
+        if process is not None:
+            with contextlib.suppress(Exception):
+                self._stdin.close()
