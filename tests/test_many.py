@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -552,8 +553,37 @@ def test_options_for_one_source_are_refused_with_several(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)  # (an output that were made would land here)
     for name in ("a.mp4", "b.mp4"):
         touch(tmp_path / name)
-    with pytest.raises(UsageError, match=r"not for several sources|the output is a folder"):
+    with pytest.raises(UsageError, match=r"not for several sources|the output is a folder|give the videos' container"):
         Analyzer(device="cpu").plan_many([str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")], **options)
+
+
+def test_annotate_with_several_sources_names_each_sources_video_beside_its_rows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("d/a.mp4", "d/b.mp4", "d/sub/a.mp4"):
+        touch(tmp_path / name)
+    with pytest.raises(UsageError, match=r"--annotate ann\.mp4: with several sources, give the videos' container "
+                                         r"\(mp4, mkv or avi\).*NAME\.annotated\.mp4"):
+        Analyzer(device="cpu").plan_many(["d"], "out", recursive=True, annotate="ann.mp4")
+    plan = Analyzer(device="cpu").plan_many(["d"], "out", recursive=True, annotate=".MKV")
+    assert [p.video.relative_to("out").as_posix() for p in plan.todo] == [
+        "a.annotated.mkv", "b.annotated.mkv", "sub/a.annotated.mkv"]
+    written = {w.path for w in plan.todo[0].written()}
+    assert {"out/a.annotated.mkv", "out/a.annotated.partial.mkv", "out/a.emotions.csv"} <= written
+    plan.close()
+    # --resume: a source finished without its video is done again with it; one finished with it is skipped
+    out = Path("out")
+    manifest = Manifest(out, files=True)
+    write_done(manifest, "d/a.mp4", out / "a.emotions.csv")
+    touch(out / "b.emotions.csv")
+    touch(out / "b.emotions.summary.json")
+    touch(out / "b.annotated.mp4")
+    manifest.append({"source": "d/b.mp4", "status": "ok", "outputs": {
+        "rows": "out/b.emotions.csv", "summary": "out/b.emotions.summary.json",
+        "annotated_video": "out/b.annotated.mp4"}})
+    with Analyzer(device="cpu").plan_many(["d/a.mp4", "d/b.mp4"], out, resume=True, annotate="mp4") as plan:
+        assert [p.uri for p in plan.todo] == ["d/a.mp4"] and [r.source for r in plan.skipped] == ["d/b.mp4"]
+    with Analyzer(device="cpu").plan_many(["d/a.mp4", "d/b.mp4"], out, resume=True) as plan:
+        assert plan.todo == [] and len(plan.skipped) == 2
 
 
 
@@ -931,8 +961,15 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
         out.parent.mkdir(exist_ok=True)
         emopipe(name, "-o", out, *options, cwd=tmp_path)
         alone[name] = rows(out), rows(out.with_suffix(".tracks.csv")), rows(out.with_suffix(".segments.csv"))
-    emopipe("a/clip.mp4", "b", "-o", "out", "--report", "report.html", *options, cwd=tmp_path)
+    emopipe("a/clip.mp4", "b", "-o", "out", "--report", "report.html", "--annotate", "mp4", *options, cwd=tmp_path)
     out = tmp_path / "out"
+    for name, clip in made.items():  # each source's annotated video beside its rows, every frame at its size
+        capture = cv2.VideoCapture(str(out / name.replace(".mp4", ".annotated.mp4")))
+        sizes = []
+        while (got := capture.read())[0]:
+            sizes.append(got[1].shape[1::-1])
+        capture.release()
+        assert sizes == [clip.size] * len(clip.faces), name
     page = (tmp_path / "report.html").read_text()  # one page, an index and a section per source
     assert page.count("<section class='source'") == 3 and "id='index'" in page
     assert all(f">{name}</h2>" in page for name in made)
@@ -955,7 +992,9 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
     assert [(s["frames"], s["frames_detected"]) for s in each] == [(3, 3), (4, 4), (2, 2)]
     assert [len(s["tracks"]) for s in each] == [len(alone[name][1]) for name in made]
     assert lines[2]["files"] == {"rows": "b/two.emotions.csv", "tracks": "b/two.emotions.tracks.csv",
-                                 "segments": "b/two.emotions.segments.csv", "summary": "b/two.emotions.summary.json"}
+                                 "segments": "b/two.emotions.segments.csv", "summary": "b/two.emotions.summary.json",
+                                 "annotated_video": "b/two.annotated.mp4"}
+    assert not list(out.rglob("*.partial.mp4"))
     # each source's time runs from the one before it finished (the first's from the end of the warm-ups): together
     # less than the run, which also loaded and warmed the models
     assert all(s["seconds"] >= 0 for s in each)
@@ -1061,6 +1100,7 @@ def test_resume_after_a_killed_run_completes_with_no_duplicated_or_missing_rows(
     for name in names[:1]:  # every clip is the same synthesized motion: one reference suffices
         emopipe(f"in/{name}", "-o", "ref.csv", *options, cwd=tmp_path)
         expected = rows(tmp_path / "ref.csv")
+    options = (*options, "--annotate", "mkv")  # each source's video too, under its partial name until it is done
     process = subprocess.Popen([sys.executable, "-m", "emopipe", "in", "-o", "out", *options], cwd=tmp_path,
                                env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
     manifest = tmp_path / "out" / "manifest.jsonl"
@@ -1077,7 +1117,10 @@ def test_resume_after_a_killed_run_completes_with_no_duplicated_or_missing_rows(
     for name in names:
         got = rows(tmp_path / "out" / name.replace(".mp4", ".emotions.csv"))
         assert [{**r, "source": ""} for r in got] == [{**r, "source": ""} for r in expected], name
-    assert not list((tmp_path / "out").rglob("*.partial"))
+        capture = cv2.VideoCapture(str(tmp_path / "out" / name.replace(".mp4", ".annotated.mkv")))
+        assert sum(1 for _ in iter(capture.grab, False)) == 5, name  # (the one the kill cut off: redone)
+        capture.release()
+    assert not list((tmp_path / "out").rglob("*.partial")) and not list((tmp_path / "out").rglob("*.partial.*"))
 
 
 @pytest.mark.slow

@@ -55,6 +55,7 @@ from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv
 from emopipe.types import Frame, FrameResult, SourceInfo
+from emopipe.vision.annotate import AnnotatedVideoWriter
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class PlannedSource:
     rows: Path
     summary: Path
     directory: Path = Path()  # the run's output folder
+    video: Path | None = None  # its annotated video (--annotate mp4|mkv|avi), beside its rows
 
     @property
     def tracks(self) -> Path:  # per face track (docs/report.md), beside the rows like a one-source run's
@@ -90,15 +92,21 @@ class PlannedSource:
     @property
     def files(self) -> tuple[Path, ...]:
         """Every file its run writes under its final name."""
-        return self.rows, self.tracks, self.segments, self.summary
+        return tuple(path for _, path in self.roles())
+
+    def roles(self) -> list[tuple[str, Path]]:
+        """Its files by role, as the summary's and the manifest's ``outputs`` name them."""
+        roles = [("rows", self.rows), ("tracks", self.tracks), ("segments", self.segments), ("summary", self.summary)]
+        return roles + ([("annotated_video", self.video)] if self.video is not None else [])
 
     def written(self, temporaries: bool = True) -> list[Written]:
         """Every name its run may write: each file's own and the partial name it is written under first (and stays
         under when the run is cut off), and (``temporaries``) the temporary names the tracks and segments are written
         whole under."""
         names = []
-        for role, path in zip(("rows", "tracks", "segments", "summary"), self.files, strict=True):
-            partial = partial_path(path)
+        for role, path in self.roles():
+            # (the video's suffix stays last: it names the container)
+            partial = partial_path(path, keep_suffix=role == "annotated_video")
             names += [Written(role, str(path)), Written(role, str(partial), "partial")]
             if temporaries and role in ("tracks", "segments"):
                 names += [Written(role, str(temporary), "temporary") for temporary in temporary_names(partial)]
@@ -146,8 +154,9 @@ def _fitted(stem: str, suffix: str = "") -> str:
 
 
 def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[str, str] | None = None,
-                 reserved: set[str] | None = None) -> list[PlannedSource]:
-    """Each source's rows file and summary under ``directory``; names that would collide get a suffix.
+                 reserved: set[str] | None = None, video: str | None = None) -> list[PlannedSource]:
+    """Each source's rows file and summary under ``directory``; names that would collide get a suffix. ``video``
+    (a container's suffix, ``.mp4``): each source's annotated video too, ``NAME.annotated.mp4``.
 
     ``own`` (``--resume``): the name (``a/clip`` of ``a/clip.emotions.csv``) an earlier run gave a source, which it
     keeps; ``reserved``: names the earlier run gave other sources, which no source here takes — names follow the
@@ -170,7 +179,8 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[st
                 name = _fitted(stem, f"-{n}")
             taken.add(name.lower())
         planned.append(PlannedSource(position, uri, directory / f"{name}{suffix}",
-                                     directory / f"{name}.emotions.summary.json", directory))
+                                     directory / f"{name}.emotions.summary.json", directory,
+                                     directory / f"{name}.annotated{video}" if video else None))
     return planned
 
 
@@ -286,11 +296,13 @@ class Manifest:
             except OSError as exc:
                 raise OutputError(f"cannot write the manifest {self.path}: {exc.strerror or exc}") from None
 
-    def done(self, entry: dict[str, Any] | None) -> bool:
-        """A source an earlier run finished: its latest line says so and every output it lists is there."""
+    def done(self, entry: dict[str, Any] | None, wanted: Sequence[str] = ()) -> bool:
+        """A source an earlier run finished: its latest line says so, every output it lists is there, and it lists
+        the ``wanted`` roles (``annotated_video``: a source finished without its video is done again with it)."""
         if not entry or entry.get("status") not in DONE:
             return False
-        return all(path.exists() for path in self.outputs_of(entry).values())
+        outputs = self.outputs_of(entry)
+        return all(role in outputs for role in wanted) and all(path.exists() for path in outputs.values())
 
 
 # -- reading many sources as one ---------------------------------------------------------------------
@@ -545,6 +557,7 @@ class PerSourceSink(Sink):
         self._next = 0  # the first source not finished yet
         self._sink: RecordSink | None = None
         self._writer: RecordWriter | None = None
+        self._video: AnnotatedVideoWriter | None = None
         self._tracks: TrackWatcher | None = None
         self._faces = 0
         self._written = 0  # frames of the current source written
@@ -620,7 +633,10 @@ class PerSourceSink(Sink):
         uri = info.uri if info is not None else redact_uri(planned.uri)
         self._tracks = TrackWatcher(thumbnails=False)
         recorder = FaceRecorder(uri, self.labels, smoothing=self.config.smooth, precision=self.config.precision)
-        self._sink = RecordSink(recorder, self._writer, None, watchers=[self._tracks], hold_rows=True)
+        if planned.video is not None and info is not None:  # (under its partial name until the source is done)
+            self._video = AnnotatedVideoWriter(planned.video, info.fps or 1.0, (info.width, info.height), partial=True,
+                                               writer=self.config.video_writer)
+        self._sink = RecordSink(recorder, self._writer, self._video, watchers=[self._tracks], hold_rows=True)
         self._faces = 0
 
     def _finish_before(self, stream: int) -> None:
@@ -634,17 +650,28 @@ class PerSourceSink(Sink):
             self._open(position)  # a source with no frame at all still gets its (header-only) rows file
         outputs: dict[str, str] = {}
         rows = 0
-        writer = self._writer
+        writer, video = self._writer, self._video
+        video_error: OutputError | None = None
         if self._sink is not None and writer is not None:
             self._sink.close()  # the rows are all written, still under their partial name
             rows = writer.rows_written
             outputs["rows"] = writer.commit(False) if interrupted else str(planned.rows)  # (interrupted: stays partial)
+        if video is not None:
+            try:
+                video.close()  # (FFmpeg's file finished; still under its partial name)
+            except OutputError as exc:  # (a full disk): the source failed, its rows kept; --resume does it again
+                video_error, video = exc, None
+            else:
+                if interrupted:
+                    outputs["annotated_video"] = str(video.writing)
         # the run's time on this source: since the source before it finished, or since it was added if later (a fed
         # chain may have waited for it), so a short source's time is not just the gap between its first and last rows
         now = time.perf_counter()
         seconds = now - max(self._last_finished_s, reading.started_s)
         self._last_finished_s = now
         error = reading.error
+        if video_error is not None and error is None:
+            error = video_error
         if interrupted:
             status = "interrupted"
         elif error is not None:
@@ -668,6 +695,9 @@ class PerSourceSink(Sink):
         # before the line: its driver writes the line and then renames, so the order holds across the two processes.
         staged: list[tuple[Path, Path]] = []  # (partial, final), renamed once the line is written
         complete = status != "interrupted" and "rows" in outputs
+        if complete and video is not None and planned.video is not None:  # staged first: the rows take theirs last
+            staged.append((video.writing, planned.video))
+            outputs["annotated_video"] = result.outputs["annotated_video"] = str(planned.video)
         if complete:
             tracks = self._write_tracks(planned, outputs, staged) if self._tracks is not None else None
             summary = RunSummary(source=planned.uri, decoder=reading.decoder, frames=reading.frames, faces=self._faces,
@@ -690,7 +720,7 @@ class PerSourceSink(Sink):
             self.manifest.append(result.as_dict())
             publish(staged)
         self.results.append(result)
-        self._sink = self._writer = self._tracks = None
+        self._sink = self._writer = self._tracks = self._video = None
         self._faces = self._written = self._detected = 0
         self._next = position + 1
         # last, once the source is finished: a callback that raises (the caller's bug, raised from the run) cannot

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from emopipe.config import RunConfig, StrPath, Written, path_items, refuse_inputs
+from emopipe.config import VIDEO_SUFFIXES, RunConfig, StrPath, Written, path_items, refuse_inputs
 from emopipe.errors import (
     INTERRUPTED_EXIT_CODE,
     SOME_SOURCES_FAILED_EXIT_CODE,
@@ -24,6 +24,7 @@ from emopipe.errors import (
     SourceUnavailableError,
     UsageError,
 )
+from emopipe.io.encode import choose_ffmpeg
 from emopipe.io.inputs import expand_inputs, warn_linked
 from emopipe.io.records import InputFiles, ensure_writable, hold_folder, hold_outputs, lock_path, partial_path
 from emopipe.io.uris import is_live, redact_uri
@@ -50,6 +51,18 @@ def many_config(config: RunConfig, device_type: str) -> RunConfig:
     return replace(config, source=MANY_SOURCES, webcam=None, output=None, summary=None).resolved(device_type)
 
 
+def annotated_container(annotate: str) -> str:
+    """``--annotate`` of a many-source run: the container of every source's video (``mp4``, ``.mkv``…), as a suffix;
+    each source's video goes beside its rows (``NAME.annotated.mp4``)."""
+    suffix = "." + annotate.lower().lstrip(".")
+    if suffix not in VIDEO_SUFFIXES:
+        *others, last = (s.lstrip(".") for s in VIDEO_SUFFIXES)
+        raise UsageError(f"--annotate {annotate}: with several sources, give the videos' container "
+                         f"({', '.join(others)} or {last}): each source's annotated video goes beside its rows in "
+                         f"the -o folder, as NAME.annotated.{others[0]}")
+    return suffix
+
+
 def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPath | None, config: RunConfig,
                  given: RunConfig, *, folder_held: bool = False) -> ManyPlan:
     """What a many-source run will do, checked before anything loads (:meth:`emopipe.Analyzer.plan_many` says how);
@@ -68,8 +81,10 @@ def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPat
     if live:
         raise UsageError(f"{', '.join(live)}: cameras and streams run as a fleet (Analyzer.run_fleet), "
                          "not with files")
-    unsupported = [flag for flag, used in (("--annotate", given.annotate), ("--record", given.record),
-                                           ("--summary", given.summary)) if used]
+    unsupported = [flag for flag, used in (("--record", given.record), ("--summary", given.summary)) if used]
+    if given.annotate:
+        annotated_container(given.annotate)
+        choose_ffmpeg(given.video_writer)  # (--video-writer ffmpeg without one: refused now)
     if unsupported:
         raise UsageError(f"{', '.join(unsupported)}: not for several sources in one run (each source's rows and "
                          "summary go in the -o folder, the run's in its summary.json); run one emopipe per "
@@ -108,8 +123,10 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
     previous = manifest.previous() if config.resume else {}
     mine = {uri: manifest.entry_for(previous, uri) for uri in sources}
     own, reserved = manifest.names(previous, sources)
-    planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved)
-    todo = [p for p in planned if not manifest.done(mine[p.uri])]
+    planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved,
+                           video=annotated_container(given.annotate) if given.annotate else None)
+    todo = [p for p in planned if not manifest.done(mine[p.uri], wanted=[role for role, _ in p.roles()
+                                                                          if role == "annotated_video"])]
     # no name the run writes is a source (nor the weights): a source's files under their own, partial and
     # temporary names, the manifest, the run's summary.json
     run_files = [Written("manifest", str(manifest.path)), Written("summary", str(directory / RUN_SUMMARY)),

@@ -221,7 +221,7 @@ class AnnotatedVideoWriter:
         self.frames_written = 0
         self.had_previous = self.path.exists()
         # (the suffix stays last: it names the container)
-        self.writing = partial_path(self.path, keep_suffix=True) if partial else self.path
+        self.writing: Path = partial_path(self.path, keep_suffix=True) if partial else self.path
         self._writer: cv2.VideoWriter | FfmpegVideo | None
         if ffmpeg is not None:
             self._writer = FfmpegVideo(self.writing, self.fps, self.size, ffmpeg, live=live)
