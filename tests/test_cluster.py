@@ -21,6 +21,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import cv2
 import pytest
 
 from emopipe.api import Analyzer
@@ -128,6 +129,7 @@ def both_warm_at_first_result(then=None):
 
 def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five_clips):
     _, config = five_clips
+    config = replace(config, annotate="mp4")  # each source's annotated video too: renamed by the driver with its rows
     with Analyzer(config) as analyzer:
         alone = analyzer.run_many(output_dir=tmp_path / "one")
     assert [r.status for r in alone.results] == ["ok"] * 5
@@ -154,7 +156,13 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert len(all_rows(tmp_path / "one")) == 5
     lines = Manifest(tmp_path / "ray").previous()
     assert sorted(lines) == sorted(r.source for r in alone.results)
-    assert not list((tmp_path / "ray").rglob("*.partial"))
+    assert not list((tmp_path / "ray").rglob("*.partial")) and not list((tmp_path / "ray").rglob("*.partial.mp4"))
+    for line in lines.values():
+        video = tmp_path / "ray" / line["files"]["annotated_video"]
+        capture = cv2.VideoCapture(str(video))
+        assert sum(1 for _ in iter(capture.grab, False)) == line["frames"] > 0, video
+        capture.release()
+        assert (tmp_path / "one" / line["files"]["annotated_video"]).exists()
 
 
 def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tmp_path, monkeypatch):

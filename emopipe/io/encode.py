@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
+import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +30,7 @@ import numpy as np
 
 from emopipe.errors import OutputError, UsageError
 
+QUEUED_FRAMES = 3  # a file's frames waiting for the pipe (drawn ahead of FFmpeg's reading)
 PIPE_BYTES = 1 << 20  # the pipe's buffer (Linux's default 64 KiB would take ~40 writes for one 720p frame)
 # the containers FFmpeg writes for our suffixes, and their muxer options
 MUXERS = {".mp4": "mp4", ".mkv": "matroska", ".avi": "avi"}
@@ -143,27 +146,61 @@ class FfmpegVideo:
 
             fcntl.fcntl(self._stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
+        # a file's frames go to FFmpeg from a thread of their own, so the next frame is drawn while this one is piped
+        # (the pipe holds less than a 720p frame); a live recording's are piped before write returns, so a kill
+        # loses none of them
+        self._queue: queue.Queue[np.ndarray | None] | None = None
+        self._failure: BaseException | None = None
+        if not live:
+            self._queue = queue.Queue(maxsize=QUEUED_FRAMES)
+            self._feeder = threading.Thread(target=self._feed, name="emopipe-video-feed", daemon=True)
+            self._feeder.start()
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def write(self, image: np.ndarray) -> None:
+    def write(self, image: np.ndarray, owned: bool = False) -> None:
+        """Encode ``image`` (BGR, of the video's size); ``owned``: nobody else changes it afterwards (else a queued
+        frame is copied first)."""
         if self._process is None:
             raise ValueError(f"video {self.path} is closed")
-        try:
-            self._stdin.write(np.ascontiguousarray(image).data.cast("B"))
-        except (BrokenPipeError, ValueError):
+        if self._queue is None:
+            self._pipe(np.ascontiguousarray(image))
+        elif self._failure is None:
+            self._queue.put(np.ascontiguousarray(image) if owned else np.array(image, order="C"))
+        if self._failure is not None:
+            self._stop_feeding()
             self._fail("stopped")
+
+    def _pipe(self, image: np.ndarray) -> None:
+        try:
+            self._stdin.write(image.data.cast("B"))
+        except (BrokenPipeError, ValueError, OSError) as exc:  # (FFmpeg ended: close says how)
+            self._failure = exc
+
+    def _feed(self) -> None:
+        assert self._queue is not None
+        while (image := self._queue.get()) is not None:
+            if self._failure is None:
+                self._pipe(image)
+
+    def _stop_feeding(self) -> None:
+        if self._queue is not None:
+            self._queue.put(None)
+            self._feeder.join()
+            self._queue = None
 
     def close(self) -> None:
         """Close the pipe and wait for FFmpeg to finish the file; an FFmpeg that failed is an :class:`OutputError`."""
         if self._process is None:
             return
-        with contextlib.suppress(BrokenPipeError, ValueError):
+        self._stop_feeding()
+        with contextlib.suppress(BrokenPipeError, ValueError, OSError):
             self._stdin.close()
         code = self._process.wait()
-        if code != 0:
-            self._fail(f"ended with code {code}")
+        if code != 0 or self._failure is not None:
+            self._fail(f"ended with code {code}" if code else "stopped")
         self._process = None
         self._log.close()
 

@@ -242,7 +242,11 @@ class AnnotatedVideoWriter:
     def write(self, frame_bgr: np.ndarray, records: Sequence[FaceRecord]) -> None:
         if self._writer is None:
             raise ValueError(f"annotated video {self.path} is closed")
-        self._writer.write(np.ascontiguousarray(self.render(frame_bgr, records)))
+        image = self.render(frame_bgr, records)
+        if isinstance(self._writer, FfmpegVideo):
+            self._writer.write(image, owned=image is not frame_bgr)  # (drawn or letterboxed: a copy of our own)
+        else:
+            self._writer.write(np.ascontiguousarray(image))
         self.frames_written += 1
 
     def close(self) -> None:
