@@ -575,8 +575,9 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
     wanted = path_items(sources) if sources is not None else config.sources
     if not wanted:
         raise UsageError("no camera or stream given")
-    used = [flag for flag, value in (("--show", config.show), ("--ray-keep-warm", config.ray_keep_warm is not None))
-            if value]
+    # (--record: a camera moved to another worker would start its recording over, a new file where the first was)
+    used = [flag for flag, value in (("--show", config.show), ("--ray-keep-warm", config.ray_keep_warm is not None),
+                                     ("--record", config.record or config.annotate)) if value]
     if used:
         raise UsageError(f"{', '.join(used)}: not for cameras over Ray (each worker runs its own fleet); run the "
                          "cameras in one process for these")

@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry
 from emopipe.cli.run import build_parser, config_from_args
 from emopipe.config import RunConfig
 from emopipe.errors import OutputError, SourceUnavailableError, UsageError
+from emopipe.io.encode import find_ffmpeg
 from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.io.records import FOLDER_LOCK
 from emopipe.io.uris import CAPTURES
@@ -475,7 +476,9 @@ def test_a_camera_that_ended_is_finished_while_no_frame_comes_and_stays_ok_when_
     (["http://127.0.0.1:{port}/a.mjpg", "http://127.0.0.1:{port}/b.mjpg", "-o", "{tmp}/out"], 7,
      r"cannot open the stream http://127\.0\.0\.1:\d+/a\.mjpg: nothing is listening"),
     (["rtsp://cam/a", "rtsp://cam/b", "--record", "{tmp}/x.mp4", "-o", "{tmp}/out"], 2,
-     r"--record: not for several cameras"),
+     r"--record .*x\.mp4: with several cameras, give the videos' container \(mp4, mkv or avi\)"),
+    (["rtsp://cam/a", "rtsp://cam/b", "--record", "mp4", "--video-writer", "opencv", "-o", "{tmp}/out"], 2,
+     r"--record mp4: OpenCV's \.mp4 is unplayable until closed"),
     (["rtsp://cam/a", "{tmp}/clip.mp4"], 2, r"cannot share a run"),
     (["rtsp://cam/a", "rtsp://cam/b", "--metrics-max-sources", "-1"], 2, r"--metrics-max-sources"),
 ])
@@ -516,7 +519,7 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
     with Analyzer(sources=tuple(uris), weights=str(checkpoints[8]), device="cpu", models_dir=str(models_home),
                   format="jsonl") as analyzer:
         outcome = analyzer.run_fleet(output_dir=out, metrics=metrics, end=6.0, read_timeout=0.5,
-                                     reconnect_timeout=1.0, max_wait_ms=5.0, batch_size=1)
+                                     reconnect_timeout=1.0, max_wait_ms=5.0, batch_size=1, record="mkv")
     assert outcome.exit_code == 9 and not outcome.interrupted  # one of several cameras lost: 9
     lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     # b was finished while a and c were still running: its line comes first (a and c end at --end, in any order)
@@ -528,6 +531,13 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
     assert all(isinstance(r["timestamp_s"], float) and r["timestamp_s"] > 1e9 for r in rows)  # wall-clock
     for name in "bc":  # faceless cameras: header-free JSONL files, present
         assert (out / f"{name}.emotions.jsonl").exists()
+    for line in lines:  # each camera's recording (--record mkv) beside its rows, its frames at the camera's size
+        name = line["source"].removeprefix("fleettest://")
+        assert line["outputs"]["annotated_video"] == str(out / f"{name}.annotated.mkv")
+        capture = cv2.VideoCapture(line["outputs"]["annotated_video"])
+        ok, first = capture.read()
+        capture.release()
+        assert ok and first.shape == ((96, 96, 3) if name == "a" else (72, 96, 3)), name
     summary = json.loads((out / "summary.json").read_text())
     by_source = {c["source"]: c for c in summary["cameras"]}
     assert set(by_source) == set(uris)
@@ -619,6 +629,7 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
     page_port, metrics_port = free_port(), free_port()
     page = f"http://127.0.0.1:{page_port}/"
     out, log = tmp_path / "out", tmp_path / "emopipe.log"
+    recording = "mp4" if find_ffmpeg() else "mkv"  # each camera's recording (FFmpeg's .mp4: fragmented)
     servers = [MjpegServer(clip.path) for _ in range(3)]
     listing = tmp_path / "cameras.txt"
     listing.write_text(f"# two cameras from a list, one on the command line\n{servers[1].url}\n{servers[2].url}\n")
@@ -631,7 +642,7 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
                 [sys.executable, "-m", "emopipe", servers[0].url, "--list", str(listing), "--weights",
                  str(checkpoints[8]), "-o", str(out), "--format", "jsonl", "--serve", f"127.0.0.1:{page_port}",
                  "--metrics-port", str(metrics_port), "--metrics-max-sources", "2", "--read-timeout", "5",
-                 "--reconnect-timeout", "120", "--batch-size", "2", "--no-progress"],
+                 "--reconnect-timeout", "120", "--batch-size", "2", "--no-progress", "--record", recording],
                 cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=interruptible)
 
         def streams() -> list[dict]:
@@ -711,9 +722,17 @@ def test_three_streams_in_one_process_one_killed_and_restarted_only_it_reconnect
     by_url = {c["source"]: c for c in summary["cameras"]}
     cameras_ = [by_url[server.url] for server in servers]
     assert [c["reconnects"] for c in cameras_] == [0, cameras_[1]["reconnects"], 0] and cameras_[1]["reconnects"] >= 1
-    for camera in cameras_:
+    for camera, line in zip(cameras_, sorted(lines, key=lambda e: [s.url for s in servers].index(e["source"]))):
         rows = [json.loads(line) for line in Path(camera["rows_file"]).read_text().splitlines()]
         assert rows and {r["source"] for r in rows} == {camera["source"]}
+        # its recording, closed whole on Ctrl-C: as long as its rows span (dropped frames and the reconnection
+        # repeat the frame before), at the camera's size
+        capture = cv2.VideoCapture(line["outputs"]["annotated_video"])
+        count, fps = capture.get(cv2.CAP_PROP_FRAME_COUNT), capture.get(cv2.CAP_PROP_FPS)
+        ok, first = capture.read()
+        capture.release()
+        assert ok and first.shape == (120, 160, 3) and fps > 0
+        assert count >= (rows[-1]["timestamp_s"] - rows[0]["timestamp_s"]) * fps * 0.9, line
         assert camera["frames"] >= 4 and camera["faces"] == len(rows)
         assert camera["frames_dropped"] > 0 and 0 < camera["latency_p50_s"] <= camera["latency_p99_s"]
     assert summary["run_interrupted"] is True and summary["interrupted"] == 3  # (the count, by status)

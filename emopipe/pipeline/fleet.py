@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from emopipe.config import RunConfig
-from emopipe.errors import EmopipeError, SourceUnavailableError
+from emopipe.errors import EmopipeError, OutputError, SourceUnavailableError
 from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.io.records import RecordWriter, open_writer, rows_so_far
 from emopipe.io.uris import redact_uri
@@ -80,6 +80,7 @@ class Camera:
     view: np.ndarray | None = None  # its newest annotated frame (--show tiles them)
     sink: RecordSink | None = None
     writer: RecordWriter | None = None
+    recording: Any = None  # its TimedVideoWriter (--record mp4|mkv|avi)
     result: SourceResult | None = None  # once finished
     facts: dict[str, Any] = field(default_factory=dict)  # its figures when it finished (its summary)
     started_s: float = field(default_factory=time.perf_counter)
@@ -248,6 +249,11 @@ class FleetSink(Sink):
                                         append=camera.so_far is not None)  # (moved: on after its rows so far)
             camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth,
                                                   precision=config.precision), camera.writer)
+            if camera.planned.video is not None:  # its annotated stream, in place, at its measured rate
+                from emopipe.observe.recording import TimedVideoWriter
+
+                camera.recording = TimedVideoWriter(camera.planned.video, _measured_fps(camera.source),
+                                                    writer=config.video_writer)
 
     def write(self, result: FrameResult) -> None:
         self.fleet.settle()  # (also called while no frame comes: see Fleet.open)
@@ -257,15 +263,20 @@ class FleetSink(Sink):
         camera.sink.write(result)
         camera.written += 1
         camera.faces += len(result.faces)
-        if camera.hub is not None or self.fleet.window_hub is not None:
-            self._show(camera, result)
-
-    def _show(self, camera: Camera, result: FrameResult) -> None:
-        from emopipe.observe.livepage import draw_numbers, tile
+        if camera.recording is None and camera.hub is None and self.fleet.window_hub is None:
+            return
         from emopipe.vision.annotate import draw
 
-        assert camera.sink is not None
-        image = draw_numbers(draw(result.frame.bgr, camera.sink.last_records), camera.numbers())
+        drawn = draw(result.frame.bgr, camera.sink.last_records)
+        if camera.recording is not None:
+            camera.recording.write(drawn, result.frame.timestamp_s)
+        if camera.hub is not None or self.fleet.window_hub is not None:
+            self._show(camera, drawn.copy() if camera.recording is not None else drawn)
+
+    def _show(self, camera: Camera, drawn: np.ndarray) -> None:
+        from emopipe.observe.livepage import draw_numbers, tile
+
+        image = draw_numbers(drawn, camera.numbers())
         if camera.hub is not None:
             camera.hub.publish(image)
         if self.fleet.window_hub is not None:
@@ -275,9 +286,10 @@ class FleetSink(Sink):
     def close(self) -> None:
         errors: list[BaseException] = []
         for camera in self.fleet.cameras:
-            if camera.writer is not None:
+            for close in ([lambda c=camera: c.writer.commit(True)] if camera.writer is not None else []) + (
+                    [camera.recording.close] if camera.recording is not None else []):
                 try:
-                    camera.writer.commit(True)  # (in place: closes it)
+                    close()  # (in place: the rows file and the recording closed, each whole)
                 except BaseException as exc:
                     errors.append(exc)
         if errors:
@@ -423,6 +435,13 @@ class Fleet:
             if camera.writer is not None or camera.rows_before:  # (moved, not reopened here: its earlier rows)
                 outputs["rows"] = str(camera.planned.rows)
             error = camera.error
+            if camera.recording is not None:
+                try:
+                    camera.recording.close()
+                except OutputError as exc:  # (FFmpeg failed: a full disk) the camera's rows stand; it failed
+                    error = error or exc
+                if camera.recording.frames_written and camera.planned.video is not None:
+                    outputs["annotated_video"] = str(camera.planned.video)
             status = "interrupted" if interrupted and error is None else "failed" if error is not None else "ok"
             facts = self.camera_facts(camera)
             result = SourceResult(source=camera.name, status=status, frames=facts["frames"], faces=facts["faces"],
@@ -480,6 +499,10 @@ class Fleet:
             "latency_max_s": float(latencies[-1]) if latencies.size else None,
             "error": str(camera.error) if camera.error is not None else None,
         }
+
+
+def _measured_fps(source: LiveSource) -> Callable[[], float | None]:
+    return lambda: source.measured_fps
 
 
 def _drop_counter(metrics: Any, name: str) -> Callable[[int], None]:

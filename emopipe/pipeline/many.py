@@ -51,14 +51,14 @@ def many_config(config: RunConfig, device_type: str) -> RunConfig:
     return replace(config, source=MANY_SOURCES, webcam=None, output=None, summary=None).resolved(device_type)
 
 
-def annotated_container(annotate: str) -> str:
-    """``--annotate`` of a many-source run: the container of every source's video (``mp4``, ``.mkv``…), as a suffix;
-    each source's video goes beside its rows (``NAME.annotated.mp4``)."""
+def annotated_container(annotate: str, what: str = "several sources", file_flag: str = "--annotate") -> str:
+    """``--annotate`` of a many-source run (a fleet's ``--record``): the container of every source's video (``mp4``,
+    ``.mkv``…), as a suffix; each source's video goes beside its rows (``NAME.annotated.mp4``)."""
     suffix = "." + annotate.lower().lstrip(".")
     if suffix not in VIDEO_SUFFIXES:
         *others, last = (s.lstrip(".") for s in VIDEO_SUFFIXES)
-        raise UsageError(f"--annotate {annotate}: with several sources, give the videos' container "
-                         f"({', '.join(others)} or {last}): each source's annotated video goes beside its rows in "
+        raise UsageError(f"{file_flag} {annotate}: with {what}, give the videos' container "
+                         f"({', '.join(others)} or {last}): each one's annotated video goes beside its rows in "
                          f"the -o folder, as NAME.annotated.{others[0]}")
     return suffix
 
@@ -274,10 +274,19 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
     its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens: none of them
     the weights, nor an earlier run's file. The folder is this run's until ``stack`` closes
     (:func:`~emopipe.io.records.hold_folder`): a second run into it at the same time is refused, not interleaved."""
-    unsupported = [flag for flag, used in (("--record", config.record), ("--annotate", config.annotate),
-                                           ("--report", config.report), ("--resume", config.resume),
+    unsupported = [flag for flag, used in (("--report", config.report), ("--resume", config.resume),
                                            ("--summary", config.summary))
                    if used]
+    if config.record and config.annotate:
+        raise UsageError("--annotate and --record both record the annotated stream; give one")
+    recording = config.record or config.annotate  # (each camera's, beside its rows: NAME.annotated.mp4)
+    container = None
+    if recording:
+        container = annotated_container(recording, what="several cameras", file_flag="--record")
+        if container == ".mp4" and choose_ffmpeg(config.video_writer) is None:
+            raise UsageError("--record mp4: OpenCV's .mp4 is unplayable until closed, and a live run may be killed; "
+                             "record mkv or avi, or let FFmpeg write the .mp4 in fragments (install it, or pip "
+                             "install \"emopipe[video]\")")
     if unsupported:
         raise UsageError(f"{', '.join(unsupported)}: not for several cameras in one run (each camera's rows and "
                          f"summary go in the -o folder, the run's in its summary.json); run one emopipe per camera "
@@ -286,12 +295,13 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
                                                           and not directory.exists()):
         raise UsageError(f"-o {directory}: with several cameras the output is a folder (a rows file per camera "
                          "goes in it); give a folder name")
-    planned = plan_outputs(sources, directory, config.format or "csv")
+    planned = plan_outputs(sources, directory, config.format or "csv", video=container)
     # no name the run writes is the weights (the cameras are no files), refused before the folder is touched: each
-    # camera's rows (written in place) and summary (and its partial name), the manifest, the run's summary.json (and
-    # its partial name)
+    # camera's rows and recording (written in place) and summary (and its partial name), the manifest, the run's
+    # summary.json (and its partial name)
     summaries = [*(p.summary for p in planned), directory / RUN_SUMMARY]
-    written = [Written("manifest", str(directory / MANIFEST)), *(Written("rows", str(p.rows)) for p in planned),
+    in_place = [*(p.rows for p in planned), *(p.video for p in planned if p.video is not None)]
+    written = [Written("manifest", str(directory / MANIFEST)), *(Written("rows", str(path)) for path in in_place),
                *(name for path in summaries for name in (Written("summary", str(path)),
                                                          Written("summary", str(partial_path(path)), "partial")))]
     refuse_inputs(written, InputFiles([config.weights] if config.weights else []), keep=(),
@@ -301,7 +311,7 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
     manifest = Manifest(directory)
     if manifest.path.exists():
         raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); choose another output folder")
-    clash = next((path for path in [*(p.rows for p in planned), *summaries] if path.exists()), None)
+    clash = next((path for path in [*in_place, *summaries] if path.exists()), None)
     if clash is not None:
         raise UsageError(f"{clash} exists (from an earlier run); choose another output folder")
     return planned, manifest
