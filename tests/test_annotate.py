@@ -341,9 +341,23 @@ def test_ffmpeg_pads_an_odd_frame_size_by_one_black_column_and_row(tmp_path):
     assert abs(float(frames[0][:48, :63].mean()) - 200) < 4 and frames[0][:, 65].mean() < 40
 
 
+def test_an_ffmpeg_that_does_not_run_is_refused_when_asked_for_and_passed_over_for_opencv_by_auto(
+        tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "ffmpeg"
+    broken.write_bytes(b"")  # executable, but no program (a download cut short): "Exec format error"
+    broken.chmod(0o755)
+    monkeypatch.setenv("EMOPIPE_FFMPEG", str(broken))
+    with pytest.raises(UsageError, match=r"--video-writer ffmpeg: .*ffmpeg does not run"):
+        AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48), writer="ffmpeg")
+    with AnnotatedVideoWriter(tmp_path / "b.avi", fps=25.0, size=(64, 48)) as writer:
+        writer.write(np.zeros((48, 64, 3), np.uint8), [])
+    assert writer.codec == "MJPG" and "does not run" in caplog.text and read_video(tmp_path / "b.avi")[0]
+
+
 def test_an_ffmpeg_that_fails_is_an_output_error_with_its_own_last_line(tmp_path, monkeypatch):
     fake = tmp_path / "ffmpeg"
-    fake.write_text("#!/bin/sh\necho 'Conversion failed: No space left on device' >&2\nexit 1\n")
+    fake.write_text("#!/bin/sh\n[ \"$2\" = -encoders ] && echo ' V....D mpeg4  MPEG-4 part 2' && exit 0\n"
+                    "echo 'Conversion failed: No space left on device' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("EMOPIPE_FFMPEG", str(fake))
     writer = AnnotatedVideoWriter(tmp_path / "a.mp4", fps=25.0, size=(64, 48), writer="ffmpeg")

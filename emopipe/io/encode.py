@@ -5,7 +5,8 @@ written at close and a killed run's plays nothing, and it encodes MPEG-4 Part 2,
 Here the MP4 is fragmented (an index per one-second fragment, ``frag_keyframe+empty_moov``) and H.264 (where
 the FFmpeg build has an H.264 encoder). The child runs in its own session: Ctrl-C in the terminal reaches
 emopipe only, which closes the pipe when its run ends; killed (SIGKILL, out of memory), emopipe's end of the
-pipe closes and FFmpeg finishes the file whole. Power lost, a fragmented MP4 or a Matroska file plays up to its
+pipe closes and FFmpeg finishes the file with every frame it was given (all but the few still queued for the pipe,
+:data:`QUEUED_FRAMES`). Power lost, a fragmented MP4 or a Matroska file plays up to its
 last fragment or cluster (about a second).
 
 Which FFmpeg: ``EMOPIPE_FFMPEG`` (a path; ``none``: do not use FFmpeg), else the one of ``imageio-ffmpeg``
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import queue
 import shutil
@@ -29,6 +31,8 @@ from typing import IO, Any
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
+
+logger = logging.getLogger(__name__)
 
 QUEUED_FRAMES = 3  # a file's frames waiting for the pipe (drawn ahead of FFmpeg's reading)
 PIPE_BYTES = 1 << 20  # the pipe's buffer (Linux's default 64 KiB would take ~40 writes for one 720p frame)
@@ -50,6 +54,11 @@ def choose_ffmpeg(writer: str) -> str | None:
     if ffmpeg is None and writer == "ffmpeg":
         raise UsageError("--video-writer ffmpeg: no FFmpeg found (install it, or pip install \"emopipe[video]\", or "
                          "set EMOPIPE_FFMPEG to its path)")
+    if ffmpeg is not None and not encoders(ffmpeg):  # found, but it does not run (a broken or foreign binary)
+        if writer == "ffmpeg":
+            raise UsageError(f"--video-writer ffmpeg: {ffmpeg} does not run (ffmpeg -encoders lists nothing)")
+        logger.warning("%s does not run (ffmpeg -encoders lists nothing): OpenCV writes the video", ffmpeg)
+        return None
     return ffmpeg
 
 
@@ -101,9 +110,10 @@ def encoder_arguments(suffix: str, codec: str, fps: float, size: tuple[int, int]
     if width % 2 or height % 2:  # 4:2:0 needs even sides: one black column or row is added
         args += ["-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"]
     if codec == "libx264":
-        # veryfast: a 720p stream at several hundred frames/s on a few cores; live: no look-ahead, so each frame
-        # leaves the encoder as it comes and a kill loses at most the fragment being written
-        args += ["-preset", "veryfast", "-crf", "20", "-g", keyframe_every]
+        # a file: veryfast (a 720p video at ~600 frames/s on 16 cores, half OpenCV's mp4v's size); live: ultrafast
+        # (one encoder per camera, in real time beside the pipeline) with no look-ahead, so each frame leaves the
+        # encoder as it comes and a kill loses at most the fragment being written
+        args += ["-preset", "ultrafast" if live else "veryfast", "-crf", "20", "-g", keyframe_every]
         if live:
             args += ["-tune", "zerolatency"]
     elif codec == "mjpeg":
@@ -146,15 +156,13 @@ class FfmpegVideo:
 
             fcntl.fcntl(self._stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
-        # a file's frames go to FFmpeg from a thread of their own, so the next frame is drawn while this one is piped
-        # (the pipe holds less than a 720p frame); a live recording's are piped before write returns, so a kill
-        # loses none of them
-        self._queue: queue.Queue[np.ndarray | None] | None = None
+        # the frames go to FFmpeg from a thread of their own, so the next frame is drawn while this one is piped (the
+        # pipe holds less than a 720p frame) and a camera fleet's writer thread never waits for an encoder; a kill
+        # loses the few frames queued (QUEUED_FRAMES)
+        self._queue: queue.Queue[np.ndarray | None] | None = queue.Queue(maxsize=QUEUED_FRAMES)
         self._failure: BaseException | None = None
-        if not live:
-            self._queue = queue.Queue(maxsize=QUEUED_FRAMES)
-            self._feeder = threading.Thread(target=self._feed, name="emopipe-video-feed", daemon=True)
-            self._feeder.start()
+        self._feeder = threading.Thread(target=self._feed, name="emopipe-video-feed", daemon=True)
+        self._feeder.start()
 
     @property
     def pid(self) -> int | None:
@@ -165,9 +173,7 @@ class FfmpegVideo:
         frame is copied first)."""
         if self._process is None:
             raise ValueError(f"video {self.path} is closed")
-        if self._queue is None:
-            self._pipe(np.ascontiguousarray(image))
-        elif self._failure is None:
+        if self._queue is not None and self._failure is None:
             self._queue.put(np.ascontiguousarray(image) if owned else np.array(image, order="C"))
         if self._failure is not None:
             self._stop_feeding()
