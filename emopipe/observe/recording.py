@@ -22,7 +22,8 @@ class TimedVideoWriter:
     positions in between — frames that were dropped, or a reconnection — repeat the frame before,
     so the file's clock matches the wall clock. The rate is measured from the capture times (read
     at the first frame, by which time the capture has run through start-up); the codec follows
-    the extension as for ``--annotate``, each frame leaving the encoder as it comes (FFmpeg's: ultrafast, no look-ahead).
+    the extension as for ``--annotate``, each frame leaving the encoder as it comes (FFmpeg's: ultrafast, no
+    look-ahead).
     """
 
     def __init__(self, path: str | os.PathLike[str], fps: Callable[[], float | None], *, writer: str = "auto") -> None:
