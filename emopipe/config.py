@@ -341,6 +341,13 @@ class RunConfig:
         values["format"] = output_format(output, self.format)  # ("-" and no extension: csv)
         values["summary"] = self.summary if self.summary is not None else (
             None if output == STDOUT else _beside(output, ".summary.json"))
+        for role in ("annotate", "record"):  # a container alone (--annotate mp4): the video beside the rows
+            video = values.get(role, getattr(self, role))
+            if video and f".{video.lower().lstrip('.')}" in VIDEO_SUFFIXES and "/" not in video:
+                if output == STDOUT:
+                    raise UsageError(f"--{role} {video}: with -o - the video has no rows file to go beside; give it "
+                                     "a file name (out.mp4)")
+                values[role] = _annotated_beside(output, video.lower().lstrip("."))
         if live and self.metrics_port is None:
             values["metrics_port"] = DEFAULT_METRICS_PORT
         if self.metrics_linger and values.get("metrics_port", self.metrics_port) is None:
@@ -537,6 +544,12 @@ def _choice(name: str, value: object, choices: tuple[object, ...]) -> None:
 
 def _beside(output: str, suffix: str) -> str:
     return str(Path(output).with_suffix("")) + suffix
+
+
+def _annotated_beside(output: str, container: str) -> str:
+    """The annotated video named after the rows file: ``clip.emotions.csv`` → ``clip.annotated.mp4``."""
+    stem = str(Path(output).with_suffix(""))
+    return stem.removesuffix(".emotions") + f".annotated.{container}"
 
 
 def rows_suffix(fmt: str | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -371,3 +372,51 @@ def test_missing_or_bad_frame_rate_is_a_usage_error(tmp_path, fps):
     with pytest.raises(UsageError, match="frame rate"):
         AnnotatedVideoWriter(tmp_path / "a.mp4", fps=fps, size=(64, 48))  # type: ignore[arg-type]
     assert not (tmp_path / "a.mp4").exists()
+
+
+@pytest.mark.parametrize(("options", "role", "expected"), [
+    ({"source": "v/clip.mp4", "annotate": "mp4"}, "annotate", "clip.annotated.mp4"),
+    ({"source": "v/clip.mp4", "annotate": ".MKV", "output": "out/r.jsonl"}, "annotate", "out/r.annotated.mkv"),
+    ({"source": "v/clip.mp4", "annotate": "out/a.avi"}, "annotate", "out/a.avi"),  # a file name stays one
+    ({"source": "rtsp://cam.local/live", "annotate": "mp4"}, "record", "cam.local_live.annotated.mp4"),
+    ({"source": "webcam:0", "record": "avi"}, "record", "webcam0.annotated.avi"),
+])
+def test_a_container_alone_names_the_video_after_the_rows_file(options, role, expected):
+    """``--annotate mp4`` (as for several sources): the video beside the rows, named as they are."""
+    from emopipe.config import RunConfig
+
+    assert getattr(RunConfig(**options).resolved("cpu"), role) == expected
+
+
+def test_a_container_alone_with_rows_on_stdout_is_refused():
+    from emopipe.config import RunConfig
+
+    with pytest.raises(UsageError, match=r"--annotate mp4: with -o - .*give it a file name"):
+        RunConfig(source="clip.mp4", annotate="mp4", output="-").resolved("cpu")
+
+
+def test_ffmpeg_is_found_in_the_documented_order(tmp_path, monkeypatch):
+    """EMOPIPE_FFMPEG, else imageio-ffmpeg's program (the [video] extra), else ffmpeg on PATH; 'none': no FFmpeg."""
+    import sys
+    import types
+
+    def program(name: str) -> str:
+        path = tmp_path / name / "ffmpeg"
+        path.parent.mkdir()
+        path.write_text("#!/bin/sh\nexit 0\n")
+        path.chmod(0o755)
+        return str(path)
+
+    on_path, bundled, chosen = program("bin"), program("imageio"), program("chosen")
+    monkeypatch.setenv("PATH", str(Path(on_path).parent))
+    monkeypatch.delenv("EMOPIPE_FFMPEG", raising=False)
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # not installed
+    assert encode.find_ffmpeg() == on_path
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", types.SimpleNamespace(get_ffmpeg_exe=lambda: bundled))
+    assert encode.find_ffmpeg() == bundled
+    monkeypatch.setenv("EMOPIPE_FFMPEG", chosen)
+    assert encode.find_ffmpeg() == chosen
+    monkeypatch.setenv("EMOPIPE_FFMPEG", "none")
+    assert encode.find_ffmpeg() is None and encode.choose_ffmpeg("auto") is None
+    monkeypatch.setenv("EMOPIPE_FFMPEG", str(tmp_path / "missing"))
+    assert encode.find_ffmpeg() is None

@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                                             "current folder)")
     out.add_argument("--format", choices=["csv", "jsonl"], help="row format (default: from the output's extension; "
                                                                 "a format the extension contradicts is refused)")
-    out.add_argument("--annotate", metavar="VIDEO", help="also write an annotated video (.mp4, .mkv or .avi)")
+    out.add_argument("--annotate", metavar="VIDEO",
+                     help="also write an annotated video (.mp4, .mkv or .avi); a container alone (mp4, mkv, avi) names "
+                          "it after the rows (clip.annotated.mp4), and with several sources gives each its own")
     out.add_argument("--video-writer", choices=WRITERS, default=RunConfig.video_writer,
                      help="what encodes --annotate and --record: FFmpeg (H.264; an .mp4 in one-second fragments, "
                           "playable after a kill) or OpenCV (MPEG-4 Part 2; its .mp4 unplayable until closed); "

@@ -9,6 +9,7 @@ copy plus a few primitives per face (about a millisecond at 1280×720), cheap en
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import os
@@ -31,9 +32,16 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
     (240, 240, 70), (230, 50, 240), (60, 245, 210), (212, 190, 250), (128, 128, 0), (40, 110, 170),
 )
 FONT = cv2.FONT_HERSHEY_SIMPLEX
+logger = logging.getLogger(__name__)
 # OpenCV's codecs (--video-writer opencv, or no FFmpeg): its .mkv and .avi stay readable up to their last frames
 # when the writer is killed, its .mp4 only once closed (emopipe.io.encode says how FFmpeg's differ)
 CODECS = {".mp4": "mp4v", ".mkv": "mp4v", ".avi": "MJPG"}
+
+
+@lru_cache(maxsize=8)
+def _say_encoder(how: str) -> None:
+    """Which encoder writes the videos, said once a process (an archive opens one per source)."""
+    logger.info("annotated video: %s", how)
 
 
 def track_colour(track: int) -> tuple[int, int, int]:
@@ -226,7 +234,9 @@ class AnnotatedVideoWriter:
         if ffmpeg is not None:
             self._writer = FfmpegVideo(self.writing, self.fps, self.size, ffmpeg, live=live)
             self.codec = self._writer.codec
+            _say_encoder(f"{self.codec} by {ffmpeg}")
             return
+        _say_encoder(f"{codec} by OpenCV")
         self._writer = cv2.VideoWriter(
             str(self.writing), cv2.VideoWriter_fourcc(*codec), self.fps, self.size)
         if not self._writer.isOpened():
