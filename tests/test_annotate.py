@@ -420,3 +420,31 @@ def test_ffmpeg_is_found_in_the_documented_order(tmp_path, monkeypatch):
     assert encode.find_ffmpeg() is None and encode.choose_ffmpeg("auto") is None
     monkeypatch.setenv("EMOPIPE_FFMPEG", str(tmp_path / "missing"))
     assert encode.find_ffmpeg() is None
+
+
+@needs_ffmpeg
+def test_an_ffmpeg_writer_dropped_unclosed_still_gets_its_file_finished(tmp_path):
+    """(A bug's path: a writer lost without close.) Its feeding thread holds no reference to it, so it is collected;
+    the thread pipes what was queued and closes the pipe, and FFmpeg ends the file with every frame."""
+    import gc
+    import time
+
+    writer = encode.FfmpegVideo(tmp_path / "dropped.mp4", 10.0, (64, 48), find_ffmpeg())
+    for _ in range(5):
+        writer.write(np.zeros((48, 64, 3), np.uint8))
+    pid, feeder = writer.pid, writer._feeder
+    del writer
+    gc.collect()
+
+    def ended() -> bool:  # (a zombie has ended)
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except (OSError, IndexError):
+            return True
+
+    deadline = time.monotonic() + 60
+    while not ended() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    feeder.join(timeout=60)
+    assert ended() and not feeder.is_alive()
+    assert len(read_video(tmp_path / "dropped.mp4")[0]) == 5

@@ -159,10 +159,17 @@ class FfmpegVideo:
         # the frames go to FFmpeg from a thread of their own, so the next frame is drawn while this one is piped (the
         # pipe holds less than a 720p frame) and a camera fleet's writer thread never waits for an encoder; a kill
         # loses the few frames queued (QUEUED_FRAMES)
+        # (the thread holds the queue and the pipe, not this writer: one dropped unclosed is collected, its __del__
+        # ends the thread and FFmpeg finishes the file)
         self._queue: queue.Queue[np.ndarray | None] | None = queue.Queue(maxsize=QUEUED_FRAMES)
-        self._failure: BaseException | None = None
-        self._feeder = threading.Thread(target=self._feed, name="emopipe-video-feed", daemon=True)
+        self._failures: list[BaseException] = []
+        self._feeder = threading.Thread(target=_feed, args=(self._queue, self._stdin, self._failures),
+                                        name="emopipe-video-feed", daemon=True)
         self._feeder.start()
+
+    @property
+    def _failure(self) -> BaseException | None:
+        return self._failures[0] if self._failures else None
 
     @property
     def pid(self) -> int | None:
@@ -178,18 +185,6 @@ class FfmpegVideo:
         if self._failure is not None:
             self._stop_feeding()
             self._fail("stopped")
-
-    def _pipe(self, image: np.ndarray) -> None:
-        try:
-            self._stdin.write(image.data.cast("B"))
-        except (BrokenPipeError, ValueError, OSError) as exc:  # (FFmpeg ended: close says how)
-            self._failure = exc
-
-    def _feed(self) -> None:
-        assert self._queue is not None
-        while (image := self._queue.get()) is not None:
-            if self._failure is None:
-                self._pipe(image)
 
     def _stop_feeding(self) -> None:
         if self._queue is not None:
@@ -222,8 +217,23 @@ class FfmpegVideo:
         self._log.close()
         raise OutputError(f"cannot write video {self.path}: FFmpeg {how}" + (f": {said[-1]}" if said else ""))
 
-    def __del__(self) -> None:  # a writer dropped unclosed: its file is finished by FFmpeg all the same
+    def __del__(self) -> None:  # a writer dropped unclosed: its feeding thread ends, FFmpeg finishes the file
         process: Any = getattr(self, "_process", None)
         if process is not None:
             with contextlib.suppress(Exception):
-                self._stdin.close()
+                if self._queue is not None:
+                    self._queue.put_nowait(None)  # (its thread pipes what is queued, then closes the pipe)
+
+
+def _feed(frames: queue.Queue[np.ndarray | None], pipe: IO[bytes], failures: list[BaseException]) -> None:
+    """A writer's feeding thread: each queued frame into FFmpeg's pipe, until None; after a failed write (FFmpeg
+    ended: its writer's close says how) the rest are taken and dropped; then the pipe is closed."""
+    while (image := frames.get()) is not None:
+        if failures:
+            continue
+        try:
+            pipe.write(image.data.cast("B"))
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            failures.append(exc)
+    with contextlib.suppress(OSError, ValueError):
+        pipe.close()  # FFmpeg finishes the file (its writer's close waits for that)
