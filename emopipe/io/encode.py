@@ -222,7 +222,8 @@ class FfmpegVideo:
         if process is not None:
             with contextlib.suppress(Exception):
                 if self._queue is not None:
-                    self._queue.put_nowait(None)  # (its thread pipes what is queued, then closes the pipe)
+                    # (its thread pipes what is queued, then closes the pipe; a full queue drains as FFmpeg reads)
+                    self._queue.put(None, timeout=30)
 
 
 def _feed(frames: queue.Queue[np.ndarray | None], pipe: IO[bytes], failures: list[BaseException]) -> None:
