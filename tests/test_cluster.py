@@ -313,7 +313,8 @@ def test_a_run_refused_once_ray_is_up_leaves_no_output_folder(tmp_path, local_ra
         (tmp_path / name).write_bytes(b"x")
     config = RunConfig(sources=(str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")), device="cpu",
                        annotate=str(tmp_path / "annotated.mp4"))
-    with pytest.raises(UsageError, match="--annotate: not for several sources"):
+    with pytest.raises(UsageError, match=r"--annotate .*annotated\.mp4: with several sources, give the videos' "
+                                         r"container"):
         run_on_ray(config, RayOptions(workers=1), output_dir=tmp_path / "new" / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]
 
