@@ -1002,6 +1002,26 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
 
 
 @pytest.mark.slow
+def test_a_video_ffmpeg_cannot_write_fails_its_source_keeps_its_rows_and_the_others_go_on(tmp_path, clips,
+                                                                                       monkeypatch):
+    _, options = clips
+    fake = tmp_path / "ffmpeg"  # an FFmpeg that runs, then fails every file as a full disk would
+    fake.write_text("#!/bin/sh\n[ \"$2\" = -encoders ] && echo ' V....D mpeg4  MPEG-4 part 2' && exit 0\n"
+                    "echo 'Conversion failed: No space left on device' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("EMOPIPE_FFMPEG", str(fake))
+    emopipe("a/clip.mp4", "b/two.mp4", "-o", "out", "--annotate", "mp4", *options, cwd=tmp_path, check=9)
+    lines = manifest_lines(tmp_path / "out")
+    assert [(m["source"], m["status"], m["exit_code"], m["kind"]) for m in lines] == [
+        ("a/clip.mp4", "failed", 5, "OutputError"), ("b/two.mp4", "failed", 5, "OutputError")]
+    assert all("No space left on device" in m["error"] for m in lines)
+    for m, name in zip(lines, ("a/clip", "b/two"), strict=True):  # the rows complete, under their names
+        assert m["rows"] > 0 and len(rows(tmp_path / "out" / f"{name}.emotions.csv")) == m["rows"]
+        assert "annotated_video" not in m["outputs"]
+    assert not list((tmp_path / "out").rglob("*.annotated.mp4"))
+
+
+@pytest.mark.slow
 def test_a_signal_while_the_report_is_written_leaves_no_page_and_resume_writes_it(tmp_path, clips):
     """Every source done, the page half made: exit 130 (what was asked is not all done), said in one line, no page
     and no temporary file; --resume writes it without running a source again. (tests/support/signal_at.py sends

@@ -558,6 +558,7 @@ class PerSourceSink(Sink):
         self._sink: RecordSink | None = None
         self._writer: RecordWriter | None = None
         self._video: AnnotatedVideoWriter | None = None
+        self._video_error: OutputError | None = None  # its video could not be written: the source fails at its end
         self._tracks: TrackWatcher | None = None
         self._faces = 0
         self._written = 0  # frames of the current source written
@@ -580,6 +581,11 @@ class PerSourceSink(Sink):
                 self._open(stream)
             assert self._sink is not None
             self._sink.write(result)
+            if self._video is not None and self._video_error is None:
+                try:
+                    self._video.write(result.frame.bgr, self._sink.last_records)
+                except OutputError as exc:  # (FFmpeg stopped: a full disk) this source fails, its rows go on
+                    self._video_error = exc
             self._faces += len(result.faces)
             self._written += 1
             self._detected += result.detected
@@ -636,7 +642,8 @@ class PerSourceSink(Sink):
         if planned.video is not None and info is not None:  # (under its partial name until the source is done)
             self._video = AnnotatedVideoWriter(planned.video, info.fps or 1.0, (info.width, info.height), partial=True,
                                                writer=self.config.video_writer)
-        self._sink = RecordSink(recorder, self._writer, self._video, watchers=[self._tracks], hold_rows=True)
+        # (the video is written here, not by the sink: a video that fails fails its source, not the run)
+        self._sink = RecordSink(recorder, self._writer, None, watchers=[self._tracks], hold_rows=True)
         self._faces = 0
 
     def _finish_before(self, stream: int) -> None:
@@ -651,7 +658,7 @@ class PerSourceSink(Sink):
         outputs: dict[str, str] = {}
         rows = 0
         writer, video = self._writer, self._video
-        video_error: OutputError | None = None
+        video_error = self._video_error
         if self._sink is not None and writer is not None:
             self._sink.close()  # the rows are all written, still under their partial name
             rows = writer.rows_written
@@ -660,10 +667,11 @@ class PerSourceSink(Sink):
             try:
                 video.close()  # (FFmpeg's file finished; still under its partial name)
             except OutputError as exc:  # (a full disk): the source failed, its rows kept; --resume does it again
-                video_error, video = exc, None
-            else:
-                if interrupted:
-                    outputs["annotated_video"] = str(video.writing)
+                video_error = video_error or exc
+            if video_error is not None:
+                video = None
+            elif interrupted:
+                outputs["annotated_video"] = str(video.writing)
         # the run's time on this source: since the source before it finished, or since it was added if later (a fed
         # chain may have waited for it), so a short source's time is not just the gap between its first and last rows
         now = time.perf_counter()
@@ -720,7 +728,7 @@ class PerSourceSink(Sink):
             self.manifest.append(result.as_dict())
             publish(staged)
         self.results.append(result)
-        self._sink = self._writer = self._tracks = self._video = None
+        self._sink = self._writer = self._tracks = self._video = self._video_error = None
         self._faces = self._written = self._detected = 0
         self._next = position + 1
         # last, once the source is finished: a callback that raises (the caller's bug, raised from the run) cannot
