@@ -565,6 +565,30 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
     assert _value(registry, "emopipe_frames_total") == summary["frames"]
 
 
+def test_a_recording_ffmpeg_cannot_write_fails_its_camera_not_the_run(cameras, tmp_path, models_home, checkpoints,
+                                                                      monkeypatch):
+    """A full disk under --record: each camera's recording stops with FFmpeg's line, its rows go on to its end, its
+    line says failed (exit code 5); every camera's recording failed → the run exits 5, not 7 (no camera was lost)."""
+    from emopipe.api import Analyzer
+
+    fake = tmp_path / "ffmpeg"  # an FFmpeg that runs, then fails every file as a full disk would
+    fake.write_text("#!/bin/sh\n[ \"$2\" = -encoders ] && echo ' V....D mpeg4  MPEG-4 part 2' && exit 0\n"
+                    "echo 'Conversion failed: No space left on device' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("EMOPIPE_FFMPEG", str(fake))
+    cameras.fps = 10.0
+    out = tmp_path / "out"
+    uris = ["fleettest://a", "fleettest://b"]
+    with Analyzer(sources=tuple(uris), weights=str(checkpoints[8]), device="cpu", models_dir=str(models_home),
+                  detector="blazeface") as analyzer:
+        outcome = analyzer.run_fleet(output_dir=out, max_frames=6, max_wait_ms=5.0, batch_size=1, record="mp4")
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted((e["source"], e["status"], e["exit_code"]) for e in lines) == [
+        ("fleettest://a", "failed", 5), ("fleettest://b", "failed", 5)]
+    assert all("No space left on device" in e["error"] and "annotated_video" not in e["outputs"] for e in lines)
+    assert all((out / f"{name}.emotions.csv").exists() for name in "ab") and outcome.exit_code == 5
+
+
 @pytest.mark.slow
 def test_faces_of_different_cameras_share_an_emonet_batch(cameras, tmp_path, models_home, checkpoints, shared_dir,
                                                           monkeypatch):

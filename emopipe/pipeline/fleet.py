@@ -81,6 +81,7 @@ class Camera:
     sink: RecordSink | None = None
     writer: RecordWriter | None = None
     recording: Any = None  # its TimedVideoWriter (--record mp4|mkv|avi)
+    recording_error: OutputError | None = None  # its recording stopped (FFmpeg failed): it fails, its rows go on
     result: SourceResult | None = None  # once finished
     facts: dict[str, Any] = field(default_factory=dict)  # its figures when it finished (its summary)
     started_s: float = field(default_factory=time.perf_counter)
@@ -263,15 +264,20 @@ class FleetSink(Sink):
         camera.sink.write(result)
         camera.written += 1
         camera.faces += len(result.faces)
-        if camera.recording is None and camera.hub is None and self.fleet.window_hub is None:
+        recording = camera.recording if camera.recording_error is None else None
+        if recording is None and camera.hub is None and self.fleet.window_hub is None:
             return
         from emopipe.vision.annotate import draw
 
         drawn = draw(result.frame.bgr, camera.sink.last_records)
-        if camera.recording is not None:
-            camera.recording.write(drawn, result.frame.timestamp_s)
+        if recording is not None:
+            try:
+                recording.write(drawn, result.frame.timestamp_s)
+            except OutputError as exc:  # (FFmpeg stopped: a full disk) this camera fails at its end; the rest go on
+                camera.recording_error = exc
+                logger.warning("%s: its recording stopped (%s); its rows go on", camera.name, exc)
         if camera.hub is not None or self.fleet.window_hub is not None:
-            self._show(camera, drawn.copy() if camera.recording is not None else drawn)
+            self._show(camera, drawn.copy() if recording is not None else drawn)
 
     def _show(self, camera: Camera, drawn: np.ndarray) -> None:
         from emopipe.observe.livepage import draw_numbers, tile
@@ -286,12 +292,16 @@ class FleetSink(Sink):
     def close(self) -> None:
         errors: list[BaseException] = []
         for camera in self.fleet.cameras:
-            for close in ([lambda c=camera: c.writer.commit(True)] if camera.writer is not None else []) + (
-                    [camera.recording.close] if camera.recording is not None else []):
+            if camera.writer is not None:
                 try:
-                    close()  # (in place: the rows file and the recording closed, each whole)
+                    camera.writer.commit(True)  # (in place: closes it)
                 except BaseException as exc:
                     errors.append(exc)
+            if camera.recording is not None:
+                try:
+                    camera.recording.close()  # (closed whole)
+                except OutputError as exc:  # (FFmpeg failed) the camera's, said in its line
+                    camera.recording_error = camera.recording_error or exc
         if errors:
             raise errors[0]
 
@@ -434,14 +444,15 @@ class Fleet:
                 camera.writer.commit(True)
             if camera.writer is not None or camera.rows_before:  # (moved, not reopened here: its earlier rows)
                 outputs["rows"] = str(camera.planned.rows)
-            error = camera.error
             if camera.recording is not None:
                 try:
                     camera.recording.close()
                 except OutputError as exc:  # (FFmpeg failed: a full disk) the camera's rows stand; it failed
-                    error = error or exc
-                if camera.recording.frames_written and camera.planned.video is not None:
+                    camera.recording_error = camera.recording_error or exc
+                if camera.recording.frames_written and camera.planned.video is not None \
+                        and camera.recording_error is None:
                     outputs["annotated_video"] = str(camera.planned.video)
+            error = camera.error or camera.recording_error
             status = "interrupted" if interrupted and error is None else "failed" if error is not None else "ok"
             facts = self.camera_facts(camera)
             result = SourceResult(source=camera.name, status=status, frames=facts["frames"], faces=facts["faces"],

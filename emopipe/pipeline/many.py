@@ -331,11 +331,13 @@ class FleetOutcome:
 
     @property
     def exit_code(self) -> int:
-        """130 interrupted; 7 every camera lost (or none opened); 9 some lost; 0 every camera ended as asked."""
+        """130 interrupted; 7 every camera lost (or none opened; 5 every camera's recording failed: a full disk); 9
+        some failed; 0 every camera ended as asked."""
         if self.interrupted:
             return INTERRUPTED_EXIT_CODE
         if self.failed and len(self.failed) == len(self.results):
-            return SourceUnavailableError.exit_code
+            codes = {r.exit_code for r in self.failed}
+            return OutputError.exit_code if codes == {OutputError.exit_code} else SourceUnavailableError.exit_code
         if self.failed:
             return SOME_SOURCES_FAILED_EXIT_CODE
         return 0
