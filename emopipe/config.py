@@ -343,11 +343,12 @@ class RunConfig:
             None if output == STDOUT else _beside(output, ".summary.json"))
         for role in ("annotate", "record"):  # a container alone (--annotate mp4): the video beside the rows
             video = values.get(role, getattr(self, role))
-            if video and f".{video.lower().lstrip('.')}" in VIDEO_SUFFIXES and "/" not in video:
+            container = video_container(video) if video else None
+            if container is not None:
                 if output == STDOUT:
                     raise UsageError(f"--{role} {video}: with -o - the video has no rows file to go beside; give it "
                                      "a file name (out.mp4)")
-                values[role] = _annotated_beside(output, video.lower().lstrip("."))
+                values[role] = _annotated_beside(output, container)
         if live and self.metrics_port is None:
             values["metrics_port"] = DEFAULT_METRICS_PORT
         if self.metrics_linger and values.get("metrics_port", self.metrics_port) is None:
@@ -546,10 +547,17 @@ def _beside(output: str, suffix: str) -> str:
     return str(Path(output).with_suffix("")) + suffix
 
 
+def video_container(value: str) -> str | None:
+    """The suffix (``.mp4``) of ``--annotate``/``--record`` given a container alone (``mp4``, ``.MKV``), else None
+    (a file name)."""
+    suffix = "." + value.lower().lstrip(".")
+    return suffix if suffix in VIDEO_SUFFIXES else None
+
+
 def _annotated_beside(output: str, container: str) -> str:
     """The annotated video named after the rows file: ``clip.emotions.csv`` → ``clip.annotated.mp4``."""
     stem = str(Path(output).with_suffix(""))
-    return stem.removesuffix(".emotions") + f".annotated.{container}"
+    return stem.removesuffix(".emotions") + f".annotated{container}"
 
 
 def rows_suffix(fmt: str | None) -> str:

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from emopipe.config import VIDEO_SUFFIXES, RunConfig, StrPath, Written, path_items, refuse_inputs
+from emopipe.config import (
+    VIDEO_SUFFIXES,
+    RunConfig,
+    StrPath,
+    Written,
+    path_items,
+    refuse_inputs,
+    video_container,
+)
 from emopipe.errors import (
     INTERRUPTED_EXIT_CODE,
     SOME_SOURCES_FAILED_EXIT_CODE,
@@ -54,8 +62,8 @@ def many_config(config: RunConfig, device_type: str) -> RunConfig:
 def annotated_container(annotate: str, what: str = "several sources", file_flag: str = "--annotate") -> str:
     """``--annotate`` of a many-source run (a fleet's ``--record``): the container of every source's video (``mp4``,
     ``.mkv``…), as a suffix; each source's video goes beside its rows (``NAME.annotated.mp4``)."""
-    suffix = "." + annotate.lower().lstrip(".")
-    if suffix not in VIDEO_SUFFIXES:
+    suffix = video_container(annotate)
+    if suffix is None:
         *others, last = (s.lstrip(".") for s in VIDEO_SUFFIXES)
         raise UsageError(f"{file_flag} {annotate}: with {what}, give the videos' container "
                          f"({', '.join(others)} or {last}): each one's annotated video goes beside its rows in "
