@@ -12,7 +12,8 @@ changes, draws one bar, and writes ``summary.json`` at the end.
 A worker that dies (killed, out of memory, its node lost): its cameras that had not ended start on a new worker after
 1, 2, 4… s, up to ``--ray-retries`` times each (then ``failed``). A moved camera goes on in its rows file (a row a
 killed worker left cut short is removed, no row is written twice), its frames numbered on from the last, its
-``--end`` and ``--max-frames`` what was left of them. Ctrl-C or SIGTERM: every worker is told to stop and ends its
+``--end`` and ``--max-frames`` what was left of them; its recording (``--record``) goes on in a new part,
+``NAME.annotated.2.mp4``. Ctrl-C or SIGTERM: every worker is told to stop and ends its
 fleet as one process does at Ctrl-C (every camera's files complete, ``interrupted``); the driver writes the lines and
 ``summary.json``. docs/cluster.md, "Camera fleets over Ray", says what it does not do.
 """
@@ -339,6 +340,10 @@ def _as_left(camera: _Camera, **line: Any) -> SourceResult:
     with contextlib.suppress(EmopipeError):  # (unreadable here: its line says no rows)
         rows = rows_so_far(camera.planned.rows)[0]
     outputs = {"rows": str(camera.planned.rows)} if camera.planned.rows.exists() else {}
+    for part in range(1, camera.so_far.moves + 2):  # its recording's parts its workers left (each played to its end)
+        video = camera.planned.video_part(part)
+        if video is not None and video.exists() and video.stat().st_size > 0:
+            outputs[camera.planned.video_role(part)] = str(video)
     return SourceResult(source=camera.name, frames=camera.frames, faces=rows, rows=rows, outputs=outputs, **line)
 
 
@@ -575,9 +580,8 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
     wanted = path_items(sources) if sources is not None else config.sources
     if not wanted:
         raise UsageError("no camera or stream given")
-    # (--record: a camera moved to another worker would start its recording over, a new file where the first was)
-    used = [flag for flag, value in (("--show", config.show), ("--ray-keep-warm", config.ray_keep_warm is not None),
-                                     ("--record", config.record or config.annotate)) if value]
+    used = [flag for flag, value in (("--show", config.show), ("--ray-keep-warm", config.ray_keep_warm is not None))
+            if value]
     if used:
         raise UsageError(f"{', '.join(used)}: not for cameras over Ray (each worker runs its own fleet); run the "
                          "cameras in one process for these")
@@ -591,7 +595,8 @@ def run_cameras_on_ray(config: RunConfig, options: RayOptions, *, sources: StrPa
     with ExitStack() as stack:
         started = time.perf_counter()
         planned, manifest = plan_fleet(replace(checked, summary=config.summary, annotate=config.annotate,
-                                               record=config.record, report=config.report), wanted, directory, stack)
+                                               record=config.record, report=config.report), wanted, directory, stack,
+                                     video_parts=max(options.retries, 0) + 1)  # (a part more each move)
         plan = ManyPlan(checked, directory, manifest, planned, planned, [])
         run: _CameraRun | None = None
         if config.serve:  # the driver's page first: its address taken (or refused) before Ray starts

@@ -15,6 +15,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import cv2
 import pytest
 
 from emopipe.io.records import open_writer, rows_so_far
@@ -110,7 +111,6 @@ def test_a_rows_file_goes_on_after_the_rows_a_killed_writer_left_its_cut_row_rem
 @pytest.mark.parametrize(("extra", "message"), [
     (["--serve", "127.0.0.1:{busy}"], r"cannot serve the live page on 127\.0\.0\.1:\d+: .*choose another --serve"),
     (["--ray-keep-warm", "60"], r"--ray-keep-warm: not for cameras over Ray"),
-    (["--record", "mkv"], r"--record: not for cameras over Ray"),  # (a moved camera would start its file over)
     (["--ray-retries", "-1"], r"--ray-retries must be ≥ 0"),
 ])
 def test_the_command_refuses_cameras_over_ray_options_it_cannot_honour_before_ray_starts(extra, message, tmp_path,
@@ -200,6 +200,17 @@ def _serving(page: str, *names: str) -> dict[str, dict] | None:
     return workers if all(workers.get(name, {}).get("page") for name in names) else None
 
 
+def _plays(path: Path) -> bool:
+    """Whether a video (maybe still being written) has a first frame to show."""
+    if not path.exists():
+        return False
+    video = cv2.VideoCapture(str(path))
+    try:
+        return video.isOpened() and video.read()[0]
+    finally:
+        video.release()
+
+
 def _fetched(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as reply:
         assert reply.status == 200
@@ -218,7 +229,8 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
                                                                                    checkpoints):
     """Worker 0 killed: its cameras go on on a new worker, in the same files; that one killed too (--ray-retries 1):
     its cameras are failed, their rows kept, and the third camera goes on all the while. Then Ctrl-C. With --serve:
-    the driver's page shows each worker's live page of its cameras, the new worker's once it replaced a dead one."""
+    the driver's page shows each worker's live page of its cameras, the new worker's once it replaced a dead one.
+    With --record mp4: each worker records its part of a camera, every part plays and is in the camera's line."""
     clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
     models = tmp_path / "models"  # (the workers are other processes: given as an option, not in the environment)
     models.mkdir()
@@ -238,10 +250,11 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
                 [sys.executable, "-m", "emopipe", *(s.url for s in servers), "--ray", local_ray, "--ray-workers", "2",
                  "--ray-retries", "1", "--weights", str(checkpoints[8]), "--models-dir", str(models), "--device",
                  "cpu", "-o", str(out), "--format", "jsonl", "--read-timeout", "5", "--reconnect-timeout", "120",
-                 "--no-progress", "--serve", f"127.0.0.1:{serve}"],
+                 "--no-progress", "--serve", f"127.0.0.1:{serve}", "--record", "mp4"],
                 cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=interruptible)
 
         files = [out / f"127.0.0.1_{s.port}_stream.mjpg.emotions.jsonl" for s in servers]
+        videos = [[out / f"127.0.0.1_{s.port}_stream.mjpg.annotated{part}.mp4" for part in ("", ".2")] for s in servers]
 
         def wait_for(predicate, what: str):
             return wait_for_process(predicate, 180, proc, log, what)
@@ -262,6 +275,7 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
             assert all(f"127.0.0.1:{servers[k].port}" in grid for k in cameras)
         index = _fetched(page)
         assert all(f'<iframe src="http://127.0.0.1:{serve + 1 + n}/"' in index for n in (0, 1)), index
+        wait_for(lambda: all(_plays(v[0]) for v in videos), "not every camera's recording has its first frames")
         ray.kill(wait_for(lambda: _actor("emopipe-cameras-0"), "worker 0 not found"), no_restart=True)
         # its cameras go on on a new worker, in the same files; camera 1 never stopped
         wait_for(lambda: all(len(_rows(f)) >= n + 3 for f, n in zip(files, before)),
@@ -271,6 +285,8 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
         assert served["emopipe-cameras-0"]["died"] is True and served["emopipe-cameras-2"]["page"] == \
             f"http://127.0.0.1:{serve + 3}/"
         assert f'<iframe src="http://127.0.0.1:{serve + 1}/"' not in _fetched(page)  # (the dead one's gone)
+        wait_for(lambda: all(_plays(videos[k][1]) for k in (0, 2)), "the moved cameras record no second part")
+        assert not videos[1][1].exists()  # (camera 1 never moved)
         ray.kill(wait_for(lambda: _actor("emopipe-cameras-2"), "no new worker"), no_restart=True)
         wait_for(lambda: len(lines()) == 2, "the cameras of a worker that died twice have no line")
         wait_for(lambda: len(_rows(files[1])) >= moved[1] + 3, "camera 1 did not go on")
@@ -292,7 +308,11 @@ def test_three_streams_over_two_workers_a_dead_workers_cameras_go_on_on_a_new_on
         line = by_source[servers[k].url]
         assert (line["status"], line["kind"], line["exit_code"]) == ("failed", "WorkerDied", 1)
         assert re.fullmatch(r"its worker died 2 time\(s\): \w+", line["error"]) and line["rows"] == len(_rows(files[k]))
+        # each dead worker's FFmpeg finished its part (its own session: not killed with the worker)
+        assert (line["outputs"]["annotated_video"], line["outputs"]["annotated_video_2"]) == tuple(map(str, videos[k]))
+        assert all(_plays(video) for video in videos[k])
     assert by_source[servers[1].url]["status"] == "interrupted"
+    assert by_source[servers[1].url]["outputs"]["annotated_video"] == str(videos[1][0]) and _plays(videos[1][0])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ray"]["worker_failures"] == 2 and summary["run_interrupted"] is True
     assert summary["failed"] == 2 and summary["interrupted"] == 1

@@ -816,3 +816,59 @@ def test_show_tiles_every_stream_in_one_window(tmp_path, models_home, checkpoint
                 proc.wait()
     lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     assert sorted(e["status"] for e in lines) == ["interrupted", "interrupted"]
+
+
+# -- a camera moved to another Ray worker records on in a new part -------------------------------------------
+
+def test_the_parts_a_moved_camera_may_record_are_checked_before_the_run_like_its_other_files(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with ExitStack() as stack:
+        planned = plan_fleet(RunConfig(record="mkv"), ["fleettest://a"], out, stack, video_parts=3)[0][0]
+    assert [planned.video_part(k) for k in (1, 2, 3)] == [out / "a.annotated.mkv", out / "a.annotated.2.mkv",
+                                                          out / "a.annotated.3.mkv"]
+    assert [planned.video_role(k) for k in (1, 3)] == ["annotated_video", "annotated_video_3"]
+    (out / "a.annotated.3.mkv").write_bytes(b"an earlier run's")
+    with ExitStack() as stack, pytest.raises(UsageError, match=r"a\.annotated\.3\.mkv exists \(from an earlier run\)"):
+        plan_fleet(RunConfig(record="mkv"), ["fleettest://a"], out, stack, video_parts=3)
+    with ExitStack() as stack:  # (one process records one part: the third is not its name)
+        plan_fleet(RunConfig(record="mkv"), ["fleettest://a"], out, stack)
+    assert (out / "a.annotated.3.mkv").read_bytes() == b"an earlier run's"
+
+
+@pytest.mark.slow
+def test_a_camera_moved_from_a_dead_worker_records_a_second_part_and_lists_both(cameras, tmp_path, models_home,
+                                                                               checkpoints):
+    """What a Ray worker does with a camera moved to it (``CameraSoFar``): its rows go on in the same file, its
+    recording in ``NAME.annotated.2.mkv`` beside the first worker's, and its line lists both parts."""
+    from emopipe.api import Analyzer
+    from emopipe.pipeline.fleet import Fleet
+    from emopipe.pipeline.many import CameraSoFar
+
+    cameras.fps = 10.0
+    out = tmp_path / "out"
+    config = RunConfig(sources=("fleettest://a",), weights=str(checkpoints[8]), device="cpu",
+                       models_dir=str(models_home), record="mkv", max_frames=3, batch_size=1, max_wait_ms=5.0)
+    with ExitStack() as stack:
+        planned = plan_fleet(config, ["fleettest://a"], out, stack, video_parts=2)[0]
+    out.mkdir(exist_ok=True)  # (a driver's folder: taken for its whole run)
+    results = []
+    with Analyzer(config) as analyzer:
+        fleet_config = analyzer.source_config("fleettest://a", sources=config.sources, output=None, summary=None)
+        for so_far in ({}, {0: CameraSoFar(frames=3, first_index=3, max_frames=3, moves=1)}):
+            fleet = Fleet(fleet_config, planned, out, None, so_far=so_far)
+            with ExitStack() as stack:
+                results.append(analyzer.process_fleet(fleet, stack)[0][0])
+    first, moved = (r.outputs for r in results)
+    parts = [out / "a.annotated.mkv", out / "a.annotated.2.mkv"]
+    assert first["annotated_video"] == str(parts[0]) and "annotated_video_2" not in first
+    assert (moved["annotated_video"], moved["annotated_video_2"]) == tuple(map(str, parts))
+    assert results[1].status == "ok" and moved["rows"] == first["rows"]
+    summary = json.loads((out / "a.emotions.summary.json").read_text())  # (the moved worker's: both parts)
+    assert summary["outputs"]["annotated_video_2"] == str(parts[1])
+    for part in parts:
+        video = cv2.VideoCapture(str(part))
+        try:
+            assert video.isOpened() and video.read()[0], part
+        finally:
+            video.release()

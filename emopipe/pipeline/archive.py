@@ -81,6 +81,19 @@ class PlannedSource:
     directory: Path = Path()  # the run's output folder
     video: Path | None = None  # its annotated video (--annotate mp4|mkv|avi), beside its rows
 
+    def video_part(self, part: int) -> Path | None:
+        """Its annotated video's ``part`` (1, 2…): a camera over Ray records a new part each time its worker dies and it
+        moves to another (a second FFmpeg cannot go on in the first's file), ``NAME.annotated.2.mp4`` after
+        ``NAME.annotated.mp4``; part 1 is :attr:`video` itself."""
+        if self.video is None or part == 1:
+            return self.video
+        return self.video.with_name(f"{self.video.stem}.{part}{self.video.suffix}")
+
+    @staticmethod
+    def video_role(part: int) -> str:
+        """The ``outputs`` key of a video's ``part``: ``annotated_video``, ``annotated_video_2``…"""
+        return "annotated_video" if part == 1 else f"annotated_video_{part}"
+
     @property
     def tracks(self) -> Path:  # per face track (docs/report.md), beside the rows like a one-source run's
         return self.rows.with_suffix(".tracks.csv")

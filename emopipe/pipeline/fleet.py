@@ -87,6 +87,18 @@ class Camera:
     started_s: float = field(default_factory=time.perf_counter)
 
     @property
+    def video_part(self) -> int:
+        """Which part of its recording this fleet writes: 1, or (moved from Ray workers that died) one more than
+        its moves; the earlier parts are the earlier workers' files."""
+        return (self.so_far.moves if self.so_far is not None else 0) + 1
+
+    def earlier_videos(self) -> dict[str, str]:
+        """The recordings its earlier workers left (those with frames), by ``outputs`` key."""
+        parts = ((part, self.planned.video_part(part)) for part in range(1, self.video_part))
+        return {self.planned.video_role(part): str(path) for part, path in parts
+                if path is not None and path.exists() and path.stat().st_size > 0}
+
+    @property
     def position(self) -> int:
         return self.planned.position
 
@@ -250,11 +262,11 @@ class FleetSink(Sink):
                                         append=camera.so_far is not None)  # (moved: on after its rows so far)
             camera.sink = RecordSink(FaceRecorder(camera.source.info.uri, self.labels, smoothing=config.smooth,
                                                   precision=config.precision), camera.writer)
-            if camera.planned.video is not None:  # its annotated stream, in place, at its measured rate
+            video = camera.planned.video_part(camera.video_part)
+            if video is not None:  # its annotated stream, in place, at its measured rate
                 from emopipe.observe.recording import TimedVideoWriter
 
-                camera.recording = TimedVideoWriter(camera.planned.video, _measured_fps(camera.source),
-                                                    writer=config.video_writer)
+                camera.recording = TimedVideoWriter(video, _measured_fps(camera.source), writer=config.video_writer)
 
     def write(self, result: FrameResult) -> None:
         self.fleet.settle()  # (also called while no frame comes: see Fleet.open)
@@ -444,14 +456,14 @@ class Fleet:
                 camera.writer.commit(True)
             if camera.writer is not None or camera.rows_before:  # (moved, not reopened here: its earlier rows)
                 outputs["rows"] = str(camera.planned.rows)
+            outputs.update(camera.earlier_videos())
             if camera.recording is not None:
                 try:
                     camera.recording.close()
                 except OutputError as exc:  # (FFmpeg failed: a full disk) the camera's rows stand; it failed
                     camera.recording_error = camera.recording_error or exc
-                if camera.recording.frames_written and camera.planned.video is not None \
-                        and camera.recording_error is None:
-                    outputs["annotated_video"] = str(camera.planned.video)
+                if camera.recording.frames_written and camera.recording_error is None:
+                    outputs[camera.planned.video_role(camera.video_part)] = str(camera.recording.path)
             error = camera.error or camera.recording_error
             status = "interrupted" if interrupted and error is None else "failed" if error is not None else "ok"
             facts = self.camera_facts(camera)

@@ -277,10 +277,11 @@ class ManyOutcome:
 # -- camera fleets (emopipe.pipeline.fleet runs them; planned here, so a Ray driver plans them without PyTorch) --
 
 def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
-               stack: ExitStack) -> tuple[list[PlannedSource], Manifest]:
+               stack: ExitStack, video_parts: int = 1) -> tuple[list[PlannedSource], Manifest]:
     """Each camera's files in ``directory`` (named as a many-source run names them: the redacted URL without
     its credentials, ``webcam0``…; a suffix where two would collide), checked before anything opens: none of them
-    the weights, nor an earlier run's file. The folder is this run's until ``stack`` closes
+    the weights, nor an earlier run's file; with a recording, its first ``video_parts`` parts (over Ray: one more each
+    time the camera moves). The folder is this run's until ``stack`` closes
     (:func:`~emopipe.io.records.hold_folder`): a second run into it at the same time is refused, not interleaved."""
     unsupported = [flag for flag, used in (("--report", config.report), ("--resume", config.resume),
                                            ("--summary", config.summary))
@@ -308,7 +309,9 @@ def plan_fleet(config: RunConfig, sources: Sequence[str], directory: Path,
     # camera's rows and recording (written in place) and summary (and its partial name), the manifest, the run's
     # summary.json (and its partial name)
     summaries = [*(p.summary for p in planned), directory / RUN_SUMMARY]
-    in_place = [*(p.rows for p in planned), *(p.video for p in planned if p.video is not None)]
+    in_place = [*(p.rows for p in planned),
+                *(video for p in planned for part in range(1, video_parts + 1)
+                  if (video := p.video_part(part)) is not None)]
     written = [Written("manifest", str(directory / MANIFEST)), *(Written("rows", str(path)) for path in in_place),
                *(name for path in summaries for name in (Written("summary", str(path)),
                                                          Written("summary", str(partial_path(path)), "partial")))]
