@@ -348,7 +348,7 @@ class RunConfig:
                 if output == STDOUT:
                     raise UsageError(f"--{role} {video}: with -o - the video has no rows file to go beside; give it "
                                      "a file name (out.mp4)")
-                values[role] = _annotated_beside(output, container)
+                values[role] = annotated_beside(output, container)
         if live and self.metrics_port is None:
             values["metrics_port"] = DEFAULT_METRICS_PORT
         if self.metrics_linger and values.get("metrics_port", self.metrics_port) is None:
@@ -554,7 +554,7 @@ def video_container(value: str) -> str | None:
     return suffix if suffix in VIDEO_SUFFIXES else None
 
 
-def _annotated_beside(output: str, container: str) -> str:
+def annotated_beside(output: str, container: str) -> str:
     """The annotated video named after the rows file: ``clip.emotions.csv`` → ``clip.annotated.mp4``."""
     stem = str(Path(output).with_suffix(""))
     return stem.removesuffix(".emotions") + f".annotated{container}"

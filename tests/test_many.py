@@ -6,6 +6,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -973,6 +974,8 @@ def test_several_sources_give_per_source_exactly_the_rows_each_gives_alone(tmp_p
     page = (tmp_path / "report.html").read_text()  # one page, an index and a section per source
     assert page.count("<section class='source'") == 3 and "id='index'" in page
     assert all(f">{name}</h2>" in page for name in made)
+    videos = re.findall(r"<video [^>]*src='([^']*)'", page)  # each section plays its source's video (page-relative)
+    assert videos == [f"out/{name.replace('.mp4', '.annotated.mp4')}" for name in made]
     together = {name: rows(out / name.replace(".mp4", ".emotions.csv")) for name in made}
     for name in made:
         assert together[name] == alone[name][0], name

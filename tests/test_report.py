@@ -911,3 +911,102 @@ def test_track_files_that_cannot_be_written_do_not_fail_a_run_that_did_not_ask_f
     with pytest.raises(ImportError):  # --report asked for by name: its failure is the run's
         analysis._track_outputs_or_warn(RunConfig(source="x.mp4", output="x.csv", report="r.html"), None,
                                         RunSummary(source="x.mp4"))
+
+
+# -- the annotated videos on the page ----------------------------------------------------------------------------
+
+def _video_srcs(page: str) -> list[str]:
+    return re.findall(r"<video [^>]*src='([^']*)'", page)
+
+
+def test_each_sources_annotated_video_is_on_its_section_and_every_time_links_to_that_moment(tmp_path):
+    """Two sources, one with its video (in a folder whose name needs quoting in a URL), one without: the video in
+    its section, relative to the page; each track's start and each segment's start open it at that moment, counted
+    from the video's first frame (``--start 2``)."""
+    records = (synthesized_track([("happy", 2.0, 0.5, 0.2), ("sad", 3.0, -0.5, -0.2)], source="a.mp4",
+                                 first_frame=100) +
+               synthesized_track([("neutral", 1.0, 0.0, 0.0)], source="b.mp4"))
+    video = tmp_path / "out dir" / "a.annotated.mp4"
+    video.parent.mkdir()
+    video.write_bytes(b"(a video)")
+    page = tmp_path / "pages" / "report.html"
+    page.parent.mkdir()
+    reports = write_report(records, page, thumbnails=False, start_s=2.0,
+                           videos={"a.mp4": video, "b.mp4": tmp_path / "no-such.mp4"})
+    text = page.read_text()
+    sections = dict(re.findall(r"<section class='source' id='source-\d+'><h2>([^<]*)</h2>(.*?)</section>", text, re.S))
+    assert set(sections) == {"a.mp4", "b.mp4"}
+    href = "../out%20dir/a.annotated.mp4"
+    assert _video_srcs(sections["a.mp4"]) == [href] and _video_srcs(sections["b.mp4"]) == []
+    assert (page.parent / "../out dir/a.annotated.mp4").resolve() == video.resolve()
+    (a_track,) = [r for r in reports if r.summary.source == "a.mp4"]
+    links = [float(t) for t in re.findall(re.escape(href) + r"#t=([0-9.]+)'", sections["a.mp4"])]
+    starts = [a_track.summary.first_s] + [s.start_s for s in a_track.segments]
+    assert a_track.summary.first_s == pytest.approx(4.0) and len(a_track.segments) >= 2
+    assert links == pytest.approx([t - 2.0 for t in starts], abs=0.006)
+    assert "#t=" not in sections["b.mp4"]
+
+
+def test_a_live_sources_times_are_not_linked_to_its_recording(tmp_path):
+    """Wall-clock times (a camera's) are not seconds into its recording: no video, no links."""
+    records = synthesized_track([("happy", 1.0, 0.5, 0.2)], source="rtsp://cam", first_frame=int(1.7e9 * FPS))
+    video = tmp_path / "cam.annotated.mp4"
+    video.write_bytes(b"(a video)")
+    write_report(records, tmp_path / "report.html", thumbnails=False, videos={"rtsp://cam": video})
+    text = (tmp_path / "report.html").read_text()
+    assert _video_srcs(text) == [] and "#t=" not in text
+
+
+def test_the_report_command_shows_the_annotated_video_written_beside_a_rows_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows_file(tmp_path / "a.emotions.csv", source="a.mp4")
+    rows_file(tmp_path / "b.csv", source="b.mp4")
+    rows_file(tmp_path / "c.csv", source="c.mp4")
+    (tmp_path / "a.annotated.mkv").write_bytes(b"(a video)")  # (as a many-source run names it)
+    (tmp_path / "b.annotated.mp4").write_bytes(b"(a video)")  # (as one run with -o b.csv --annotate mp4 names it)
+    assert report_command("a.emotions.csv", "b.csv", "c.csv", "-o", "report.html", "--no-thumbnails") is None
+    assert _video_srcs((tmp_path / "report.html").read_text()) == ["a.annotated.mkv", "b.annotated.mp4"]
+    assert report_command("a.emotions.csv", "b.csv", "-o", "plain.html", "--no-thumbnails", "--no-videos") is None
+    assert _video_srcs((tmp_path / "plain.html").read_text()) == []
+
+
+_VIDEO_PROBE = """<script>
+window.addEventListener('load', () => {
+  const videos = Array.from(document.querySelectorAll('video'));
+  const told = () => document.body.setAttribute('data-videos', JSON.stringify(videos.map(
+    v => ({width: v.videoWidth, height: v.videoHeight, duration: v.duration, error: v.error && v.error.code}))));
+  videos.forEach(v => ['loadedmetadata', 'error'].forEach(e => v.addEventListener(e, told)));
+  told();
+});
+</script>"""
+
+
+@pytest.mark.slow
+def test_a_runs_report_plays_its_annotated_video_in_a_browser(tmp_path, checkpoints, models_home):
+    """One clip with ``--annotate mp4 --report``: FFmpeg's H.264 video is on the page, where headless Chromium
+    reads its size and length; the track's start links to it."""
+    from emopipe.io.encode import find_ffmpeg
+
+    if find_ffmpeg() is None:
+        pytest.skip("needs FFmpeg (Debian package; .ci/run installs it): OpenCV's mp4v does not play in a browser")
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=6, empty=None)
+    rows, page = tmp_path / "out" / "rows.csv", tmp_path / "report.html"
+    rows.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "emopipe", str(clip.path), "--detector", "blazeface", "--weights",
+                           str(checkpoints[8]), "--device", "cpu", "-o", str(rows), "--annotate", "mp4",
+                           "--report", str(page), "--models-dir", str(models_home), "--no-progress"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert _video_srcs(text) == ["out/rows.annotated.mp4"] and "out/rows.annotated.mp4#t=0.00" in text
+    probed = tmp_path / "probed.html"
+    probed.write_text(text.replace("<head>", "<head>" + _VIDEO_PROBE, 1))
+    shown = chromium(tmp_path, "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", "--dump-dom",
+                     probed.as_uri())
+    found = re.search(r'data-videos="([^"]*)"', shown.stdout)
+    assert found, shown.stderr[-2000:]
+    import html
+
+    (video,) = json.loads(html.unescape(found.group(1)))
+    assert (video["width"], video["height"], video["error"]) == (*clip.size, None), video
+    assert video["duration"] == pytest.approx(6 / clip.fps, abs=0.1)

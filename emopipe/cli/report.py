@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from emopipe.cli.parsing import new_parser
-from emopipe.config import Written, lockable, refuse_inputs, written_as
+from emopipe.config import VIDEO_SUFFIXES, Written, annotated_beside, lockable, refuse_inputs, written_as
 from emopipe.errors import UsageError
 from emopipe.io.records import InputFiles, ensure_writable, hold_outputs, same_file
 
@@ -28,6 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tracks", metavar="CSV", help="also write the track summaries as CSV")
     parser.add_argument("--segments", metavar="CSV", help="also write the expression and affect segments as CSV")
     parser.add_argument("--no-thumbnails", action="store_true", help="do not read the source videos for thumbnails")
+    parser.add_argument("--no-videos", action="store_true",
+                        help="do not show the annotated videos emopipe wrote beside the rows files (NAME.annotated.mp4 "
+                             "beside NAME.emotions.csv or NAME.csv: by default each is played in its source's "
+                             "section, and each time links to that moment of it)")
+    parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
+                        help="the --start the annotated videos were made with (their first frame's time in the "
+                             "source), so the times link to the right moment")
     parser.add_argument("--short-track", type=float, default=1.0, metavar="SECONDS",
                         help="flag tracks seen for less than this long as short")
     return parser
@@ -104,6 +111,12 @@ def _check_earlier(args: argparse.Namespace) -> None:
                              "report otherwise, give --no-thumbnails, or move or remove that folder")
 
 
+def _video_beside(rows: Path) -> Path | None:
+    """The annotated video emopipe wrote beside a rows file (named after it, in any container), if there is one."""
+    found = (Path(annotated_beside(str(rows), container)) for container in VIDEO_SUFFIXES)
+    return next((video for video in found if video.is_file()), None)
+
+
 def run(args: argparse.Namespace) -> int:
     from emopipe.report.outputs import write_collected_report, write_segments_csv, write_tracks_csv
     from emopipe.report.rows import read_rows_files
@@ -114,13 +127,17 @@ def run(args: argparse.Namespace) -> int:
     # is refused (exit 5), never silently replaced; an earlier one's files are looked for once held
     with hold_outputs(_locked(args)):
         collector = TrackCollector()
-        collector.add(read_rows_files(args.rows))
+        file_of: dict[str, Path] = {}
+        collector.add(read_rows_files(args.rows, file_of))
         _check_sources(args, {series.source for series in collector.series()})
         _check_earlier(args)
+        videos = {} if args.no_videos else {source: video for source, rows in file_of.items()
+                                            if (video := _video_beside(rows)) is not None}
         # tracks.csv names each thumbnail relative to its own folder, as the main command's does
         reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
                                          short_track_s=args.short_track,
-                                         thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None)
+                                         thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None,
+                                         videos=videos, start_s=args.start)
         if args.tracks:
             write_tracks_csv(args.tracks, reports)
         if args.segments:

@@ -306,7 +306,9 @@ def write_track_outputs(config: RunConfig, tracks: TrackWatcher, summary: RunSum
     if config.report:
         reports = save_thumbnails(thumbnails_folder(config.report), reports,
                                   relative_to=Path(outputs.get("tracks", config.report)).parent)
-        size = write_html(config.report, reports)
+        video = summary.outputs.get("annotated_video") or outputs.get("annotated_video")  # (where it went)
+        size = write_html(config.report, reports, videos={reports[0].summary.source: video} if video and reports
+                          else None, start_s=config.start or 0.0)
         logger.info("report: %s (%.1f kB, %d track(s))", config.report, size / 1000, len(reports))
     if "tracks" in outputs:
         write_tracks_csv(outputs["tracks"], reports)

@@ -226,7 +226,9 @@ def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
     # every completed source has its section, those where no face was found too (the page and this line agree)
     try:
         reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report,
-                               sources_run=[r.source for r in done])
+                               sources_run=[r.source for r in done], start_s=plan.config.start or 0.0,
+                               videos={r.source: r.outputs["annotated_video"] for r in done
+                                       if "annotated_video" in r.outputs})
     except KeyboardInterrupt:  # (the page is written whole or not at all) exit 130: what was asked is not all done
         logger.warning("interrupted while writing the report %s: it is not written (each source is as the manifest "
                        "says); the same command with --resume writes it", plan.report)

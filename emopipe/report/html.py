@@ -17,7 +17,7 @@ import base64
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -41,6 +41,27 @@ EXPRESSION_COLOURS = {"neutral": "#9e9e9e", "happy": "#e69f00", "sad": "#0072b2"
 _SPARE_COLOURS = ("#444444", "#f0e442", "#8dd3c7", "#bebada")
 VALENCE_COLOUR, AROUSAL_COLOUR = "#1b6ca8", "#c0392b"
 GENERATOR_META = "<meta name='generator' content='emopipe "  # in every page's <head>: tells emopipe's pages apart
+
+
+@dataclass(frozen=True)
+class SourceVideo:
+    """A source's annotated video as the page shows it: its address from the page (relative, so the page and the
+    video move together) and the source time of its first frame (``--start``), so each time on the page links to
+    the same moment of the video (a media fragment, ``#t=SECONDS``: no script)."""
+
+    href: str
+    start_s: float = 0.0
+
+    def at(self, seconds: float) -> str:
+        return f"{self.href}#t={max(seconds - self.start_s, 0.0):.2f}"
+
+
+def _time_cell(seconds: float, origin_s: float, video: SourceVideo | None) -> str:
+    """A time on the page, linked to that moment of the source's annotated video when it has one."""
+    text = _fmt(seconds - origin_s)
+    if video is None:
+        return text
+    return f"<a href='{html.escape(video.at(seconds))}' title='the annotated video from here'>{text}</a>"
 
 
 @dataclass
@@ -162,6 +183,7 @@ th:first-child,td:first-child{text-align:left}.meta{color:#666}
 justify-content:center;font-size:12px;border-radius:4px}
 .chart svg{width:100%;height:auto}.badge{background:#f5c542;border-radius:3px;padding:0 6px;font-size:12px}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px}
+.video video{max-width:100%;max-height:360px;background:#000;border-radius:4px}
 """
 
 
@@ -200,18 +222,30 @@ def _numbers_table(s: TrackSummary, origin_s: float) -> str:
     return f"<table class='numbers'>{body}</table>"
 
 
-def _segments_table(segments: Sequence[Segment], origin_s: float) -> str:
+def _segments_table(segments: Sequence[Segment], origin_s: float, video: SourceVideo | None = None) -> str:
     rows = "".join(
-        f"<tr><td>{s.kind}</td><td>{_fmt(s.start_s - origin_s)}</td><td>{_fmt(s.end_s - origin_s)}</td>"
+        f"<tr><td>{s.kind}</td><td>{_time_cell(s.start_s, origin_s, video)}</td><td>{_fmt(s.end_s - origin_s)}</td>"
         f"<td>{html.escape(s.label)}</td><td>{_fmt(s.valence_mean)}</td><td>{_fmt(s.arousal_mean)}</td></tr>"
         for s in segments)
     return ("<details><summary>segments</summary><table><tr><th>kind</th><th>start (s)</th><th>end (s)</th>"
             f"<th>expression</th><th>valence</th><th>arousal</th></tr>{rows}</table></details>")
 
 
-def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sources_run: Sequence[str] = ()) -> str:
+def _video_block(video: SourceVideo) -> str:
+    """The source's annotated video, played in the page (H.264 ``.mp4``, as FFmpeg writes it, plays in every browser;
+    where the browser cannot play it, the link still opens it)."""
+    href = html.escape(video.href)
+    return (f"<div class='video'><video controls preload='metadata' src='{href}'></video>"
+            f"<p class='meta'><a href='{href}'>the annotated video</a>; each time below opens it at that moment</p>"
+            "</div>")
+
+
+def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sources_run: Sequence[str] = (),
+           videos: Mapping[str, SourceVideo] | None = None) -> str:
     """The page for ``tracks`` (of one or more sources), as a string. ``sources_run``: every source the page
-    covers, in order (a many-source run's), so that those where no face was found are listed too."""
+    covers, in order (a many-source run's), so that those where no face was found are listed too. ``videos``: the
+    annotated video of each source that has one (by source), shown in its section and linked from its times."""
+    videos = videos or {}
     sources: dict[str, list[TrackReport]] = {source: [] for source in sources_run}
     for track in tracks:
         sources.setdefault(track.summary.source, []).append(track)
@@ -236,13 +270,17 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
             continue
         first = min(t.summary.first_s for t in items)
         origin = first if first > UNIX_TIME_S else 0.0
+        video = videos.get(source) if origin == 0.0 else None  # (a live source's clock is not its recording's)
         parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>")
+        if video is not None:
+            parts.append(_video_block(video))
         parts.append("<table class='tracks'><tr><th>track</th><th>from (s)</th><th>duration</th><th>frames</th>"
                      "<th>dominant</th><th>valence (median)</th><th>arousal (median)</th><th></th></tr>")
         for t in items:
             s = t.summary
             parts.append(f"<tr><td><a href='#{_track_anchor(k, s.track_id)}'>{s.track_id}</a></td>"
-                         f"<td>{_fmt(s.first_s - origin)}</td><td>{_duration(s.duration_s)}</td><td>{s.frames}</td>"
+                         f"<td>{_time_cell(s.first_s, origin, video)}</td><td>{_duration(s.duration_s)}</td>"
+                         f"<td>{s.frames}</td>"
                          f"<td><span class='swatch' style='background:{_colour(s.dominant, 0)}'></span>"
                          f"{html.escape(s.dominant)}</td><td>{_fmt(s.valence_median)}</td>"
                          f"<td>{_fmt(s.arousal_median)}</td><td>{'short' if s.short else ''}</td></tr>")
@@ -260,7 +298,7 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
                          f"<h3>Track {s.track_id}{badge}</h3><div class='track-body'>{picture}"
                          f"{_numbers_table(s, origin)}</div>"
                          f"<div class='chart' data-track='{s.track_id}'>{track_chart_svg(t, origin)}</div>"
-                         f"{_segments_table(t.segments, origin)}</article>")
+                         f"{_segments_table(t.segments, origin, video)}</article>")
         parts.append("</section>")
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -12,15 +12,16 @@ import io
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import describe_os_error, staging_folder, written_whole
-from emopipe.report.html import GENERATOR_META, TrackReport, render
+from emopipe.report.html import GENERATOR_META, SourceVideo, TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
 from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
@@ -179,10 +180,28 @@ def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackRepor
     return updated
 
 
+VideoPaths = Mapping[str, "str | os.PathLike[str]"]  # a source's annotated video, by source
+
+
+def video_links(page: str | os.PathLike[str], videos: VideoPaths | None,
+                start_s: float = 0.0) -> dict[str, SourceVideo]:
+    """The annotated videos that exist, as the page at ``page`` links them: relative to its folder (the page and
+    the videos move together), their first frames at ``start_s`` of their sources (``--start``)."""
+    folder = Path(page).absolute().parent
+    links = {}
+    for source, video in (videos or {}).items():
+        path = Path(video).absolute()
+        if path.is_file():
+            links[source] = SourceVideo(quote(Path(os.path.relpath(path, folder)).as_posix()), start_s)
+    return links
+
+
 def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report",
-               sources_run: Sequence[str] = ()) -> int:
-    """The self-contained page (``sources_run``: see :func:`render`); returns its size in bytes."""
-    data = render(reports, title=title, sources_run=sources_run).encode("utf-8")
+               sources_run: Sequence[str] = (), videos: VideoPaths | None = None, start_s: float = 0.0) -> int:
+    """The self-contained page (``sources_run``: see :func:`render`; ``videos``: each source's annotated video,
+    whose first frame is ``start_s`` into its source); returns its size in bytes."""
+    data = render(reports, title=title, sources_run=sources_run,
+                  videos=video_links(path, videos, start_s)).encode("utf-8")
     _write_atomically(Path(path), data)
     return len(data)
 
@@ -197,22 +216,27 @@ def thumbnails_folder(path: str | os.PathLike[str]) -> Path:
 def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *, thumbnails: bool = True,
                  short_track_s: float = SHORT_TRACK_S,
                  thumbnails_relative_to: str | os.PathLike[str] | None = None,
-                 sources_run: Sequence[str] = ()) -> list[TrackReport]:
+                 sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
+                 start_s: float = 0.0) -> list[TrackReport]:
     """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
     ``path``; thumbnails, when asked for, are cut from each source (video, image or folder of images) that can
     still be read, and also saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the
     summaries name the thumbnails relative to ``thumbnails_relative_to``, by default the page's folder).
-    ``sources_run``: every source of the run, in order; the page lists those without a face too."""
+    ``sources_run``: every source of the run, in order; the page lists those without a face too. ``videos``: each
+    source's annotated video (by source; its first frame ``start_s`` into the source), shown in its section and
+    linked from its times."""
     collector = TrackCollector()
     collector.add(records)
     return write_collected_report(collector, path, thumbnails=thumbnails, short_track_s=short_track_s,
-                                  thumbnails_relative_to=thumbnails_relative_to, sources_run=sources_run)
+                                  thumbnails_relative_to=thumbnails_relative_to, sources_run=sources_run,
+                                  videos=videos, start_s=start_s)
 
 
 def write_collected_report(collector: TrackCollector, path: str | os.PathLike[str], *, thumbnails: bool = True,
                            short_track_s: float = SHORT_TRACK_S,
                            thumbnails_relative_to: str | os.PathLike[str] | None = None,
-                           sources_run: Sequence[str] = ()) -> list[TrackReport]:
+                           sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
+                           start_s: float = 0.0) -> list[TrackReport]:
     """:func:`write_report` of tracks already collected."""
     crops: dict[tuple[str, int], np.ndarray] = {}
     if thumbnails:
@@ -225,5 +249,5 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
         reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base)
-    write_html(path, reports, sources_run=sources_run)
+    write_html(path, reports, sources_run=sources_run, videos=videos, start_s=start_s)
     return reports

@@ -49,8 +49,10 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[FaceRecord]:
         raise InputUnreadableError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def read_rows_files(paths: Sequence[str | os.PathLike[str]]) -> Iterator[FaceRecord]:
-    """The records of several rows files in turn (a generator, as :func:`read_records`).
+def read_rows_files(paths: Sequence[str | os.PathLike[str]],
+                    file_of: dict[str, Path] | None = None) -> Iterator[FaceRecord]:
+    """The records of several rows files in turn (a generator, as :func:`read_records`); ``file_of``, when given,
+    is filled with each source's file as its rows are read.
 
     Each source's rows must come from one file: track ids are numbered per run, so the rows of one
     source in two files (the .csv and .jsonl of one run, or two runs of it) would merge different
@@ -62,7 +64,7 @@ def read_rows_files(paths: Sequence[str | os.PathLike[str]]) -> Iterator[FaceRec
         for j in range(i):
             if same_file(path, files[j]):
                 raise UsageError(f"{os.fspath(paths[i])} is {os.fspath(paths[j])} again: give each rows file once")
-    file_of: dict[str, Path] = {}
+    file_of = {} if file_of is None else file_of
     for path in files:
         for record in read_records(path):
             first = file_of.setdefault(record.source, path)
