@@ -670,8 +670,10 @@ def _without_rays_sigterm_handler() -> Iterator[None]:
     ``ray._private.utils.set_sigterm_handler``: while Ray starts, that sets nothing. Through Ray's private module,
     as :func:`disconnect_ray` does; should it change, Ray's handler is only set back after ray.init (a SIGTERM during
     ray.init then ends the process)."""
-    from ray._private import utils
-
+    try:
+        from ray._private import utils
+    except ImportError:  # (a Ray that moved it: the degraded path said above)
+        utils = None
     setter = getattr(utils, "set_sigterm_handler", None)
     if setter is None:
         yield
@@ -851,10 +853,12 @@ def disconnect_ray(address: str) -> None:
         # monitor spends that whole second reporting the SIGTERM to the GCS Ray has just stopped (1.0 of a 1.4 s
         # stop). A local Ray made for one run has nothing for the monitor to save, so it is killed first. Through
         # Ray's own record of what it started; should that change, the stop is only slower.
-        from ray._private import ray_constants, worker
-
+        try:
+            from ray._private import ray_constants, worker
+        except ImportError:  # (a Ray that moved them: only slower)
+            ray_constants = worker = None
         started = getattr(getattr(worker, "_global_node", None), "all_processes", None) or {}
-        for info in started.get(ray_constants.PROCESS_TYPE_MONITOR, []):
+        for info in started.get(getattr(ray_constants, "PROCESS_TYPE_MONITOR", None), []):
             info.process.kill()
     ray.shutdown()
 

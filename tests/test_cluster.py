@@ -1566,3 +1566,22 @@ def test_a_cluster_started_here_with_token_authentication_is_joined_by_its_addre
                 os.killpg(head.pid, signal.SIGKILL)  # the head's processes, no other Ray's
             head.wait()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("moved", ["ray._private.utils", "ray._private.worker"])
+def test_a_ray_whose_private_modules_moved_still_starts_and_stops_the_runs_way(moved, monkeypatch):
+    """The two places emopipe reaches into ``ray._private`` (Ray's SIGTERM handler held off while Ray starts, its
+    monitor killed first when a local Ray stops) degrade, as their docstrings say, when the module is gone."""
+    import signal as signals
+
+    from emopipe.cluster import LOCAL, _without_rays_sigterm_handler, disconnect_ray
+
+    package, name = moved.rsplit(".", 1)
+    monkeypatch.setitem(sys.modules, moved, None)  # (importing it now raises ImportError)
+    monkeypatch.delattr(sys.modules[package], name, raising=False)
+    before = signals.getsignal(signals.SIGTERM)
+    with _without_rays_sigterm_handler():
+        pass
+    assert signals.getsignal(signals.SIGTERM) is before
+    monkeypatch.setattr(ray, "shutdown", lambda: None)  # (nothing started: only the path to it is under test)
+    disconnect_ray(LOCAL)
