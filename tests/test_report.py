@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emopipe
+from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.records import open_writer
 from emopipe.pipeline.archive import SourceResult
@@ -760,7 +761,8 @@ def test_a_many_source_report_shows_the_sources_without_a_face_and_its_line_says
     results = [SourceResult(source=name, status="ok", outputs={"rows": str(path)}) for name, path in paths.items()]
     page = tmp_path / "r.html"
     with caplog.at_level("INFO", logger="emopipe"):
-        report_many(SimpleNamespace(report=str(page)), SimpleNamespace(results=results))  # type: ignore[arg-type]
+        report_many(SimpleNamespace(report=str(page), config=RunConfig()),  # type: ignore[arg-type]
+                    SimpleNamespace(results=results))  # type: ignore[arg-type]
     text = page.read_text()
     assert text.count("<section class='source'") == 2 and ">a.mp4</h2><p class='meta'>no face found" in text
     assert "2 source(s), 1 track(s)" in text
