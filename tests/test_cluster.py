@@ -134,7 +134,8 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
         alone = analyzer.run_many(output_dir=tmp_path / "one")
     assert [r.status for r in alone.results] == ["ok"] * 5
     holding: list[bool] = []
-    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray",
+    page = tmp_path / "page.html"  # (and the report: each source's section playing the video the driver renamed)
+    outcome = run_on_ray(replace(config, report=str(page)), RayOptions(workers=2), output_dir=tmp_path / "ray",
                          on_result=both_warm_at_first_result(lambda result: holding.append(held(tmp_path / "ray"))))
     assert sorted(r.status for r in outcome.results) == ["ok"] * 5
     assert holding == [True] * 5 and not held(tmp_path / "ray")  # the driver held the folder until the run ended
@@ -163,6 +164,8 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
         assert sum(1 for _ in iter(capture.grab, False)) == line["frames"] > 0, video
         capture.release()
         assert (tmp_path / "one" / line["files"]["annotated_video"]).exists()
+    videos = re.findall(r"<video [^>]*src='([^']*)'", page.read_text())
+    assert sorted(videos) == sorted(f"ray/{line['files']['annotated_video']}" for line in lines.values())
 
 
 def test_the_driver_refuses_a_folder_another_run_is_writing_before_ray_starts(tmp_path, monkeypatch):
