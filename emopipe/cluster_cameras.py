@@ -340,10 +340,7 @@ def _as_left(camera: _Camera, **line: Any) -> SourceResult:
     with contextlib.suppress(EmopipeError):  # (unreadable here: its line says no rows)
         rows = rows_so_far(camera.planned.rows)[0]
     outputs = {"rows": str(camera.planned.rows)} if camera.planned.rows.exists() else {}
-    for part in range(1, camera.so_far.moves + 2):  # its recording's parts its workers left (each played to its end)
-        video = camera.planned.video_part(part)
-        if video is not None and video.exists() and video.stat().st_size > 0:
-            outputs[camera.planned.video_role(part)] = str(video)
+    outputs.update(camera.planned.recorded_parts(camera.so_far.moves + 1))  # (each part played to its end by FFmpeg)
     return SourceResult(source=camera.name, frames=camera.frames, faces=rows, rows=rows, outputs=outputs, **line)
 
 

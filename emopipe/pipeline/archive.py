@@ -94,6 +94,13 @@ class PlannedSource:
         """The ``outputs`` key of a video's ``part``: ``annotated_video``, ``annotated_video_2``…"""
         return "annotated_video" if part == 1 else f"annotated_video_{part}"
 
+    def recorded_parts(self, last: int) -> dict[str, str]:
+        """Of its video's parts 1 to ``last``, those written with frames (a worker that died before its first left
+        none), by ``outputs`` key."""
+        parts = ((part, self.video_part(part)) for part in range(1, last + 1))
+        return {self.video_role(part): str(path) for part, path in parts
+                if path is not None and path.exists() and path.stat().st_size > 0}
+
     @property
     def tracks(self) -> Path:  # per face track (docs/report.md), beside the rows like a one-source run's
         return self.rows.with_suffix(".tracks.csv")

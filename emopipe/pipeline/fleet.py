@@ -92,12 +92,6 @@ class Camera:
         its moves; the earlier parts are the earlier workers' files."""
         return (self.so_far.moves if self.so_far is not None else 0) + 1
 
-    def earlier_videos(self) -> dict[str, str]:
-        """The recordings its earlier workers left (those with frames), by ``outputs`` key."""
-        parts = ((part, self.planned.video_part(part)) for part in range(1, self.video_part))
-        return {self.planned.video_role(part): str(path) for part, path in parts
-                if path is not None and path.exists() and path.stat().st_size > 0}
-
     @property
     def position(self) -> int:
         return self.planned.position
@@ -456,7 +450,7 @@ class Fleet:
                 camera.writer.commit(True)
             if camera.writer is not None or camera.rows_before:  # (moved, not reopened here: its earlier rows)
                 outputs["rows"] = str(camera.planned.rows)
-            outputs.update(camera.earlier_videos())
+            outputs.update(camera.planned.recorded_parts(camera.video_part - 1))  # (its earlier workers')
             if camera.recording is not None:
                 try:
                     camera.recording.close()
