@@ -262,8 +262,16 @@ def _block_operands(batch: int = 1) -> tuple:
     return signature, x, w, residual[:, 4:], torch.empty_like(residual)[:, 4:], affine, following
 
 
+def _block_plan(batch: int = 1) -> cudnn_epilogue._Plan:
+    """The plan of one block's fused graph, as conv_add_slice asks for it."""
+    signature, x, w, residual, out, affine, following = _block_operands(batch)
+    return cudnn_epilogue._plan(signature, x.device, cudnn_epilogue._uids(True, True),
+                                lambda handle: cudnn_epilogue._build_graph(handle, x, w, residual, out, affine,
+                                                                           following))
+
+
 def test_plans_are_bound_by_the_uids_their_graph_gave_each_tensor(fake_frontend):
-    plan = cudnn_epilogue._plan(*_block_operands())
+    plan = _block_plan()
     names = ["x", "weight", "residual", "scale", "shift", "next_scale", "next_shift", "out", "act", "next_act"]
     assert plan.uids == [plan.graph.uids[name] for name in names]  # the order run() binds tensors in
     assert len(set(plan.uids)) == len(names)
@@ -271,35 +279,35 @@ def test_plans_are_bound_by_the_uids_their_graph_gave_each_tensor(fake_frontend)
 
 def test_built_plans_are_stored_and_read_back_by_the_next_process(fake_frontend, tmp_path):
     cudnn_epilogue.use_plan_cache(tmp_path / "cudnn")
-    built = cudnn_epilogue._plan(*_block_operands())
+    built = _block_plan()
     files = list((tmp_path / "cudnn").glob("*.plan"))
     assert len(_FakeGraph.builds) == 1 and len(files) == 1
     assert not list((tmp_path / "cudnn").glob("*.tmp"))  # written whole, then renamed
-    again = cudnn_epilogue._plan(*_block_operands())  # (what a fresh process finds)
+    again = _block_plan()  # (what a fresh process finds)
     assert len(_FakeGraph.builds) == 1 and again.graph.loaded
     assert _FakeGraph.loads == [files[0].read_bytes()] == [bytes(built.graph.serialize())]
     assert again.uids == built.uids
-    cudnn_epilogue._plan(*_block_operands(batch=2))  # another shape: its own plan
+    _block_plan(batch=2)  # another shape: its own plan
     assert len(_FakeGraph.builds) == 2 and len(list((tmp_path / "cudnn").glob("*.plan"))) == 2
 
 
 def test_a_plan_from_another_gpu_or_cudnn_is_not_used(fake_frontend, tmp_path, monkeypatch):
     cudnn_epilogue.use_plan_cache(tmp_path)
-    cudnn_epilogue._plan(*_block_operands())
+    _block_plan()
     monkeypatch.setattr(cudnn_epilogue, "_environment", lambda device: "H200 sm90 cudnn 92000 frontend 1.16.0")
-    plan = cudnn_epilogue._plan(*_block_operands())
+    plan = _block_plan()
     assert len(_FakeGraph.builds) == 2 and not plan.graph.loaded
     assert len(list(tmp_path.glob("*.plan"))) == 2
 
 
 def test_a_damaged_plan_file_is_rebuilt_and_replaced(fake_frontend, tmp_path, caplog):
     cudnn_epilogue.use_plan_cache(tmp_path)
-    cudnn_epilogue._plan(*_block_operands())
+    _block_plan()
     (path,) = tmp_path.glob("*.plan")
     good = path.read_bytes()
     path.write_bytes(good[:2])  # a write cut short
     caplog.set_level("INFO", logger="emopipe.model.cudnn_epilogue")
-    plan = cudnn_epilogue._plan(*_block_operands())
+    plan = _block_plan()
     assert not plan.graph.loaded and len(_FakeGraph.builds) == 2
     assert "does not load" in caplog.text and "building it again" in caplog.text
     assert path.read_bytes() == good
@@ -310,16 +318,37 @@ def test_an_unwritable_cache_costs_only_the_next_start(fake_frontend, tmp_path, 
     blocker.write_text("")
     cudnn_epilogue.use_plan_cache(blocker / "cudnn")
     caplog.set_level("INFO", logger="emopipe.model.cudnn_epilogue")
-    plan = cudnn_epilogue._plan(*_block_operands())
+    plan = _block_plan()
     assert plan.workspace_bytes == 64 and "cannot store the cuDNN plan" in caplog.text
 
 
 def test_without_a_cache_folder_nothing_is_written(fake_frontend, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cudnn_epilogue.use_plan_cache(None)
-    cudnn_epilogue._plan(*_block_operands())
-    cudnn_epilogue._plan(*_block_operands())
+    _block_plan()
+    _block_plan()
     assert len(_FakeGraph.builds) == 2 and not list(tmp_path.rglob("*.plan"))
+
+
+def _depthwise_plan(stride: int = 1) -> cudnn_epilogue._Plan:
+    """The plan of a depthwise convolution's graph (conv2d's), 8 channels at 6×6, 3×3, fp16 channels_last."""
+    x = torch.zeros(2, 8, 6, 6, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    w = torch.zeros(8, 1, 3, 3, dtype=torch.float16)
+    y = torch.zeros(2, 8, 6 // stride, 6 // stride, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    signature = ("conv2d", (stride, stride), (1, 1), stride)
+    return cudnn_epilogue._plan(signature, x.device, cudnn_epilogue._CONV_UIDS,
+                                lambda handle: cudnn_epilogue._build_conv_graph(handle, x, w, y, [stride] * 2, [1, 1]))
+
+
+def test_a_convolution_plan_is_bound_stored_and_read_back_like_the_epilogues(fake_frontend, tmp_path):
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    built = _depthwise_plan()
+    assert built.uids == [built.graph.uids[name] for name in ("x", "weight", "y")]  # the order conv2d binds them
+    again = _depthwise_plan()  # (what the next process finds)
+    assert len(_FakeGraph.builds) == 1 and again.graph.loaded and again.uids == built.uids
+    _depthwise_plan(stride=2)  # another shape: its own plan, beside the epilogue's in the same folder
+    _block_plan()
+    assert len(_FakeGraph.builds) == 3 and len(list(tmp_path.glob("*.plan"))) == 3
 
 
 def test_the_engine_keeps_plans_beside_the_models(monkeypatch, tmp_path):
@@ -357,6 +386,38 @@ def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
         torch.testing.assert_close(nxt[0], built_next, atol=0, rtol=0)
         want = contract(x.float(), w.float(), residual.float(), outs[2], 16, scale, shift)
         torch.testing.assert_close(loaded.float(), want, atol=4e-3, rtol=4e-3)
+    finally:
+        cudnn_epilogue.use_plan_cache(None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's plans)")
+@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
+@pytest.mark.parametrize(("channels", "size", "stride", "padding"), [(24, 128, 1, 1), (48, 130, 2, 0), (96, 32, 1, 1)])
+def test_depthwise_convolutions_through_a_plan_compute_what_pytorch_computes_and_read_back_the_same(
+        tmp_path, monkeypatch, channels, size, stride, padding):
+    """BlazeFace's depthwise shapes (its stride-2 blocks pad right and bottom by 2 first, then convolve unpadded):
+    conv2d's plan against PyTorch's convolution, then the plan read back from disk by a fresh process's lookup."""
+    generator = torch.Generator(device="cuda").manual_seed(channels)
+    x = torch.randn(8, channels, size, size, device="cuda", generator=generator).half()
+    x = x.contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(channels, 1, 3, 3, device="cuda", generator=generator) / 3).half()
+    w = w.contiguous(memory_format=torch.channels_last)
+    want = torch.nn.functional.conv2d(x.float(), w.float(), None, stride, padding, 1, channels)
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    try:
+        built = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding))
+        assert built.shape == want.shape and built.is_contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(built.float(), want, atol=2e-2, rtol=1e-2)
+        assert len(list(tmp_path.glob("*.plan"))) == 1
+        monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+
+        def no_build(*args: object) -> None:
+            raise AssertionError("the plan was built again instead of read back")
+
+        monkeypatch.setattr(cudnn_epilogue, "_build_conv_graph", no_build)
+        loaded = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding))
+        torch.testing.assert_close(loaded, built, atol=0, rtol=0)
     finally:
         cudnn_epilogue.use_plan_cache(None)
 

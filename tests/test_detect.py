@@ -513,6 +513,35 @@ def test_blazeface_with_its_blocks_fused_finds_the_same_faces(models_home, share
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("cudnn_runs", [True, False])
+def test_the_fused_blocks_depthwise_convolutions_go_through_cudnns_kept_plans_where_it_has_one(models_home, monkeypatch,
+                                                                                              cudnn_runs):
+    """On CUDA in half precision each fused block's depthwise convolution asks emopipe.model.cudnn_epilogue.conv2d
+    (plans kept on disk); where cuDNN has none it runs PyTorch's. Here on the CPU, conv2d stood in for by the
+    convolution it promises: the network's raw outputs are the plain network's either way."""
+    from emopipe.model import cudnn_epilogue
+
+    calls: list[tuple] = []
+
+    def conv2d(x, weight, stride, padding):  # type: ignore[no-untyped-def]
+        calls.append((tuple(weight.shape), tuple(stride), tuple(padding)))
+        if not cudnn_runs:
+            raise cudnn_epilogue.Unsupported("No valid engine configs")
+        return torch.nn.functional.conv2d(x, weight, None, stride, padding, 1, x.shape[1] // weight.shape[1])
+
+    monkeypatch.setattr(cudnn_epilogue, "conv_applicable", lambda x, weight: True)
+    monkeypatch.setattr(cudnn_epilogue, "conv2d", conv2d)
+    build = DETECTORS.get("blazeface_back")
+    plain, fused = (build(models_home, None, device="cpu", fuse=f) for f in (False, True))
+    frames = torch.rand(2, 3, *plain.input_size) * 2 - 1
+    with torch.inference_mode():
+        for want, got in zip(plain.network(frames), fused.network(frames), strict=True):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert len(calls) == 32  # 31 blocks and the final one
+    assert all(shape[1] == 1 and shape[2:] == (3, 3) for shape, _, _ in calls)  # depthwise, 3×3
+    assert {(stride, padding) for _, stride, padding in calls} == {((1, 1), (1, 1)), ((2, 2), (0, 0))}
+
+
 def test_blazeface_is_fused_by_default_on_cuda_only(models_home):
     assert create_detector("blazeface", device="cpu", models_dir=models_home).info()["fuse"] == "false"
 

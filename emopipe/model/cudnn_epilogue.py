@@ -15,6 +15,10 @@ once per shape during the engine's warmup, before CUDA graph capture, and replay
 with a cache folder set (:func:`use_plan_cache`; the engine uses ``<models>/cache/cudnn``) each built plan
 is stored there and later processes read it back instead of compiling it again.
 ``docs/benchmarks.md`` has what it gains on the whole engine.
+
+The same plans on disk serve :func:`conv2d`, a plain convolution for BlazeFace's depthwise convolutions: through
+PyTorch, cuDNN plans each new depthwise shape in every process (~40 ms a shape, 1.3 s of the detector's warm-up on
+an H100, session 22); read back, a plan costs milliseconds.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import importlib.util
 import logging
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +87,7 @@ def _signature(t: torch.Tensor) -> tuple:
 # Tensors are bound by fixed UIDs (and carry names), so a plan read back from disk binds like a built one.
 _X, _WEIGHT, _RESIDUAL, _SCALE, _SHIFT, _NEXT_SCALE, _NEXT_SHIFT = range(1, 8)
 _OUT, _ACT, _NEXT_ACT = 11, 12, 13
+_CONV_UIDS = [_X, _WEIGHT, _OUT]  # conv2d's graph: image, weight, result
 
 
 def _uids(affine: bool, following: bool) -> list[int]:
@@ -125,6 +131,13 @@ def _build_graph(handle: Any, x: torch.Tensor, weight: torch.Tensor, residual: t
         shift = operand(following[2], "next_shift", _NEXT_SHIFT)
         nxt = graph.relu(input=graph.bias(input=graph.scale(input=summed, scale=scale), bias=shift))
         result(nxt, "next_act", _NEXT_ACT, list(following[0].stride()))
+    return _built(graph)
+
+
+def _built(graph: Any) -> Any:
+    """``graph`` with cuDNN's plan built (NVRTC compiles a runtime-fused kernel here), or :class:`Unsupported`."""
+    import cudnn
+
     try:
         graph.validate()
         graph.build_operation_graph()
@@ -134,6 +147,25 @@ def _build_graph(handle: Any, x: torch.Tensor, weight: torch.Tensor, residual: t
     except Exception as exc:  # cudnnGraphNotSupportedError and kin: no engine for this graph here
         raise Unsupported(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
     return graph
+
+
+def _build_conv_graph(handle: Any, x: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, stride: list[int],
+                      padding: list[int]) -> Any:
+    """A convolution alone, groups given by the weight (one input channel a group: depthwise), no bias."""
+    import cudnn
+
+    io = _cudnn_type(x.dtype)
+    graph = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    image, kernel = graph.tensor_like(x), graph.tensor_like(weight)
+    for tensor, name, uid in ((image, "x", _X), (kernel, "weight", _WEIGHT)):
+        tensor.set_name(name)
+        tensor.set_uid(uid)
+    out = graph.conv_fprop(image=image, weight=kernel, padding=padding, stride=stride, dilation=[1, 1])
+    out.set_output(True).set_data_type(io).set_stride(list(y.stride()))
+    out.set_name("y")
+    out.set_uid(_OUT)
+    return _built(graph)
 
 
 class _Plan:
@@ -225,15 +257,13 @@ def _write_plan(graph: Any, path: Path) -> None:
         logger.info("cannot store the cuDNN plan %s (%s)", path, exc)
 
 
-def _plan(signature: tuple, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor,
-          affine: tuple[torch.Tensor, torch.Tensor] | None,
-          following: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> _Plan:
-    handle = _handle(x.device)
-    uids = _uids(affine is not None, following is not None)
-    path = _plan_path(signature, x.device)
+def _plan(signature: tuple, device: torch.device, uids: list[int], build: Callable[[Any], Any]) -> _Plan:
+    """The plan for ``signature``: read back from the plan folder, else built (``build(handle)``) and stored."""
+    handle = _handle(device)
+    path = _plan_path(signature, device)
     graph = _read_plan(handle, path) if path is not None else None
     if graph is None:
-        graph = _build_graph(handle, x, weight, residual, out, affine, following)
+        graph = build(handle)
         if path is not None:
             _write_plan(graph, path)
     return _Plan(graph, handle, uids)
@@ -263,7 +293,9 @@ def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
     plan = _plans.get(key)
     if plan is None:
         try:
-            plan = _plan(signature, x, weight, residual[:, part], out[:, part], affine, following)
+            plan = _plan(signature, x.device, _uids(affine is not None, following is not None),
+                         lambda handle: _build_graph(handle, x, weight, residual[:, part], out[:, part], affine,
+                                                     following))
         except Exception as exc:  # no engine for it here, or the frontend refused the graph: the two-pass path
             plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
             logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the Triton "
@@ -276,3 +308,38 @@ def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
     results = [out[:, part]] + ([act] if act is not None else []) + ([following[0]] if following is not None else [])
     plan.run(tensors, results)
     return act
+
+
+def conv_applicable(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether :func:`conv2d` may try: CUDA, fp16/bf16, dense channels_last input, the frontend installed."""
+    return (x.is_cuda and x.dtype in _DTYPES and weight.dtype == x.dtype and x.dim() == 4 and weight.dim() == 4
+            and x.is_contiguous(memory_format=torch.channels_last) and not torch.compiler.is_compiling()
+            and installed())
+
+
+def conv2d(x: torch.Tensor, weight: torch.Tensor, stride: Sequence[int], padding: Sequence[int]) -> torch.Tensor:
+    """``F.conv2d(x, weight, None, stride, padding, groups=x.shape[1] // weight.shape[1])`` through a cuDNN plan
+    kept in the plan folder, the result dense channels_last. Raises :class:`Unsupported` where cuDNN cannot (the
+    caller runs PyTorch's convolution)."""
+    n, _, height, width = x.shape
+    kernel_h, kernel_w = weight.shape[2:]
+    steps, pads = [int(v) for v in stride], [int(v) for v in padding]
+    shape = (n, weight.shape[0], (height + 2 * pads[0] - kernel_h) // steps[0] + 1,
+             (width + 2 * pads[1] - kernel_w) // steps[1] + 1)
+    y = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    signature = ("conv2d", tuple(steps), tuple(pads), _signature(x), _signature(weight), _signature(y))
+    key = (x.device, *signature)
+    plan = _plans.get(key)
+    if plan is None:
+        try:
+            plan = _plan(signature, x.device, _CONV_UIDS,
+                         lambda handle: _build_conv_graph(handle, x, weight, y, steps, pads))
+        except Exception as exc:  # no engine for it here, or the frontend refused the graph: PyTorch's convolution
+            plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
+            logger.info("cuDNN plan unavailable for a %s×%s convolution of %s channels at %s×%s: %s; PyTorch's "
+                        "convolution runs there", kernel_h, kernel_w, x.shape[1], height, width, plan)
+        _plans[key] = plan
+    if isinstance(plan, Unsupported):
+        raise plan
+    plan.run([x, weight], [y])
+    return y

@@ -47,6 +47,22 @@ def decode_blazeface(raw_boxes: torch.Tensor, raw_scores: torch.Tensor, anchors:
     return boxes * input_size, scores
 
 
+def depthwise(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """``conv(x)`` for a fused block's depthwise convolution (no bias): on CUDA in half precision through a cuDNN
+    plan kept on disk beside the epilogue's (:func:`emopipe.model.cudnn_epilogue.conv2d`), which a later process
+    reads back in milliseconds where PyTorch's convolution has cuDNN plan each new depthwise shape again (~40 ms
+    a shape: 1.3 s of the detector's warm-up on an H100); elsewhere, or where cuDNN has no plan, PyTorch's."""
+    from emopipe.model import cudnn_epilogue
+
+    if (conv.bias is None and isinstance(conv.padding, tuple) and conv.dilation == (1, 1)
+            and cudnn_epilogue.conv_applicable(x, conv.weight)):
+        try:
+            return cudnn_epilogue.conv2d(x, conv.weight, conv.stride, conv.padding)
+        except cudnn_epilogue.Unsupported:
+            pass
+    return conv(x)
+
+
 class FusedBlazeBlock(nn.Module):
     """A BlazeBlock — relu(pointwise(depthwise(x')) + shortcut(x)) — in two cuDNN calls on CUDA: the depthwise
     convolution without its bias (carried into the pointwise one), then the pointwise convolution with its bias,
@@ -71,7 +87,7 @@ class FusedBlazeBlock(nn.Module):
             x = self.max_pool(x)
         if self.channel_pad > 0:
             x = F.pad(x, (0, 0, 0, 0, 0, self.channel_pad))  # the shortcut widened with zero channels
-        return self.pointwise(self.depthwise(h), x)
+        return self.pointwise(depthwise(self.depthwise, h), x)
 
 
 class FusedFinalBlock(nn.Module):
@@ -86,7 +102,7 @@ class FusedFinalBlock(nn.Module):
         self.pointwise = ConvReLU(pointwise)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.pointwise(self.depthwise(F.pad(x, (0, 2, 0, 2))))
+        return self.pointwise(depthwise(self.depthwise, F.pad(x, (0, 2, 0, 2))))
 
 
 def fuse_blazeface(network: nn.Module) -> nn.Module:
