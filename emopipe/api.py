@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, UsageError
-from emopipe.io.nvdec import open_input
+from emopipe.io.nvdec import decoded_frame_size, open_input
 from emopipe.io.records import STDOUT, hold_outputs, partial_path
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
@@ -530,8 +530,9 @@ class Analyzer:
             return open_input(uri, decoder=config.decoder, device=device, start_s=config.start,
                               end_s=config.end, max_frames=config.max_frames)
 
+        # (fed: held until process() has warmed the detector for its first source, before anything decodes)
         return SourceChain([replace(p, position=i) for i, p in enumerate(todo)], open_one,
-                           parallel=config.parallel or DEFAULT_PARALLEL, feeding=feeding)
+                           parallel=config.parallel or DEFAULT_PARALLEL, feeding=feeding, held=feeding)
 
     def process(self, todo: Sequence[PlannedSource] | SourceChain, config: RunConfig, *,
                 manifest: Manifest | None = None, on_result: Callable[[SourceResult], None] | None = None,
@@ -561,6 +562,15 @@ class Analyzer:
             # before the first source is waited for and the detector warmed: a signal then finishes that source too
             sink = PerSourceSink(chain, config, models.labels, manifest, on_result=on_result)
             try:
+                if chain.held:  # a cluster worker's: its detector is warmed before its first source decodes
+                    try:
+                        first = chain.first_planned()  # (waits for the first share)
+                        size = first and decoded_frame_size(first.uri, decoder=config.decoder,
+                                                            device=resolve_device(config.device))
+                        if size and not config.no_warmup:
+                            models.warm_detector(*size)
+                    finally:
+                        chain.release_reading()
                 info = chain.first_info()
                 if info is not None and not config.no_warmup:
                     models.warm_detector(info.height, info.width)

@@ -858,6 +858,83 @@ def test_an_on_result_callback_that_raises_leaves_each_source_finished_once_with
     assert not planned[1].rows.exists()
 
 
+def test_a_held_chain_opens_nothing_fed_to_it_until_released(tmp_path):
+    # (a cluster worker's chain: its detector's CUDA graph is captured before any source decodes, since NVDEC's
+    # decoding thread failed beside a capture and ended the worker; session 22)
+    opened: list[str] = []
+
+    def open_one(uri: str) -> FakeSource:
+        opened.append(uri)
+        return FakeSource(uri, 2)
+
+    with SourceChain([], open_one, parallel=2, queue_frames=2, feeding=True, held=True) as chain:
+        chain.start()
+        positions = chain.extend([PlannedSource(0, u, tmp_path / f"{u}.csv", tmp_path / f"{u}.json") for u in "ab"])
+        assert list(positions) == [0, 1]
+        first = chain.first_planned()
+        assert first is not None and first.uri == "a"
+        assert opened == [] and chain.started == 0 and chain.held  # fed, none opened
+        chain.release_reading()
+        chain.end_feed()
+        frames = [(f.stream, f.index) for f in chain]
+    assert frames == [(0, 0), (0, 1), (1, 0), (1, 1)] and opened == ["a", "b"] and not chain.held
+    with SourceChain([], open_one, feeding=True, held=True) as empty:
+        empty.end_feed()
+        assert empty.first_planned() is None  # (ended without a source: nothing to wait for)
+
+
+@pytest.mark.slow
+def test_a_fed_chain_warms_the_detector_for_its_first_source_before_opening_it(tmp_path, models_home, checkpoints,
+                                                                              monkeypatch):
+    import threading
+
+    import emopipe.api
+
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=2, empty=None)
+    height, width = clip.size[1], clip.size[0]
+    events: list[str] = []
+    probed: list[str] = []
+
+    def container_size(uri, *, decoder, device):  # (NVDEC's container probe; the CPU machine has no NVDEC)
+        probed.append(str(uri))
+        return height, width
+
+    monkeypatch.setattr(emopipe.api, "decoded_frame_size", container_size)
+    analyzer = Analyzer(weights=str(checkpoints[8]), detector="blazeface", device="cpu")
+    config = analyzer.source_config("many sources", output=None, summary=None)
+    with analyzer:
+        models = analyzer.models
+        assert models is not None
+        warm = models.warm_detector
+
+        def warm_detector(h: int, w: int) -> float:
+            events.append(f"warm {h}x{w}")
+            return warm(h, w)
+
+        monkeypatch.setattr(models, "warm_detector", warm_detector)
+        chain = analyzer.source_chain([], config, feeding=True)
+        assert chain.held
+        opener = chain._open_one
+
+        def open_one(uri: str):
+            events.append(f"open {Path(uri).name}")
+            return opener(uri)
+
+        chain._open_one = open_one
+        outcome: list = []
+        worker = threading.Thread(target=lambda: outcome.append(analyzer.process(chain, config)))
+        worker.start()
+        chain.extend([PlannedSource(0, str(clip.path), tmp_path / "clip.csv", tmp_path / "clip.json")])
+        chain.end_feed()
+        worker.join(timeout=600)
+        assert not worker.is_alive()
+    assert probed == [str(clip.path)]
+    assert events[:2] == [f"warm {height}x{width}", "open clip.mp4"]  # warmed first, then opened
+    results, summary, interrupted = outcome[0]
+    assert [(r.status, r.frames) for r in results] == [("ok", 2)] and not interrupted
+    assert summary is not None and summary.startup["detector_warmups"] == 1  # (the first source's size: warm)
+
+
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_the_chain_tags_each_frame_with_its_source_keeps_their_order_and_records_failures(tmp_path, parallel):
     sizes = {"a": 5, "b": 0, "c": 4, "d": 3}

@@ -348,6 +348,25 @@ class NvdecVideoSource(VideoSource):
         return DeviceFrame(index=index, timestamp_s=timestamp, pixels=pixels, read_time=time.perf_counter())
 
 
+def decoded_frame_size(uri: str | os.PathLike[str], *, decoder: str = "auto",
+                       device: torch.device | str = "cpu") -> tuple[int, int] | None:
+    """(height, width) of the frames :func:`open_input` would give from NVDEC for ``uri``, turned upright — read
+    from its container on the CPU, nothing decoded — or None where NVDEC would not read it (another decoder, not a
+    video file, no NVDEC here) or the container does not say. A cluster worker warms its detector for that size
+    before the source's decoder starts (docs/benchmarks.md, "NVDEC with several sources")."""
+    if decoder == "opencv" or source_kind(str(uri)) != "video" or nvdec_unavailable(torch.device(device)) is not None:
+        return None
+    try:
+        demuxer = _pynvvideocodec().CreateDemuxer(str(uri))
+        width, height = int(demuxer.Width()), int(demuxer.Height())
+        del demuxer
+        turns = _container_facts(Path(uri)).quarter_turns
+    except Exception as exc:  # unreadable: the reader will say so when it opens the file
+        logger.debug("no frame size from %s's container: %s", uri, _reason(exc))
+        return None
+    return (width, height) if turns % 2 else (height, width)
+
+
 def open_input(uri: str | os.PathLike[str], *, decoder: str = "auto", device: torch.device | str = "cpu",
                start_s: float | None = None, end_s: float | None = None, max_frames: int | None = None) -> Source:
     """:func:`~emopipe.source.open_source`, with video files decoded by NVDEC where ``decoder`` asks for it.

@@ -356,7 +356,7 @@ class SourceChain:
     """
 
     def __init__(self, planned: Sequence[PlannedSource], open_one: Callable[[str], Source], parallel: int = 2,
-                 queue_frames: int = 32, feeding: bool = False) -> None:
+                 queue_frames: int = 32, feeding: bool = False, held: bool = False) -> None:
         if parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {parallel}")
         self.readings = [_Reading(p) for p in planned]
@@ -376,6 +376,10 @@ class SourceChain:
         self.on_begin: Callable[[], None] | None = None
         self.reading = 0  # the position being read
         self.started = 0  # sources whose reading has begun (in order)
+        # held: no source is opened (nor decoded) until release_reading(); a cluster worker's chain is made so, and
+        # its detector warmed for the first source's frame size first: a CUDA graph captured while NVDEC decodes
+        # killed workers (the decoder's thread failed with CUDA error 906 and ended the process; session 22)
+        self.held = held
         self.ended_early: str | None = None
         self.info = SourceInfo(uri=f"{len(planned)} sources" if not feeding else "fed sources", width=1, height=1,
                                fps=None, frame_count=None, kind="video")
@@ -462,6 +466,15 @@ class SourceChain:
         """Start opening the first sources now (before the engines warm up)."""
         self._start_ahead(0)
 
+    def first_planned(self) -> PlannedSource | None:
+        """The first source, once there is one (a fed chain waits for it); None if the chain ended or stopped."""
+        return self.readings[0].planned if self._wait_for(0) else None
+
+    def release_reading(self) -> None:
+        """Let a held chain open and decode its sources (from where it is)."""
+        self.held = False
+        self._start_ahead(self.reading)
+
     def first_info(self) -> SourceInfo | None:
         """The first source that opens (its frame size warms the detector); None if none does. A fed chain waits
         for its first source, not for more once those it has all failed: the pipeline must start to report their
@@ -478,6 +491,8 @@ class SourceChain:
         return None
 
     def _start_ahead(self, position: int) -> None:
+        if self.held:
+            return
         with self._ahead:
             before = self.started
             while self.started < min(len(self.readings), position + self._parallel):
