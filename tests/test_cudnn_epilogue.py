@@ -353,6 +353,10 @@ def test_a_convolution_plan_is_bound_stored_and_read_back_like_the_epilogues(fak
 
 def test_the_engine_keeps_plans_beside_the_models(monkeypatch, tmp_path):
     monkeypatch.setattr(cudnn_epilogue, "_cache_dir", None)
+    # an engine on the CPU without the epilogue sets no plan folder (it has no cuDNN plans; set, the folder stayed
+    # for every later caller of the process — in the test suite, tests that stub the frontend)
+    engine.TorchEngine(build_emonet(random_state(8, seed=1)), EngineOptions(device="cpu"), cache_dir=tmp_path / "c")
+    assert cudnn_epilogue._cache_dir is None
     monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
     engine.TorchEngine(build_emonet(random_state(8, seed=1)), EngineOptions(device="cpu", precision="fp32",
                                                                             cudnn_epilogue=True),

@@ -56,9 +56,10 @@ class TorchEngine:
             # compiling (Triton: the glue kernels, ~5 s the first time; Inductor: `--compile`, a minute)
             os.environ.setdefault("TRITON_CACHE_DIR", str(Path(cache_dir) / "triton"))
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir) / "inductor"))
-            # cuDNN's plans with their compiled kernels: the epilogue's (~65 ms a shape to build) and the detector's
-            # depthwise convolutions' (~40 ms a shape), read back by later processes in milliseconds
-            cudnn_epilogue.use_plan_cache(Path(cache_dir) / "cudnn")
+            if self.options.cudnn_epilogue or self.device.type == "cuda":
+                # cuDNN's plans with their compiled kernels: the epilogue's (~65 ms a shape to build) and the
+                # detector's depthwise convolutions' (~40 ms a shape), read back by later processes in milliseconds
+                cudnn_epilogue.use_plan_cache(Path(cache_dir) / "cudnn")
         fused = self.options.fuse and not self.options.compile
         if fused and self.options.kernels and self.device.type == "cuda":
             from emopipe.model.kernels import start_triton_key
