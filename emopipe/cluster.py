@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.io.records import hold_folder
+from emopipe.model import cuda_context
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
 from emopipe.pipeline.archive import expected_frames
@@ -223,6 +224,7 @@ class Worker:
                  metrics_port: int | None = None, board: Any = None, run: str | None = None,
                  keep_s: float | None = None) -> None:
         began = time.perf_counter()
+        cuda_context.start(config.device)  # (made on a thread while PyTorch imports, where this process has none yet)
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
         # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
         self.start: dict[str, Any] = {"torch_imported": "torch" in sys.modules, "process_age_s": _process_age_s()}
@@ -278,7 +280,10 @@ class Worker:
                                                 run_state=self.metrics.set_run_state)
                 self.exporter.start()  # before the engines load, so scrapes see the start-up
             from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
+            from emopipe.pipeline.models import start_ahead
 
+            if cuda_context.made:
+                start_ahead(self.config)
             self.analyzer = Analyzer(self.config).open()
             config = self.analyzer.source_config(MANY_SOURCES, output=None, summary=None)
         except EmopipeError as exc:  # the driver reports it as one process would

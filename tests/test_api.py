@@ -420,3 +420,26 @@ def test_errors_are_the_typed_exceptions_the_cli_maps_to_exit_codes(tmp_path):
     with pytest.raises(emopipe.InputNotFoundError) as found:
         list(emopipe.analyze(tmp_path / "missing.mp4", device="cpu"))
     assert found.value.exit_code == 3
+
+
+def test_the_engine_is_given_the_model_built_for_it_to_rewrite(tmp_path, monkeypatch):
+    """load_models builds EmoNet for its engine alone: the engine fuses it in place instead of copying it first."""
+    import torch
+
+    from emopipe.pipeline import models
+    from tests.support.checkpoints import random_state
+
+    class Stop(Exception):
+        pass
+
+    given: list[dict] = []
+
+    def create_engine(backend, model, options, **kwargs):
+        given.append(kwargs)
+        raise Stop
+
+    torch.save(random_state(8), tmp_path / "w.pth")
+    monkeypatch.setattr(models, "create_engine", create_engine)
+    with pytest.raises(Stop):
+        models.load_models(RunConfig(source="clip.mp4", weights=str(tmp_path / "w.pth"), device="cpu").resolved("cpu"))
+    assert given and given[0]["owns_model"] is True

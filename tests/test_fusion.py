@@ -45,6 +45,37 @@ def test_fusion_leaves_the_source_model_untouched():
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
+def test_fusion_in_place_computes_the_same_function_without_a_copy(monkeypatch):
+    """An engine's own model is fused in place (no 0.5 s deep copy at start-up): the same function as the copy's."""
+    state = random_state(8, seed=5)
+    copied = fuse(build_emonet(state))
+    source = build_emonet(state)
+    copies: list[object] = []
+    monkeypatch.setattr(fusion.copy, "deepcopy", lambda *args: copies.append(args) or args[0])
+    in_place = fuse(source, in_place=True)
+    assert copies == []
+    assert in_place.stem.conv.weight.data_ptr() == source.conv1.weight.data_ptr()  # the source's layer, folded
+    x = torch.rand(2, 3, 256, 256)
+    with torch.inference_mode():
+        want, got = copied(x), in_place(x)
+    for name in ("expression", "valence", "arousal", "heatmap"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=0, rtol=0)
+
+
+def test_an_engine_copies_a_model_it_was_given_and_rewrites_one_built_for_it():
+    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.torch_engine import TorchEngine
+
+    options = EngineOptions(device="cpu", precision="fp32", warmup=False)
+    given = build_emonet(random_state(8, seed=6))
+    before = {k: v.clone() for k, v in given.state_dict().items()}
+    TorchEngine(given, options)
+    assert all(torch.equal(before[k], v) for k, v in given.state_dict().items())
+    owned = build_emonet(random_state(8, seed=6))
+    TorchEngine(owned, options, owns_model=True)
+    assert not torch.equal(before["conv1.weight"], owned.conv1.weight)  # batch norm folded into it, in place
+
+
 def test_fused_model_has_no_batchnorm_left_to_run():
     fused = fuse(build_emonet(classes=8))
     assert not any(isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)) for m in fused.modules())

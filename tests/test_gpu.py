@@ -267,3 +267,27 @@ def test_nvdec_decodes_what_opencv_decodes(tmp_path):
         pixels = b.bgr
         assert pixels.shape == a.bgr.shape
         assert float(np.abs(a.bgr.astype(np.int16) - pixels.astype(np.int16)).mean()) < 3.0  # YUV→RGB rounding
+
+
+def test_the_context_made_ahead_is_the_one_pytorch_runs_on():
+    """emopipe.model.cuda_context retains the device's primary context before PyTorch imports; PyTorch's first CUDA
+    call then runs in that context (a fresh process: this one has CUDA already)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import ctypes\n"
+        "from emopipe.model import cuda_context\n"
+        "cuda_context.start('cuda')\n"
+        "cuda_context.wait(timeout=60)\n"
+        "import torch\n"
+        "y = torch.nn.functional.conv2d(torch.ones(1, 3, 8, 8, device='cuda'), torch.ones(4, 3, 3, 3, device='cuda'))\n"
+        "current = ctypes.c_void_p()\n"
+        "assert ctypes.CDLL('libcuda.so.1').cuCtxGetCurrent(ctypes.byref(current)) == 0\n"
+        "print('made', cuda_context.made.get('context'), 'current', current.value, 'sum', float(y.sum()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    made, current, total = done.stdout.split()[1::2]
+    assert made == current and made != "None"
+    assert float(total) == 4 * 6 * 6 * 27

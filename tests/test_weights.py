@@ -193,6 +193,31 @@ def test_existing_verified_file_is_not_downloaded_again(server, tmp_path, monkey
     assert first == second and _Handler.hits.get("/toy.bin") == 1
 
 
+def test_a_file_is_hashed_once_a_process_while_it_is_unchanged(tmp_path, monkeypatch):
+    """A run reports the weights' SHA-256 and keys its caches by it: one hash of the file per process, not one per
+    use; a changed file (size or modification time) is hashed again."""
+    path = tmp_path / "w.pth"
+    path.write_bytes(b"one" * 1000)
+    opened: list[Path] = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: opened.append(Path(p)) or real_open(p, *a, **k))
+    first = weights.sha256_of(path)
+    assert weights.sha256_of(path) == first == hashlib.sha256(b"one" * 1000).hexdigest()
+    assert opened.count(path) == 1
+    path.write_bytes(b"two" * 1001)
+    assert weights.sha256_of(path) == hashlib.sha256(b"two" * 1001).hexdigest() and opened.count(path) == 2
+
+
+def test_a_verified_files_digest_is_taken_from_its_check(server, tmp_path, monkeypatch):
+    _manifest(tmp_path, server, monkeypatch)
+    home = tmp_path / "home"
+    path = weights.ensure("toy", home, progress=False)
+    monkeypatch.setattr(weights, "_digests", {})  # (a later process: only the check's record is left)
+    monkeypatch.setattr(weights.hashlib, "sha256", lambda: pytest.fail("hashed again"))
+    assert weights.ensure("toy", home, progress=False) == path
+    assert weights.sha256_of(path) == DIGEST
+
+
 def test_seeded_file_is_found_by_name_and_checked(server, tmp_path, monkeypatch):
     _manifest(tmp_path, server, monkeypatch)
     home = tmp_path / "home"

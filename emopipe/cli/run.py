@@ -24,6 +24,7 @@ from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE,
 from emopipe.io.encode import WRITERS
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.uris import redact_uri
+from emopipe.model import cuda_context
 from emopipe.types import PRECISION_NAMES
 
 if TYPE_CHECKING:
@@ -244,8 +245,13 @@ def run(args: argparse.Namespace) -> int:
     if config.ray:  # before PyTorch loads (this process loads none): the workers start meanwhile
         return run_on_cluster(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
+    cuda_context.start(config.device)  # (made on a thread while PyTorch imports)
 
     from emopipe.api import Analyzer, run_metrics
+    from emopipe.pipeline.models import start_ahead
+
+    if cuda_context.made:  # (a GPU run: what its warm-up needs begins before the source opens)
+        start_ahead(config)
 
     if config.fleet:
         return run_fleet(config)

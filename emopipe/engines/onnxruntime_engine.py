@@ -519,6 +519,7 @@ def _validate(session, path: Path, expected: export.OnnxSpec, hint: str) -> None
         raise OnnxModelError(f"{path} does not fit this run: it has {'; '.join(differences)}; {hint}")
 
 
-def create(model: EmoNet, options: EngineOptions, **kwargs: Any) -> OrtEngine:
-    """The registry's factory (onnxruntime itself is imported when the engine starts)."""
+def create(model: EmoNet, options: EngineOptions, *, owns_model: bool = False, **kwargs: Any) -> OrtEngine:
+    """The registry's factory (onnxruntime itself is imported when the engine starts; the export never changes
+    ``model``, so ``owns_model`` changes nothing here)."""
     return OrtEngine(model, options, **kwargs)

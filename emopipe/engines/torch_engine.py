@@ -41,7 +41,9 @@ class TorchEngine:
     backend = "torch"
 
     def __init__(self, model: EmoNet, options: EngineOptions = EngineOptions(),
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, owns_model: bool = False) -> None:
+        """``owns_model``: ``model`` was built for this engine alone, which may rewrite it in place (else it works
+        on a copy and leaves the caller's model as it was)."""
         self.device = resolve_device(options.device)
         self.options = options.resolved(self.device)
         self.batch_size = self.options.batch_size
@@ -70,7 +72,7 @@ class TorchEngine:
             from emopipe.model.fusion import fuse
 
             model = fuse(model, use_kernels=self.options.kernels, branch_streams=self.options.branch_streams,
-                         use_cudnn_epilogue=self.options.cudnn_epilogue)
+                         use_cudnn_epilogue=self.options.cudnn_epilogue, in_place=owns_model)
         self.model: torch.nn.Module = model.eval().requires_grad_(False).to(
             self.device, dtype=self.dtype, memory_format=memory_format)
         if fused and self.options.fp32_head:
@@ -240,8 +242,9 @@ class _CapturedGraph:
 
 
 def create(model: EmoNet, options: EngineOptions, *, models_dir: str | Path | None = None,
-           **_: object) -> TorchEngine:
+           owns_model: bool = False, **_: object) -> TorchEngine:
     """The registry's factory: compiled kernels are cached under ``$EMOPIPE_CACHE`` or ``<models_dir>/cache``."""
     from emopipe.model.weights import cache_root
 
-    return TorchEngine(model, options, cache_dir=cache_root(models_dir) if models_dir else None)
+    return TorchEngine(model, options, cache_dir=cache_root(models_dir) if models_dir else None,
+                       owns_model=owns_model)

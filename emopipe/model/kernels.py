@@ -25,6 +25,7 @@ runs the same kernels for tests.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import threading
 
@@ -38,11 +39,12 @@ _NUM_WARPS = 4
 
 @functools.cache
 def triton_installed() -> bool:
+    """Whether Triton is installed, found without importing it: its import (0.3–0.9 s on the GPU hosts) happens on
+    :func:`start_triton_key`'s thread. One that is installed but does not import fails :func:`kernels_run_on`."""
     try:
-        import triton  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def applicable(*tensors: torch.Tensor) -> bool:
@@ -58,10 +60,12 @@ _triton_key_thread: threading.Thread | None = None
 
 
 def start_triton_key() -> None:
-    """Begin Triton's once-per-process set-up on a thread. Its first kernel call in a process hashes
-    Triton's own installation into its cache key (its ~500 MB library: 0.6 s of warmup on the GPU hosts,
-    docs/benchmark-log.md); started when the engine is created, that overlaps building the model and the
-    CUDA context. The hash releases the GIL, and the result is the same whichever thread computes it."""
+    """Begin Triton's once-per-process set-up on a thread: its import, and the hash of Triton's own installation
+    its first kernel call puts into its cache key (its ~500 MB library: 0.6 s of warmup on the GPU hosts,
+    docs/benchmark-log.md). Started as soon as a run knows it is on CUDA (``pipeline.models.start_ahead``: the
+    command line's, before the source opens), else when the engine is created, that overlaps opening the source,
+    reading the weights and the first convolutions' planning; the hash releases the GIL, and the result is the
+    same whichever thread computes it."""
     global _triton_key_thread
     if _triton_key_thread is not None or not triton_installed():
         return

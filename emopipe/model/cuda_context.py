@@ -1,0 +1,89 @@
+"""The GPU's CUDA context, made on a thread while PyTorch imports.
+
+A command's first seconds on the GPU hosts are PyTorch's import (~3 s of Python holding the interpreter lock);
+making the CUDA context (the driver's initialisation and the device's primary context, ~0.3 s there) needs neither
+PyTorch nor that lock. So the command line starts it first, on a thread: the driver API through ctypes (which lets
+the lock go during each call), the device's *primary* context retained — the one PyTorch, NVDEC and ONNX Runtime
+use — and kept for the life of the process. PyTorch then finds it made (benchmarks.md, "Start-up").
+
+Nothing here imports PyTorch (an import contract says so).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import logging
+import os
+import threading
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_INVALID_DEVICE = 101  # CUDA_ERROR_INVALID_DEVICE
+
+_thread: threading.Thread | None = None
+made: dict[str, int] = {}  # what the thread made: {"ordinal": N, "context": address} once retained
+
+
+def device_ordinal(device: str) -> int | None:
+    """The CUDA device ``device`` (``--device``: auto, cpu, cuda, cuda:N) runs on; None for the CPU, for ``auto``
+    where PyTorch is a build without CUDA, and for names the run's own device check refuses."""
+    if device == "auto":
+        return 0 if _torch_has_cuda() else None  # (auto takes PyTorch's current device: 0 in a new process)
+    if device == "cuda":
+        return 0
+    if device.startswith("cuda:") and device[5:].isdigit():
+        return int(device[5:])
+    return None
+
+
+def _torch_has_cuda() -> bool:
+    """Whether the installed PyTorch is a CUDA build, from its files (importing it is what this overlaps)."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or spec.origin is None:
+        return False
+    return (Path(spec.origin).parent / "lib" / "libtorch_cuda.so").exists()
+
+
+def start(device: str) -> None:
+    """Begin making ``device``'s primary CUDA context on a thread (once a process). Where it cannot be made (no
+    driver, no such GPU), the thread ends quietly and PyTorch's own start says what is wrong, as before."""
+    global _thread
+    ordinal = device_ordinal(device)
+    if ordinal is None or _thread is not None:
+        return
+    # PyTorch asks the driver for lazy module loading before it initialises CUDA; the driver reads it now
+    os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
+    _thread = threading.Thread(target=_retain, args=(ordinal,), name="emopipe-cuda-context", daemon=True)
+    _thread.start()
+
+
+def wait(timeout: float | None = None) -> None:
+    """Until the thread :func:`start` began has ended (tests and measurements; a run never needs to wait)."""
+    if _thread is not None:
+        _thread.join(timeout)
+
+
+def _retain(ordinal: int) -> None:
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return  # no NVIDIA driver here
+    count, device, context = ctypes.c_int(), ctypes.c_int(), ctypes.c_void_p()
+    status = driver.cuInit(0)
+    if status == 0:
+        status = driver.cuDeviceGetCount(ctypes.byref(count))
+    if status == 0 and ordinal >= count.value:
+        status = _INVALID_DEVICE
+    if status == 0:
+        status = driver.cuDeviceGet(ctypes.byref(device), ordinal)
+    if status == 0:
+        status = driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
+    if status != 0:
+        logger.debug("CUDA context not made ahead (driver status %s): PyTorch makes it", status)
+        return
+    made.update(ordinal=ordinal, context=int(context.value or 0))
