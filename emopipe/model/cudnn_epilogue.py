@@ -272,6 +272,25 @@ def _plan(signature: tuple, device: torch.device, uids: list[int], build: Callab
 _plans: dict[tuple, _Plan | Unsupported] = {}
 
 
+def _process_plan(signature: tuple, device: torch.device, uids: list[int], build: Callable[[Any], Any],
+                  unavailable: Callable[[Unsupported], None]) -> _Plan:
+    """This process's plan for ``signature`` (:func:`_plan` at its first call). Where cuDNN has none (no engine for
+    it here, or the frontend refused the graph), ``unavailable`` says so once, and every call raises
+    :class:`Unsupported` for the caller's PyTorch path."""
+    key = (device, *signature)
+    plan = _plans.get(key)
+    if plan is None:
+        try:
+            plan = _plan(signature, device, uids, build)
+        except Exception as exc:
+            plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
+            unavailable(plan)
+        _plans[key] = plan
+    if isinstance(plan, Unsupported):
+        raise plan
+    return plan
+
+
 def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor, first: int,
                    scale: torch.Tensor | None = None, shift: torch.Tensor | None = None,
                    next_act: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
@@ -289,20 +308,11 @@ def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
     tensors += list(affine or ()) + list(following[1:] if following is not None else ())
     signature = (*(_signature(t) for t in tensors), _signature(out[:, part]),
                  following is not None and _signature(following[0]))
-    key = (x.device, *signature)
-    plan = _plans.get(key)
-    if plan is None:
-        try:
-            plan = _plan(signature, x.device, _uids(affine is not None, following is not None),
-                         lambda handle: _build_graph(handle, x, weight, residual[:, part], out[:, part], affine,
-                                                     following))
-        except Exception as exc:  # no engine for it here, or the frontend refused the graph: the two-pass path
-            plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
-            logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the Triton "
-                        "kernels there", x.shape[1], channels, x.shape[2], x.shape[3], plan)
-        _plans[key] = plan
-    if isinstance(plan, Unsupported):
-        raise plan
+    plan = _process_plan(
+        signature, x.device, _uids(affine is not None, following is not None),
+        lambda handle: _build_graph(handle, x, weight, residual[:, part], out[:, part], affine, following),
+        lambda why: logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the "
+                                "Triton kernels there", x.shape[1], channels, x.shape[2], x.shape[3], why))
     act = torch.empty(_y_shape(x, weight), dtype=x.dtype, device=x.device,
                       memory_format=torch.channels_last) if affine is not None else None
     results = [out[:, part]] + ([act] if act is not None else []) + ([following[0]] if following is not None else [])
@@ -328,18 +338,9 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, stride: Sequence[int], padding
              (width + 2 * pads[1] - kernel_w) // steps[1] + 1)
     y = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
     signature = ("conv2d", tuple(steps), tuple(pads), _signature(x), _signature(weight), _signature(y))
-    key = (x.device, *signature)
-    plan = _plans.get(key)
-    if plan is None:
-        try:
-            plan = _plan(signature, x.device, _CONV_UIDS,
-                         lambda handle: _build_conv_graph(handle, x, weight, y, steps, pads))
-        except Exception as exc:  # no engine for it here, or the frontend refused the graph: PyTorch's convolution
-            plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
-            logger.info("cuDNN plan unavailable for a %s×%s convolution of %s channels at %s×%s: %s; PyTorch's "
-                        "convolution runs there", kernel_h, kernel_w, x.shape[1], height, width, plan)
-        _plans[key] = plan
-    if isinstance(plan, Unsupported):
-        raise plan
+    plan = _process_plan(
+        signature, x.device, _CONV_UIDS, lambda handle: _build_conv_graph(handle, x, weight, y, steps, pads),
+        lambda why: logger.info("cuDNN plan unavailable for a %s×%s convolution of %s channels at %s×%s: %s; "
+                                "PyTorch's convolution runs there", kernel_h, kernel_w, x.shape[1], height, width, why))
     plan.run([x, weight], [y])
     return y

@@ -20,7 +20,8 @@ def short(frame: dict) -> str:
 
 
 def main() -> None:
-    data = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as profile_file:
+        data = json.load(profile_file)
     window = float(sys.argv[2]) if len(sys.argv) > 2 else 0.25
     pattern = sys.argv[3] if len(sys.argv) > 3 else "MainThread"
     frames = data["shared"]["frames"]
