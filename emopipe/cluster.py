@@ -280,10 +280,7 @@ class Worker:
                                                 run_state=self.metrics.set_run_state)
                 self.exporter.start()  # before the engines load, so scrapes see the start-up
             from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
-            from emopipe.pipeline.models import start_ahead
 
-            if cuda_context.made:
-                start_ahead(self.config)
             self.analyzer = Analyzer(self.config).open()
             config = self.analyzer.source_config(MANY_SOURCES, output=None, summary=None)
         except EmopipeError as exc:  # the driver reports it as one process would
