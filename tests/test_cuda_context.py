@@ -36,6 +36,10 @@ class FakeDriver:
         context._obj.value = 0xC0FFEE
         return 0
 
+    def cuCtxSetCurrent(self, context):
+        self.calls.append(("cuCtxSetCurrent", context.value))
+        return 0
+
 
 @pytest.fixture
 def fresh(monkeypatch):
@@ -99,6 +103,18 @@ def test_where_no_context_can_be_made_the_thread_ends_quietly(fresh, driver):
     if isinstance(driver, FakeDriver):
         assert ("cuDevicePrimaryCtxRetain", 11) not in driver.calls
         assert ("cuDeviceGetCount",) in driver.calls or driver.init_status != 0
+
+
+def test_a_process_without_pytorch_makes_the_devices_context_current(fresh):
+    """What a cuDNN plan builder does first (emopipe.model.cudnn_plans): the CUDA runtime of the libraries it then
+    loads works in the context current to its thread."""
+    driver = fresh(FakeDriver(devices=2))
+    assert cuda_context.make_current(1)
+    assert driver.calls[-2:] == [("cuDevicePrimaryCtxRetain", 11), ("cuCtxSetCurrent", 0xC0FFEE)]
+    assert not cuda_context.make_current(2)  # no such GPU: nothing made current
+    assert driver.calls[-3] == ("cuCtxSetCurrent", 0xC0FFEE) and driver.calls[-1] == ("cuDeviceGetCount",)
+    fresh(OSError("no libcuda"))
+    assert not cuda_context.make_current(0)
 
 
 def test_the_cpu_makes_no_thread(fresh):

@@ -8,7 +8,11 @@ published network would put them.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sys
 import threading
+import types
 from typing import ClassVar
 
 import pytest
@@ -18,7 +22,7 @@ import torch.nn.functional as F
 from emopipe.engines import torch_engine as engine
 from emopipe.engines.base import EngineOptions
 from emopipe.engines.torch_engine import TorchEngine
-from emopipe.model import cudnn_epilogue
+from emopipe.model import cudnn_epilogue, cudnn_plans
 from emopipe.model.emonet import build_emonet
 from emopipe.model.fusion import FusedConvBlock, fuse
 from tests.support.checkpoints import random_state
@@ -201,16 +205,21 @@ class _FakeTensor:
 
 class _FakeGraph:
     builds: ClassVar[list[int]] = []  # (reset per test by the fixture)
+    strides: ClassVar[list[object]] = []  # each convolution's, as described
     loads: ClassVar[list[bytes]] = []
 
     def __init__(self, **kwargs: object) -> None:
         self.uids: dict[str, int] = {}
+        self.dims: dict[str, tuple[list[int], list[int]]] = {}  # each operand's sizes and strides, by name
         self.loaded = False
 
-    def tensor_like(self, t: torch.Tensor) -> _FakeTensor:
-        return _FakeTensor(self)
+    def tensor(self, name: str, dim: list[int], stride: list[int], data_type: object) -> _FakeTensor:
+        self.dims[name] = (dim, stride)
+        return _FakeTensor(self).set_name(name)
 
     def conv_fprop(self, **kwargs: object) -> _FakeTensor:
+        if "stride" in kwargs:
+            _FakeGraph.strides.append(kwargs["stride"])
         return _FakeTensor(self)
 
     add = relu = bias = scale = conv_fprop
@@ -262,12 +271,15 @@ def _block_operands(batch: int = 1) -> tuple:
     return signature, x, w, residual[:, 4:], torch.empty_like(residual)[:, 4:], affine, following
 
 
+def _block_spec(x, w, residual, out, affine, following) -> cudnn_plans.EpilogueSpec:  # type: ignore[no-untyped-def]
+    return cudnn_plans.EpilogueSpec(*(cudnn_epilogue._spec(t) for t in (x, w, residual, out, *affine, *following)))
+
+
 def _block_plan(batch: int = 1) -> cudnn_epilogue._Plan:
     """The plan of one block's fused graph, as conv_add_slice asks for it."""
     signature, x, w, residual, out, affine, following = _block_operands(batch)
-    return cudnn_epilogue._plan(signature, x.device, cudnn_epilogue._uids(True, True),
-                                lambda handle: cudnn_epilogue._build_graph(handle, x, w, residual, out, affine,
-                                                                           following))
+    return cudnn_epilogue._plan(signature, x.device, cudnn_plans.epilogue_uids(True, True),
+                                _block_spec(x, w, residual, out, affine, following))
 
 
 def test_plans_are_bound_by_the_uids_their_graph_gave_each_tensor(fake_frontend):
@@ -275,6 +287,9 @@ def test_plans_are_bound_by_the_uids_their_graph_gave_each_tensor(fake_frontend)
     names = ["x", "weight", "residual", "scale", "shift", "next_scale", "next_shift", "out", "act", "next_act"]
     assert plan.uids == [plan.graph.uids[name] for name in names]  # the order run() binds tensors in
     assert len(set(plan.uids)) == len(names)
+    _, x, _, residual, *_ = _block_operands()
+    assert plan.graph.dims["x"] == (list(x.shape), list(x.stride()))  # the operands as PyTorch lays them out
+    assert plan.graph.dims["residual"] == (list(residual.shape), list(residual.stride()))
 
 
 def test_built_plans_are_stored_and_read_back_by_the_next_process(fake_frontend, tmp_path):
@@ -306,7 +321,7 @@ def test_a_damaged_plan_file_is_rebuilt_and_replaced(fake_frontend, tmp_path, ca
     (path,) = tmp_path.glob("*.plan")
     good = path.read_bytes()
     path.write_bytes(good[:2])  # a write cut short
-    caplog.set_level("INFO", logger="emopipe.model.cudnn_epilogue")
+    caplog.set_level("INFO", logger="emopipe.model.cudnn_plans")
     plan = _block_plan()
     assert not plan.graph.loaded and len(_FakeGraph.builds) == 2
     assert "does not load" in caplog.text and "building it again" in caplog.text
@@ -317,7 +332,7 @@ def test_an_unwritable_cache_costs_only_the_next_start(fake_frontend, tmp_path, 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     cudnn_epilogue.use_plan_cache(blocker / "cudnn")
-    caplog.set_level("INFO", logger="emopipe.model.cudnn_epilogue")
+    caplog.set_level("INFO", logger="emopipe.model.cudnn_plans")
     plan = _block_plan()
     assert plan.workspace_bytes == 64 and "cannot store the cuDNN plan" in caplog.text
 
@@ -336,8 +351,8 @@ def _depthwise_plan(stride: int = 1) -> cudnn_epilogue._Plan:
     w = torch.zeros(8, 1, 3, 3, dtype=torch.float16)
     y = torch.zeros(2, 8, 6 // stride, 6 // stride, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
     signature = ("conv2d", (stride, stride), (1, 1), stride)
-    return cudnn_epilogue._plan(signature, x.device, cudnn_epilogue._CONV_UIDS,
-                                lambda handle: cudnn_epilogue._build_conv_graph(handle, x, w, y, [stride] * 2, [1, 1]))
+    spec = cudnn_plans.ConvSpec(*(cudnn_epilogue._spec(t) for t in (x, w, y)), (stride, stride), (1, 1))
+    return cudnn_epilogue._plan(signature, x.device, cudnn_plans.CONV_UIDS, spec)
 
 
 def test_a_convolution_plan_is_bound_stored_and_read_back_like_the_epilogues(fake_frontend, tmp_path):
@@ -349,6 +364,226 @@ def test_a_convolution_plan_is_bound_stored_and_read_back_like_the_epilogues(fak
     _depthwise_plan(stride=2)  # another shape: its own plan, beside the epilogue's in the same folder
     _block_plan()
     assert len(_FakeGraph.builds) == 3 and len(list(tmp_path.glob("*.plan"))) == 3
+
+
+@pytest.fixture
+def ahead(fake_frontend, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Plans found ahead on a stand-in GPU: the plan folder set, the frontend's graphs fake, the plans' runs
+    recorded, and the builder processes done in this process (what they do: build and store each plan)."""
+    cudnn_epilogue.use_plan_cache(tmp_path / "cudnn")
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    monkeypatch.setattr(cudnn_epilogue, "installed", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    record = types.SimpleNamespace(sent=[], runs=[], builders=[])
+    monkeypatch.setattr(cudnn_epilogue._Plan, "run", lambda plan, tensors, results: record.runs.append(plan))
+
+    class Builders:  # what the builder processes do, here: each plan built and stored, when they are waited for
+        def __init__(self, ordinal: int) -> None:
+            self.ordinal, self.jobs, self.state, self.early = ordinal, [], "working", False
+            record.builders.append(self)
+
+        def start(self) -> None:
+            self.early = True
+
+        def add(self, path, spec):  # type: ignore[no-untyped-def]
+            self.jobs.append((path, spec))
+
+        def finish(self) -> int:
+            if self.jobs:
+                record.sent.append((self.jobs, self.ordinal))
+            for path, spec in self.jobs:
+                cudnn_plans.write(cudnn_plans.build(None, spec), path)
+            self.state = "finished"
+            return len(self.jobs)
+
+        def abandon(self) -> None:
+            self.state = "abandoned"
+
+    monkeypatch.setattr(cudnn_plans, "PlanBuilders", Builders)
+    return record
+
+
+def _one_of_each() -> tuple:
+    """A block convolution's and a depthwise convolution's operands (CPU tensors, as the GPU's would be laid out)."""
+    cl = torch.channels_last
+    x = torch.zeros(1, 8, 4, 4, dtype=torch.float16).contiguous(memory_format=cl)
+    w = torch.zeros(4, 8, 3, 3, dtype=torch.float16)
+    residual = torch.zeros(1, 8, 4, 4, dtype=torch.float16).contiguous(memory_format=cl)
+    out = torch.full_like(residual, 7)
+    scale, shift = torch.ones(1, 4, 1, 1), torch.zeros(1, 4, 1, 1)
+    depthwise_x = torch.zeros(2, 8, 6, 6, dtype=torch.float16).contiguous(memory_format=cl)
+    depthwise_w = torch.zeros(8, 1, 3, 3, dtype=torch.float16)
+    return (x, w, residual, out, 4, scale, shift), (depthwise_x, depthwise_w, (2, 2), (1, 1))
+
+
+def test_a_pass_finds_the_missing_plans_computes_nothing_and_they_are_built_at_once_after(ahead):
+    block, depthwise = _one_of_each()
+    with cudnn_epilogue.plans_built_ahead(torch.device("cuda", 1)) as found:
+        assert found
+        act = cudnn_epilogue.conv_add_slice(*block)
+        y = cudnn_epilogue.conv2d(*depthwise)
+        assert _FakeGraph.builds == [] and ahead.sent == [] and ahead.runs == []  # noted only
+        assert (block[3] == 7).all()  # nothing computed: the pass finds shapes
+        assert act.shape == (1, 4, 4, 4) and y.shape == (2, 8, 3, 3)
+    ((jobs, ordinal),) = ahead.sent
+    assert ordinal == 1 and len(jobs) == 2
+    assert ahead.builders[0].early  # (an empty plan folder: started before the first plan was found)
+    (epilogue_path, epilogue), (conv_path, conv) = jobs
+    assert isinstance(epilogue, cudnn_plans.EpilogueSpec) and epilogue.x.dims == (1, 8, 4, 4)
+    assert epilogue.out.dims == (1, 4, 4, 4) and epilogue.scale is not None and epilogue.next_act is None
+    assert isinstance(conv, cudnn_plans.ConvSpec) and conv.stride == (2, 2) and conv.y.dims == (2, 8, 3, 3)
+    assert epilogue_path.parent == conv_path.parent == cudnn_epilogue._cache_dir and epilogue_path != conv_path
+    # the warm-up's next pass reads back what the builders stored, and runs it
+    cudnn_epilogue.conv_add_slice(*block)
+    cudnn_epilogue.conv2d(*depthwise)
+    assert len(_FakeGraph.builds) == 2 and len(_FakeGraph.loads) == 2  # built by the builders, read back here
+    assert [plan.graph.loaded for plan in ahead.runs] == [True, True]
+
+
+def test_with_every_plan_on_disk_a_pass_runs_them_and_builds_nothing(ahead, monkeypatch):
+    block, depthwise = _one_of_each()
+    cudnn_epilogue.conv_add_slice(*block)  # (an earlier process's plans)
+    cudnn_epilogue.conv2d(*depthwise)
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})  # a new process
+    with cudnn_epilogue.plans_built_ahead(torch.device("cuda", 0)):
+        cudnn_epilogue.conv_add_slice(*block)
+        cudnn_epilogue.conv2d(*depthwise)
+    assert ahead.sent == [] and len(ahead.runs) == 4 and len(_FakeGraph.loads) == 2
+    assert not ahead.builders[0].early  # (plans in the folder: builders only for one found missing)
+
+
+def test_plans_are_found_ahead_only_on_a_gpu_with_a_plan_folder(ahead, monkeypatch):
+    with cudnn_epilogue.plans_built_ahead(torch.device("cpu")) as found:
+        assert not found
+    cudnn_epilogue.use_plan_cache(None)  # (builders could not hand their plans over)
+    with cudnn_epilogue.plans_built_ahead(torch.device("cuda", 0)) as found:
+        assert not found
+        cudnn_epilogue.conv_add_slice(*_one_of_each()[0])  # built here, as without a pass
+    assert len(_FakeGraph.builds) == 1 and ahead.sent == []
+
+
+def test_a_pass_that_fails_builds_nothing_and_leaves_plans_to_be_built_as_before(ahead):
+    block, _ = _one_of_each()
+    with pytest.raises(RuntimeError, match="the pass failed"), \
+            cudnn_epilogue.plans_built_ahead(torch.device("cuda", 0)):
+        cudnn_epilogue.conv_add_slice(*block)
+        raise RuntimeError("the pass failed")
+    assert ahead.sent == [] and cudnn_epilogue._noted is None
+    assert [builders.state for builders in ahead.builders] == ["abandoned"]  # stopped, not waited for
+    cudnn_epilogue.conv_add_slice(*block)
+    assert len(_FakeGraph.builds) == 1 and len(ahead.runs) == 1
+
+
+def test_a_plan_spec_reaches_its_builder_unchanged(tmp_path):
+    block, depthwise = _one_of_each()
+    x, w, residual, out, first, scale, shift = block
+    part = slice(first, first + w.shape[0])
+    following = (torch.empty_like(residual), torch.ones(1, 8, 1, 1), torch.zeros(1, 8, 1, 1))
+    specs = [
+        cudnn_plans.EpilogueSpec(*(cudnn_epilogue._spec(t) for t in (x, w, residual[:, part], out[:, part], scale,
+                                                                      shift, following[0][:, part],
+                                                                      following[1][:, part], following[2][:, part]))),
+        cudnn_plans.ConvSpec(*(cudnn_epilogue._spec(t) for t in (depthwise[0], depthwise[1], depthwise[0])),
+                             (2, 2), (1, 1)),
+    ]
+    for spec in specs:
+        job = json.loads(json.dumps(cudnn_plans._job(tmp_path / "a.plan", spec)))
+        assert cudnn_plans._spec(job["kind"], job["spec"]) == spec and job["path"] == str(tmp_path / "a.plan")
+
+
+def test_a_builder_stores_its_plans_skips_those_there_and_says_which_cudnn_cannot_build(fake_frontend, tmp_path,
+                                                                                        monkeypatch, capsys):
+    from emopipe.model import cuda_context
+
+    made_current = []
+    monkeypatch.setattr(cuda_context, "make_current", lambda ordinal: made_current.append(ordinal) or True)
+    monkeypatch.setattr(sys.modules["cudnn"], "create_handle", lambda: "handle", raising=False)
+    _, depthwise = _one_of_each()
+    spec = cudnn_plans.ConvSpec(*(cudnn_epilogue._spec(t) for t in (depthwise[0], depthwise[1], depthwise[0])),
+                                (2, 2), (1, 1))
+    there = tmp_path / "there.plan"
+    there.write_bytes(b"PLAN earlier")
+    refused = cudnn_plans.ConvSpec(spec.x, spec.weight, spec.y, (3, 3), (1, 1))
+    monkeypatch.setattr(_FakeGraph, "build_plans", lambda graph: _refuse_stride_3(graph))
+    _FakeGraph.strides.clear()
+    lines = [json.dumps(cudnn_plans._job(path, job)) + "\n"
+             for path, job in ((tmp_path / "new.plan", spec), (there, spec), (tmp_path / "refused.plan", refused))]
+    assert cudnn_plans._serve(3, iter(lines)) == 0
+    assert made_current == [3]
+    assert (tmp_path / "new.plan").read_bytes().startswith(b"PLAN") and there.read_bytes() == b"PLAN earlier"
+    assert not (tmp_path / "refused.plan").exists()
+    assert "refused.plan: no engine for stride 3" in capsys.readouterr().err
+
+
+def _refuse_stride_3(graph: _FakeGraph) -> None:
+    if _FakeGraph.strides and _FakeGraph.strides[-1] == [3, 3]:
+        raise RuntimeError("no engine for stride 3")
+    _FakeGraph.builds.append(1)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU: the builders find none")
+def test_builder_processes_without_a_gpu_leave_the_plans_to_the_warm_up(tmp_path, caplog):
+    """Real builder processes (``python -m emopipe.model.cudnn_plans``): on a machine with no GPU each ends at once,
+    saying why, and no plan is made; plans sent to a builder that has ended are dropped; the warm-up then goes on
+    as it would without them."""
+    _, depthwise = _one_of_each()
+    spec = cudnn_plans.ConvSpec(*(cudnn_epilogue._spec(t) for t in (depthwise[0], depthwise[1], depthwise[0])),
+                                (2, 2), (1, 1))
+    caplog.set_level("INFO", logger="emopipe.model.cudnn_plans")
+    builders = cudnn_plans.PlanBuilders(0, processes=2)
+    for k in range(4):
+        builders.add(tmp_path / f"{k}.plan", spec)
+    builders.add(tmp_path / "0.plan", spec)  # the same plan noted again: once
+    assert builders.finish() == 0 and len(builders.noted) == 4
+    assert caplog.text.count("ended with status 1 (no CUDA context on this GPU)") == 2
+    assert "0 of 4 built in 2 processes" in caplog.text and not list(tmp_path.iterdir())
+
+
+def test_a_builder_is_handed_the_cudnn_and_nvrtc_files_this_process_loaded(tmp_path):
+    """cuDNN opens NVRTC by name; where PyTorch's wheels put them, only this process knows: a builder loads the same
+    files first (dependencies first; cuDNN's own sub-libraries it opens itself, from beside libcudnn)."""
+    lib = "/site/nvidia/{}/lib/{}"
+    maps = tmp_path / "maps"
+    maps.write_text("\n".join(f"7f00-7f01 r-xp 00000000 08:01 {k} {path}" for k, path in enumerate([
+        lib.format("cudnn", "libcudnn.so.9"), lib.format("cudnn", "libcudnn_graph.so.9"), "/usr/lib/libc.so.6",
+        lib.format("cu13", "libnvrtc.so.13"), lib.format("cu13", "libnvrtc-builtins.so.13.0"),
+        lib.format("cudnn", "libcudnn.so.9"), lib.format("cu13", "libnvJitLink.so.13")])) + "\n7f02-7f03 rw-p 0 0 0\n")
+    assert cudnn_plans._libraries_loaded(maps) == [
+        lib.format("cu13", "libnvJitLink.so.13"), lib.format("cu13", "libnvrtc.so.13"),
+        lib.format("cu13", "libnvrtc-builtins.so.13.0"), lib.format("cudnn", "libcudnn.so.9")]
+    assert cudnn_plans._libraries_loaded(tmp_path / "no-such-file") == []
+
+
+@pytest.mark.parametrize(("cpus", "builders"), [(16, 8), (64, 8), (4, 2), (2, 1), (1, 1)])
+def test_builders_for_the_machine(cpus, builders):
+    assert cudnn_plans.builders_for(cpus) == builders
+
+
+def test_the_engines_warm_up_finds_each_shapes_plans_before_capturing_it(monkeypatch, tmp_path):
+    """The pass runs once per static shape, before the shape's passes and capture, only where plans can be built
+    ahead (here a stand-in says they can)."""
+    seen: list[tuple] = []
+
+    @contextlib.contextmanager
+    def plans_built_ahead(device):  # type: ignore[no-untyped-def]
+        seen.append(("enter", device.type))
+        yield True
+        seen.append(("leave",))
+
+    monkeypatch.setattr(cudnn_epilogue, "plans_built_ahead", plans_built_ahead)
+    monkeypatch.setattr(engine.EngineOptions, "resolved", lambda self, device: self)
+    eng = engine.TorchEngine(build_emonet(random_state(8, seed=1)),
+                             EngineOptions(device="cpu", precision="fp32", batch_size=2, cudnn_epilogue=True,
+                                           cuda_graphs=False))
+    compute = eng._compute
+    eng._compute = lambda x: seen.append(("pass", tuple(x.shape))) or compute(x)
+    eng.warmup()
+    assert seen[:3] == [("enter", "cpu"), ("pass", (2, 3, 256, 256)), ("leave",)] and len(seen) > 3
+    seen.clear()
+    off = engine.TorchEngine(build_emonet(random_state(8, seed=1)),
+                             EngineOptions(device="cpu", precision="fp32", batch_size=2, cudnn_epilogue=False))
+    off.warmup()
+    assert seen == []
 
 
 def test_the_engine_keeps_plans_beside_the_models(monkeypatch, tmp_path):
@@ -382,7 +617,7 @@ def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
         def no_build(*args: object) -> None:
             raise AssertionError("the plan was built again instead of read back")
 
-        monkeypatch.setattr(cudnn_epilogue, "_build_graph", no_build)
+        monkeypatch.setattr(cudnn_plans, "build", no_build)
         nxt[0].zero_()
         loaded = cudnn_epilogue.conv_add_slice(x, w, residual, outs[1], 16, scale, shift, nxt)
         torch.testing.assert_close(loaded, built, atol=0, rtol=0)
@@ -419,9 +654,45 @@ def test_depthwise_convolutions_through_a_plan_compute_what_pytorch_computes_and
         def no_build(*args: object) -> None:
             raise AssertionError("the plan was built again instead of read back")
 
-        monkeypatch.setattr(cudnn_epilogue, "_build_conv_graph", no_build)
+        monkeypatch.setattr(cudnn_plans, "build", no_build)
         loaded = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding))
         torch.testing.assert_close(loaded, built, atol=0, rtol=0)
+    finally:
+        cudnn_epilogue.use_plan_cache(None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's plans)")
+@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
+def test_plans_built_ahead_by_builder_processes_compute_what_plans_built_here_compute(tmp_path, monkeypatch):
+    """A block convolution's and a depthwise convolution's plans found by a pass and built by real builder
+    processes (no PyTorch in them), then read back: the same results, bit for bit, as plans built in this process."""
+    x, w, residual, scale, shift = _gpu_block(seed=2)
+    cl = torch.channels_last
+    dx = torch.randn(4, 24, 32, 32, device="cuda").half().contiguous(memory_format=cl)
+    dw = (torch.randn(24, 1, 3, 3, device="cuda") / 3).half().contiguous(memory_format=cl)
+
+    def both() -> tuple[torch.Tensor, ...]:
+        out = torch.zeros_like(residual)
+        act = cudnn_epilogue.conv_add_slice(x, w, residual, out, 16, scale, shift)
+        return act, out, cudnn_epilogue.conv2d(dx, dw, (1, 1), (1, 1))
+
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    cudnn_epilogue.use_plan_cache(tmp_path / "here")
+    try:
+        here = both()
+        monkeypatch.setattr(cudnn_epilogue, "_plans", {})  # a new process, a plan folder of its own
+        cudnn_epilogue.use_plan_cache(tmp_path / "ahead")
+        with cudnn_epilogue.plans_built_ahead(torch.device("cuda")) as found:
+            assert found
+            both()
+        assert len(list((tmp_path / "ahead").glob("*.plan"))) == 2
+
+        def no_build(*args: object) -> None:
+            raise AssertionError("the plan was built here instead of read back")
+
+        monkeypatch.setattr(cudnn_plans, "build", no_build)
+        for got, want in zip(both(), here, strict=True):
+            torch.testing.assert_close(got, want, atol=0, rtol=0)
     finally:
         cudnn_epilogue.use_plan_cache(None)
 

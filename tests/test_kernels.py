@@ -123,3 +123,49 @@ def test_a_cuda_engine_with_the_kernels_starts_it(monkeypatch):
     engine.TorchEngine(build_emonet(classes=8), engine.EngineOptions(device="cuda", precision="fp32", kernels=False,
                                                                        cuda_graphs=False, cudnn_epilogue=False))
     assert started == [1]  # only the engine that runs the Triton kernels
+
+
+class _FakeKernel:
+    """A Triton kernel's two ways in: ``kernel[grid](...)`` launches; ``warmup(...)`` compiles (here: records)."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.fails, self.launched, self.compiled, self.loaded = fails, [], [], []
+
+    def __getitem__(self, grid):  # type: ignore[no-untyped-def]
+        return lambda *args, **options: self.launched.append((grid, args, options))
+
+    def warmup(self, *args, grid, **options):  # type: ignore[no-untyped-def]
+        import threading
+        import types
+
+        if self.fails:
+            raise RuntimeError("ptxas fatal: this GPU has no such instruction")
+        self.compiled.append((grid, args[1:], options, threading.current_thread().name))
+        return types.SimpleNamespace(_init_handles=lambda: self.loaded.append(args[1]))
+
+
+def test_launches_within_a_pass_are_compiled_on_threads_once_each_and_not_run(monkeypatch):
+    import contextlib
+
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    kernel, broken = _FakeKernel(), _FakeKernel(fails=True)
+    x = torch.zeros(4, 16)
+    with kernels._compiled_ahead(torch.device("cuda")):
+        kernels._run(kernel, (2,), x, 32, BLOCK=16)
+        kernels._run(kernel, (3,), x, 48, BLOCK=16)  # specialised the same way (a multiple of 16): once
+        kernels._run(kernel, (2,), x, 33, BLOCK=16)  # not a multiple of 16: compiled apart
+        kernels._run(kernel, (2,), x, 32, BLOCK=32)  # another constant: apart
+        kernels._run(broken, (1,), x, 1)  # a failure here is left to the launch, which compiles it again
+        assert kernel.launched == []  # nothing runs in the pass
+    assert sorted((args, options["BLOCK"]) for _, args, options, _ in kernel.compiled) == [
+        ((32,), 16), ((32,), 32), ((33,), 16)]
+    assert {name.startswith("emopipe-triton") for *_, name in kernel.compiled} == {True}
+    assert sorted(kernel.loaded) == [32, 32, 33]  # loaded with their launchers there too, as a first launch would
+    kernels._run(kernel, (2,), x, 32, BLOCK=16)  # after the pass: launched
+    assert kernel.launched == [((2,), (x, 32), {"BLOCK": 16})]
+
+
+def test_no_pass_compiles_ahead_off_cuda():
+    with kernels.compiling_ahead(torch.device("cpu")) as ahead:
+        assert not ahead
+        assert kernels._ahead is None

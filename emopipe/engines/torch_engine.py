@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from emopipe.engines.base import PRECISIONS, EngineOptions, PendingOutput, network_outputs
-from emopipe.model import cudnn_epilogue
+from emopipe.model import cudnn_epilogue, kernels
 from emopipe.model.devices import resolve_device
 from emopipe.model.emonet import EmoNet
 from emopipe.types import INPUT_SIZE, EngineOutput, WarmupReport
@@ -170,6 +170,7 @@ class TorchEngine:
             for n in sizes:
                 t0 = time.perf_counter()  # (drawn where it is used: on the CPU, 256 crops took 0.4 s of warmup)
                 example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator, device=self.device)
+                self._compile_ahead(example)
                 if self.options.cuda_graphs:
                     self._graphs[n] = _CapturedGraph(self, example)
                 # The exact path real batches take, with both input kinds: CUDA kernels are loaded lazily on
@@ -185,6 +186,20 @@ class TorchEngine:
         self.warmup_report = report
         logger.info("%s", report.describe())
         return report
+
+    def _compile_ahead(self, example: torch.Tensor) -> None:
+        """What this shape's first pass would compile one piece after another — the cuDNN epilogue's plans it
+        lacks, Triton's kernels — found by one pass that computes nothing and compiled side by side (plans in
+        builder processes, kernels on threads): on a fresh machine seconds instead of ~30 (docs/benchmarks.md,
+        "Start-up"); with everything already on disk, the pass is the first of the warm-up's passes."""
+        if not self.options.fuse or self.options.compile:
+            return
+        with contextlib.ExitStack() as ahead:
+            plans = self.options.cudnn_epilogue and ahead.enter_context(
+                cudnn_epilogue.plans_built_ahead(self.device))
+            compiled = self.options.kernels and ahead.enter_context(kernels.compiling_ahead(self.device))
+            if plans or compiled:
+                self._compute(self._prepare(example))
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":

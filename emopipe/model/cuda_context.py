@@ -69,10 +69,30 @@ def wait(timeout: float | None = None) -> None:
 
 
 def _retain(ordinal: int) -> None:
+    context = _primary_context(ordinal)
+    if context is not None:
+        made.update(ordinal=ordinal, context=context)
+
+
+def make_current(ordinal: int) -> bool:
+    """Retain ``ordinal``'s primary context and make it this thread's current one, for a process that runs CUDA
+    libraries without PyTorch (the cuDNN plan builders, :mod:`emopipe.model.cudnn_plans`): the CUDA runtime
+    those libraries use then works on that device. False where there is no driver or no such GPU."""
+    context = _primary_context(ordinal)
+    if context is None:
+        return False
+    status = ctypes.CDLL("libcuda.so.1").cuCtxSetCurrent(ctypes.c_void_p(context))
+    if status != 0:
+        logger.debug("CUDA context not made current (driver status %s)", status)
+    return status == 0
+
+
+def _primary_context(ordinal: int) -> int | None:
+    """``ordinal``'s primary context, retained (the driver initialised first); None where it cannot be."""
     try:
         driver = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return  # no NVIDIA driver here
+        return None  # no NVIDIA driver here
     count, device, context = ctypes.c_int(), ctypes.c_int(), ctypes.c_void_p()
     status = driver.cuInit(0)
     if status == 0:
@@ -85,5 +105,5 @@ def _retain(ordinal: int) -> None:
         status = driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
     if status != 0:
         logger.debug("CUDA context not made ahead (driver status %s): PyTorch makes it", status)
-        return
-    made.update(ordinal=ordinal, context=int(context.value or 0))
+        return None
+    return int(context.value or 0)

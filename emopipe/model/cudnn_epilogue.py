@@ -23,25 +23,27 @@ an H100, session 22); read back, a plan costs milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import logging
-import os
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from emopipe.model import cudnn_plans
+from emopipe.model.cudnn_plans import CONV_UIDS, ConvSpec, EpilogueSpec, PlanSpec, TensorSpec, Unsupported
+
 logger = logging.getLogger(__name__)
 
 _DTYPES = (torch.float16, torch.bfloat16)
+_DTYPE_NAMES = {torch.float16: "half", torch.bfloat16: "bfloat16", torch.float32: "float"}
 
-
-class Unsupported(Exception):
-    """cuDNN has no engine for this convolution's graph (the caller runs the two-pass path)."""
+__all__ = ["Unsupported", "applicable", "conv2d", "conv_add_slice", "conv_applicable", "installed",
+           "plans_built_ahead", "use_plan_cache"]
 
 
 @functools.cache
@@ -73,99 +75,12 @@ def _handle(device: torch.device) -> Any:
         return cudnn.create_handle()
 
 
-def _cudnn_type(dtype: torch.dtype) -> Any:
-    import cudnn
-
-    return {torch.float16: cudnn.data_type.HALF, torch.bfloat16: cudnn.data_type.BFLOAT16,
-            torch.float32: cudnn.data_type.FLOAT}[dtype]
-
-
 def _signature(t: torch.Tensor) -> tuple:
     return tuple(t.shape), tuple(t.stride()), t.dtype
 
 
-# Tensors are bound by fixed UIDs (and carry names), so a plan read back from disk binds like a built one.
-_X, _WEIGHT, _RESIDUAL, _SCALE, _SHIFT, _NEXT_SCALE, _NEXT_SHIFT = range(1, 8)
-_OUT, _ACT, _NEXT_ACT = 11, 12, 13
-_CONV_UIDS = [_X, _WEIGHT, _OUT]  # conv2d's graph: image, weight, result
-
-
-def _uids(affine: bool, following: bool) -> list[int]:
-    """The graph's tensors in binding order: inputs, then outputs."""
-    inputs = [_X, _WEIGHT, _RESIDUAL] + ([_SCALE, _SHIFT] if affine else [])
-    inputs += [_NEXT_SCALE, _NEXT_SHIFT] if following else []
-    return inputs + [_OUT] + ([_ACT] if affine else []) + ([_NEXT_ACT] if following else [])
-
-
-def _build_graph(handle: Any, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor,
-                 affine: tuple[torch.Tensor, torch.Tensor] | None,
-                 following: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> Any:
-    """Describe the fused graph and build cuDNN's plan for it (NVRTC compiles its kernel: ~65 ms a shape)."""
-    import cudnn
-
-    io = _cudnn_type(x.dtype)
-    graph = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
-                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
-
-    def operand(t: torch.Tensor, name: str, uid: int) -> Any:
-        tensor = graph.tensor_like(t)
-        tensor.set_name(name)
-        tensor.set_uid(uid)
-        return tensor
-
-    def result(t: Any, name: str, uid: int, strides: list[int]) -> None:
-        t.set_output(True).set_data_type(io).set_stride(strides)
-        t.set_name(name)
-        t.set_uid(uid)
-
-    y = graph.conv_fprop(image=operand(x, "x", _X), weight=operand(weight, "weight", _WEIGHT), padding=[1, 1],
-                         stride=[1, 1], dilation=[1, 1])
-    summed = graph.add(a=y, b=operand(residual, "residual", _RESIDUAL))
-    result(summed, "out", _OUT, list(out.stride()))
-    if affine is not None:  # the next convolution's input, relu(y · scale + shift), dense channels_last
-        scale, shift = operand(affine[0], "scale", _SCALE), operand(affine[1], "shift", _SHIFT)
-        act = graph.relu(input=graph.bias(input=graph.scale(input=y, scale=scale), bias=shift))
-        result(act, "act", _ACT, _channels_last_strides(_y_shape(x, weight)))
-    if following is not None:  # the consuming block's relu(out · scale + shift), into its slice
-        scale = operand(following[1], "next_scale", _NEXT_SCALE)
-        shift = operand(following[2], "next_shift", _NEXT_SHIFT)
-        nxt = graph.relu(input=graph.bias(input=graph.scale(input=summed, scale=scale), bias=shift))
-        result(nxt, "next_act", _NEXT_ACT, list(following[0].stride()))
-    return _built(graph)
-
-
-def _built(graph: Any) -> Any:
-    """``graph`` with cuDNN's plan built (NVRTC compiles a runtime-fused kernel here), or :class:`Unsupported`."""
-    import cudnn
-
-    try:
-        graph.validate()
-        graph.build_operation_graph()
-        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
-        graph.check_support()
-        graph.build_plans()
-    except Exception as exc:  # cudnnGraphNotSupportedError and kin: no engine for this graph here
-        raise Unsupported(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
-    return graph
-
-
-def _build_conv_graph(handle: Any, x: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, stride: list[int],
-                      padding: list[int]) -> Any:
-    """A convolution alone, groups given by the weight (one input channel a group: depthwise), no bias."""
-    import cudnn
-
-    io = _cudnn_type(x.dtype)
-    graph = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
-                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
-    image, kernel = graph.tensor_like(x), graph.tensor_like(weight)
-    for tensor, name, uid in ((image, "x", _X), (kernel, "weight", _WEIGHT)):
-        tensor.set_name(name)
-        tensor.set_uid(uid)
-    out = graph.conv_fprop(image=image, weight=kernel, padding=padding, stride=stride, dilation=[1, 1])
-    out.set_output(True).set_data_type(io).set_stride(list(y.stride()))
-    out.set_name("y")
-    out.set_uid(_OUT)
-    return _built(graph)
+def _spec(t: torch.Tensor) -> TensorSpec:
+    return TensorSpec(tuple(t.shape), tuple(t.stride()), _DTYPE_NAMES[t.dtype])
 
 
 class _Plan:
@@ -186,11 +101,6 @@ class _Plan:
 
 def _y_shape(x: torch.Tensor, weight: torch.Tensor) -> tuple[int, int, int, int]:
     return x.shape[0], weight.shape[0], x.shape[2], x.shape[3]
-
-
-def _channels_last_strides(shape: tuple[int, int, int, int]) -> list[int]:
-    _, c, h, w = shape
-    return [h * w * c, 1, w * c, c]
 
 
 # -- plans on disk -------------------------------------------------------------------------------
@@ -225,54 +135,33 @@ def _plan_path(signature: tuple, device: torch.device) -> Path | None:
     return _cache_dir / f"{digest}.plan"
 
 
-def _read_plan(handle: Any, path: Path) -> Any | None:
-    """The plan stored at ``path``, or None where there is none or it does not load (it is then rebuilt)."""
-    import cudnn
-
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        logger.info("cannot read the cuDNN plan %s (%s); building it", path, exc)
-        return None
-    try:
-        graph = cudnn.pygraph(handle=handle)
-        graph.deserialize(handle, list(data))  # (its binding takes a sequence of byte values, not bytes)
-        return graph
-    except Exception as exc:  # truncated, or from another cuDNN build: build it again and overwrite
-        logger.info("the cuDNN plan %s does not load (%s); building it again", path,
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-        return None
+class _Noted(Exception):
+    """Within :func:`plans_built_ahead`: a plan neither in this process nor on disk, noted to be built."""
 
 
-def _write_plan(graph: Any, path: Path) -> None:
-    try:
-        data = bytes(graph.serialize())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as tmp:
-            tmp.write(data)
-        os.replace(tmp.name, path)  # whole files only: another process may be reading this plan
-    except Exception as exc:  # a read-only models folder, a full disk: only the next start is slower
-        logger.info("cannot store the cuDNN plan %s (%s)", path, exc)
+_noted: cudnn_plans.PlanBuilders | None = None  # within :func:`plans_built_ahead`: where missing plans go
 
 
-def _plan(signature: tuple, device: torch.device, uids: list[int], build: Callable[[Any], Any]) -> _Plan:
-    """The plan for ``signature``: read back from the plan folder, else built (``build(handle)``) and stored."""
+def _plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpec) -> _Plan:
+    """The plan for ``signature``: read back from the plan folder, else built from ``spec`` and stored (within
+    :func:`plans_built_ahead`: noted, :class:`_Noted`)."""
     handle = _handle(device)
     path = _plan_path(signature, device)
-    graph = _read_plan(handle, path) if path is not None else None
+    graph = cudnn_plans.read(handle, path) if path is not None else None
     if graph is None:
-        graph = build(handle)
+        if _noted is not None and path is not None:
+            _noted.add(path, spec)
+            raise _Noted
+        graph = cudnn_plans.build(handle, spec)
         if path is not None:
-            _write_plan(graph, path)
+            cudnn_plans.write(graph, path)
     return _Plan(graph, handle, uids)
 
 
 _plans: dict[tuple, _Plan | Unsupported] = {}
 
 
-def _process_plan(signature: tuple, device: torch.device, uids: list[int], build: Callable[[Any], Any],
+def _process_plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpec,
                   unavailable: Callable[[Unsupported], None]) -> _Plan:
     """This process's plan for ``signature`` (:func:`_plan` at its first call). Where cuDNN has none (no engine for
     it here, or the frontend refused the graph), ``unavailable`` says so once, and every call raises
@@ -281,7 +170,9 @@ def _process_plan(signature: tuple, device: torch.device, uids: list[int], build
     plan = _plans.get(key)
     if plan is None:
         try:
-            plan = _plan(signature, device, uids, build)
+            plan = _plan(signature, device, uids, spec)
+        except _Noted:
+            raise
         except Exception as exc:
             plan = exc if isinstance(exc, Unsupported) else Unsupported(f"{type(exc).__name__}: {exc}")
             unavailable(plan)
@@ -289,6 +180,35 @@ def _process_plan(signature: tuple, device: torch.device, uids: list[int], build
     if isinstance(plan, Unsupported):
         raise plan
     return plan
+
+
+@contextlib.contextmanager
+def plans_built_ahead(device: torch.device) -> Iterator[bool]:
+    """Around one pass of a network, to build every plan it lacks at once before the warm-up runs it for real.
+
+    Yields whether plans can be built ahead here (CUDA, the frontend installed, a plan folder: else the caller
+    need not run the pass). Within, a plan neither in this process nor in the plan folder is handed to builder
+    processes (:class:`cudnn_plans.PlanBuilders`, started at the first), and the call that needs it computes
+    nothing (its results hold whatever memory held: the pass only finds the shapes); on leaving, the builders are
+    waited for; they store their plans in the plan folder, from which the network's next pass reads them back
+    (what a fresh machine gains: docs/benchmarks.md, "Start-up"). With every plan already on disk, the pass reads
+    them back as the first pass would have, and nothing is built."""
+    global _noted
+    if _noted is not None or _cache_dir is None or device.type != "cuda" or not installed():
+        yield False
+        return
+    _noted = builders = cudnn_plans.PlanBuilders(device.index if device.index is not None else
+                                                 torch.cuda.current_device())
+    if not any(_cache_dir.glob("*.plan")):  # (no plan at all: a fresh machine, every plan will be missing)
+        builders.start()
+    try:
+        yield True
+    except BaseException:
+        builders.abandon()
+        raise
+    finally:
+        _noted = None
+    builders.finish()
 
 
 def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, out: torch.Tensor, first: int,
@@ -308,13 +228,19 @@ def conv_add_slice(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
     tensors += list(affine or ()) + list(following[1:] if following is not None else ())
     signature = (*(_signature(t) for t in tensors), _signature(out[:, part]),
                  following is not None and _signature(following[0]))
-    plan = _process_plan(
-        signature, x.device, _uids(affine is not None, following is not None),
-        lambda handle: _build_graph(handle, x, weight, residual[:, part], out[:, part], affine, following),
-        lambda why: logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the "
-                                "Triton kernels there", x.shape[1], channels, x.shape[2], x.shape[3], why))
+    spec = EpilogueSpec(
+        *(_spec(t) for t in (x, weight, residual[:, part], out[:, part])),
+        *((_spec(affine[0]), _spec(affine[1])) if affine is not None else (None, None)),
+        *((_spec(following[0]), _spec(following[1]), _spec(following[2])) if following is not None else ()))
     act = torch.empty(_y_shape(x, weight), dtype=x.dtype, device=x.device,
                       memory_format=torch.channels_last) if affine is not None else None
+    try:
+        plan = _process_plan(
+            signature, x.device, cudnn_plans.epilogue_uids(affine is not None, following is not None), spec,
+            lambda why: logger.info("cuDNN epilogue fusion unavailable for %s → %s channels at %s×%s: %s; using the "
+                                    "Triton kernels there", x.shape[1], channels, x.shape[2], x.shape[3], why))
+    except _Noted:  # (a pass that finds the plans: nothing computed)
+        return act
     results = [out[:, part]] + ([act] if act is not None else []) + ([following[0]] if following is not None else [])
     plan.run(tensors, results)
     return act
@@ -338,9 +264,14 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, stride: Sequence[int], padding
              (width + 2 * pads[1] - kernel_w) // steps[1] + 1)
     y = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
     signature = ("conv2d", tuple(steps), tuple(pads), _signature(x), _signature(weight), _signature(y))
-    plan = _process_plan(
-        signature, x.device, _CONV_UIDS, lambda handle: _build_conv_graph(handle, x, weight, y, steps, pads),
-        lambda why: logger.info("cuDNN plan unavailable for a %s×%s convolution of %s channels at %s×%s: %s; "
-                                "PyTorch's convolution runs there", kernel_h, kernel_w, x.shape[1], height, width, why))
+    spec = ConvSpec(_spec(x), _spec(weight), _spec(y), (steps[0], steps[1]), (pads[0], pads[1]))
+    try:
+        plan = _process_plan(
+            signature, x.device, CONV_UIDS, spec,
+            lambda why: logger.info("cuDNN plan unavailable for a %s×%s convolution of %s channels at %s×%s: %s; "
+                                    "PyTorch's convolution runs there", kernel_h, kernel_w, x.shape[1], height, width,
+                                    why))
+    except _Noted:  # (a pass that finds the plans: nothing computed)
+        return y
     plan.run([x, weight], [y])
     return y

@@ -24,10 +24,15 @@ runs the same kernels for tests.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import logging
+import os
 import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
 
 import torch
 
@@ -89,7 +94,8 @@ def kernels_run_on(device: torch.device) -> bool:
     let the PyTorch expressions run instead of failing the run."""
     if _triton_key_thread is not None:
         _triton_key_thread.join()  # computed once, not twice side by side
-    try:
+
+    def every_kernel() -> None:
         x = torch.zeros((1, 16, 2, 2), device=device).contiguous(memory_format=torch.channels_last)
         ones = torch.ones(16, device=device)
         add_residual_slice(affine_relu(x, ones, ones), x, torch.empty_like(x), 0, ones, ones)
@@ -97,11 +103,101 @@ def kernels_run_on(device: torch.device) -> bool:
         add_upsampled(x, pooled, ones, ones)
         attention_input(x, x, x, x[:, :1])
         max_pool_mean(x)
+
+    try:
+        if device.type == "cuda":
+            with _compiled_ahead(device):  # (compiled side by side: ~5 s one after the other on a fresh machine)
+                every_kernel()
+        every_kernel()
     except Exception as exc:  # any failure means: not here
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         logger.warning("Triton kernels do not run on %s (%s): the PyTorch path runs instead", device, reason)
         return False
     return True
+
+
+# -- compiled ahead, side by side ------------------------------------------------------------------
+# On a fresh machine Triton compiles each kernel at its first launch, one after the other on the warm-up's thread
+# (PTX, the assembler, a launcher built with the C compiler: ~0.8 s a kernel, ~9 s of EmoNet's first warm-up on an
+# H100, session 24). Most of that is other programs the thread waits for, so within :func:`compiling_ahead` each
+# launch is compiled on a thread of a pool instead (nothing computed: the pass only finds what to compile), and the
+# warm-up's next pass finds every kernel compiled.
+
+
+class _Compiler:
+    def __init__(self, device: torch.device) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.device = device
+        self.pool = ThreadPoolExecutor(max(1, min(8, (os.cpu_count() or 1) // 2)), thread_name_prefix="emopipe-triton")
+        self.futures: list[Future[None]] = []
+        self.seen: set[tuple] = set()
+
+    def submit(self, kernel: Any, grid: tuple[int, ...], args: tuple, options: dict[str, Any]) -> None:
+        key = (id(kernel), tuple(_specialised(a) for a in args), tuple(sorted(options.items())))
+        if key not in self.seen:  # (a launch of the same kind: the same compiled kernel)
+            self.seen.add(key)
+            self.futures.append(self.pool.submit(self._compile, kernel, grid, args, options))
+
+    def _compile(self, kernel: Any, grid: tuple[int, ...], args: tuple, options: dict[str, Any]) -> None:
+        with torch.cuda.device(self.device):
+            compiled = kernel.warmup(*args, grid=grid, **options)
+            load = getattr(compiled, "_init_handles", None)  # (loads it and builds its launcher, as a first launch)
+            if callable(load):
+                load()
+
+    def finish(self) -> None:
+        for future in self.futures:
+            try:
+                future.result()
+            except Exception as exc:  # the launch itself compiles it again, and fails there if it must
+                logger.debug("Triton kernel not compiled ahead: %s", exc)
+        self.pool.shutdown()
+
+
+def _specialised(value: object) -> tuple:
+    """What Triton specialises a kernel on for one argument (its pointers' and integers' divisibility by 16)."""
+    if isinstance(value, torch.Tensor):
+        return "tensor", value.dtype, value.data_ptr() % 16 == 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "int", value == 1, value % 16 == 0
+    return "value", repr(value)
+
+
+_ahead: _Compiler | None = None
+
+
+@contextlib.contextmanager
+def compiling_ahead(device: torch.device) -> Iterator[bool]:
+    """Around one pass of a network, to compile every Triton kernel launch of it side by side before the warm-up
+    runs it for real. Yields whether the kernels run here (else the caller need not run the pass); within, each
+    launch is compiled on a thread and not run (its outputs hold whatever memory held); on leaving, the
+    compilations are waited for."""
+    if _ahead is not None or device.type != "cuda" or not triton_installed() or not kernels_run_on(device):
+        yield False
+        return
+    with _compiled_ahead(device):
+        yield True
+
+
+@contextlib.contextmanager
+def _compiled_ahead(device: torch.device) -> Iterator[None]:
+    global _ahead
+    _ahead = compiler = _Compiler(device)
+    try:
+        yield
+    finally:
+        _ahead = None
+        compiler.finish()
+
+
+def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **options: Any) -> None:
+    """``kernel[grid](*args, **options)`` — within :func:`compiling_ahead`, compiled on a thread instead."""
+    compiler = _ahead
+    if compiler is not None:
+        compiler.submit(kernel, grid, args, options)
+        return
+    kernel[grid](*args, **options)
 
 
 def _launch(rows: int, channels: int, device: torch.device) -> tuple[tuple[int], dict[str, int | bool]]:
@@ -155,7 +251,7 @@ def affine_relu(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> to
     _dense_channels_last(x)
     y = torch.empty_like(x, memory_format=torch.channels_last)
     grid, launch = _launch(_rows(x), x.shape[1], x.device)
-    affine_relu_kernel[grid](x, scale, shift, y, _rows(x), x.shape[1], **launch)
+    _run(affine_relu_kernel, grid, x, scale, shift, y, _rows(x), x.shape[1], **launch)
     return y
 
 
@@ -178,9 +274,9 @@ def add_residual_slice(y: torch.Tensor, residual: torch.Tensor, out: torch.Tenso
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else y  # (unused without act)
     following, next_scale, next_shift = next_act if next_act is not None else (y, y, y)
     grid, launch = _launch(_rows(y), y.shape[1], y.device)
-    residual_slice_kernel[grid](y, residual, out, scale if with_act else y, shift if with_act else y, act,
-                                next_scale, next_shift, following, _rows(y), y.shape[1], residual.shape[1],
-                                first_channel, WITH_ACT=with_act, WITH_NEXT=next_act is not None, **launch)
+    _run(residual_slice_kernel, grid, y, residual, out, scale if with_act else y, shift if with_act else y, act,
+         next_scale, next_shift, following, _rows(y), y.shape[1], residual.shape[1], first_channel,
+         WITH_ACT=with_act, WITH_NEXT=next_act is not None, **launch)
     return act if with_act else None
 
 
@@ -202,8 +298,8 @@ def max_pool2x2(x: torch.Tensor, scale: torch.Tensor | None = None,
     with_act = scale is not None
     act = torch.empty_like(y, memory_format=torch.channels_last) if with_act else None
     grid, launch = _launch(_rows(y), c, y.device)
-    max_pool2x2_kernel[grid](x, y, scale if with_act else y, shift if with_act else y, act if with_act else y,
-                             _rows(y), c, w // 2, (h // 2) * (w // 2), WITH_ACT=with_act, **launch)
+    _run(max_pool2x2_kernel, grid, x, y, scale if with_act else y, shift if with_act else y, act if with_act else y,
+         _rows(y), c, w // 2, (h // 2) * (w // 2), WITH_ACT=with_act, **launch)
     return y, act
 
 
@@ -222,8 +318,8 @@ def add_upsampled(up: torch.Tensor, low: torch.Tensor, scale: torch.Tensor | Non
     with_act = scale is not None
     act = torch.empty_like(out, memory_format=torch.channels_last) if with_act else None
     grid, launch = _launch(_rows(up), c, up.device)
-    add_upsampled_kernel[grid](up, low, out, scale if with_act else out, shift if with_act else out,
-                               act if with_act else out, _rows(up), c, w, h * w, WITH_ACT=with_act, **launch)
+    _run(add_upsampled_kernel, grid, up, low, out, scale if with_act else out, shift if with_act else out,
+         act if with_act else out, _rows(up), c, w, h * w, WITH_ACT=with_act, **launch)
     return out, act
 
 
@@ -239,7 +335,7 @@ def attention_input(x: torch.Tensor, f0: torch.Tensor, f1: torch.Tensor, mask: t
         raise ValueError("x, f0 and f1 must share shape and dtype, and mask be N×1×H×W of that dtype")
     out = torch.empty((n, 3 * c, h, w), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
     grid, launch = _launch(_rows(x), c, x.device)
-    attention_input_kernel[grid](x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c, **launch)
+    _run(attention_input_kernel, grid, x, f0, f1, mask.reshape(n * h * w), out, _rows(x), c, **launch)
     return out
 
 
@@ -258,6 +354,6 @@ def max_pool_mean(x: torch.Tensor) -> torch.Tensor:
     if pixels > 1024:
         raise ValueError(f"max_pool_mean takes maps of at most 1 024 pooled pixels, got {h // 2}×{w // 2}")
     out = torch.empty((n, c), dtype=torch.float32, device=x.device)
-    max_pool_mean_kernel[(n,)](x, out, c, w // 2, pixels, BLOCK_PIXELS=triton.next_power_of_2(pixels),
-                               BLOCK_CHANNELS=triton.next_power_of_2(c), **_launch_options(x.device))
+    _run(max_pool_mean_kernel, (n,), x, out, c, w // 2, pixels, BLOCK_PIXELS=triton.next_power_of_2(pixels),
+         BLOCK_CHANNELS=triton.next_power_of_2(c), **_launch_options(x.device))
     return out

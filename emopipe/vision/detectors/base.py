@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from emopipe.errors import CheckpointError, UsageError
+from emopipe.model import cudnn_epilogue
 from emopipe.model.devices import PRECISIONS, resolve_device
 from emopipe.types import Detections, WarmupReport, describe_array
 
@@ -417,6 +418,10 @@ class FaceDetector:
         assert self.input_size is not None
         frames = torch.full((self.batch_size, frame_height, frame_width, 3), 127, dtype=torch.uint8,
                             device=self.device)
+        # (BlazeFace's depthwise convolutions' cuDNN plans it lacks: found by one pass, built at once in processes)
+        with cudnn_epilogue.plans_built_ahead(self.device) as ahead:
+            if ahead:
+                self._device_part(frames, self._letterbox(frame_height, frame_width))
         for _ in range(2):  # the first call tunes; the second runs on the cached choices
             self.detect(frames)
         if self.cuda_graphs:

@@ -1,0 +1,347 @@
+"""cuDNN plans described as plain data: built, stored and read back without PyTorch, here or in builder processes.
+
+A plan is what :mod:`emopipe.model.cudnn_epilogue` runs: a cuDNN frontend graph (a 3×3 convolution with its
+residual slice and activations, or a plain convolution) built for exact tensor shapes. Building one compiles its
+kernel (NVRTC, then the driver): on a fresh H100, EmoNet's and BlazeFace's 33 plans took ~20 s of a 34 s first
+command, one after the other — and the frontend's builds do not run side by side on threads (8 threads 4.4 s
+against 3.5 s alone for 15 plans: session 24, docs/benchmarks.md). So a warm-up first finds the plans it lacks
+(a pass that computes nothing, :func:`emopipe.model.cudnn_epilogue.plans_built_ahead`) and has them built in
+several processes at once (:class:`PlanBuilders`, fed as the pass goes), each storing its plans in the plan folder,
+from which the warm-up then reads them back (milliseconds a plan).
+
+A builder process loads neither PyTorch (an import contract says so; ~3 s on the GPU hosts) nor anything of
+emopipe's but this module and the CUDA context's: it is ``python -m emopipe.model.cudnn_plans GPU [LIBRARY…]``,
+given its plans as JSON lines on standard input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+logger = logging.getLogger(__name__)
+
+BUILDER_TIMEOUT_S = 600.0  # a builder still at work then is stopped; the warm-up builds what is missing itself
+
+
+class Unsupported(Exception):
+    """cuDNN has no engine for this convolution's graph (the caller runs the two-pass path)."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor as cuDNN's graph sees it: sizes, strides (in elements) and the data type's name."""
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str  # "half", "bfloat16" or "float"
+
+
+@dataclass(frozen=True)
+class EpilogueSpec:
+    """y = conv3×3(x, weight) (padding 1), out = y + residual; with scale and shift also act = relu(y · scale +
+    shift) (dense channels_last); with the next block's buffer, scale and shift also next_act = relu(out · scale +
+    shift) into that buffer."""
+
+    x: TensorSpec
+    weight: TensorSpec
+    residual: TensorSpec
+    out: TensorSpec
+    scale: TensorSpec | None = None
+    shift: TensorSpec | None = None
+    next_act: TensorSpec | None = None
+    next_scale: TensorSpec | None = None
+    next_shift: TensorSpec | None = None
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A convolution alone (groups given by the weight's input channels; no bias): y = conv(x, weight)."""
+
+    x: TensorSpec
+    weight: TensorSpec
+    y: TensorSpec
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+
+
+PlanSpec = EpilogueSpec | ConvSpec
+
+# Tensors are bound by fixed UIDs (and carry names), so a plan read back from disk binds like a built one.
+X, WEIGHT, RESIDUAL, SCALE, SHIFT, NEXT_SCALE, NEXT_SHIFT = range(1, 8)
+OUT, ACT, NEXT_ACT = 11, 12, 13
+CONV_UIDS = [X, WEIGHT, OUT]  # a convolution's graph: image, weight, result
+
+
+def epilogue_uids(affine: bool, following: bool) -> list[int]:
+    """An epilogue graph's tensors in binding order: inputs, then outputs."""
+    inputs = [X, WEIGHT, RESIDUAL] + ([SCALE, SHIFT] if affine else [])
+    inputs += [NEXT_SCALE, NEXT_SHIFT] if following else []
+    return inputs + [OUT] + ([ACT] if affine else []) + ([NEXT_ACT] if following else [])
+
+
+def channels_last_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    _, c, h, w = shape
+    return h * w * c, 1, w * c, c
+
+
+def _data_type(name: str) -> Any:
+    import cudnn
+
+    return {"half": cudnn.data_type.HALF, "bfloat16": cudnn.data_type.BFLOAT16,
+            "float": cudnn.data_type.FLOAT}[name]
+
+
+def build(handle: Any, spec: PlanSpec) -> Any:
+    """``spec``'s graph with cuDNN's plan built (NVRTC compiles a runtime-fused kernel here), or
+    :class:`Unsupported`."""
+    import cudnn
+
+    io = _data_type(spec.x.dtype)
+    graph = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+
+    def operand(t: TensorSpec, name: str, uid: int) -> Any:
+        tensor = graph.tensor(name=name, dim=list(t.dims), stride=list(t.strides), data_type=_data_type(t.dtype))
+        tensor.set_uid(uid)
+        return tensor
+
+    def result(t: Any, name: str, uid: int, strides: tuple[int, ...]) -> None:
+        t.set_output(True).set_data_type(io).set_stride(list(strides))
+        t.set_name(name)
+        t.set_uid(uid)
+
+    if isinstance(spec, ConvSpec):
+        y = graph.conv_fprop(image=operand(spec.x, "x", X), weight=operand(spec.weight, "weight", WEIGHT),
+                             padding=list(spec.padding), stride=list(spec.stride), dilation=[1, 1])
+        result(y, "y", OUT, spec.y.strides)
+        return _built(graph)
+    y = graph.conv_fprop(image=operand(spec.x, "x", X), weight=operand(spec.weight, "weight", WEIGHT),
+                         padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    summed = graph.add(a=y, b=operand(spec.residual, "residual", RESIDUAL))
+    result(summed, "out", OUT, spec.out.strides)
+    if spec.scale is not None and spec.shift is not None:  # the next convolution's input, dense channels_last
+        scale, shift = operand(spec.scale, "scale", SCALE), operand(spec.shift, "shift", SHIFT)
+        act = graph.relu(input=graph.bias(input=graph.scale(input=y, scale=scale), bias=shift))
+        y_shape = (spec.x.dims[0], spec.weight.dims[0], spec.x.dims[2], spec.x.dims[3])
+        result(act, "act", ACT, channels_last_strides(y_shape))
+    if spec.next_act is not None and spec.next_scale is not None and spec.next_shift is not None:
+        scale = operand(spec.next_scale, "next_scale", NEXT_SCALE)
+        shift = operand(spec.next_shift, "next_shift", NEXT_SHIFT)
+        nxt = graph.relu(input=graph.bias(input=graph.scale(input=summed, scale=scale), bias=shift))
+        result(nxt, "next_act", NEXT_ACT, spec.next_act.strides)
+    return _built(graph)
+
+
+def _built(graph: Any) -> Any:
+    import cudnn
+
+    try:
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+    except Exception as exc:  # cudnnGraphNotSupportedError and kin: no engine for this graph here
+        raise Unsupported(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
+    return graph
+
+
+# -- plans on disk -------------------------------------------------------------------------------
+
+def read(handle: Any, path: Path) -> Any | None:
+    """The plan stored at ``path``, or None where there is none or it does not load (it is then rebuilt)."""
+    import cudnn
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.info("cannot read the cuDNN plan %s (%s); building it", path, exc)
+        return None
+    try:
+        graph = cudnn.pygraph(handle=handle)
+        graph.deserialize(handle, list(data))  # (its binding takes a sequence of byte values, not bytes)
+        return graph
+    except Exception as exc:  # truncated, or from another cuDNN build: build it again and overwrite
+        logger.info("the cuDNN plan %s does not load (%s); building it again", path,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        return None
+
+
+def write(graph: Any, path: Path) -> None:
+    try:
+        data = bytes(graph.serialize())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as tmp:
+            tmp.write(data)
+        os.replace(tmp.name, path)  # whole files only: another process may be reading this plan
+    except Exception as exc:  # a read-only models folder, a full disk: only the next start is slower
+        logger.info("cannot store the cuDNN plan %s (%s)", path, exc)
+
+
+# -- builder processes ---------------------------------------------------------------------------
+
+def _job(path: Path, spec: PlanSpec) -> dict[str, Any]:
+    return {"path": str(path), "kind": "conv" if isinstance(spec, ConvSpec) else "epilogue", "spec": asdict(spec)}
+
+
+def _spec(kind: str, fields: dict[str, Any]) -> PlanSpec:
+    tensors = {name: TensorSpec(tuple(value["dims"]), tuple(value["strides"]), value["dtype"])
+               for name, value in fields.items() if isinstance(value, dict)}
+    if kind == "conv":
+        return ConvSpec(stride=tuple(fields["stride"]), padding=tuple(fields["padding"]), **tensors)  # type: ignore[arg-type]
+    return EpilogueSpec(**tensors)  # type: ignore[arg-type]
+
+
+def builders_for(cpus: int | None = None) -> int:
+    """How many builder processes: half the machine's cores (the run's own threads go on meanwhile), at most 8
+    (each holds a CUDA context while it lives, ~0.5 GB of the GPU's memory)."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(cpus // 2, 8))
+
+
+class PlanBuilders:
+    """Builder processes, started at the first plan noted and fed each plan as it is noted (round robin), so that
+    they compile while the pass that finds the plans goes on (Triton compiles its own kernels there on a fresh
+    machine). :meth:`finish` waits for them. A plan a builder could not make (cuDNN has no engine for it, a
+    builder that failed or found no GPU) is simply missing: the warm-up then builds it itself, or learns that
+    cuDNN has none, as it would without builders."""
+
+    def __init__(self, ordinal: int, processes: int | None = None) -> None:
+        self.ordinal, self.processes = ordinal, processes or builders_for()
+        self.noted: dict[Path, PlanSpec] = {}
+        self._builders: list[tuple[subprocess.Popen[str], IO[str]]] = []
+        self._started = 0.0
+
+    def add(self, path: Path, spec: PlanSpec) -> None:
+        if path in self.noted:  # (the same shapes in another block)
+            return
+        self.noted[path] = spec
+        if not self._builders:
+            self._start()
+        builder, _ = self._builders[(len(self.noted) - 1) % len(self._builders)]
+        try:
+            assert builder.stdin is not None
+            builder.stdin.write(json.dumps(_job(path, spec)) + "\n")
+            builder.stdin.flush()
+        except OSError:  # a builder that has ended (no GPU, no cuDNN): the warm-up builds its plans
+            pass
+
+    def start(self) -> None:
+        """Start the builders now (else at the first plan noted): where every plan is missing (a fresh machine),
+        their start (~1 s: an interpreter, cuDNN, a CUDA context) then overlaps what comes before the first plan."""
+        if not self._builders:
+            self._start()
+
+    def _start(self) -> None:
+        self._started = time.perf_counter()
+        # (a builder imports emopipe and the frontend from where this process found them)
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+        for _ in range(self.processes):
+            # (a file, not a pipe: nothing it says can block it; closed by finish or abandon)
+            errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+            builder = subprocess.Popen([sys.executable, "-m", __name__, str(self.ordinal), *_libraries_loaded()],
+                                       env=environment,
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors, text=True)
+            self._builders.append((builder, errors))
+
+    def _close_inputs(self) -> None:
+        for builder, _ in self._builders:
+            with contextlib.suppress(OSError):
+                assert builder.stdin is not None
+                builder.stdin.close()
+
+    def finish(self) -> int:
+        """Wait for the builders to store every plan they were given; how many of the noted plans are on disk."""
+        self._close_inputs()
+        for builder, errors in self._builders:
+            try:
+                builder.wait(timeout=max(1.0, BUILDER_TIMEOUT_S - (time.perf_counter() - self._started)))
+            except subprocess.TimeoutExpired:
+                builder.kill()
+                builder.wait()
+            if builder.returncode != 0:
+                errors.seek(0)
+                lines = errors.read().strip().splitlines()
+                logger.info("a cuDNN plan builder ended with status %s (%s); the warm-up builds its plans itself",
+                            builder.returncode, lines[-1] if lines else "no message")
+            errors.close()
+        made = sum(path.exists() for path in self.noted)
+        if self.noted:
+            logger.info("cuDNN plans: %d of %d built in %d processes at once in %.1f s", made, len(self.noted),
+                        len(self._builders), time.perf_counter() - self._started)
+        return made
+
+    def abandon(self) -> None:
+        """Stop the builders now (the pass failed, or was interrupted): what they stored stays."""
+        self._close_inputs()
+        for builder, errors in self._builders:
+            builder.kill()
+            builder.wait()
+            errors.close()
+
+
+# What cuDNN needs that this process found through PyTorch's wheels (cuDNN itself; NVRTC and nvJitLink, which
+# cuDNN opens by name to compile its fused kernels): a builder loads the same files first, so that it finds them
+# by name as this process did, wherever the wheels put them. Dependencies first.
+_HANDED_OVER = ("libnvJitLink.so", "libnvrtc.so", "libnvrtc-builtins.so", "libcudnn.so")
+
+
+def _libraries_loaded(maps: Path = Path("/proc/self/maps")) -> list[str]:
+    """The files of :data:`_HANDED_OVER` this process has loaded, in that order (none where it cannot tell)."""
+    try:
+        paths = {line.split(maxsplit=5)[5].strip() for line in maps.read_text().splitlines()
+                 if line.count(" ") >= 5 and "/" in line}
+    except OSError:
+        return []
+    return [path for prefix in _HANDED_OVER for path in sorted(paths) if Path(path).name.startswith(prefix + ".")]
+
+
+def _serve(ordinal: int, jobs: Iterable[str], libraries: Iterable[str] = ()) -> int:
+    """A builder process's work: each job (a JSON line) built on GPU ``ordinal`` and stored; 0, or 1 where there
+    is no GPU to build on. ``libraries``: the files to load first (:func:`_libraries_loaded` of the warm-up's
+    process)."""
+    import ctypes
+
+    from emopipe.model import cuda_context
+
+    for library in libraries:
+        with contextlib.suppress(OSError):  # (one that does not load: cuDNN looks for it by name as usual)
+            ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+
+    if not cuda_context.make_current(ordinal):
+        print("no CUDA context on this GPU", file=sys.stderr)
+        return 1
+    # The frontend imports PyTorch where it can, only to read PyTorch tensors (which a builder has none of):
+    # refused, it starts in a fraction of a second instead of ~3.
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+    import cudnn
+
+    handle = cudnn.create_handle()
+    for line in jobs:
+        job = json.loads(line)
+        path = Path(job["path"])
+        if path.exists():  # (another process built it meanwhile)
+            continue
+        try:
+            write(build(handle, _spec(job["kind"], job["spec"])), path)
+        except Unsupported as exc:
+            print(f"{path.name}: {exc}", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sys.exit(_serve(int(sys.argv[1]), sys.stdin, sys.argv[2:]))
