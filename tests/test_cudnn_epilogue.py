@@ -548,13 +548,13 @@ def test_a_builder_is_handed_the_cudnn_and_nvrtc_files_this_process_loaded(tmp_p
         lib.format("cudnn", "libcudnn.so.9"), lib.format("cudnn", "libcudnn_graph.so.9"), "/usr/lib/libc.so.6",
         lib.format("cu13", "libnvrtc.so.13"), lib.format("cu13", "libnvrtc-builtins.so.13.0"),
         lib.format("cudnn", "libcudnn.so.9"), lib.format("cu13", "libnvJitLink.so.13")])) + "\n7f02-7f03 rw-p 0 0 0\n")
-    assert cudnn_plans._libraries_loaded(maps) == [
+    assert cudnn_plans._libraries_loaded(maps) == (
         lib.format("cu13", "libnvJitLink.so.13"), lib.format("cu13", "libnvrtc.so.13"),
-        lib.format("cu13", "libnvrtc-builtins.so.13.0"), lib.format("cudnn", "libcudnn.so.9")]
-    assert cudnn_plans._libraries_loaded(tmp_path / "no-such-file") == []
+        lib.format("cu13", "libnvrtc-builtins.so.13.0"), lib.format("cudnn", "libcudnn.so.9"))
+    assert cudnn_plans._libraries_loaded(tmp_path / "no-such-file") == ()
 
 
-@pytest.mark.parametrize(("cpus", "builders"), [(16, 8), (64, 8), (4, 2), (2, 1), (1, 1)])
+@pytest.mark.parametrize(("cpus", "builders"), [(16, 12), (64, 12), (8, 6), (2, 1), (1, 1)])
 def test_builders_for_the_machine(cpus, builders):
     assert cudnn_plans.builders_for(cpus) == builders
 
