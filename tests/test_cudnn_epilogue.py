@@ -530,13 +530,15 @@ def test_builder_processes_without_a_gpu_leave_the_plans_to_the_warm_up(tmp_path
     spec = cudnn_plans.ConvSpec(*(cudnn_epilogue._spec(t) for t in (depthwise[0], depthwise[1], depthwise[0])),
                                 (2, 2), (1, 1))
     caplog.set_level("INFO", logger="emopipe.model.cudnn_plans")
-    builders = cudnn_plans.PlanBuilders(0, processes=2)
-    for k in range(4):
+    builders = cudnn_plans.PlanBuilders(0, processes=3)
+    builders.add(tmp_path / "0.plan", spec)
+    assert len(builders._builders) == 1  # a builder a plan noted, up to three
+    for k in range(1, 5):
         builders.add(tmp_path / f"{k}.plan", spec)
     builders.add(tmp_path / "0.plan", spec)  # the same plan noted again: once
-    assert builders.finish() == 0 and len(builders.noted) == 4
-    assert caplog.text.count("ended with status 1 (no CUDA context on this GPU)") == 2
-    assert "0 of 4 built in 2 processes" in caplog.text and not list(tmp_path.iterdir())
+    assert builders.finish() == 0 and len(builders.noted) == 5 and len(builders._builders) == 3
+    assert caplog.text.count("ended with status 1 (no CUDA context on this GPU)") == 3
+    assert "0 of 5 built in 3 processes" in caplog.text and not list(tmp_path.iterdir())
 
 
 def test_a_builder_is_handed_the_cudnn_and_nvrtc_files_this_process_loaded(tmp_path):

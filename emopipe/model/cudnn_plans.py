@@ -214,11 +214,11 @@ def builders_for(cpus: int | None = None) -> int:
 
 
 class PlanBuilders:
-    """Builder processes, started at the first plan noted and fed each plan as it is noted (round robin), so that
-    they compile while the pass that finds the plans goes on (Triton compiles its own kernels there on a fresh
-    machine). :meth:`finish` waits for them. A plan a builder could not make (cuDNN has no engine for it, a
-    builder that failed or found no GPU) is simply missing: the warm-up then builds it itself, or learns that
-    cuDNN has none, as it would without builders."""
+    """Builder processes, started as plans are noted (one a plan, up to ``processes``; then each plan goes to the
+    next in turn) and fed each plan at once, so that they compile while the pass that finds the plans goes on
+    (Triton compiles its own kernels there on a fresh machine). :meth:`finish` waits for them. A plan a builder
+    could not make (cuDNN has no engine for it, a builder that failed or found no GPU) is simply missing: the
+    warm-up then builds it itself, or learns that cuDNN has none, as it would without builders."""
 
     def __init__(self, ordinal: int, processes: int | None = None) -> None:
         self.ordinal, self.processes = ordinal, processes or builders_for()
@@ -230,8 +230,8 @@ class PlanBuilders:
         if path in self.noted:  # (the same shapes in another block)
             return
         self.noted[path] = spec
-        if not self._builders:
-            self._start()
+        if len(self._builders) < min(len(self.noted), self.processes):  # a builder a plan, up to the limit
+            self._start(1)
         builder, _ = self._builders[(len(self.noted) - 1) % len(self._builders)]
         try:
             assert builder.stdin is not None
@@ -241,16 +241,16 @@ class PlanBuilders:
             pass
 
     def start(self) -> None:
-        """Start the builders now (else at the first plan noted): where every plan is missing (a fresh machine),
+        """Start every builder now (else one as each plan is noted): where every plan is missing (a fresh machine),
         their start (~1 s: an interpreter, cuDNN, a CUDA context) then overlaps what comes before the first plan."""
-        if not self._builders:
-            self._start()
+        self._start(self.processes - len(self._builders))
 
-    def _start(self) -> None:
-        self._started = time.perf_counter()
+    def _start(self, count: int) -> None:
+        if not self._builders:
+            self._started = time.perf_counter()
         # (a builder imports emopipe and the frontend from where this process found them)
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
-        for _ in range(self.processes):
+        for _ in range(count):
             # (a file, not a pipe: nothing it says can block it; closed by finish or abandon)
             errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
             builder = subprocess.Popen([sys.executable, "-m", __name__, str(self.ordinal), *_libraries_loaded()],
