@@ -13,8 +13,10 @@ It needs the ``nvidia-cudnn-frontend`` package (the ``cudnn`` module, ``pip inst
 without it, or for a shape cuDNN has no engine for, the Triton kernels run as before. Plans are built
 once per shape during the engine's warmup, before CUDA graph capture, and replayed inside the graphs;
 with a cache folder set (:func:`use_plan_cache`; the engine uses ``<models>/cache/cudnn``) each built plan
-is stored there and later processes read it back instead of compiling it again.
-``docs/benchmarks.md`` has what it gains on the whole engine.
+is stored there and later processes read it back instead of compiling it again. Where plans are missing (a fresh
+machine), a first pass finds them and builder processes build them side by side (:func:`plans_built_ahead`,
+:mod:`emopipe.model.cudnn_plans`, which also describes and builds the graphs). ``docs/benchmarks.md`` has what it
+gains on the whole engine.
 
 The same plans on disk serve :func:`conv2d`, a plain convolution for BlazeFace's depthwise convolutions: through
 PyTorch, cuDNN plans each new depthwise shape in every process (~40 ms a shape, 1.3 s of the detector's warm-up on
@@ -188,7 +190,7 @@ def plans_built_ahead(device: torch.device) -> Iterator[bool]:
 
     Yields whether plans can be built ahead here (CUDA, the frontend installed, a plan folder: else the caller
     need not run the pass). Within, a plan neither in this process nor in the plan folder is handed to builder
-    processes (:class:`cudnn_plans.PlanBuilders`, started at the first), and the call that needs it computes
+    processes (:class:`cudnn_plans.PlanBuilders`, started as plans are found), and the call that needs it computes
     nothing (its results hold whatever memory held: the pass only finds the shapes); on leaving, the builders are
     waited for; they store their plans in the plan folder, from which the network's next pass reads them back
     (what a fresh machine gains: docs/benchmarks.md, "Start-up"). With every plan already on disk, the pass reads
