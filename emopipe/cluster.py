@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.io.records import hold_folder
-from emopipe.model import cuda_context
+from emopipe.model import cuda_context, cudnn_plans
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
 from emopipe.pipeline.archive import expected_frames
@@ -230,6 +230,10 @@ class Worker:
         self.start: dict[str, Any] = {"torch_imported": "torch" in sys.modules, "process_age_s": _process_age_s()}
         # (said to the driver: workers sharing a GPU without it take turns on it; asked again before a warning)
         self.mps = mps_running(tries=3)
+        # (a fresh machine's cuDNN plans are built by processes the warm-up starts: as many as this worker's cores,
+        # not the host's — the host's other workers start theirs too)
+        os.environ.setdefault(cudnn_plans.BUILDERS_VARIABLE, str(_cores_assigned()))
+        self.start["plan_builders"] = cudnn_plans.builders_for()
         logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
@@ -541,6 +545,19 @@ def _process_age_s() -> float | None:
         return round(uptime_s - started_ticks / os.sysconf("SC_CLK_TCK"), 3)
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _cores_assigned() -> int:
+    """The cores Ray gave this actor (``num_cpus``, at least 1); 1 where Ray cannot say."""
+    import ray
+
+    if not ray.is_initialized():  # (asked outside Ray, get_runtime_context would start a local Ray instance)
+        return 1
+    try:
+        cores = float(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))
+    except Exception:  # (not in an actor: nothing assigned)
+        return 1
+    return max(1, round(cores))
 
 
 def _reported(failure: BaseException | None, prefix: str = "") -> tuple[str, int, str]:

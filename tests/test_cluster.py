@@ -151,6 +151,7 @@ def test_two_workers_write_the_rows_one_process_writes(tmp_path, local_ray, five
     assert sum(s["frames"] for s in ray_facts["worker_summaries"]) == FRAMES
     for start in (s["start"] for s in ray_facts["worker_summaries"]):  # each worker's start: the actor to warm
         assert start["ready_s"] > 0 and start["process_age_s"] >= 0 and isinstance(start["torch_imported"], bool)
+        assert start["plan_builders"] == 1  # (cuDNN plan builders a fresh machine's warm-up may start: its one core)
     assert all(w["busy_s"] > 0 and w["sources"] >= 1 for w in ray_facts["per_worker"].values())
     assert sum(w["sources"] for w in ray_facts["per_worker"].values()) == 5
     assert same_rows(all_rows(tmp_path / "ray"), all_rows(tmp_path / "one"))
@@ -405,6 +406,25 @@ def test_a_worker_that_dies_starting_is_replaced_and_with_no_retries_left_its_so
     assert [r.status for r in outcome.results] == ["failed"] * 5
     assert all(r.error == "no worker started: 1 died while starting" for r in outcome.results)
     assert len(Manifest(tmp_path / "none").previous()) == 5 and len(outcome.failed) == 5
+
+def test_a_workers_cores_are_what_ray_assigned_it(local_ray):
+    """What bounds a worker's cuDNN plan builders: its own cores, not the host's (the host's other workers start
+    theirs too)."""
+    import ray
+
+    from emopipe.cluster import _cores_assigned
+
+    assert ray.get(ray.remote(num_cpus=2)(_cores_assigned).remote()) == 2
+    assert ray.get(ray.remote(num_cpus=1)(_cores_assigned).remote()) == 1
+    assert _cores_assigned() == 1  # the driver: none assigned
+
+
+def test_asked_outside_ray_a_workers_cores_start_no_ray():
+    done = subprocess.run([sys.executable, "-c", "import ray\nfrom emopipe.cluster import _cores_assigned\n"
+                           "print(_cores_assigned(), ray.is_initialized())"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["1", "False"], done.stderr
+
 
 def test_a_local_ray_runs_no_more_workers_than_it_has_room_for(local_ray, caplog):
     """--ray local: nothing will add room to a Ray started for the run, so more workers than fit are not started

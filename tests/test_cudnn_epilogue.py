@@ -561,6 +561,18 @@ def test_builders_for_the_machine(cpus, builders):
     assert cudnn_plans.builders_for(cpus) == builders
 
 
+def test_builders_are_as_many_as_asked_or_the_cores_this_process_may_use(monkeypatch):
+    monkeypatch.setattr(cudnn_plans.os, "sched_getaffinity", lambda pid: set(range(6)), raising=False)
+    monkeypatch.delenv(cudnn_plans.BUILDERS_VARIABLE, raising=False)
+    assert cudnn_plans.builders_for() == 4  # (a container limited to 6 of the host's cores: 4, not the host's)
+    monkeypatch.setenv(cudnn_plans.BUILDERS_VARIABLE, "3")  # (a Ray worker sets its share)
+    assert cudnn_plans.builders_for() == 3
+    monkeypatch.setenv(cudnn_plans.BUILDERS_VARIABLE, "0")
+    assert cudnn_plans.builders_for() == 1
+    monkeypatch.setenv(cudnn_plans.BUILDERS_VARIABLE, "many")  # not a count: the cores decide
+    assert cudnn_plans.builders_for() == 4
+
+
 def test_the_engines_warm_up_finds_each_shapes_plans_before_capturing_it(monkeypatch, tmp_path):
     """The pass runs once per static shape, before the shape's passes and capture, only where plans can be built
     ahead (here a stand-in says they can)."""

@@ -206,10 +206,18 @@ def _spec(kind: str, fields: dict[str, Any]) -> PlanSpec:
     return EpilogueSpec(**tensors)  # type: ignore[arg-type]
 
 
+BUILDERS_VARIABLE = "EMOPIPE_PLAN_BUILDERS"  # how many builders a process may start (a Ray worker: its cores)
+
+
 def builders_for(cpus: int | None = None) -> int:
-    """How many builder processes: all of the machine's cores but two (the run's own threads go on meanwhile), at
-    most 12 (each holds a CUDA context while it lives, ~0.5 GB of the GPU's memory)."""
-    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    """How many builder processes: ``$EMOPIPE_PLAN_BUILDERS`` where it is set, else all of the cores this process
+    may run on but two (the run's own threads go on meanwhile), at most 12 (each holds a CUDA context while it lives,
+    ~0.5 GB of the GPU's memory; NVIDIA MPS serves 48 at most)."""
+    if cpus is None:
+        given = os.environ.get(BUILDERS_VARIABLE, "").strip()
+        if given.isdigit():
+            return max(1, int(given))
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cpus - 2, 12))
 
 
