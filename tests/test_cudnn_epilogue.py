@@ -468,10 +468,24 @@ def test_a_pass_that_fails_builds_nothing_and_leaves_plans_to_be_built_as_before
             cudnn_epilogue.plans_built_ahead(torch.device("cuda", 0)):
         cudnn_epilogue.conv_add_slice(*block)
         raise RuntimeError("the pass failed")
-    assert ahead.sent == [] and cudnn_epilogue._noted is None
+    assert ahead.sent == [] and cudnn_epilogue._builders_here() is None
     assert [builders.state for builders in ahead.builders] == ["abandoned"]  # stopped, not waited for
     cudnn_epilogue.conv_add_slice(*block)
     assert len(_FakeGraph.builds) == 1 and len(ahead.runs) == 1
+
+
+def test_another_threads_engine_builds_and_runs_its_plans_while_a_pass_finds_this_ones(ahead):
+    """A pass belongs to its thread: another engine's thread, running meanwhile, computes as always."""
+    block, depthwise = _one_of_each()
+    other: list[object] = []
+    with cudnn_epilogue.plans_built_ahead(torch.device("cuda", 0)):
+        thread = threading.Thread(target=lambda: other.append(cudnn_epilogue.conv2d(*depthwise)))
+        thread.start()
+        thread.join(timeout=60)
+        assert len(other) == 1 and len(_FakeGraph.builds) == 1 and len(ahead.runs) == 1  # built there, and run
+        cudnn_epilogue.conv_add_slice(*block)  # this thread's: noted
+    ((jobs, _),) = ahead.sent
+    assert [type(spec) for _, spec in jobs] == [cudnn_plans.EpilogueSpec]
 
 
 def test_a_plan_spec_reaches_its_builder_unchanged(tmp_path):

@@ -168,4 +168,21 @@ def test_launches_within_a_pass_are_compiled_on_threads_once_each_and_not_run(mo
 def test_no_pass_compiles_ahead_off_cuda():
     with kernels.compiling_ahead(torch.device("cpu")) as ahead:
         assert not ahead
-        assert kernels._ahead is None
+        assert kernels._compiler_here() is None
+
+
+def test_another_threads_launches_run_while_a_pass_compiles_this_ones(monkeypatch):
+    """A pass belongs to its thread: another engine's thread, launching meanwhile, runs its kernels as always."""
+    import contextlib
+    import threading
+
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    kernel = _FakeKernel()
+    x = torch.zeros(4, 16)
+    with kernels._compiled_ahead(torch.device("cuda")):
+        thread = threading.Thread(target=lambda: kernels._run(kernel, (2,), x, 32))
+        thread.start()
+        thread.join(timeout=60)
+        assert kernel.launched == [((2,), (x, 32), {})] and kernel.compiled == []
+        kernels._run(kernel, (2,), x, 32)  # this thread's: compiled, not run
+    assert len(kernel.launched) == 1 and len(kernel.compiled) == 1

@@ -30,6 +30,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,13 @@ class _Noted(Exception):
     """Within :func:`plans_built_ahead`: a plan neither in this process nor on disk, noted to be built."""
 
 
-_noted: cudnn_plans.PlanBuilders | None = None  # within :func:`plans_built_ahead`: where missing plans go
+# Within :func:`plans_built_ahead`, the thread's builders, where its missing plans go (another engine's thread
+# meanwhile builds and runs its plans as always).
+_pass = threading.local()
+
+
+def _builders_here() -> cudnn_plans.PlanBuilders | None:
+    return getattr(_pass, "builders", None)
 
 
 def _plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpec) -> _Plan:
@@ -151,8 +158,9 @@ def _plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpe
     path = _plan_path(signature, device)
     graph = cudnn_plans.read(handle, path) if path is not None else None
     if graph is None:
-        if _noted is not None and path is not None:
-            _noted.add(path, spec)
+        builders = _builders_here()
+        if builders is not None and path is not None:
+            builders.add(path, spec)
             raise _Noted
         graph = cudnn_plans.build(handle, spec)
         if path is not None:
@@ -195,12 +203,11 @@ def plans_built_ahead(device: torch.device) -> Iterator[bool]:
     waited for; they store their plans in the plan folder, from which the network's next pass reads them back
     (what a fresh machine gains: docs/benchmarks.md, "Start-up"). With every plan already on disk, the pass reads
     them back as the first pass would have, and nothing is built."""
-    global _noted
-    if _noted is not None or _cache_dir is None or device.type != "cuda" or not installed():
+    if _builders_here() is not None or _cache_dir is None or device.type != "cuda" or not installed():
         yield False
         return
-    _noted = builders = cudnn_plans.PlanBuilders(device.index if device.index is not None else
-                                                 torch.cuda.current_device())
+    _pass.builders = builders = cudnn_plans.PlanBuilders(device.index if device.index is not None else
+                                                         torch.cuda.current_device())
     if not any(_cache_dir.glob("*.plan")):  # (no plan at all: a fresh machine, every plan will be missing)
         builders.start()
     try:
@@ -209,7 +216,7 @@ def plans_built_ahead(device: torch.device) -> Iterator[bool]:
         builders.abandon()
         raise
     finally:
-        _noted = None
+        _pass.builders = None
     builders.finish()
 
 

@@ -164,7 +164,13 @@ def _specialised(value: object) -> tuple:
     return "value", repr(value)
 
 
-_ahead: _Compiler | None = None
+# The thread's pass, where one runs: only its own launches are compiled instead of run (another engine's thread
+# launching meanwhile runs its kernels as always).
+_pass = threading.local()
+
+
+def _compiler_here() -> _Compiler | None:
+    return getattr(_pass, "compiler", None)
 
 
 @contextlib.contextmanager
@@ -173,7 +179,7 @@ def compiling_ahead(device: torch.device) -> Iterator[bool]:
     runs it for real. Yields whether the kernels run here (else the caller need not run the pass); within, each
     launch is compiled on a thread and not run (its outputs hold whatever memory held); on leaving, the
     compilations are waited for."""
-    if _ahead is not None or device.type != "cuda" or not triton_installed() or not kernels_run_on(device):
+    if _compiler_here() is not None or device.type != "cuda" or not triton_installed() or not kernels_run_on(device):
         yield False
         return
     with _compiled_ahead(device):
@@ -182,18 +188,17 @@ def compiling_ahead(device: torch.device) -> Iterator[bool]:
 
 @contextlib.contextmanager
 def _compiled_ahead(device: torch.device) -> Iterator[None]:
-    global _ahead
-    _ahead = compiler = _Compiler(device)
+    _pass.compiler = compiler = _Compiler(device)
     try:
         yield
     finally:
-        _ahead = None
+        _pass.compiler = None
         compiler.finish()
 
 
 def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **options: Any) -> None:
     """``kernel[grid](*args, **options)`` — within :func:`compiling_ahead`, compiled on a thread instead."""
-    compiler = _ahead
+    compiler = _compiler_here()
     if compiler is not None:
         compiler.submit(kernel, grid, args, options)
         return
