@@ -130,6 +130,9 @@ def _refuse_ray_options(config: RunConfig) -> None:
     used = _given(config, RAY_OPTIONS)
     if used:
         raise UsageError(f"{used}: for a run over Ray (add --ray); this run is one process")
+    if config.processes is not None:
+        raise UsageError("--processes: a run over worker processes is emopipe.processes.run_on_processes (the "
+                         "command line's --processes); this run is one process")
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])

@@ -28,11 +28,9 @@ frame counts from a small board actor the workers tell as their shares run. With
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -52,9 +50,18 @@ from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.io.records import hold_folder
 from emopipe.model import cuda_context, cudnn_plans
+from emopipe.model.cuda_context import mps_running
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
 from emopipe.pipeline.archive import expected_frames
+from emopipe.pipeline.drivers import (
+    HeldSignals,
+    as_left,
+    failed_in_worker,
+    reported,
+    signals_held,
+    worker_metrics_port,
+)
 from emopipe.pipeline.many import (
     MANY_SOURCES,
     ManyOutcome,
@@ -560,23 +567,6 @@ def _cores_assigned() -> int:
     return max(1, round(cores))
 
 
-def _reported(failure: BaseException | None, prefix: str = "") -> tuple[str, int, str]:
-    """A failure in a worker as its source's manifest line gives it: the one-line message, the exit code and the
-    kind — an emopipe error's own (as one process reports it), a bug's ``Type: message``, 1 and ``WorkerError``."""
-    if isinstance(failure, EmopipeError):
-        message, exit_code, kind = str(failure), failure.exit_code, type(failure).__name__
-    else:
-        message, exit_code, kind = f"{type(failure).__name__}: {failure}", 1, "WorkerError"
-    return ((prefix + message).splitlines() or [""])[0], exit_code, kind
-
-
-def failed_in_worker(result: SourceResult, failure: BaseException, worker: str) -> SourceResult:
-    """The source a worker's pipeline failed in (its sink marked it interrupted as the pipeline stopped): failed,
-    with the failure's one-line message and exit code; its rows so far stay under the partial name."""
-    error, exit_code, kind = _reported(failure, f"{worker}'s pipeline failed: ")
-    return replace(result, status="failed", error=error, exit_code=exit_code, kind=kind)
-
-
 def metrics_endpoint(server: MetricsServer | None) -> str | None:
     """The URL other machines scrape a worker's metrics at (its node's address when it listens on every one)."""
     if server is None:
@@ -593,18 +583,6 @@ def reached_at(host: str, port: int, path: str) -> str | None:
 
     ip = ray.util.get_node_ip_address()
     return f"http://{f'[{ip}]' if ':' in ip else ip}:{port}{path}"
-
-
-def worker_metrics_port(base: int | None, index: int) -> int | None:
-    """``--metrics-port P``: worker N serves on P+1+N (a replacement for a dead worker takes the next N); 0: each
-    worker a free port of its own."""
-    if base is None or base == 0:
-        return base
-    port = base + 1 + index
-    if port > 65535:
-        raise UsageError(f"--metrics-port {base}: worker {index} would serve on {port}, past 65535; choose a "
-                         "lower port")
-    return port
 
 
 class _Progress:
@@ -906,27 +884,6 @@ CPUS_PER_SHARED_CAMERA_WORKER = 2
 GIB_PER_SHARED_WORKER = 8  # GPU memory a worker is given room for (one process's peak: 6.0 GB over the archive)
 
 
-def mps_running(tries: int = 1) -> bool:
-    """Whether NVIDIA's MPS control daemon answers on this machine (its pipe directory: ``CUDA_MPS_PIPE_DIRECTORY``,
-    else the default). Under MPS the processes sharing a GPU run their kernels side by side; without it they take
-    turns, so a second worker on a GPU adds ~8 % (docs/benchmarks.md). Asked of the daemon itself: a socket left by
-    one that stopped stays in its directory. ``tries``: asked that many times, a second apart, before it counts as
-    not running (workers starting at once ask it together: one of four once heard no answer, 2026-11-27)."""
-    control = shutil.which("nvidia-cuda-mps-control")
-    if control is None:
-        return False
-    for attempt in range(tries):
-        if attempt:
-            time.sleep(1.0)
-        try:
-            asked = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True, timeout=5)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if asked.returncode == 0:
-            return True
-    return False
-
-
 def _smallest_gpu_gib() -> float | None:
     """The memory of this machine's smallest GPU in GiB, as ``nvidia-smi`` says (None where it cannot: the driver
     process loads no CUDA library to ask)."""
@@ -1005,7 +962,6 @@ def worker_sizing(options: RayOptions, *, cameras: bool = False) -> tuple[int, f
 
 
 KILL_WAIT_S = 10.0  # Ctrl-C: how long the driver waits for the killed workers' calls to end
-CLOCK_SLACK_S = 1.0  # a file written after a share went out may carry a time this much earlier
 WATCH_S = 5.0  # --ray-keep-warm: how often a worker checks whether it is idle, or its run gone
 DEPTH = 2  # shares in a worker's pipeline at once: the next is there when one ends, so no round trip idles it
 
@@ -1190,85 +1146,6 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
     return outcome
 
 
-class HeldSignals:
-    """Ctrl-C and SIGTERM while a run starts (a local Ray starting, the workers spawned, the run planned) are held,
-    and taken as the run begins (:meth:`take`): it then ends at once, as at any later moment (no source begun: none
-    gets a line). Cut off before, it would leave a Ray started halfway and no manifest. (Not while a cluster is
-    joined: that starts nothing here, and can wait a minute.) Held again once every source has its line, while Ray
-    stops: cut off, it would leave Ray's processes running, and exit 130 for a run that is complete. A second signal
-    meanwhile goes to the process's own handler at once (the command line's: exit 130 now). Only on the main thread,
-    where Python handles signals; a signal the process ignores stays ignored."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._before: dict[int, Any] = {}  # signal → the handler the process had
-
-    def hold(self) -> None:
-        self.signum = None
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in self.SIGNALS:
-            handler = signal.getsignal(signum)
-            if handler not in (signal.SIG_IGN, None):  # (None: a handler set outside Python, left alone)
-                self._before[signum] = handler
-                signal.signal(signum, self._hold)
-
-    def _hold(self, signum: int, frame: Any) -> None:
-        if self.signum is None:
-            self.signum = signum
-            return
-        self.release()
-        self._deliver(signum)
-
-    def release(self) -> None:
-        """Give each signal back to the handler the process had."""
-        for signum, handler in self._before.items():
-            signal.signal(signum, handler)
-        self._before.clear()
-
-    def take(self) -> None:
-        """Release the signals, and hand the one held (if any) to its handler: a KeyboardInterrupt, mostly."""
-        self.release()
-        signum, self.signum = self.signum, None
-        if signum is not None:
-            self._deliver(signum)
-
-    def overrule(self, error: Exception) -> None:
-        """For an error raised while a signal is held: the signal came first, so it is what ends the run (a
-        KeyboardInterrupt: exit 130, as a signal at any other moment), the error said in the log. Nothing where
-        no signal is held."""
-        if self.signum is None:
-            return
-        logger.error("%s (after %s had asked the run to stop)", str(error).splitlines()[0] if str(error) else
-                     type(error).__name__, signal.Signals(self.signum).name)
-        raise KeyboardInterrupt from error
-
-    @staticmethod
-    def _deliver(signum: int) -> None:
-        handler = signal.getsignal(signum)
-        if callable(handler):
-            handler(signum, None)  # the command line's: a KeyboardInterrupt (and the next signal exits at once)
-        raise KeyboardInterrupt  # SIGTERM with no handler of the process's: ends the run as Ctrl-C does
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held over a few statements that must not be cut apart (a result taken and its manifest
-    line written), then taken: the KeyboardInterrupt comes after them, not between. Within a run's own hold
-    (:class:`HeldSignals`: its start, its end) it leaves that hold alone."""
-    if isinstance(getattr(signal.getsignal(signal.SIGINT), "__self__", None), HeldSignals):
-        yield
-        return
-    held = HeldSignals()
-    held.hold()
-    try:
-        yield
-    finally:
-        held.take()
-
-
 def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
          on_result: Callable[[SourceResult], None] | None, started: float, crew: _Crew,
          timeline: dict[str, float], held: HeldSignals) -> ManyOutcome:
@@ -1436,7 +1313,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     continue
                 except RayTaskError as exc:  # a bug in a worker (a user error is a failed source, not this)
                     # the error itself, not str(exc): that starts with Ray's "ray::…Worker.process() (pid=…)"
-                    error, exit_code, kind = _reported(exc.cause)
+                    error, exit_code, kind = reported(exc.cause)
                     in_flight.pop(ref)
                     for source in unrecorded:
                         record(SourceResult(source=source.uri, status="failed", error=error, exit_code=exit_code,
@@ -1487,7 +1364,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         recorded = {r.source for r in results}
         for source in plan.todo:
             if source.uri not in recorded and source.uri in sent_at:
-                left = _as_left(source, sent_at[source.uri], entered=source.uri in entered)
+                left = as_left(source, sent_at[source.uri], entered=source.uri in entered)
                 if left is not None:
                     record(left)
         if not results:  # nothing begun: as one process cut off while its models load, no line and no summary.json
@@ -1521,49 +1398,6 @@ def _entered(board: Any, in_flight: dict[Any, tuple[str, list[PlannedSource], in
     except Exception:  # (the board lost: those sources are recorded as their files say)
         return set()
     return {inside[1] for name, inside in told.items() if inside is not None and out.get(inside[0]) == name}
-
-
-def _as_left(source: PlannedSource, since: float, entered: bool = False) -> SourceResult | None:
-    """A source of a share cut off by Ctrl-C, as its files say (its result was never recorded): a worker leaves a
-    source's files under their partial names for the driver to rename after the line, so mostly interrupted, with
-    the rows it kept under the partial name (the next --resume redoes it). Complete only when its rows file has its
-    final name and its summary is written since its share went out: the Ctrl-C came inside ``record``, after the
-    renames (older files are an earlier attempt's, e.g. of a source that failed then; the rows take their name last,
-    after the summary). None when its worker had not begun it (no rows written since its share went out: the
-    pipeline was in an earlier source of its chain): no line, as one process writes none for a source it had not
-    begun, and --resume takes it as new — unless ``entered``: its worker said its pipeline was in it (begun, no frame
-    written yet), then interrupted with no rows, as one process records the source it was in."""
-    from emopipe.io.records import partial_path
-    from emopipe.pipeline.archive import SourceResult
-
-    since -= CLOCK_SLACK_S  # (a file's time comes from a coarser clock than time.time())
-    with contextlib.suppress(OSError, ValueError):
-        if source.summary.stat().st_mtime >= since and source.rows.stat().st_mtime >= since:
-            facts = json.loads(source.summary.read_text())
-            if facts.get("ended_early"):  # complete as far as it went: a failure, as the worker would have said
-                return SourceResult(source=source.uri, status="failed", frames=facts.get("frames", 0),
-                                    faces=facts.get("faces", 0), rows=facts.get("faces", 0),
-                                    error=f"{source.uri}: input ended early: {facts['ended_early']}", exit_code=8,
-                                    kind="InputTruncatedError",
-                                    outputs={"rows": str(source.rows), "summary": str(source.summary)})
-            return SourceResult(source=source.uri, status="ok", frames=facts.get("frames", 0),
-                                faces=facts.get("faces", 0), rows=facts.get("faces", 0),
-                                seconds=facts.get("seconds", 0.0),
-                                outputs={"rows": str(source.rows), "summary": str(source.summary)})
-    partial = partial_path(source.rows)
-    begun = SourceResult(source=source.uri, status="interrupted", exit_code=130) if entered else None
-    try:
-        if partial.stat().st_mtime < since:  # an earlier attempt's (this run's worker never opened it for writing)
-            return begun
-        with open(partial, "rb") as file:
-            lines = sum(1 for _ in file)
-    except FileNotFoundError:
-        return begun
-    except OSError:  # (begun, its rows unreadable here)
-        return SourceResult(source=source.uri, status="interrupted", exit_code=130)
-    rows = lines - 1 if source.rows.suffix == ".csv" else lines  # (a CSV's header)
-    return SourceResult(source=source.uri, status="interrupted", exit_code=130, rows=max(rows, 0),
-                        outputs={"rows": str(partial)})
 
 
 def keep_latest_summary(summaries: dict[str, dict[str, Any]], name: str, reply: dict[str, Any]) -> None:

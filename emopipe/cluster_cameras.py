@@ -37,16 +37,12 @@ from typing import TYPE_CHECKING, Any
 from emopipe.cluster import (
     LOCAL,
     POLL_S,
-    HeldSignals,
     RayOptions,
     connect_ray,
     disconnect_ray,
-    failed_in_worker,
     metrics_endpoint,
     reached_at,
-    signals_held,
     worker_device,
-    worker_metrics_port,
     worker_sizing,
 )
 from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
@@ -54,6 +50,7 @@ from emopipe.errors import EmopipeError, SourceUnavailableError, UsageError
 from emopipe.io.records import rows_so_far
 from emopipe.io.uris import redact_uri
 from emopipe.pipeline.archive import PlannedSource, SourceResult
+from emopipe.pipeline.drivers import HeldSignals, failed_in_worker, signals_held, worker_metrics_port
 from emopipe.pipeline.many import CameraSoFar, FleetOutcome, ManyPlan, finish_many, plan_fleet
 from emopipe.pipeline.progress import ProgressBar
 

@@ -140,6 +140,8 @@ class RunConfig:
     recursive: bool = False  # folders: their whole tree (each video, each folder of images one sequence)
     resume: bool = False  # skip the sources an earlier run into the same folder finished
     parallel: int | None = None  # sources opened and decoded ahead at once (default: 2)
+    # the same run over worker processes of this machine (emopipe.processes); None: in this process
+    processes: int | None = None
     # the same run over a Ray cluster (emopipe.cluster)
     ray: str | None = None  # a cluster address, "auto" (RAY_ADDRESS), or "local" (start one here)
     ray_workers: int | None = None  # default: one per GPU of the cluster
@@ -215,6 +217,10 @@ class RunConfig:
         _positive("batch_size", self.batch_size)
         _positive("parallel", self.parallel)
         _positive("ray_workers", self.ray_workers)
+        _positive("processes", self.processes)
+        if self.processes is not None and self.ray:
+            raise UsageError("--processes and --ray: the workers are either this machine's processes or Ray's; "
+                             "choose one")
         if self.ray_gpus_per_worker is not None and not (math.isfinite(self.ray_gpus_per_worker)
                                                          and self.ray_gpus_per_worker >= 0):
             raise UsageError(f"--ray-gpus-per-worker must be a number ≥ 0, got {self.ray_gpus_per_worker}")
@@ -278,7 +284,7 @@ class RunConfig:
     @property
     def many(self) -> bool:
         """Several sources (or a collection: a folder of videos, a glob, a list file) in one run."""
-        return bool(self.sources or self.list_files or self.ray)
+        return bool(self.sources or self.list_files or self.ray or self.processes)
 
     @property
     def fleet(self) -> bool:

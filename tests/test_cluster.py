@@ -4,7 +4,6 @@ sources redone, --resume; the driver's progress bar and each worker's metrics en
 from __future__ import annotations
 
 import contextlib
-import csv
 import http.server
 import json
 import os
@@ -34,6 +33,7 @@ from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
 from tests.support.processes import end_processes_in, interruptible, stderr_until
 from tests.support.prometheus_helpers import scrape
+from tests.support.rows import all_rows, rows, same_rows
 from tests.support.synth import moving_face_video, two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
@@ -45,14 +45,14 @@ from emopipe.cluster import (  # noqa: E402
     ProgressBoard,
     RayOptions,
     Worker,
-    _as_left,
     _cluster_is_this_machine,
     _Progress,
     keep_latest_summary,
-    mps_running,
     run_on_ray,
     worker_sizing,
 )
+from emopipe.model.cuda_context import mps_running  # noqa: E402
+from emopipe.pipeline.drivers import as_left  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -80,35 +80,6 @@ def five_clips(tmp_path, shared_dir, checkpoints):
     config = RunConfig(sources=(str(folder),), detector="blazeface", weights=str(checkpoints[8]), device="cpu",
                        models_dir=str(models), no_progress=True)
     return folder, config
-
-
-def rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as file:
-        return list(csv.DictReader(file))
-
-
-def all_rows(out: Path) -> dict[str, list[dict[str, str]]]:
-    return {p.name: rows(p) for p in sorted(out.glob("*.emotions.csv"))}
-
-
-NETWORK_OUTPUTS = ("valence", "arousal")  # and every p_<label>
-
-
-def same_rows(a: dict[str, list[dict[str, str]]], b: dict[str, list[dict[str, str]]]) -> bool:
-    """The same files, rows, boxes, tracks and labels; the network's outputs equal to 1e-5 (a worker runs
-    PyTorch with one thread, this process with two: float sums in another order change the 6th decimal)."""
-    if a.keys() != b.keys():
-        return False
-    for name in a:
-        if len(a[name]) != len(b[name]):
-            return False
-        for x, y in zip(a[name], b[name]):
-            numeric = [k for k in x if k in NETWORK_OUTPUTS or k.startswith("p_")]
-            if {k: v for k, v in x.items() if k not in numeric} != {k: v for k, v in y.items() if k not in numeric}:
-                return False
-            if any(abs(float(x[k]) - float(y[k])) > 1e-5 for k in numeric):
-                return False
-    return True
 
 
 def both_warm_at_first_result(then=None):
@@ -655,29 +626,29 @@ def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):
     done.rows.write_text("source,frame\nx,0\nx,1\n")
     done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "seconds": 0.5}))
     partial_path(cut.rows).write_text("source,frame\nx,0\nx,1\nx,2\n")  # three rows kept
-    results = [_as_left(p, sent) for p in (done, cut)]
+    results = [as_left(p, sent) for p in (done, cut)]
     assert [(r.status, r.frames, r.rows) for r in results] == [("ok", 2, 2), ("interrupted", 0, 3)]
     assert results[1].outputs == {"rows": str(partial_path(cut.rows))}
     # one its worker had not begun has no line (was: interrupted), as in one process; nor one whose partial rows
     # are an earlier attempt's
-    assert _as_left(unstarted, sent) is None
+    assert as_left(unstarted, sent) is None
     partial_path(unstarted.rows).write_text("source,frame\nx,0\n")
     os.utime(partial_path(unstarted.rows), (sent - 3600, sent - 3600))
-    assert _as_left(unstarted, sent) is None
+    assert as_left(unstarted, sent) is None
     # … unless its worker said its pipeline was in it (begun, no frame written yet): interrupted with nothing kept,
     # as one process records the source it was in
-    entered = _as_left(unstarted, sent, entered=True)
+    entered = as_left(unstarted, sent, entered=True)
     assert (entered.status, entered.frames, entered.rows, entered.exit_code, entered.outputs) == \
         ("interrupted", 0, 0, 130, {})
     # files older than the share are an earlier attempt's (a source that failed then, redone now): not this one's,
     # which had not begun
     for path in (done.rows, done.summary):
         os.utime(path, (sent - 3600, sent - 3600))
-    assert _as_left(done, sent) is None
+    assert as_left(done, sent) is None
     # fresh, but the input ended early: failed (exit 8), as the worker would have said
     done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "ended_early": "stopped at frame 2"}))
     os.utime(done.rows)
-    left = _as_left(done, sent)
+    left = as_left(done, sent)
     assert (left.status, left.exit_code, left.kind) == ("failed", 8, "InputTruncatedError")
 
 

@@ -61,7 +61,7 @@ def test_a_ctrl_c_as_a_camera_ends_comes_after_its_manifest_line(tmp_path, signu
 
 
 def test_statements_held_inside_a_runs_own_hold_leave_that_hold_to_take_the_signal(python_signal_handlers):
-    from emopipe.cluster import HeldSignals, signals_held
+    from emopipe.pipeline.drivers import HeldSignals, signals_held
 
     run = HeldSignals()
     run.hold()  # a run starting: its signals held until it takes them

@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "(each keeps its file names; a source added since never takes another's)")
     many.add_argument("--parallel", type=int, metavar="N",
                       help="sources opened and decoded ahead at once (default: 2)")
+    many.add_argument("--processes", type=int, metavar="N",
+                      help="spread the sources over N worker processes of this machine, each warmed once (with "
+                           "several GPUs, each on one in turn); several on one GPU run side by side only under NVIDIA "
+                           "MPS (docs/cluster.md): 4 a GPU under MPS fill an H100 with 720p video. Files only, not "
+                           "cameras; a dead worker's sources go to another (--ray-retries times)")
     many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                       help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
                            "on this machine), or 'local' to start one here; one worker per GPU, each warmed once; "
@@ -235,7 +240,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     inputs = expand_inputs(items, args.list_files, recursive=args.recursive)
     if inputs.sources:  # the list files' sources are in ``sources`` now: not read (and expanded) a second time
         values["list_files"] = ()
-    if inputs.collection or args.ray:  # (--ray runs the many-source command, for one file too: -o is its folder)
+    if inputs.collection or args.ray or args.processes:  # (--ray, --processes: the many-source command, for one file
+        # too: -o is its folder)
         return RunConfig(sources=inputs.sources, sources_expanded=True, **values)
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
 
@@ -244,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.ray:  # before PyTorch loads (this process loads none): the workers start meanwhile
         return run_on_cluster(config)
+    if config.processes is not None:  # (as --ray: this process loads no PyTorch; its workers do)
+        return run_on_processes(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
     cuda_context.start(config.device)  # (made on a thread while PyTorch imports)
 
@@ -313,6 +321,17 @@ def run_on_cluster(config: RunConfig) -> int:
         return _fleet_exit_code(run_cameras_on_ray(config, options, on_result=_report, progress=progress))
     # (run_on_ray plans the run, then says how many sources go to Ray; this process loads no PyTorch)
     return _exit_code(run_on_ray(config, options, on_result=_report, progress=progress))
+
+
+def run_on_processes(config: RunConfig) -> int:
+    """Several files over worker processes of this machine (emopipe.processes): the same files and exit codes as
+    run_many."""
+    if config.fleet:
+        raise UsageError("--processes: files only; cameras and streams run in one process (or over --ray)")
+    from emopipe.processes import run_on_processes as run_over
+
+    progress = not config.no_progress and sys.stderr.isatty()
+    return _exit_code(run_over(config, int(config.processes or 1), on_result=_report, progress=progress))
 
 
 def run_fleet(config: RunConfig) -> int:

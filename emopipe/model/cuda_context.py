@@ -15,7 +15,10 @@ import ctypes
 import importlib.util
 import logging
 import os
+import shutil
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -36,6 +39,19 @@ def device_ordinal(device: str) -> int | None:
     if device.startswith("cuda:") and device[5:].isdigit():
         return int(device[5:])
     return None
+
+
+def gpu_count() -> int:
+    """The GPUs the driver sees (0 where there is no NVIDIA driver), asked without PyTorch (a process that starts
+    workers on them loads none)."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int()
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
 
 
 def _torch_has_cuda() -> bool:
@@ -107,3 +123,24 @@ def _primary_context(ordinal: int) -> int | None:
         logger.debug("CUDA context not made ahead (driver status %s): PyTorch makes it", status)
         return None
     return int(context.value or 0)
+
+
+def mps_running(tries: int = 1) -> bool:
+    """Whether NVIDIA's MPS control daemon answers on this machine (its pipe directory: ``CUDA_MPS_PIPE_DIRECTORY``,
+    else the default). Under MPS the processes sharing a GPU run their kernels side by side; without it they take
+    turns, so a second worker on a GPU adds ~8 % (docs/benchmarks.md). Asked of the daemon itself: a socket left by
+    one that stopped stays in its directory. ``tries``: asked that many times, a second apart, before it counts as
+    not running (workers starting at once ask it together: one of four once heard no answer, 2026-11-27)."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        return False
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(1.0)
+        try:
+            asked = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if asked.returncode == 0:
+            return True
+    return False

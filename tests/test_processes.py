@@ -1,0 +1,214 @@
+"""--processes: the many-source command over worker processes of this machine (emopipe.processes), on the CPU.
+
+Each worker is a real spawned interpreter that loads PyTorch and warms EmoNet (seconds on the CPU machine), so the
+runs here are few and their clips a few frames."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from emopipe.api import Analyzer
+from emopipe.config import RunConfig
+from emopipe.errors import UsageError
+from emopipe.model import cuda_context
+from emopipe.processes import _devices, run_on_processes
+from tests.support.processes import interruptible
+from tests.support.rows import all_rows, same_rows
+from tests.support.synth import moving_face_video
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def four_clips(tmp_path_factory, shared_dir, checkpoints):
+    tmp_path = tmp_path_factory.mktemp("four")
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(4):
+        moving_face_video(folder / f"clip{i}.mp4", frames=2 + i % 2, empty=None, two_faces=i == 3)
+    models = tmp_path / "models"
+    models.mkdir()
+    for f in (shared_dir / "models" / "blazeface").iterdir():
+        if f.suffix in (".pth", ".npy"):
+            shutil.copy(f, models / f.name)
+    config = RunConfig(sources=(str(folder),), detector="blazeface", weights=str(checkpoints[8]), device="cpu",
+                       models_dir=str(models), no_progress=True)
+    with Analyzer(config) as analyzer:  # what one process writes: the rows every run below must write
+        alone = analyzer.run_many(output_dir=tmp_path / "one")
+    assert [r.status for r in alone.results] == ["ok"] * 4
+    return folder, config, all_rows(tmp_path / "one")
+
+
+def manifest(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+
+
+def command(config: RunConfig, out: Path, *extra: str) -> list[str]:
+    return [str(config.sources[0]), "-o", str(out), "--weights", str(config.weights), "--detector", "blazeface",
+            "--models-dir", str(config.models_dir), "--device", "cpu", "--no-progress", "--processes", "2", *extra]
+
+
+def test_two_worker_processes_write_the_rows_one_process_writes(tmp_path, four_clips):
+    folder, config, alone = four_clips
+    outcome = run_on_processes(config, 2, output_dir=tmp_path / "two")
+    assert sorted(r.status for r in outcome.results) == ["ok"] * 4
+    assert same_rows(all_rows(tmp_path / "two"), alone)
+    lines = manifest(tmp_path / "two")
+    assert sorted(line["source"] for line in lines) == sorted(str(p) for p in folder.glob("*.mp4"))  # once each
+    facts = outcome.run["processes"]
+    assert facts["workers"] == 2 and facts["worker_failures"] == 0
+    assert sum(w["sources"] for w in facts["per_worker"].values()) == 4
+    assert sum(w["frames"] for w in facts["per_worker"].values()) == outcome.run["frames"] == 10
+    assert {s["name"] for s in facts["worker_summaries"]} == {"emopipe-process-0", "emopipe-process-1"}
+    timeline = facts["timeline"]
+    assert timeline["plan_s"] <= timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"]
+    assert not list((tmp_path / "two").glob("*.partial*"))  # every file took its final name
+    for child in multiprocessing.active_children():  # each worker ends on its own once it has said goodbye
+        child.join(timeout=60)
+    assert not multiprocessing.active_children()
+    # the same command again resumes: every source skipped, no worker started
+    again = run_on_processes(replace(config, resume=True), 2, output_dir=tmp_path / "two")
+    assert [r.status for r in again.results] == ["skipped"] * 4 and "processes" not in again.run
+
+
+def test_workers_killed_mid_run_hand_their_sources_to_new_ones(tmp_path, four_clips):
+    _, config, alone = four_clips
+    killed: list[int] = []
+
+    def kill_every_worker_once(result) -> None:  # at the first source recorded: every worker then alive is killed
+        if not killed:
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+
+    outcome = run_on_processes(config, 2, output_dir=tmp_path / "out", on_result=kill_every_worker_once)
+    assert killed
+    assert sorted(r.status for r in outcome.results) == ["ok"] * 4  # redone by the replacements
+    assert same_rows(all_rows(tmp_path / "out"), alone)  # no row missing, none twice
+    assert len(manifest(tmp_path / "out")) == 4
+    facts = outcome.run["processes"]
+    assert facts["worker_failures"] >= 1 and facts["started"] > 2  # (one may have said goodbye before it was killed)
+    assert any(w["died"] for w in facts["per_worker"].values())
+
+
+def test_ctrl_c_keeps_what_was_finished_and_resume_completes_it(tmp_path, four_clips):
+    _, config, alone = four_clips
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "tests.support.signal_at", "INT", "manifest",
+                           *command(config, out)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          preexec_fn=interruptible)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = manifest(out)
+    assert lines[0]["status"] == "ok"  # the line the signal came with is kept, its files renamed
+    assert all(line["status"] in ("ok", "interrupted") for line in lines)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run_interrupted"] is True and summary["ok"] == sum(line["status"] == "ok" for line in lines)
+    for line in lines:  # a source recorded ok has its rows under the final name
+        if line["status"] == "ok":
+            assert Path(line["outputs"]["rows"]).exists()
+    resumed = subprocess.run(["emopipe", *command(config, out, "--resume")], cwd=REPO, capture_output=True,
+                             text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert same_rows(all_rows(out), alone)
+
+
+def test_a_killed_driver_takes_its_workers_with_it_and_resume_completes(tmp_path, four_clips):
+    _, config, alone = four_clips
+    out = tmp_path / "out"
+    name = "clip0"  # (its stem)
+    driver = subprocess.Popen([sys.executable, "-m", "tests.support.kill_at", "after", "manifest", name,
+                               *command(config, out)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    children: set[int] = set()
+    while driver.poll() is None:  # its workers, as long as it runs (the parent-death signal must end them)
+        children |= _children_of(driver.pid)
+        time.sleep(0.05)
+    driver.stderr.read()
+    assert driver.returncode == -signal.SIGKILL, "the run ended before clip0's line: nothing was killed"
+    assert children, "no worker process was seen"
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in children), "a worker outlived its killed driver"
+    resumed = subprocess.run(["emopipe", *command(config, out, "--resume")], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert same_rows(all_rows(out), alone)
+    statuses = {line["source"]: line["status"] for line in manifest(out)}  # (the latest line of each)
+    assert set(statuses.values()) <= {"ok", "skipped"} and len(statuses) == 4
+
+
+def _children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # (a zombie has ended: only its exit status is left)
+
+
+def test_a_user_error_in_the_workers_ends_the_run_as_in_one_process(tmp_path, four_clips):
+    _, config, _ = four_clips
+    broken = tmp_path / "broken.pth"
+    broken.write_bytes(b"not a checkpoint")
+    bad = replace(config, weights=str(broken))
+    one = subprocess.run(["emopipe", *command(bad, tmp_path / "one-bad")[:-2]], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    two = subprocess.run(["emopipe", *command(bad, tmp_path / "two-bad")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert one.returncode not in (0, 1) and two.returncode == one.returncode, (one.stderr, two.stderr)
+    assert "Traceback" not in two.stderr
+    error = [line for line in two.stderr.splitlines() if line.startswith("emopipe: error:")]
+    assert error and str(broken) in error[0]
+    assert not (tmp_path / "two-bad" / "manifest.jsonl").exists()  # no source was begun: no line
+
+
+def test_processes_are_for_files_and_not_with_ray(tmp_path, checkpoints):
+    config = RunConfig(sources=(str(tmp_path),), weights=str(checkpoints[8]), device="cpu")
+    with pytest.raises(UsageError, match="--processes and --ray"):
+        replace(config, processes=2, ray="local")
+    with pytest.raises(UsageError, match="--processes must be"):
+        replace(config, processes=0)
+    with pytest.raises(UsageError, match="--processes"):  # (refused before any model loads)
+        Analyzer(config).run_many(output_dir=tmp_path / "o", processes=2)
+    camera = subprocess.run(["emopipe", "rtsp://127.0.0.1:9/a", "rtsp://127.0.0.1:9/b", "--processes", "2"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert camera.returncode == 2 and "files only" in camera.stderr
+
+
+def test_workers_take_the_gpus_in_turn(monkeypatch):
+    monkeypatch.setattr(cuda_context, "gpu_count", lambda: 2)
+    monkeypatch.setattr(cuda_context, "_torch_has_cuda", lambda: True)
+    assert _devices("cpu") == []
+    assert _devices("auto") == ["cuda:0", "cuda:1"] == _devices("cuda")
+    assert _devices("cuda:1") == ["cuda:1"]  # one named: every worker on it
+    monkeypatch.setattr(cuda_context, "gpu_count", lambda: 1)
+    assert _devices("auto") == ["auto"] and _devices("cuda") == ["cuda"]
+    monkeypatch.setattr(cuda_context, "gpu_count", lambda: 0)
+    assert _devices("auto") == []  # no GPU: the workers run on the CPU
+    monkeypatch.setattr(cuda_context, "_torch_has_cuda", lambda: False)
+    monkeypatch.setattr(cuda_context, "gpu_count", lambda: 2)
+    assert _devices("auto") == []  # a CPU build of PyTorch: auto is the CPU whatever the driver says
