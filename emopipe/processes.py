@@ -3,32 +3,33 @@
 One process's pipeline is bound by its interpreter (~1 250–1 480 frames/s of 720p on an H100 or H200) while the GPU
 takes twice that from several processes under NVIDIA MPS (docs/benchmarks.md). Ray gives a machine such workers
 (``--ray local``), but its own start and stop cost ~4.5 s of a 64-clip archive's ~19 s. Here the command starts its
-workers itself, as soon as the run is planned: each a fresh interpreter (:mod:`multiprocessing`, spawned) that builds
-and warms an :class:`emopipe.Analyzer` once, then runs one pipeline over a fed source chain for its whole life
-(:meth:`Analyzer.process`), as a Ray worker does.
+workers itself, first of all: each a fresh interpreter (``python -m emopipe.process_worker``: PyTorch's import begun
+before anything else) that builds and warms an :class:`emopipe.Analyzer` once, then runs one pipeline over a fed
+source chain for its whole life (:meth:`Analyzer.process`), as a Ray worker does.
 
 The driver (this process) loads no PyTorch: it plans the run exactly as one process does
-(:func:`~emopipe.pipeline.many.plan_sources`), hands out the sources largest first, one at a time to the worker that
-asks (each asks while it holds fewer than its chain reads ahead, so its GPU work never drains between sources),
-writes each source's manifest line as its worker reports it finished and then renames its files (the worker leaves
-them under their partial names), and writes ``summary.json``. Each worker talks to the driver over a pipe of its
-own: a worker whose pipe ends without its goodbye died (killed, out of memory, a crash), and the sources it held and
-had not finished go to another worker, up to ``--ray-retries`` times each (a replacement is started); a source redone
-replaces its partial files, so no row is duplicated. A user error in a worker (weights missing, a bad option) ends
-the run as it ends one process. Ctrl-C and SIGTERM go to the driver (the workers ignore the terminal's Ctrl-C): it
-kills the workers, keeps every source they had finished, and records the sources they were in as their files say
-(``interrupted``), as a Ray run's driver does; the workers also die with the driver (Linux: the parent-death
-signal), so a killed driver leaves no worker writing, and ``--resume`` goes on.
+(:func:`~emopipe.pipeline.many.plan_sources`, while its workers import PyTorch), hands out the sources largest first,
+one at a time to the worker that asks (each asks while it holds fewer than its chain reads ahead, so its GPU work
+never drains between sources), writes each source's manifest line as its worker reports it finished and then renames
+its files (the worker leaves them under their partial names), and writes ``summary.json``. Each worker talks to the
+driver over a socket of its own: a worker whose socket ends without its goodbye died (killed, out of memory, a
+crash), and the sources it held and had not finished go to another worker, up to ``--ray-retries`` times each (a
+replacement is started); a source redone replaces its partial files, so no row is duplicated. A user error in a
+worker (weights missing, a bad option) ends the run as it ends one process. Ctrl-C and SIGTERM go to the driver (the
+workers ignore the terminal's Ctrl-C): it kills the workers, keeps every source they had finished, and records the
+sources they were in as their files say (``interrupted``), as a Ray run's driver does; the workers also die with the
+driver (Linux: the parent-death signal), so a killed driver leaves no worker writing, and ``--resume`` goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
-import multiprocessing
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -38,35 +39,17 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# (the driver loads no PyTorch: only the workers import the API)
+# The driver loads no PyTorch, and starts its workers before it imports what planning needs (the pipeline's modules,
+# OpenCV): only the workers import the API.
 from emopipe.config import RunConfig, StrPath
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.io.records import hold_folder
 from emopipe.model import cuda_context, cudnn_plans
-from emopipe.pipeline.drivers import (
-    HeldSignals,
-    as_left,
-    failed_in_worker,
-    reported,
-    signals_held,
-    worker_metrics_port,
-)
 from emopipe.pipeline.hooks import Observer
-from emopipe.pipeline.many import (
-    MANY_SOURCES,
-    ManyOutcome,
-    ManyPlan,
-    finish_many,
-    many_config,
-    plan_sources,
-    report_many,
-)
-from emopipe.pipeline.progress import ProgressBar
 
 if TYPE_CHECKING:
-    from multiprocessing.process import BaseProcess
-
     from emopipe.pipeline.archive import PlannedSource, SourceResult
+    from emopipe.pipeline.many import ManyOutcome, ManyPlan
     from emopipe.types import FrameResult
 
 logger = logging.getLogger(__name__)
@@ -75,7 +58,6 @@ WORKER_NAME = "emopipe-process-{}"
 POLL_S = 0.25  # how often the driver redraws the bar while no worker says anything
 PROGRESS_S = 0.5  # how often a worker tells the driver its frame counts
 KILL_WAIT_S = 10.0  # Ctrl-C: how long the driver waits for a killed worker to be gone
-_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Sequence[StrPath] | None = None,
@@ -84,26 +66,34 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
     """The many-source run over ``processes`` worker processes of this machine; the same files as
     :meth:`Analyzer.run_many` makes in one process, and the same exit codes.
 
-    The output folder is taken and the run planned first, as in one process (an input or output error, or a run
-    with nothing left to do, starts no worker); then the workers start (no more than there are sources to do), each
-    on a GPU of its own while there are several (``--device auto`` or ``cuda``), else all on the one named.
+    The output folder is taken first (a folder another run is writing is refused before anything starts), then the
+    workers are started — PyTorch's import in them is the run's longest wait, planning a few hundredths of a
+    second — and the run planned meanwhile, as in one process: an input or output error, or a run with nothing left
+    to do, ends the workers at once (none has begun anything), as do workers beyond the sources to do. Each worker
+    runs on a GPU of its own while there are several (``--device auto`` or ``cuda``), else all on the one named.
     ``progress``: one bar on stderr over every worker's frames."""
     if processes < 1:
         raise UsageError(f"--processes must be at least 1, got {processes}")
     directory = config.output_folder(output_dir)
     with hold_folder(directory), contextlib.ExitStack() as planned:
         started = time.perf_counter()
-        device_type = "cuda" if _devices(config.device) else "cpu"
-        plan = planned.enter_context(plan_sources(sources, directory, many_config(config, device_type), config,
-                                                  folder_held=True))
-        timeline = {"plan_s": time.perf_counter() - started}
-        if not plan.todo:
-            outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
-        else:
-            count = min(processes, len(plan.todo))
-            logger.info("%d source(s) to do over %d worker processes …", len(plan.todo), count)
-            run = _Run(plan, config, count, on_result, started, timeline, ProgressBar(None) if progress else None)
-            outcome = run.run()
+        crew = _Crew(config, processes)
+        try:
+            from emopipe.pipeline.many import finish_many, many_config, plan_sources, report_many
+
+            plan = planned.enter_context(plan_sources(sources, directory,
+                                                      many_config(config, "cuda" if crew.devices else "cpu"),
+                                                      config, folder_held=True))
+            crew.keep(min(processes, len(plan.todo)))
+            timeline = {"plan_s": time.perf_counter() - started}
+            if not plan.todo:
+                outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
+            else:
+                logger.info("%d source(s) to do over %d worker processes …", len(plan.todo), len(crew.alive()))
+                outcome = _Run(plan, config, crew, on_result, started, timeline, progress).run()
+        except BaseException:
+            crew.kill()  # (a run that ended leaves none: each ends on its own once it has said goodbye)
+            raise
         report_many(plan, outcome)
     return outcome
 
@@ -127,8 +117,9 @@ class _Worker:
     """The driver's view of one worker process."""
 
     name: str
-    process: BaseProcess
+    process: subprocess.Popen[bytes]
     pipe: Connection
+    options: dict[str, Any]  # what it is sent once it is needed (its config, its name, …)
     taken: dict[str, PlannedSource] = field(default_factory=dict)  # handed to it, not yet finished (in order)
     sent_at: dict[str, float] = field(default_factory=dict)  # source → when it was handed out (wall clock)
     asking: bool = False  # it waits for a source
@@ -137,6 +128,7 @@ class _Worker:
     gone: bool = False
     entered: str | None = None  # the source its pipeline is in, as it last said
     failure: tuple[str, int, str] | None = None  # its pipeline's failure, as it said it before it ended
+    needed: bool = True  # False: one of more workers than the run had sources for, ended as the run was planned
     frames: int = 0  # written so far (its finished sources' and its current one's)
     faces: int = 0
     identity: dict[str, Any] = field(default_factory=dict)  # pid, device, start, metrics (said when ready)
@@ -144,44 +136,97 @@ class _Worker:
     recorded: dict[str, int] = field(default_factory=lambda: {"sources": 0, "frames": 0, "faces": 0})
 
 
-class _Run:
-    """One run's workers, its sources still to do, and its results as recorded."""
+class _Crew:
+    """The worker processes of a run: started, told what to do, and killed where the run ends early."""
 
-    def __init__(self, plan: ManyPlan, config: RunConfig, count: int,
-                 on_result: Callable[[SourceResult], None] | None, started: float, timeline: dict[str, float],
-                 bar: ProgressBar | None) -> None:
-        self.plan, self.config, self.count = plan, config, count
-        self.on_result = on_result
-        self.started, self.timeline, self.bar = started, timeline, bar
-        self.pending: deque[PlannedSource] = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
+    def __init__(self, config: RunConfig, count: int) -> None:
+        self.config = config
+        self.devices = _devices(config.device)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # a fresh machine's cuDNN plans are built by processes each worker's warm-up starts: the cores shared out
+        self.builders = os.environ.get(cudnn_plans.BUILDERS_VARIABLE) or str(max(1, (cores - 2) // count))
+        # PyTorch's CPU threads a worker may start: each worker's would otherwise be as many as the machine's cores,
+        # and four GPU workers' spinning OpenMP threads made loading EmoNet 4-6 s instead of 0.7 s on a 16-core H100
+        # host (docs/benchmarks.md). A GPU worker's work is on the GPU and in its pipeline's threads: one (as Ray
+        # gives its workers); a CPU worker's is EmoNet itself: the cores shared out. A value of the user's stands.
+        self.threads = os.environ.get("OMP_NUM_THREADS") or str(1 if self.devices else max(1, cores // count))
+        level = logging.getLogger("emopipe").getEffectiveLevel()  # (its warnings and errors; all with --debug)
+        self.log_level = level if level <= logging.DEBUG else max(level, logging.WARNING)
         self.workers: dict[str, _Worker] = {}
+        for _ in range(count):
+            self.spawn()
+
+    def spawn(self) -> _Worker:
+        """A new worker: its process starts now (PyTorch's import first); it is sent its options by :meth:`send`."""
+        from emopipe.pipeline.drivers import worker_metrics_port
+
+        index = len(self.workers)
+        name = WORKER_NAME.format(index)
+        device = (self.devices or [self.config.device])[index % max(1, len(self.devices))]
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen([sys.executable, "-m", "emopipe.process_worker", str(theirs.fileno()), device,
+                                        str(os.getpid())], pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                       env={**os.environ, "OMP_NUM_THREADS": self.threads})
+        options = {"config": replace(self.config, device=device), "cwd": os.getcwd(), "name": name,
+                   "metrics_port": worker_metrics_port(self.config.metrics_port, index), "builders": self.builders,
+                   "log_level": self.log_level}
+        worker = self.workers[name] = _Worker(name, process, Connection(ours.detach()), options)
+        return worker
+
+    def send(self, worker: _Worker) -> None:
+        with contextlib.suppress(OSError):  # (gone meanwhile: its pipe's end says so)
+            worker.pipe.send(worker.options)
+
+    def keep(self, count: int) -> None:
+        """The first ``count`` workers are the run's (each sent its options); the others end now."""
+        for index, worker in enumerate(self.workers.values()):
+            if index < count:
+                self.send(worker)
+            else:
+                self.end(worker)
+
+    def end(self, worker: _Worker) -> None:
+        """A worker the run does not need: its pipe closed (it ends as it finds no options), and killed."""
+        worker.gone, worker.needed = True, False
+        worker.pipe.close()
+        with contextlib.suppress(OSError):
+            worker.process.kill()
+
+    def kill(self) -> None:
+        """Every worker still running killed, and waited for (up to KILL_WAIT_S each)."""
+        for worker in self.workers.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+        for worker in self.workers.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(KILL_WAIT_S)
+
+    def alive(self) -> list[_Worker]:
+        return [w for w in self.workers.values() if not w.gone]
+
+
+class _Run:
+    """One run's sources still to do, its workers' messages, and its results as recorded."""
+
+    def __init__(self, plan: ManyPlan, config: RunConfig, crew: _Crew,
+                 on_result: Callable[[SourceResult], None] | None, started: float, timeline: dict[str, float],
+                 progress: bool) -> None:
+        from emopipe.pipeline.progress import ProgressBar
+
+        self.plan, self.config, self.crew = plan, config, crew
+        self.count = len(crew.alive())
+        self.on_result = on_result
+        self.started, self.timeline = started, timeline
+        self.bar = ProgressBar(None) if progress else None
+        self.pending: deque[PlannedSource] = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
         self.results: list[SourceResult] = []
         self.attempts: dict[str, int] = {}
         self.failures = 0  # workers that died
         self.start_deaths = 0  # of those, before they were warm
         self.warned_mps = False  # (a GPU shared without MPS: said once)
-        self.devices = _devices(config.device) or [config.device]
-        self.context = multiprocessing.get_context("spawn")  # (a fresh interpreter: no fork of this one's threads)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        # a fresh machine's cuDNN plans are built by processes each worker's warm-up starts: the cores shared out
-        self.builders = os.environ.get(cudnn_plans.BUILDERS_VARIABLE) or str(max(1, (cores - 2) // count))
 
     # -- the workers ---------------------------------------------------------------------------------------------
-
-    def spawn(self) -> None:
-        index = len(self.workers)
-        name = WORKER_NAME.format(index)
-        ours, theirs = self.context.Pipe()
-        config = replace(self.config, device=self.devices[index % len(self.devices)])
-        port = worker_metrics_port(self.config.metrics_port, index)
-        level = logging.getLogger("emopipe").getEffectiveLevel()  # (its warnings and errors; all with --debug)
-        process = self.context.Process(
-            target=serve, name=name, daemon=True,  # (daemon: ended with this interpreter, should it end first)
-            args=(config, os.getcwd(), name, theirs, os.getpid(), port, self.builders,
-                  level if level <= logging.DEBUG else max(level, logging.WARNING)))
-        process.start()
-        theirs.close()  # (this process keeps its end only: the pipe ends when the worker does)
-        self.workers[name] = _Worker(name, process, ours)
 
     def _hear(self, worker: _Worker) -> None:
         """One message of ``worker``'s; its end when its pipe ends."""
@@ -205,11 +250,11 @@ class _Run:
             worker.ready = True
             worker.identity = body
             self.timeline.setdefault("first_ready_s", time.perf_counter() - self.started)
-            if all(w.ready or w.gone for w in self.workers.values()):
+            if all(w.ready for w in self.crew.alive()):
                 self.timeline.setdefault("ready_s", time.perf_counter() - self.started)
             if body.get("metrics"):
                 logger.info("%s (pid %s): metrics on %s", worker.name, body["pid"], body["metrics"])
-            if len(self.workers) > len(self.devices) and body.get("mps") is False and not self.warned_mps:
+            if len(self.crew.alive()) > len(self.crew.devices) and body.get("mps") is False and not self.warned_mps:
                 self.warned_mps = True
                 logger.warning("%s shares its GPU without NVIDIA MPS: the workers on a GPU take turns on it; start "
                                "MPS (docs/cluster.md, \"Several workers on a GPU\") or use fewer --processes",
@@ -227,14 +272,17 @@ class _Run:
         worker.pipe.close()
         if worker.said_bye and not worker.taken:
             return
-        worker.process.join(KILL_WAIT_S)
-        code = worker.process.exitcode
+        try:
+            code = worker.process.wait(KILL_WAIT_S)
+        except subprocess.TimeoutExpired:  # (its pipe closed, its process not ended: ended here)
+            worker.process.kill()
+            code = worker.process.wait()
         self.failures += 1
         if worker.failure is not None:
             why = worker.failure[0] + " ({} time(s))"
             logger.warning("%s", worker.failure[0])
         else:
-            how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
             why = "its worker process died {} time(s): " + how
             logger.warning("%s died (%s)%s", worker.name, how, "; its sources go to another" if worker.taken else "")
         if not worker.ready:
@@ -243,14 +291,14 @@ class _Run:
             self.again(source, why, "WorkerError" if worker.failure else "WorkerDied")
         worker.taken.clear()
         if self.pending and (worker.ready or self.start_deaths <= self.config.ray_retries):
-            self.spawn()
+            self.crew.send(self.crew.spawn())
 
     def again(self, source: PlannedSource, why: str, kind: str) -> None:
         """A source its worker left unfinished: to another, up to --ray-retries times, then failed."""
+        from emopipe.pipeline.archive import SourceResult
+
         self.attempts[source.uri] = self.attempts.get(source.uri, 0) + 1
         if self.attempts[source.uri] > self.config.ray_retries:
-            from emopipe.pipeline.archive import SourceResult
-
             self.record(SourceResult(source=source.uri, status="failed", error=why.format(self.attempts[source.uri]),
                                      exit_code=1, kind=kind))
         else:
@@ -260,7 +308,7 @@ class _Run:
         """Sources to the workers that ask, the least laden first: one that holds none gets one; one that holds
         some (its chain reads the next ahead) only while enough wait for every worker to hold as many, so the last
         sources are not queued behind one worker while another idles, nor all taken before the others are warm."""
-        alive = [w for w in self.workers.values() if not w.gone]
+        alive = self.crew.alive()
         for worker in sorted((w for w in alive if w.asking), key=lambda w: len(w.taken)):
             if not self.pending:
                 return
@@ -275,11 +323,11 @@ class _Run:
 
     def _listen(self) -> None:
         """Hear every worker that has spoken (waiting up to POLL_S for one), then redraw the bar."""
-        pipes: dict[Any, _Worker] = {w.pipe: w for w in self.workers.values() if not w.gone}
+        pipes: dict[Any, _Worker] = {w.pipe: w for w in self.crew.alive()}
         for pipe in wait(list(pipes), timeout=POLL_S):
             self._hear(pipes[pipe])
         if self.bar is not None:
-            alive = [w for w in self.workers.values() if not w.gone]
+            alive = self.crew.alive()
             frames = sum(r.frames for r in self.results) + sum(w.frames - w.recorded["frames"] for w in alive)
             faces = sum(r.faces for r in self.results) + sum(w.faces - w.recorded["faces"] for w in alive)
             self.bar.show(frames, faces, None, workers=len(alive))
@@ -289,6 +337,7 @@ class _Run:
     def record(self, result: SourceResult, worker: _Worker | None = None) -> None:
         """A source's manifest line, then its files' names (the rows last), as one process does them."""
         from emopipe.pipeline.archive import publish
+        from emopipe.pipeline.drivers import signals_held
 
         with signals_held():  # (a Ctrl-C between the line and the renames would leave a line for partial files)
             self.plan.manifest.append(result.as_dict())
@@ -304,9 +353,11 @@ class _Run:
 
     def _record_left(self) -> None:
         """Cut off: the sources the workers held, as their files say (those not begun get no line)."""
-        for worker in self.workers.values():
+        from emopipe.pipeline.drivers import as_left
+
+        for worker in self.crew.workers.values():
             with contextlib.suppress(EOFError, OSError):  # what a worker said before it was killed is kept
-                while worker.pipe.poll():
+                while not worker.pipe.closed and worker.pipe.poll():
                     kind, body = worker.pipe.recv()
                     if kind == "result":
                         worker.taken.pop(body.source, None)
@@ -323,17 +374,17 @@ class _Run:
 
     def run(self) -> ManyOutcome:
         from emopipe.pipeline.archive import SourceResult
+        from emopipe.pipeline.drivers import HeldSignals
+        from emopipe.pipeline.many import finish_many
 
         interrupted = False
-        held = HeldSignals()  # (Ctrl-C while the workers start: taken once they are, and the run ends at once)
+        held = HeldSignals()  # (Ctrl-C while the run starts: taken once it has, and the run ends at once)
         held.hold()
         try:
-            for _ in range(self.count):
-                self.spawn()
             held.take()
-            while self.pending or any(w.taken for w in self.workers.values()):
+            while self.pending or any(w.taken for w in self.crew.workers.values()):
                 self._hand_out()
-                if all(w.gone for w in self.workers.values()):
+                if not self.crew.alive():
                     break
                 self._listen()
             for source in self.pending:  # no worker could start (each died starting, retries spent)
@@ -344,13 +395,10 @@ class _Run:
             self._dismiss()
         except KeyboardInterrupt:
             interrupted = True
-            self._kill()
+            self.crew.kill()
             self._record_left()
             if not self.results:  # nothing begun: as one process cut off while its models load (no line, no summary)
                 raise
-        except BaseException:
-            self._kill()
-            raise
         finally:
             held.release()
             if self.bar is not None:
@@ -359,38 +407,30 @@ class _Run:
                            time.perf_counter() - self.started, processes=self._facts())
 
     def _dismiss(self) -> None:
-        """Every source recorded: each worker told there is no more, its pipeline ends and it says goodbye (its
-        process then ends on its own: nothing of the run is left to it)."""
-        for worker in self.workers.values():
-            worker.asking = worker.asking and not worker.gone
-        while any(not (w.gone or w.said_bye) for w in self.workers.values()):
-            for worker in self.workers.values():
-                if worker.asking and not worker.gone:
+        """Every source recorded: each worker told there is no more; its pipeline ends and it says goodbye, then
+        its process ends on its own (nothing of the run is left to it: the command does not wait for that)."""
+        while any(not (w.gone or w.said_bye) for w in self.crew.workers.values()):
+            for worker in self.crew.alive():
+                if worker.asking:
                     worker.asking = False
                     with contextlib.suppress(OSError):
                         worker.pipe.send(None)
             self._listen()
 
-    def _kill(self) -> None:
-        for worker in self.workers.values():
-            if worker.process.is_alive():
-                worker.process.kill()
-        for worker in self.workers.values():
-            worker.process.join(KILL_WAIT_S)
-
     def _facts(self) -> dict[str, Any]:
         """``summary.json``'s ``processes`` section: the workers, where their time went, their pipelines."""
-        firsts = [float(w.summary["first_frame_at"]) for w in self.workers.values() if w.summary.get("first_frame_at")]
+        workers = self.crew.workers.values()
+        firsts = [float(w.summary["first_frame_at"]) for w in workers if w.summary.get("first_frame_at")]
         if firsts:  # the first row any worker wrote, on this process's clock
             self.timeline["first_row_s"] = min(firsts) - (time.time() - (time.perf_counter() - self.started))
-        return {"workers": self.count, "started": len(self.workers), "worker_failures": self.failures,
-                "devices": sorted({w.identity.get("device", "") for w in self.workers.values()} - {""}),
+        run = [w for w in workers if w.needed]
+        return {"workers": self.count, "started": len(run), "worker_failures": self.failures,
+                "devices": sorted({w.identity.get("device", "") for w in workers} - {""}),
                 "timeline": {k: round(v, 3) for k, v in self.timeline.items()},
-                "per_worker": {w.name: {**w.recorded, "pid": w.identity.get("pid"), "died": w.gone and not w.said_bye}
-                               for w in self.workers.values()},
-                "metrics": {w.name: w.identity["metrics"] for w in self.workers.values() if w.identity.get("metrics")},
-                "worker_summaries": [{"name": w.name, **w.identity, **w.summary}
-                                     for w in self.workers.values() if w.summary]}
+                "per_worker": {w.name: {**w.recorded, "pid": w.process.pid, "died": w.gone and not w.said_bye}
+                               for w in run},
+                "metrics": {w.name: w.identity["metrics"] for w in workers if w.identity.get("metrics")},
+                "worker_summaries": [{"name": w.name, **w.identity, **w.summary} for w in workers if w.summary]}
 
 
 def _size(uri: str) -> int:
@@ -434,22 +474,25 @@ class _Counter(Observer):
             self.tell("progress", (self.frames, self.faces))
 
 
-def serve(config: RunConfig, cwd: str, name: str, pipe: Connection, driver_pid: int, metrics_port: int | None,
+def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: str, metrics_port: int | None,
           builders: str, log_level: int) -> None:
-    """A worker process's life (spawned by the driver): its Analyzer built and warmed, then one pipeline over the
-    sources it asks the driver for, one at a time, until the driver says there are no more."""
-    began = time.perf_counter()
-    _end_with_driver(driver_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a terminal's Ctrl-C reaches every process: the driver decides)
-    cuda_context.start(config.device)  # (made on a thread while PyTorch imports)
+    """A worker process's life, once :mod:`emopipe.process_worker` has imported PyTorch: its Analyzer built and
+    warmed, then one pipeline over the sources it asks the driver for, one at a time, until the driver says there
+    are no more. ``began``: when its process started (its ``ready_s`` counts from there)."""
+    from emopipe.pipeline.drivers import failed_in_worker, reported
+    from emopipe.pipeline.many import MANY_SOURCES
+
     os.environ.setdefault(cudnn_plans.BUILDERS_VARIABLE, builders)
     logging.basicConfig(level=log_level, format=f"{name}: %(message)s")
     logging.getLogger("emopipe").setLevel(log_level)
     if Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
         os.chdir(cwd)
     tell = _Teller(pipe)
-    identity: dict[str, Any] = {"pid": os.getpid(), "device": config.device,
-                                "mps": cuda_context.mps_running(tries=3) if config.device != "cpu" else None}
+    mps: list[bool | None] = []  # (asked on a thread: the daemon's answer takes a subprocess)
+    asking = threading.Thread(target=lambda: mps.append(cuda_context.mps_running(tries=3)
+                                                         if config.device != "cpu" else None), daemon=True)
+    asking.start()
+    identity: dict[str, Any] = {"pid": os.getpid(), "device": config.device}
     metrics = exporter = None
     try:
         if metrics_port is not None or config.pushgateway:
@@ -476,6 +519,8 @@ def serve(config: RunConfig, cwd: str, name: str, pipe: Connection, driver_pid: 
         tell("failed", reported(exc, f"{name} could not start: "))
         logger.debug("its start failed", exc_info=True)
         os._exit(1)
+    asking.join()
+    identity["mps"] = mps[0] if mps else None
     identity["start"] = {"ready_s": round(time.perf_counter() - began, 3),
                          "plan_builders": cudnn_plans.builders_for()}
     tell("ready", identity)
@@ -535,14 +580,6 @@ def serve(config: RunConfig, cwd: str, name: str, pipe: Connection, driver_pid: 
                  "stage_seconds": facts.get("stage_seconds"), "startup": facts.get("startup")})
     logging.shutdown()
     os._exit(0)  # (every file is written and renamed; the interpreter's own exit would unload PyTorch for nothing)
-
-
-def _end_with_driver(driver_pid: int) -> None:
-    """Die with the driver (Linux: the parent-death signal), so a killed driver leaves no worker writing."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != driver_pid:  # (it died before the signal was asked for)
-        os._exit(1)
 
 
 __all__ = ["run_on_processes"]

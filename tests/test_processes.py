@@ -6,7 +6,6 @@ runs here are few and their clips a few frames."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shutil
 import signal
@@ -76,9 +75,10 @@ def test_two_worker_processes_write_the_rows_one_process_writes(tmp_path, four_c
     timeline = facts["timeline"]
     assert timeline["plan_s"] <= timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"]
     assert not list((tmp_path / "two").glob("*.partial*"))  # every file took its final name
-    for child in multiprocessing.active_children():  # each worker ends on its own once it has said goodbye
-        child.join(timeout=60)
-    assert not multiprocessing.active_children()
+    deadline = time.monotonic() + 60  # each worker ends on its own once it has said goodbye
+    while _workers_of(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _workers_of(os.getpid())
     # the same command again resumes: every source skipped, no worker started
     again = run_on_processes(replace(config, resume=True), 2, output_dir=tmp_path / "two")
     assert [r.status for r in again.results] == ["skipped"] * 4 and "processes" not in again.run
@@ -90,11 +90,12 @@ def test_workers_killed_mid_run_hand_their_sources_to_new_ones(tmp_path, four_cl
 
     def kill_every_worker_once(result) -> None:  # at the first source recorded: every worker then alive is killed
         if not killed:
-            for child in multiprocessing.active_children():
-                os.kill(child.pid, signal.SIGKILL)
-                killed.append(child.pid)
+            for pid in _workers_of(os.getpid()):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
 
-    outcome = run_on_processes(config, 2, output_dir=tmp_path / "out", on_result=kill_every_worker_once)
+    outcome = run_on_processes(config, 2, output_dir=tmp_path / "out", on_result=kill_every_worker_once,
+                               progress=True)  # (the bar, its frames going back as the killed workers' are redone)
     assert killed
     assert sorted(r.status for r in outcome.results) == ["ok"] * 4  # redone by the replacements
     assert same_rows(all_rows(tmp_path / "out"), alone)  # no row missing, none twice
@@ -134,7 +135,7 @@ def test_a_killed_driver_takes_its_workers_with_it_and_resume_completes(tmp_path
                                *command(config, out)], cwd=REPO, stderr=subprocess.PIPE, text=True)
     children: set[int] = set()
     while driver.poll() is None:  # its workers, as long as it runs (the parent-death signal must end them)
-        children |= _children_of(driver.pid)
+        children |= _workers_of(driver.pid)
         time.sleep(0.05)
     driver.stderr.read()
     assert driver.returncode == -signal.SIGKILL, "the run ended before clip0's line: nothing was killed"
@@ -143,6 +144,7 @@ def test_a_killed_driver_takes_its_workers_with_it_and_resume_completes(tmp_path
     while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in children), "a worker outlived its killed driver"
+    assert not (out / "summary.json").exists()  # (killed: the run never ended)
     resumed = subprocess.run(["emopipe", *command(config, out, "--resume")], cwd=tmp_path, capture_output=True,
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
@@ -151,11 +153,14 @@ def test_a_killed_driver_takes_its_workers_with_it_and_resume_completes(tmp_path
     assert set(statuses.values()) <= {"ok", "skipped"} and len(statuses) == 4
 
 
-def _children_of(pid: int) -> set[int]:
+def _workers_of(pid: int) -> set[int]:
+    """The worker processes ``pid`` started that have not ended (Linux: /proc)."""
     found = set()
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == pid and b"emopipe.process_worker" in (entry / "cmdline").read_bytes() and \
+                    _alive(int(entry.name)):
                 found.add(int(entry.name))
         except (OSError, ValueError, IndexError):
             continue
@@ -212,3 +217,19 @@ def test_workers_take_the_gpus_in_turn(monkeypatch):
     monkeypatch.setattr(cuda_context, "_torch_has_cuda", lambda: False)
     monkeypatch.setattr(cuda_context, "gpu_count", lambda: 2)
     assert _devices("auto") == []  # a CPU build of PyTorch: auto is the CPU whatever the driver says
+
+
+def test_gpus_are_counted_without_starting_cuda(tmp_path, monkeypatch):
+    listing = tmp_path / "gpus"
+    for bus in ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0"):
+        (listing / bus).mkdir(parents=True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert cuda_context.gpu_count(listing) == 3
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    assert cuda_context.gpu_count(listing) == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,-1,0")  # (CUDA reads up to the first invalid entry)
+    assert cuda_context.gpu_count(listing) == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert cuda_context.gpu_count(listing) == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5")
+    assert cuda_context.gpu_count(listing) == 3  # (no more than there are)

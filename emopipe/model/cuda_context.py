@@ -41,17 +41,34 @@ def device_ordinal(device: str) -> int | None:
     return None
 
 
-def gpu_count() -> int:
-    """The GPUs the driver sees (0 where there is no NVIDIA driver), asked without PyTorch (a process that starts
-    workers on them loads none)."""
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int()
-    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
+GPU_LISTING = Path("/proc/driver/nvidia/gpus")  # a folder per GPU, made by the NVIDIA driver (Linux)
+
+
+def gpu_count(listing: Path = GPU_LISTING) -> int:
+    """The GPUs this process's CUDA would see, asked without PyTorch and without starting CUDA (a process that only
+    starts workers on them loads neither): the NVIDIA driver's GPUs in ``listing``, as many of them as
+    ``CUDA_VISIBLE_DEVICES`` shows (its entries up to the first invalid one, as CUDA reads it); the driver API where
+    there is no such folder; 0 without an NVIDIA driver."""
+    if listing.is_dir():
+        count = sum(1 for _ in listing.iterdir())
+    else:
+        try:
+            driver = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            return 0
+        found = ctypes.c_int()
+        if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(found)) != 0:
+            return 0
+        return found.value  # (the driver API applies CUDA_VISIBLE_DEVICES itself)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        shown = 0
+        for entry in visible.split(","):
+            if not entry.strip() or entry.strip().startswith("-"):
+                break
+            shown += 1
+        count = min(count, shown)
+    return count
 
 
 def _torch_has_cuda() -> bool:
