@@ -10,7 +10,8 @@ import grimp
 import pytest
 
 SUBPACKAGES = ("types", "errors", "_version", "_clock", "registry", "io", "model", "vision", "engines", "observe",
-               "report", "config", "pipeline", "api", "cluster", "cluster_cameras", "cli")
+               "report", "config", "pipeline", "api", "cluster", "cluster_cameras", "processes", "process_worker",
+               "cli")
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,7 @@ def command(config: RunConfig, out: Path, *extra: str) -> list[str]:
 
 def test_two_worker_processes_write_the_rows_one_process_writes(tmp_path, four_clips):
     folder, config, alone = four_clips
-    outcome = run_on_processes(config, 2, output_dir=tmp_path / "two")
+    outcome = run_on_processes(replace(config, metrics_port=0), 2, output_dir=tmp_path / "two")
     assert sorted(r.status for r in outcome.results) == ["ok"] * 4
     assert same_rows(all_rows(tmp_path / "two"), alone)
     lines = manifest(tmp_path / "two")
@@ -72,6 +72,8 @@ def test_two_worker_processes_write_the_rows_one_process_writes(tmp_path, four_c
     assert sum(w["sources"] for w in facts["per_worker"].values()) == 4
     assert sum(w["frames"] for w in facts["per_worker"].values()) == outcome.run["frames"] == 10
     assert {s["name"] for s in facts["worker_summaries"]} == {"emopipe-process-0", "emopipe-process-1"}
+    endpoints = facts["metrics"]  # (--metrics-port 0: each worker served its own on a free port)
+    assert sorted(endpoints) == ["emopipe-process-0", "emopipe-process-1"] and len(set(endpoints.values())) == 2
     timeline = facts["timeline"]
     assert timeline["plan_s"] <= timeline["first_ready_s"] <= timeline["ready_s"] <= timeline["done_s"]
     assert not list((tmp_path / "two").glob("*.partial*"))  # every file took its final name
@@ -233,3 +235,40 @@ def test_gpus_are_counted_without_starting_cuda(tmp_path, monkeypatch):
     assert cuda_context.gpu_count(listing) == 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5")
     assert cuda_context.gpu_count(listing) == 3  # (no more than there are)
+
+
+DRIVER_WITHOUT_TORCH = """
+import sys
+from pathlib import Path
+from emopipe.config import RunConfig
+from emopipe.errors import EmopipeError
+from emopipe.processes import run_on_processes
+folder = Path(sys.argv[1])
+try:  # (a folder with no video: refused as the run is planned, its workers ended)
+    run_on_processes(RunConfig(sources=(str(folder),), device='cpu'), 2, output_dir=folder / 'out')
+except EmopipeError as exc:
+    print('refused:', exc)
+assert 'torch' not in sys.modules, 'the driver imported PyTorch'
+"""
+
+
+def test_the_driver_loads_no_pytorch_and_ends_its_workers_when_the_run_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER_WITHOUT_TORCH, str(tmp_path / "empty")], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err
+    assert "refused:" in out
+    # its two workers (started before planning) were ended, not left behind: none with its pid as their driver's
+    left = [p for p in Path("/proc").glob("[0-9]*") if "emopipe.process_worker" in _cmdline(p)
+            and _cmdline(p).split()[-1] == str(driver.pid) and _alive(int(p.name))]
+    assert not left
+
+
+def _cmdline(entry: Path) -> str:
+    try:
+        words = (entry / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    return " ".join(w.decode(errors="replace") for w in words if w)
+
