@@ -374,14 +374,10 @@ class _Run:
 
     def run(self) -> ManyOutcome:
         from emopipe.pipeline.archive import SourceResult
-        from emopipe.pipeline.drivers import HeldSignals
         from emopipe.pipeline.many import finish_many
 
         interrupted = False
-        held = HeldSignals()  # (Ctrl-C while the run starts: taken once it has, and the run ends at once)
-        held.hold()
         try:
-            held.take()
             while self.pending or any(w.taken for w in self.crew.workers.values()):
                 self._hand_out()
                 if not self.crew.alive():
@@ -400,7 +396,6 @@ class _Run:
             if not self.results:  # nothing begun: as one process cut off while its models load (no line, no summary)
                 raise
         finally:
-            held.release()
             if self.bar is not None:
                 self.bar.close()
         return finish_many(self.plan, self.plan.skipped + self.results, None, interrupted,
@@ -416,6 +411,8 @@ class _Run:
                     with contextlib.suppress(OSError):
                         worker.pipe.send(None)
             self._listen()
+        for worker in self.crew.workers.values():
+            worker.pipe.close()  # (what is left of a worker's exit is its own)
 
     def _facts(self) -> dict[str, Any]:
         """``summary.json``'s ``processes`` section: the workers, where their time went, their pipelines."""
