@@ -58,6 +58,10 @@ WORKER_NAME = "emopipe-process-{}"
 POLL_S = 0.25  # how often the driver redraws the bar while no worker says anything
 PROGRESS_S = 0.5  # how often a worker tells the driver its frame counts
 KILL_WAIT_S = 10.0  # Ctrl-C: how long the driver waits for a killed worker to be gone
+# Every source recorded: how long the driver waits for its workers' goodbyes (their pipelines' summaries) before it
+# ends; a worker's pipeline sometimes took 0.8 s to end on an H100 host (session 25), for nothing the run needs. With
+# --pushgateway it waits for every one (each pushes its final metrics first), up to KILL_WAIT_S.
+BYE_WAIT_S = 0.25
 
 
 def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Sequence[StrPath] | None = None,
@@ -131,6 +135,7 @@ class _Worker:
     needed: bool = True  # False: one of more workers than the run had sources for, ended as the run was planned
     frames: int = 0  # written so far (its finished sources' and its current one's)
     faces: int = 0
+    first_frame_at: float | None = None  # (wall clock) when it wrote its first frame
     identity: dict[str, Any] = field(default_factory=dict)  # pid, device, start, metrics (said when ready)
     summary: dict[str, Any] = field(default_factory=dict)  # its pipeline, as its goodbye says
     recorded: dict[str, int] = field(default_factory=lambda: {"sources": 0, "frames": 0, "faces": 0})
@@ -243,7 +248,7 @@ class _Run:
                 worker.entered = None
             self.record(body, worker)
         elif kind == "progress":
-            worker.frames, worker.faces = body
+            worker.frames, worker.faces, worker.first_frame_at = body
         elif kind == "entered":
             worker.entered = body
         elif kind == "ready":
@@ -321,10 +326,10 @@ class _Run:
             with contextlib.suppress(OSError):  # (gone meanwhile: its pipe's end says so, and the source goes on)
                 worker.pipe.send(source)
 
-    def _listen(self) -> None:
-        """Hear every worker that has spoken (waiting up to POLL_S for one), then redraw the bar."""
+    def _listen(self, timeout: float = POLL_S) -> None:
+        """Hear every worker that has spoken (waiting up to ``timeout`` for one), then redraw the bar."""
         pipes: dict[Any, _Worker] = {w.pipe: w for w in self.crew.alive()}
-        for pipe in wait(list(pipes), timeout=POLL_S):
+        for pipe in wait(list(pipes), timeout=timeout):
             self._hear(pipes[pipe])
         if self.bar is not None:
             alive = self.crew.alive()
@@ -402,22 +407,29 @@ class _Run:
                            time.perf_counter() - self.started, processes=self._facts())
 
     def _dismiss(self) -> None:
-        """Every source recorded: each worker told there is no more; its pipeline ends and it says goodbye, then
-        its process ends on its own (nothing of the run is left to it: the command does not wait for that)."""
+        """Every source recorded: each worker told there is no more; its pipeline ends, it says goodbye (its
+        summary) and its process ends on its own. Goodbyes are waited for BYE_WAIT_S (with --pushgateway, each, up to
+        KILL_WAIT_S); a worker still ending then is left to end (killed as this process ends, where it does first:
+        nothing of the run is left to it)."""
+        wait_s = KILL_WAIT_S if self.config.pushgateway else BYE_WAIT_S
+        deadline = time.monotonic() + wait_s
         while any(not (w.gone or w.said_bye) for w in self.crew.workers.values()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             for worker in self.crew.alive():
                 if worker.asking:
                     worker.asking = False
                     with contextlib.suppress(OSError):
                         worker.pipe.send(None)
-            self._listen()
+            self._listen(min(POLL_S, left))
         for worker in self.crew.workers.values():
-            worker.pipe.close()  # (what is left of a worker's exit is its own)
+            worker.pipe.close()  # (what is left of a worker's exit is its own; one not yet told ends as its pipe does)
 
     def _facts(self) -> dict[str, Any]:
         """``summary.json``'s ``processes`` section: the workers, where their time went, their pipelines."""
         workers = self.crew.workers.values()
-        firsts = [float(w.summary["first_frame_at"]) for w in workers if w.summary.get("first_frame_at")]
+        firsts = [w.first_frame_at for w in workers if w.first_frame_at is not None]
         if firsts:  # the first row any worker wrote, on this process's clock
             self.timeline["first_row_s"] = min(firsts) - (time.time() - (time.perf_counter() - self.started))
         run = [w for w in workers if w.needed]
@@ -464,11 +476,11 @@ class _Counter(Observer):
     def frame(self, result: FrameResult, latency_s: float) -> None:  # (the pipeline's writer thread)
         self.frames += 1
         self.faces += len(result.faces)
-        if self.first_frame_at is None:
+        if self.first_frame_at is None:  # (told with the first message: the run's first row is any worker's first)
             self.first_frame_at = time.time()
         if time.monotonic() - self._told >= PROGRESS_S:
             self._told = time.monotonic()
-            self.tell("progress", (self.frames, self.faces))
+            self.tell("progress", (self.frames, self.faces, self.first_frame_at))
 
 
 def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: str, metrics_port: int | None,
