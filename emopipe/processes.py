@@ -145,6 +145,9 @@ class _Crew:
     """The worker processes of a run: started, told what to do, and killed where the run ends early."""
 
     def __init__(self, config: RunConfig, count: int) -> None:
+        from emopipe.pipeline.drivers import worker_metrics_port
+
+        worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
         self.config = config
         self.devices = _devices(config.device)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -34,7 +34,7 @@ from tests.support.ports import free_ports
 from tests.support.processes import end_processes_in, interruptible, stderr_until
 from tests.support.prometheus_helpers import scrape
 from tests.support.rows import all_rows, rows, same_rows
-from tests.support.synth import moving_face_video, two_small_clips
+from tests.support.synth import many_clips_run, moving_face_video, two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
 
@@ -68,18 +68,7 @@ def local_ray():
 
 @pytest.fixture
 def five_clips(tmp_path, shared_dir, checkpoints):
-    folder = tmp_path / "clips"
-    folder.mkdir()
-    for i in range(5):
-        moving_face_video(folder / f"clip{i}.mp4", frames=2 + i % 2, empty=None, two_faces=i == 3)
-    models = tmp_path / "models"
-    models.mkdir()
-    for f in (shared_dir / "models" / "blazeface").iterdir():
-        if f.suffix in (".pth", ".npy"):
-            shutil.copy(f, models / f.name)
-    config = RunConfig(sources=(str(folder),), detector="blazeface", weights=str(checkpoints[8]), device="cpu",
-                       models_dir=str(models), no_progress=True)
-    return folder, config
+    return many_clips_run(tmp_path, shared_dir, checkpoints[8], 5)
 
 
 def both_warm_at_first_result(then=None):

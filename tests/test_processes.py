@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from emopipe.model import cuda_context
 from emopipe.processes import _devices, run_on_processes
 from tests.support.processes import interruptible
 from tests.support.rows import all_rows, same_rows
-from tests.support.synth import moving_face_video
+from tests.support.synth import many_clips_run
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def four_clips(tmp_path_factory, shared_dir, checkpoints):
     tmp_path = tmp_path_factory.mktemp("four")
-    folder = tmp_path / "clips"
-    folder.mkdir()
-    for i in range(4):
-        moving_face_video(folder / f"clip{i}.mp4", frames=2 + i % 2, empty=None, two_faces=i == 3)
-    models = tmp_path / "models"
-    models.mkdir()
-    for f in (shared_dir / "models" / "blazeface").iterdir():
-        if f.suffix in (".pth", ".npy"):
-            shutil.copy(f, models / f.name)
-    config = RunConfig(sources=(str(folder),), detector="blazeface", weights=str(checkpoints[8]), device="cpu",
-                       models_dir=str(models), no_progress=True)
+    folder, config = many_clips_run(tmp_path, shared_dir, checkpoints[8], 4)
     with Analyzer(config) as analyzer:  # what one process writes: the rows every run below must write
         alone = analyzer.run_many(output_dir=tmp_path / "one")
     assert [r.status for r in alone.results] == ["ok"] * 4

@@ -6,11 +6,14 @@ photos in ``../shared/data/faces`` are 128×128 with one, three and four faces.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
+
+from emopipe.config import RunConfig
 
 ASTRONAUT_FACE = (174, 77, 274, 177)  # x1, y1, x2, y2 in the 512×512 portrait
 _HEAD = (110, 10, 340, 260)  # the region pasted into frames: face plus hair and collar
@@ -132,3 +135,20 @@ def corrupt(source: Path, target: Path, at: float, length: int, seed: int = 0) -
     data[start:start + length] = np.random.default_rng(seed).integers(0, 256, length, dtype=np.uint8).tobytes()
     target.write_bytes(bytes(data))
     return target
+
+
+def many_clips_run(folder: Path, shared_dir: Path, weights: Path, count: int) -> tuple[Path, RunConfig]:
+    """``folder/clips`` with ``count`` clips of a moving face (2 or 3 frames; the fourth with two faces) and
+    ``folder/models`` with BlazeFace's real weights: (the clips' folder, a CPU many-source run's options over it)."""
+    clips = folder / "clips"
+    clips.mkdir()
+    for i in range(count):
+        moving_face_video(clips / f"clip{i}.mp4", frames=2 + i % 2, empty=None, two_faces=i == 3)
+    models = folder / "models"
+    models.mkdir()
+    for f in (shared_dir / "models" / "blazeface").iterdir():
+        if f.suffix in (".pth", ".npy"):
+            shutil.copy(f, models / f.name)
+    return clips, RunConfig(sources=(str(clips),), detector="blazeface", weights=str(weights), device="cpu",
+                            models_dir=str(models), no_progress=True)
+
