@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -263,3 +264,24 @@ def _cmdline(entry: Path) -> str:
         return ""
     return " ".join(w.decode(errors="replace") for w in words if w)
 
+
+
+def test_a_source_that_cannot_be_read_fails_alone(tmp_path, four_clips):
+    folder, config, alone = four_clips
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(folder / "clip0.mp4", mixed / "clip0.mp4")
+    (mixed / "broken.mp4").write_bytes((folder / "clip1.mp4").read_bytes()[:3000])  # truncated: no index
+    outcome = run_on_processes(replace(config, sources=(str(mixed),)), 2, output_dir=tmp_path / "out")
+    statuses = {Path(r.source).name: r.status for r in outcome.results}
+    assert statuses == {"clip0.mp4": "ok", "broken.mp4": "failed"}
+    failed = next(r for r in outcome.results if r.status == "failed")
+    assert failed.exit_code == 4 and failed.kind == "InputUnreadableError" and "truncated" in failed.error  # (as in
+    # one process)
+    def elsewhere(rows: list[dict[str, str]]) -> list[dict[str, str]]:  # (the source's path is another folder's)
+        return [{k: v for k, v in row.items() if k != "source"} for row in rows]
+
+    written = all_rows(tmp_path / "out")
+    assert list(written) == ["clip0.emotions.csv"]
+    assert same_rows({"clip0": elsewhere(written["clip0.emotions.csv"])},
+                     {"clip0": elsewhere(alone["clip0.emotions.csv"])})
