@@ -591,7 +591,7 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
     tell("bye", {"frames": counter.frames, "faces": counter.faces, "first_frame_at": counter.first_frame_at,
                  "stage_seconds": facts.get("stage_seconds"), "startup": facts.get("startup")})
     logging.shutdown()
-    os._exit(0)  # (every file is written and renamed; the interpreter's own exit would unload PyTorch for nothing)
+    os._exit(0)  # (every source's files are written, the driver renames them; Python's own exit would unload PyTorch)
 
 
 __all__ = ["run_on_processes"]
