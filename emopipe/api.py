@@ -56,7 +56,7 @@ from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.segments import import_change_points_ahead
-from emopipe.types import FaceRecord, FrameResult
+from emopipe.types import FaceRecord, FrameResult, SourceInfo
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +115,11 @@ def _given(config: RunConfig, names: Sequence[str]) -> str:
     """The options among ``names`` that ``config`` sets (not at their defaults), as the command line spells them."""
     return ", ".join("--" + name.replace("_", "-") for name in names
                      if getattr(config, name) != getattr(RunConfig, name))
+
+
+def _frame_size(info: SourceInfo) -> tuple[int, int] | None:
+    """A source's (height, width) where it tells one, for the warm-ups."""
+    return (info.height, info.width) if info.height and info.width else None
 
 
 def _refuse_many_options(config: RunConfig) -> None:
@@ -193,12 +198,17 @@ class Analyzer:
 
     def open(self) -> Analyzer:
         """Build the engines and warm every static shape now (otherwise the first source does)."""
+        return self._open()
+
+    def _open(self, frame_size: Callable[[], tuple[int, int] | None] | None = None) -> Analyzer:
+        """:meth:`open`; ``frame_size`` tells the first source's (height, width) if it is known once the engines are
+        built (EmoNet's warm-up then also finds the plans the detector's needs: :meth:`Models.warm_engine`)."""
         if self.models is None:
             with quick_handoff():  # (Triton's cache key is hashed on a thread beside the model's copy)
                 self.models = load_models(self._base)
             import_change_points_ahead()  # (every run summarises its tracks: their library loads as EmoNet warms)
             if not self._base.no_warmup:
-                self.models.warm_engine()
+                self.models.warm_engine(frame_size() if frame_size is not None else None)
         return self
 
     def close(self) -> None:
@@ -354,10 +364,10 @@ class Analyzer:
             config.refuse_earlier_outputs()
             _sigterm_as_ctrl_c(stack)
             run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
-            run.open()
+            opened = run.open()
             if exporter is not None:
                 stack.enter_context(exporter)
-            models = self.open().models
+            models = self._open(lambda: _frame_size(opened.info)).models
             assert models is not None
             run.warm(models)
             if metrics is not None:
@@ -558,7 +568,7 @@ class Analyzer:
             chain.start()  # the first sources open while the engines load
             if exporter is not None:
                 stack.enter_context(exporter)
-            models = self.open().models
+            models = self._open(chain.opened_frame_size).models
             assert models is not None
             if metrics is not None:  # each source that fails counts as an error (errors_total, its alert)
                 on_result = _counting_failures(metrics, on_result)

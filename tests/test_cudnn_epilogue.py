@@ -452,6 +452,31 @@ def test_with_every_plan_on_disk_a_pass_runs_them_and_builds_nothing(ahead, monk
     assert not ahead.builders[0].early  # (plans in the folder: builders only for one found missing)
 
 
+def test_a_window_within_a_window_hands_its_plans_to_the_outer_one_built_in_one_wave(ahead):
+    """EmoNet's warm-up finds the detector's plans too where the frame size is known: the detector's and the
+    engine's passes each open a window of their own inside the warm-up's, and every plan goes to one set of
+    builders, waited for once, when the outer window ends."""
+    block, depthwise = _one_of_each()
+    device = torch.device("cuda", 0)
+    with cudnn_epilogue.plans_built_ahead(device) as outer:
+        assert outer
+        with cudnn_epilogue.plans_built_ahead(device) as inner:  # the detector's pass
+            assert inner
+            cudnn_epilogue.conv2d(*depthwise)
+        assert ahead.sent == [] and cudnn_epilogue._builders_here() is ahead.builders[0]  # not waited for yet
+        with cudnn_epilogue.plans_built_ahead(device) as inner:  # the engine's pass
+            assert inner
+            cudnn_epilogue.conv_add_slice(*block)
+        assert ahead.sent == [] and _FakeGraph.builds == []
+    ((jobs, _),) = ahead.sent  # one wave, both networks' plans
+    assert [type(spec) for _, spec in jobs] == [cudnn_plans.ConvSpec, cudnn_plans.EpilogueSpec]
+    assert len(ahead.builders) == 1 and ahead.builders[0].state == "finished"
+    assert cudnn_epilogue._builders_here() is None
+    cudnn_epilogue.conv_add_slice(*block)  # the warm-up's passes then read both back
+    cudnn_epilogue.conv2d(*depthwise)
+    assert len(_FakeGraph.loads) == 2 and [plan.graph.loaded for plan in ahead.runs] == [True, True]
+
+
 def test_plans_are_found_ahead_only_on_a_gpu_with_a_plan_folder(ahead, monkeypatch):
     with cudnn_epilogue.plans_built_ahead(torch.device("cpu")) as found:
         assert not found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from emopipe.engines.base import PendingOutput
 from emopipe.errors import WeightsError
 from emopipe.io.records import open_writer
 from emopipe.io.sources import open_source
+from emopipe.model.emonet import build_emonet
 from emopipe.pipeline import runner as pipeline_module
 from emopipe.pipeline.batcher import StaticBatcher
 from emopipe.pipeline.hooks import Observer
@@ -25,6 +27,7 @@ from emopipe.pipeline.sinks import FaceRecorder, RecordSink
 from emopipe.types import Detections, EngineOutput, FaceResult, FrameResult, HostFrame
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detectors import create_detector
+from tests.support.checkpoints import random_state
 from tests.support.fakes import PixelEngine
 from tests.support.synth import moving_face_video
 
@@ -583,6 +586,62 @@ def test_the_models_warm_with_a_short_gil_switch_interval_and_give_the_callers_b
         models.close()  # (unfreezes what settle_heap froze)
     assert seen == {"engine": pytest.approx(QUICK_HANDOFF_S), "detector": pytest.approx(QUICK_HANDOFF_S),
                     "cropper": ((1, 48, 64, 3), pytest.approx(QUICK_HANDOFF_S))}  # (its kernels load before frames)
+
+
+def test_with_the_first_frame_size_known_both_networks_plans_are_found_in_the_warm_ups_one_window(monkeypatch):
+    """On a machine without cuDNN plans, EmoNet's warm-up finds the detector's too (one wave of builder processes):
+    the detector's pass and the engine's inside one window, the real warm-ups only after it has ended."""
+    from emopipe.model import cudnn_epilogue
+    from emopipe.pipeline.models import Models
+
+    calls: list[object] = []
+
+    @contextlib.contextmanager
+    def window(device):
+        calls.append(("window", device.type))
+        yield True
+        calls.append("window ends")
+
+    monkeypatch.setattr(cudnn_epilogue, "plans_built_ahead", window)
+
+    class Engine:
+        device = torch.device("cuda", 0)  # (nothing runs on it: a stand-in)
+
+        def compile_ahead(self):
+            calls.append("engine finds")
+
+        def warmup(self):
+            calls.append("engine warms")
+
+    class Detector:
+        def find_plans(self, height, width):
+            calls.append(("detector finds", height, width))
+
+    models = Models(engine=Engine(), detector=Detector(), cropper=None, model_name="fake", load_s=0.0)
+    try:
+        models.warm_engine((720, 1280))
+        assert calls == [("window", "cuda"), ("detector finds", 720, 1280), "engine finds", "window ends",
+                         "engine warms"]
+        calls.clear()
+        models.warm_engine()  # (no frame size known: EmoNet's warm-up alone, which finds its own plans)
+        assert calls == ["engine warms"]
+    finally:
+        models.close()
+
+
+def test_an_engine_whose_plans_were_found_ahead_does_not_look_again_as_it_warms(monkeypatch):
+    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.torch_engine import TorchEngine
+
+    engine = TorchEngine(build_emonet(random_state(8, seed=3)), EngineOptions(device="cpu", batch_size=1),
+                         owns_model=True)
+    looked: list[tuple[int, ...]] = []
+    monkeypatch.setattr(engine, "_compile_ahead", lambda example: looked.append(tuple(example.shape)))
+    engine.compile_ahead()
+    assert looked == [(1, 3, 256, 256)]
+    engine.warmup([1, 2])  # batch 1 was looked at ahead: only batch 2 is
+    assert looked == [(1, 3, 256, 256), (2, 3, 256, 256)]
+    assert engine.warmup_report is not None and len(engine.warmup_report.shapes) == 2
 
 
 def test_page_locked_buffers_are_reserved_at_the_largest_batch_once_and_never_replaced(monkeypatch):

@@ -52,6 +52,7 @@ class TorchEngine:
         self.dtype = PRECISIONS[self.options.precision or "fp32"]
         self.warmup_report: WarmupReport | None = None
         self._graphs: dict[int, _CapturedGraph] = {}
+        self._compiled_ahead: set[int] = set()  # batch sizes whose plans and kernels were found and compiled
         self._apply_backend_flags()
         memory_format = torch.channels_last if self.options.channels_last else torch.contiguous_format
         if cache_dir:  # compiled kernels persist beside the weights (a container's models volume): restarts skip
@@ -170,7 +171,8 @@ class TorchEngine:
             for n in sizes:
                 t0 = time.perf_counter()  # (drawn where it is used: on the CPU, 256 crops took 0.4 s of warmup)
                 example = torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator, device=self.device)
-                self._compile_ahead(example)
+                if n not in self._compiled_ahead:
+                    self._compile_ahead(example)
                 if self.options.cuda_graphs:
                     self._graphs[n] = _CapturedGraph(self, example)
                 # The exact path real batches take, with both input kinds: CUDA kernels are loaded lazily on
@@ -186,6 +188,18 @@ class TorchEngine:
         self.warmup_report = report
         logger.info("%s", report.describe())
         return report
+
+    @torch.inference_mode()
+    def compile_ahead(self, batch_sizes: Sequence[int] | None = None) -> None:
+        """What :meth:`warmup` does first for each shape, alone: within an enclosing
+        :func:`~emopipe.model.cudnn_epilogue.plans_built_ahead`, the plans these shapes lack are built with that
+        window's (the detector's, on a machine that has neither: one wave of builder processes instead of two)."""
+        generator = torch.Generator(device=self.device).manual_seed(0)
+        for n in dict.fromkeys(batch_sizes or [self.batch_size]):
+            with self._turn():  # (with its plans on disk, the pass computes: engines with the epilogue take turns)
+                self._compile_ahead(torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator,
+                                               device=self.device))
+            self._compiled_ahead.add(n)
 
     def _compile_ahead(self, example: torch.Tensor) -> None:
         """What this shape's first pass would compile one piece after another — the cuDNN epilogue's plans it

@@ -202,8 +202,12 @@ def plans_built_ahead(device: torch.device) -> Iterator[bool]:
     nothing (its results hold whatever memory held: the pass only finds the shapes); on leaving, the builders are
     waited for; they store their plans in the plan folder, from which the network's next pass reads them back
     (what a fresh machine gains: docs/benchmarks.md, "Start-up"). With every plan already on disk, the pass reads
-    them back as the first pass would have, and nothing is built."""
-    if _builders_here() is not None or _cache_dir is None or device.type != "cuda" or not installed():
+    them back as the first pass would have, and nothing is built. Within another window on this thread, that one
+    collects the plans found and waits for them as it ends (the networks' passes of one warm-up, built together)."""
+    if _builders_here() is not None:
+        yield True
+        return
+    if _cache_dir is None or device.type != "cuda" or not installed():
         yield False
         return
     _pass.builders = builders = cudnn_plans.PlanBuilders(device.index if device.index is not None else

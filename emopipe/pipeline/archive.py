@@ -490,6 +490,13 @@ class SourceChain:
                 return reading.info
         return None
 
+    def opened_frame_size(self) -> tuple[int, int] | None:
+        """The first source's (height, width) if it has opened by now (without waiting for it), else None."""
+        if not self.readings:
+            return None
+        info = self.readings[0].info
+        return (info.height, info.width) if info is not None and info.height and info.width else None
+
     def _start_ahead(self, position: int) -> None:
         if self.held:
             return

@@ -21,7 +21,7 @@ from emopipe.config import RunConfig
 from emopipe.engines.base import PRECISIONS, Engine, EngineOptions
 from emopipe.engines.registry import create_engine
 from emopipe.errors import CheckpointError
-from emopipe.model import weights
+from emopipe.model import cudnn_epilogue, weights
 from emopipe.model.devices import resolve_device
 from emopipe.model.emonet import build_emonet, classes_in_checkpoint, read_checkpoint
 from emopipe.vision.crop import FaceCropper
@@ -50,11 +50,21 @@ class Models:
     def labels(self) -> tuple[str, ...]:
         return tuple(self.engine.labels)
 
-    def warm_engine(self) -> float:
+    def warm_engine(self, frame_size: tuple[int, int] | None = None) -> float:
+        """Warm EmoNet's static shapes. ``frame_size``: the first source's (height, width) where it is known by now —
+        the cuDNN plans that the detector's warm-up would look for at that size are then found with EmoNet's, and
+        on a machine that has none, built in the same wave of builder processes (H100: the detector's 8 took a
+        wave of 2.3 s of their own after EmoNet's, docs/benchmarks.md "Start-up")."""
         logger.info("warming up EmoNet's static shapes%s …",
                     " (cuDNN autotuning, CUDA graphs)" if self.engine.device.type == "cuda" else "")
         t = time.perf_counter()
         with quick_handoff():
+            compile_ahead = getattr(self.engine, "compile_ahead", None)
+            if frame_size is not None and compile_ahead is not None:
+                with cudnn_epilogue.plans_built_ahead(self.engine.device) as ahead:
+                    if ahead:
+                        self.detector.find_plans(*frame_size)
+                        compile_ahead()
             self.engine.warmup()
         self.engine_warmups += 1
         settle_heap()

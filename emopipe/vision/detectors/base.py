@@ -263,6 +263,7 @@ class FaceDetector:
         # The device part (letterbox, network, decoding, top-k) replayed as one CUDA graph per frame size.
         self.cuda_graphs = self.device.type == "cuda" if cuda_graphs is None else cuda_graphs
         self._graphs: dict[tuple[int, int], _DetectorGraph] = {}
+        self._plans_found: set[tuple[int, int]] = set()  # frame sizes whose cuDNN plans were looked for
 
     def info(self) -> dict[str, str]:
         h, w = self.input_size or (0, 0)
@@ -410,18 +411,29 @@ class FaceDetector:
         kept = self._suppress(frame_of, passed[:, :4], passed[:, 4])
         return self._finish(*kept, pending.box, pending.frames)
 
+    def _blank_frames(self, frame_height: int, frame_width: int) -> torch.Tensor:
+        self._letterbox(frame_height, frame_width)
+        return torch.full((self.batch_size, frame_height, frame_width, 3), 127, dtype=torch.uint8, device=self.device)
+
+    @torch.inference_mode()
+    def find_plans(self, frame_height: int, frame_width: int) -> None:
+        """The cuDNN plans (BlazeFace's depthwise convolutions') that frames of this size need and the plan folder
+        lacks: found by one pass that computes nothing and built at once in builder processes. Within an enclosing
+        :func:`~emopipe.model.cudnn_epilogue.plans_built_ahead` (EmoNet's warm-up's, where the frame size is known
+        by then) they are built together with that window's plans."""
+        with cudnn_epilogue.plans_built_ahead(self.device) as ahead:
+            if ahead:
+                frames = self._blank_frames(frame_height, frame_width)
+                self._device_part(frames, self._letterbox(frame_height, frame_width))
+        self._plans_found.add((frame_height, frame_width))
+
     @torch.inference_mode()
     def warmup(self, frame_height: int, frame_width: int) -> WarmupReport:
         """Fix the input shape for these frames and run the full path on it (cuDNN tunes here)."""
         start = time.perf_counter()
-        self._letterbox(frame_height, frame_width)
-        assert self.input_size is not None
-        frames = torch.full((self.batch_size, frame_height, frame_width, 3), 127, dtype=torch.uint8,
-                            device=self.device)
-        # (BlazeFace's depthwise convolutions' cuDNN plans it lacks: found by one pass, built at once in processes)
-        with cudnn_epilogue.plans_built_ahead(self.device) as ahead:
-            if ahead:
-                self._device_part(frames, self._letterbox(frame_height, frame_width))
+        frames = self._blank_frames(frame_height, frame_width)
+        if (frame_height, frame_width) not in self._plans_found:
+            self.find_plans(frame_height, frame_width)
         for _ in range(2):  # the first call tunes; the second runs on the cached choices
             self.detect(frames)
         if self.cuda_graphs:
