@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 # The driver loads no PyTorch, and starts its workers before it imports what planning needs (the pipeline's modules,
 # OpenCV): only the workers import the API.
 from emopipe.config import RunConfig, StrPath
-from emopipe.errors import EmopipeError, UsageError
+from emopipe.errors import EmopipeError, UsageError, WeightsError
 from emopipe.io.records import hold_folder
-from emopipe.model import cuda_context, cudnn_plans
+from emopipe.model import cuda_context, cudnn_plans, weights
 from emopipe.pipeline.hooks import Observer
 
 if TYPE_CHECKING:
@@ -89,6 +89,9 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
                                                       many_config(config, "cuda" if crew.devices else "cpu"),
                                                       config, folder_held=True))
             crew.keep(min(processes, len(plan.todo)))
+            if plan.todo and config.weights:  # (said here once, not by every worker; a missing file: theirs to say)
+                with contextlib.suppress(WeightsError):
+                    weights.user_file(config.weights)
             timeline = {"plan_s": time.perf_counter() - started}
             if not plan.todo:
                 outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
@@ -497,6 +500,7 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
     os.environ.setdefault(cudnn_plans.BUILDERS_VARIABLE, builders)
     logging.basicConfig(level=log_level, format=f"{name}: %(message)s")
     logging.getLogger("emopipe").setLevel(log_level)
+    logging.getLogger(weights.YOURS_LOGGER).setLevel(max(log_level, logging.ERROR))  # (the driver said it)
     if Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
         os.chdir(cwd)
     tell = _Teller(pipe)

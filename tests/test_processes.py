@@ -119,6 +119,7 @@ def test_ctrl_c_keeps_what_was_finished_and_resume_completes_it(tmp_path, four_c
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert same_rows(all_rows(out), alone)
+    assert resumed.stderr.count("using your weights file") == 1  # said by the driver, not once a worker
 
 
 def test_a_killed_driver_takes_its_workers_with_it_and_resume_completes(tmp_path, four_clips):

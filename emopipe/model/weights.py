@@ -27,6 +27,9 @@ from emopipe.errors import WeightsError
 from emopipe.io.records import written_whole
 
 logger = logging.getLogger(__name__)
+# Where "using your weights file" is said: once a run. A worker of a run over several processes leaves it to its driver
+# (every worker saying it repeated it N times); their other warnings stay theirs.
+YOURS_LOGGER = f"{__name__}.yours"
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # emopipe/
 _CHECKOUT_MODELS = _PACKAGE.parent / "models"
@@ -270,5 +273,6 @@ def user_file(path: str | os.PathLike[str]) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
         raise WeightsError(f"weights file not found: {p}")
-    logger.warning("using your weights file %s (sha256 %s) — not checked against the manifest", p, sha256_of(p))
+    logging.getLogger(YOURS_LOGGER).warning("using your weights file %s (sha256 %s) — not checked against the manifest",
+                                            p, sha256_of(p))
     return p
