@@ -40,6 +40,7 @@ BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, l
 DECODERS = ("auto", "nvdec", "opencv")
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi")  # annotated video and live recording containers
 REPORT_SUFFIXES = (".html", ".htm")
+AUTO_PROCESSES = "auto"  # --processes auto: the count chosen for the machine (emopipe.processes.workers_for)
 DEFAULT_OUTPUT_DIR = "emopipe-out"  # several sources: their files go in this folder unless -o says otherwise
 
 FILE_DETECTOR = "sfd"
@@ -140,8 +141,9 @@ class RunConfig:
     recursive: bool = False  # folders: their whole tree (each video, each folder of images one sequence)
     resume: bool = False  # skip the sources an earlier run into the same folder finished
     parallel: int | None = None  # sources opened and decoded ahead at once (default: 2)
-    # the same run over worker processes of this machine (emopipe.processes); None: in this process
-    processes: int | None = None
+    # the same run over worker processes of this machine (emopipe.processes); None: in this process; "auto": as many
+    # as the machine is measured to gain from (emopipe.processes.workers_for), in this process where that is one
+    processes: int | str | None = None
     # the same run over a Ray cluster (emopipe.cluster)
     ray: str | None = None  # a cluster address, "auto" (RAY_ADDRESS), or "local" (start one here)
     ray_workers: int | None = None  # default: one per GPU of the cluster
@@ -217,7 +219,12 @@ class RunConfig:
         _positive("batch_size", self.batch_size)
         _positive("parallel", self.parallel)
         _positive("ray_workers", self.ray_workers)
-        _positive("processes", self.processes)
+        if isinstance(self.processes, str):
+            if self.processes != AUTO_PROCESSES:
+                raise UsageError(f"--processes must be a whole number ≥ 1 or {AUTO_PROCESSES!r}, "
+                                 f"got {self.processes!r}")
+        else:
+            _positive("processes", self.processes)
         if self.processes is not None and self.ray:
             raise UsageError("--processes and --ray: the workers are either this machine's processes or Ray's; "
                              "choose one")

@@ -105,6 +105,36 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
     return outcome
 
 
+# --processes auto. Measured on H100 hosts of 16 cores with the 64-clip archive (docs/benchmarks.md): under MPS 4, 6 and
+# 8 workers on the one GPU ran it alike (14–17 s against one process's 22–24 s), 4 without MPS no faster than one
+# process; each worker keeps ~4 cores busy (its decoding, GPU and writer threads).
+WORKERS_PER_GPU_UNDER_MPS = 4
+CORES_PER_WORKER = 4
+
+
+def workers_for(gpus: int, mps: bool, cores: int) -> int:
+    """How many worker processes ``--processes auto`` starts: on GPUs, 4 a GPU under NVIDIA MPS, else one a GPU, no
+    more than the cores feed; on the CPU one (PyTorch's threads already use every core in one process). One means the
+    run stays in its own process."""
+    if gpus < 1:
+        return 1
+    return max(1, min(gpus * (WORKERS_PER_GPU_UNDER_MPS if mps else 1), cores // CORES_PER_WORKER))
+
+
+def auto_workers(device: str) -> tuple[int, str]:
+    """``--processes auto`` on this machine for ``device``: the count, and what it was chosen from (for the log)."""
+    gpus = len(_devices(device))
+    cores = _cores()
+    mps = gpus > 0 and cuda_context.mps_running()
+    why = (f"{gpus} GPU{'s' if gpus != 1 else ''}{' under NVIDIA MPS' if mps else ' without NVIDIA MPS'}, {cores} cores"
+           if gpus else f"the CPU, {cores} cores")
+    return workers_for(gpus, mps, cores), why
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _devices(device: str) -> list[str]:
     """The CUDA devices the workers take in turn (``cuda:N`` each, where ``auto`` or ``cuda`` finds several GPUs);
     empty for a run on the CPU (``cpu``, or ``auto`` without a GPU or without a CUDA build of PyTorch)."""
@@ -153,7 +183,7 @@ class _Crew:
         worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
         self.config = config
         self.devices = _devices(config.device)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = _cores()
         # a fresh machine's cuDNN plans are built by processes each worker's warm-up starts: the cores shared out
         self.builders = os.environ.get(cudnn_plans.BUILDERS_VARIABLE) or str(max(1, (cores - 2) // count))
         # PyTorch's CPU threads a worker may start: each worker's would otherwise be as many as the machine's cores,

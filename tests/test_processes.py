@@ -21,7 +21,7 @@ from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import UsageError
 from emopipe.model import cuda_context
-from emopipe.processes import _devices, run_on_processes
+from emopipe.processes import _devices, run_on_processes, workers_for
 from tests.support.processes import interruptible
 from tests.support.rows import all_rows, same_rows
 from tests.support.synth import many_clips_run
@@ -192,11 +192,41 @@ def test_processes_are_for_files_and_not_with_ray(tmp_path, checkpoints):
         replace(config, processes=2, ray="local")
     with pytest.raises(UsageError, match="--processes must be"):
         replace(config, processes=0)
+    with pytest.raises(UsageError, match="--processes must be a whole number ≥ 1 or 'auto', got 'many'"):
+        replace(config, processes="many")
     with pytest.raises(UsageError, match="--processes"):  # (refused before any model loads)
         Analyzer(config).run_many(output_dir=tmp_path / "o", processes=2)
-    camera = subprocess.run(["emopipe", "rtsp://127.0.0.1:9/a", "rtsp://127.0.0.1:9/b", "--processes", "2"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert camera.returncode == 2 and "files only" in camera.stderr
+    for count in ("2", "auto"):
+        camera = subprocess.run(["emopipe", "rtsp://127.0.0.1:9/a", "rtsp://127.0.0.1:9/b", "--processes", count],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert camera.returncode == 2 and "files only" in camera.stderr
+    typo = subprocess.run(["emopipe", str(tmp_path), "--processes", "al"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert typo.returncode == 2 and "a whole number ≥ 1 or 'auto', got 'al'" in typo.stderr
+
+
+@pytest.mark.parametrize(("gpus", "mps", "cores", "workers"), [
+    (1, True, 16, 4),  # an H100 host under MPS: the measured four
+    (1, False, 16, 1),  # without MPS several on one GPU take turns: this process
+    (2, False, 32, 2),  # one a GPU
+    (2, True, 32, 8),
+    (1, True, 8, 2),  # the cores feed two
+    (4, False, 4, 1),
+    (0, False, 64, 1),  # the CPU: PyTorch's threads use every core in one process
+])
+def test_processes_auto_is_four_a_gpu_under_mps_else_one_a_gpu_as_the_cores_feed(gpus, mps, cores, workers):
+    assert workers_for(gpus, mps, cores) == workers
+
+
+def test_processes_auto_on_the_cpu_runs_the_sources_in_this_process(tmp_path, four_clips):
+    _, config, alone = four_clips
+    out = tmp_path / "auto"
+    done = subprocess.run(["emopipe", *command(config, out)[:-1], "auto"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "--processes auto: the sources run in this process (the CPU," in done.stderr
+    assert "processes" not in json.loads((out / "summary.json").read_text())  # (no worker was started)
+    assert same_rows(all_rows(out), alone)
 
 
 def test_workers_take_the_gpus_in_turn(monkeypatch):

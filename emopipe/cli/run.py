@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser, say
 from emopipe.config import (
+    AUTO_PROCESSES,
     BACKEND_NAMES,
     DEFAULT_MAX_WAIT_MS,
     DEFAULT_METRICS_HOST,
@@ -35,6 +36,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PUSH_JOB = "emopipe-batch"  # (emopipe.observe.exposition.PUSH_JOB, named in the help without importing prometheus)
+
+
+def _count_or_auto(value: str) -> int | str:
+    """``--processes``: a whole number (checked by RunConfig, which says what is wrong), or ``auto``."""
+    if value.strip().lower() == AUTO_PROCESSES:
+        return AUTO_PROCESSES
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number ≥ 1 or {AUTO_PROCESSES!r}, got {value!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,11 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "(each keeps its file names; a source added since never takes another's)")
     many.add_argument("--parallel", type=int, metavar="N",
                       help="sources opened and decoded ahead at once (default: 2)")
-    many.add_argument("--processes", type=int, metavar="N",
+    many.add_argument("--processes", type=_count_or_auto, metavar="N|auto",
                       help="spread the sources over N worker processes of this machine, each warmed once (with "
                            "several GPUs, each on one in turn); several on one GPU run side by side only under NVIDIA "
-                           "MPS (docs/cluster.md): 4 a GPU under MPS fill an H100 with 720p video. Files only, not "
-                           "cameras; a dead worker's sources go to another (--ray-retries times)")
+                           "MPS (docs/cluster.md): 4 a GPU under MPS fill an H100 with 720p video. 'auto': 4 a GPU "
+                           "under MPS, else one a GPU, at most one per 4 cores; on one GPU without MPS, or the CPU, "
+                           "this process. Files only, not cameras; a dead worker's sources go to another "
+                           "(--ray-retries times)")
     many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                       help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
                            "on this machine), or 'local' to start one here; one worker per GPU, each warmed once; "
@@ -250,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.ray:  # before PyTorch loads (this process loads none): the workers start meanwhile
         return run_on_cluster(config)
+    if config.processes == AUTO_PROCESSES:
+        config = auto_processes(config)
     if config.processes is not None:  # (as --ray: this process loads no PyTorch; its workers do)
         return run_on_processes(config)
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
@@ -321,6 +336,21 @@ def run_on_cluster(config: RunConfig) -> int:
         return _fleet_exit_code(run_cameras_on_ray(config, options, on_result=_report, progress=progress))
     # (run_on_ray plans the run, then says how many sources go to Ray; this process loads no PyTorch)
     return _exit_code(run_on_ray(config, options, on_result=_report, progress=progress))
+
+
+def auto_processes(config: RunConfig) -> RunConfig:
+    """``--processes auto``: the count chosen for this machine (:func:`emopipe.processes.workers_for`); one means
+    this process runs the sources itself."""
+    from emopipe.processes import auto_workers
+
+    if config.fleet:  # (refused as --processes N is: files only)
+        return config
+    count, why = auto_workers(config.device)
+    if count == 1:
+        logger.info("--processes auto: the sources run in this process (%s)", why)
+        return replace(config, processes=None)
+    logger.info("--processes auto: %d worker processes (%s)", count, why)
+    return replace(config, processes=count)
 
 
 def run_on_processes(config: RunConfig) -> int:
