@@ -56,7 +56,7 @@ from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.segments import import_change_points_ahead
-from emopipe.types import FaceRecord, FrameResult, SourceInfo
+from emopipe.types import FaceRecord, FrameResult
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +115,6 @@ def _given(config: RunConfig, names: Sequence[str]) -> str:
     """The options among ``names`` that ``config`` sets (not at their defaults), as the command line spells them."""
     return ", ".join("--" + name.replace("_", "-") for name in names
                      if getattr(config, name) != getattr(RunConfig, name))
-
-
-def _frame_size(info: SourceInfo) -> tuple[int, int] | None:
-    """A source's (height, width) where it tells one, for the warm-ups."""
-    return (info.height, info.width) if info.height and info.width else None
 
 
 def _refuse_many_options(config: RunConfig) -> None:
@@ -367,7 +362,7 @@ class Analyzer:
             opened = run.open()
             if exporter is not None:
                 stack.enter_context(exporter)
-            models = self._open(lambda: _frame_size(opened.info)).models
+            models = self._open(lambda: (opened.info.height, opened.info.width)).models
             assert models is not None
             run.warm(models)
             if metrics is not None:

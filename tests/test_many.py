@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -819,6 +820,25 @@ def test_a_sink_closed_again_after_an_interruption_marks_no_second_source(tmp_pa
     assert [(e["source"], e["status"], e["frames"]) for e in manifest_lines(tmp_path)] == [("a", "interrupted", 0)]
     assert not list(tmp_path.glob("*.csv*"))
 
+
+
+def test_the_first_sources_frame_size_is_told_once_it_has_opened_and_never_waited_for(tmp_path):
+    # (EmoNet's warm-up asks it to find the detector's plans at the same time: it must not wait for a slow source)
+    planned = [PlannedSource(0, "a", tmp_path / "a.emotions.csv", tmp_path / "a.emotions.summary.json")]
+    may_open = threading.Event()
+
+    def open_one(uri):
+        assert may_open.wait(timeout=60)
+        return FakeSource(uri, 2)
+
+    with SourceChain(planned, open_one, parallel=1) as chain:
+        chain.start()
+        assert chain.opened_frame_size() is None  # still opening: told at once, not waited for
+        may_open.set()
+        assert chain.first_info() is not None
+        assert chain.opened_frame_size() == (6, 8)
+    with SourceChain([], open_one, parallel=1, feeding=True, held=True) as fed:  # (a worker's, before its first share)
+        assert fed.opened_frame_size() is None
 
 
 def test_the_source_chain_and_the_fleet_source_have_the_source_protocols_members(tmp_path):

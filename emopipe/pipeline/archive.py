@@ -495,7 +495,7 @@ class SourceChain:
         if not self.readings:
             return None
         info = self.readings[0].info
-        return (info.height, info.width) if info is not None and info.height and info.width else None
+        return (info.height, info.width) if info is not None else None
 
     def _start_ahead(self, position: int) -> None:
         if self.held:
