@@ -40,6 +40,7 @@ def _command(name: str) -> tuple[Callable[[], argparse.ArgumentParser], Callable
     return module.build_parser, module.run
 
 
+_BYTECODE: str | None = None  # where the command's compiled Python modules are kept (emopipe.cli.bytecode)
 _INTERRUPTED = threading.Event()  # a first Ctrl-C or SIGTERM was seen: the run is finishing its files
 
 
@@ -77,6 +78,11 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
     Python's own exit would go on to unload every module the run imported (PyTorch's, OpenCV's, Ray's): over a
     second on the CI machine, for nothing — by then main() has committed and closed every output. (Only the
     command ends so; main() called in a process of yours returns as any function does.)"""
+    global _BYTECODE
+    from emopipe.cli.bytecode import keep_bytecode  # (before anything imports PyTorch, NumPy or OpenCV)
+    from emopipe.model.places import cache_root
+
+    _BYTECODE = keep_bytecode(cache_root() / "python")
     code = _run_command(argv)  # (not main: the command line's signal handlers stay, so a second signal exits
     # at once also while the threads below finish and the exit handlers run)
     try:
@@ -178,6 +184,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return 0 if argv else 2
     args = build().parse_args(argv)
     _configure_logging(args.debug, args.quiet)
+    if _BYTECODE:
+        logger.debug("Python's compiled modules: %s", _BYTECODE)
     _handle_signals()
     try:
         code = run(args)

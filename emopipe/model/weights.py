@@ -25,6 +25,9 @@ from typing import IO
 
 from emopipe.errors import WeightsError
 from emopipe.io.records import written_whole
+from emopipe.model.places import CHECKOUT_MODELS as _CHECKOUT_MODELS
+from emopipe.model.places import cache_root as cache_root  # (re-exported: where callers have always found it)
+from emopipe.model.places import models_dir as models_dir
 
 logger = logging.getLogger(__name__)
 # Where "using your weights file" is said: once a run. A worker of a run over several processes leaves it to its driver
@@ -32,7 +35,6 @@ logger = logging.getLogger(__name__)
 YOURS_LOGGER = f"{__name__}.yours"
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # emopipe/
-_CHECKOUT_MODELS = _PACKAGE.parent / "models"
 _PACKAGED_MANIFEST = _PACKAGE / "manifest.json"  # placed there in wheels
 _CHUNK = 1 << 20
 _TIMEOUT_S = 30.0
@@ -88,26 +90,6 @@ def spec(name: str) -> WeightSpec:
     if name not in entries:
         raise WeightsError(f"unknown model {name!r}; known: {', '.join(entries)}")
     return entries[name]
-
-
-def models_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    if override:
-        return Path(override).expanduser()
-    if env := os.environ.get("EMOPIPE_HOME"):
-        return Path(env).expanduser()
-    if (_CHECKOUT_MODELS / "manifest.json").is_file() and (_CHECKOUT_MODELS.parent / "pyproject.toml").is_file():
-        return _CHECKOUT_MODELS
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "emopipe"
-
-
-def cache_root(models: str | os.PathLike[str] | None = None) -> Path:
-    """Where compiled code and exported models are kept: ``$EMOPIPE_CACHE``, else ``<models dir>/cache``.
-
-    Everything in it can be rebuilt; the variable moves it off a models folder that is read-only."""
-    if env := os.environ.get("EMOPIPE_CACHE"):
-        return Path(env).expanduser()
-    return models_dir(models) / "cache"
 
 
 _digests: dict[tuple[str, str], str] = {}  # (file, its size and modification time) → sha256, in this process
