@@ -45,25 +45,6 @@ def test_kept_in_the_cache_where_the_probe_has_none(tmp_path, monkeypatch, inter
     assert "PYTHONDONTWRITEBYTECODE" not in os.environ
 
 
-@pytest.mark.parametrize("cores_needed", [1, 10**6])
-def test_a_first_start_compiles_the_whole_package_first_on_many_cores(cores_needed, tmp_path, monkeypatch, interpreter):
-    """With the cores for it, the probe's package is compiled on all of them before its import (a module the import
-    never reaches too); with fewer, nothing is compiled until modules are imported."""
-    source = _package(tmp_path / "site")
-    (source.parent / "unused.py").write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.setattr(bytecode, "PROBE", "probepkg")
-    monkeypatch.setattr(bytecode, "AHEAD_MIN_CORES", cores_needed)
-    said = bytecode.keep_bytecode(tmp_path / "cache")
-    compiled = [Path(importlib.util.cache_from_source(str(source.parent / name)))
-                for name in ("__init__.py", "unused.py")]
-    assert all(path.is_relative_to(tmp_path / "cache") for path in compiled)
-    if cores_needed == 1:
-        assert all(path.is_file() for path in compiled) and "compiled on" in said
-    else:
-        assert not any(path.exists() for path in compiled) and "compiled on" not in said
-
-
 def test_nothing_done_where_the_bytecode_was_compiled_at_install(tmp_path, monkeypatch, interpreter):
     source = _package(tmp_path / "site")
     compiled = Path(importlib.util.cache_from_source(str(source)))

@@ -17,15 +17,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import time
 from pathlib import Path
 
 PROBE = "torch"  # the import every run waits for, and the largest: its bytecode tells whether any is kept
 OFF_VALUES = ("0", "off", "no", "false")
-# With this many cores a first start compiles the probe's package on all of them before importing it (0.5–1 s for
-# PyTorch's ~2 300 files on 16) rather than module by module as the import reaches them (~3 s); on fewer cores the
-# whole package costs more than the ~1 000 modules an import compiles.
-AHEAD_MIN_CORES = 8
 
 
 def keep_bytecode(directory: Path) -> str:
@@ -51,13 +46,4 @@ def keep_bytecode(directory: Path) -> str:
     sys.dont_write_bytecode = False
     os.environ["PYTHONPYCACHEPREFIX"] = str(directory)  # (the processes this one starts read the variables)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    said = f"kept in {directory} ({PROBE}'s is not kept where it is installed)"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if cores >= AHEAD_MIN_CORES and not os.path.exists(importlib.util.cache_from_source(spec.origin)):
-        import compileall
-
-        began = time.perf_counter()
-        for package in spec.submodule_search_locations or ():  # (files that do not compile are left to the import)
-            compileall.compile_dir(package, quiet=2, workers=cores)
-        said += f"; {PROBE}'s compiled on {cores} processes first, in {time.perf_counter() - began:.1f} s"
-    return said
+    return f"kept in {directory} ({PROBE}'s is not kept where it is installed)"
