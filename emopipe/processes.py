@@ -204,11 +204,14 @@ class _Crew:
         index = len(self.workers)
         name = WORKER_NAME.format(index)
         device = (self.devices or [self.config.device])[index % max(1, len(self.devices))]
+        env = {**os.environ, "OMP_NUM_THREADS": self.threads}
+        if index:  # one writer of Python's compiled modules (emopipe.cli.bytecode): the others read what it writes
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
         ours, theirs = socket.socketpair()
         with theirs:
             process = subprocess.Popen([sys.executable, "-m", "emopipe.process_worker", str(theirs.fileno()), device,
                                         str(os.getpid())], pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                       env={**os.environ, "OMP_NUM_THREADS": self.threads})
+                                       env=env)
         options = {"config": replace(self.config, device=device), "cwd": os.getcwd(), "name": name,
                    "metrics_port": worker_metrics_port(self.config.metrics_port, index), "builders": self.builders,
                    "log_level": self.log_level}

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from emopipe import processes
 from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import UsageError
 from emopipe.model import cuda_context
-from emopipe.processes import _devices, run_on_processes, workers_for
+from emopipe.processes import _Crew, _devices, run_on_processes, workers_for
 from tests.support.processes import interruptible
 from tests.support.rows import all_rows, same_rows
 from tests.support.synth import many_clips_run
@@ -242,6 +243,25 @@ def test_workers_take_the_gpus_in_turn(monkeypatch):
     monkeypatch.setattr(cuda_context, "_torch_has_cuda", lambda: False)
     monkeypatch.setattr(cuda_context, "gpu_count", lambda: 2)
     assert _devices("auto") == []  # a CPU build of PyTorch: auto is the CPU whatever the driver says
+
+
+def test_only_the_first_worker_writes_python_bytecode(monkeypatch):
+    """Workers import the same modules: where the command keeps their compiled bytecode (emopipe.cli.bytecode) the
+    first writes it and the others read it, rather than four processes writing the same ~1 500 files at once."""
+    started: list[dict[str, str]] = []
+
+    class Started:
+        def __init__(self, args: list[str], env: dict[str, str], **_: object) -> None:
+            started.append(env)
+
+    monkeypatch.setattr(processes.subprocess, "Popen", Started)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/cache/python")
+    crew = _Crew(RunConfig(sources=("a.mp4",), device="cpu"), 3)
+    for worker in crew.workers.values():
+        worker.pipe.close()
+    assert [env.get("PYTHONDONTWRITEBYTECODE") for env in started] == [None, "1", "1"]
+    assert {env["PYTHONPYCACHEPREFIX"] for env in started} == {"/cache/python"}
 
 
 def test_gpus_are_counted_without_starting_cuda(tmp_path, monkeypatch):
