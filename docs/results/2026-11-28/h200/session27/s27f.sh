@@ -1,0 +1,41 @@
+#!/bin/bash
+# session 27 (s27f): a machine's very first archive (every cache emptied: CUDA's, Triton's, the plan folder and the
+# bytecode in models/cache/python), the 64-clip archive with --processes auto under MPS, base (main c54806f) against
+# new (the bytecode kept; only the first worker writes it), two interleaved pairs; then one warm pair.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+C=/root/rc; mkdir -p $C
+cp -r .rw4/blazeface $C/
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .rw4/*.whl 2>&1 | grep -v "already exists" | tail -2
+R=$OUT/s27f; mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/table.txt
+PYTHONPATH=/tmp/site python3 -c "
+import sys, shutil; sys.path.insert(0, 'benchmarks'); import synthetic; from pathlib import Path
+synthetic.random_checkpoint(Path('$C/w.pth'))
+d = Path('$C') / 'clips'; d.mkdir(exist_ok=True)
+for i in range(64): shutil.copy('.rw4/clip10s_720p_h264.mp4', d / f'clip{i:02d}.mp4')"
+mkdir -p /tmp/here; cd /tmp/here
+O="--weights $C/w.pth --detector blazeface_back --models-dir $C/blazeface --no-progress"
+treeof() { if [ $1 = new ]; then echo $ROOT; else echo $ROOT/.gpu/trees/base; fi; }
+empty() { rm -rf /root/.nv /root/.triton $C/blazeface/cache $ROOT/models/cache/python; }
+run() {  # label tree extra...
+  local label=$1 t=$2; shift 2
+  rm -rf /tmp/o; local t0=$(date +%s.%N)
+  (PYTHONPATH=$(treeof $t):/tmp/site timeout 150 python3 -m emopipe $C/clips -o /tmp/o $O "$@" > $R/$label.log 2>&1)
+  local rc=$? t1=$(date +%s.%N)
+  echo "$label: rc=$rc wall=$(python3 -c "print(round($t1-$t0,2))") s; $(python3 -c "
+import json; s=json.load(open('/tmp/o/summary.json')); p = s.get('processes') or {}; t = p.get('timeline') or {}
+print(s['ok'], 'ok;', s['frames'], 'frames;', 'run wall_s', s['wall_s'], 'workers', p.get('workers'), 'timeline', {k: round(v, 2) for k, v in t.items()})" 2>&1 | tail -1)" | tee -a $R/table.txt
+}
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+/usr/local/nvidia/bin/nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a $R/table.txt
+export PATH=$PATH:/usr/local/nvidia/bin
+for i in 1 2; do for t in base new; do empty; run archive-veryfirst-$t-$i $t --processes auto; done; done
+du -sh $ROOT/models/cache/python | tee -a $R/table.txt
+for t in base new; do run archive-warm-$t $t --processes auto; done
+echo quit | /usr/local/nvidia/bin/nvidia-cuda-mps-control; sleep 1
+cp $R/table.txt $OUT/table-f.txt
+(cd $R && tar czf $OUT/s27f-logs.tar.gz *.log)
+rm -rf $R
