@@ -1,9 +1,10 @@
 """Python's compiled modules kept in emopipe's cache when the environment keeps none.
 
 Some images install PyTorch without its compiled bytecode and set ``PYTHONDONTWRITEBYTECODE`` (the GPU hosts
-emopipe is measured on do both), so every process compiles PyTorch's ~1 000 modules again: its import took 3.7–4.8 s
-there against 1.8–2.5 s with the bytecode kept, and a warm command's first row 6.8–8.3 s against 4.9–5.2 s
-(H200, docs/benchmarks.md). ``pip install`` compiles bytecode beside the sources, and then nothing is done here.
+emopipe is measured on do both), so every process compiles the ~1 000 modules ``import torch`` reaches, again: 3.5–5.9 s
+there. Kept, a warm command's first row took 4.4–5.5 s against 6.7–8.4 s, the 64-clip archive over four worker
+processes 11.2–12.5 s against 13.5–14.9 s (H200, docs/benchmarks.md). ``pip install`` compiles bytecode beside the
+sources as it installs a package, and then nothing is done here.
 
 Otherwise the command keeps it under ``<cache>/python`` (Python's own ``PYTHONPYCACHEPREFIX`` mechanism: the
 sources stay untouched, each file is checked against its source's size and modification time before use), for its
