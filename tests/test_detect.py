@@ -625,22 +625,6 @@ def test_weights_that_do_not_fit_name_the_keys(tmp_path):
         load_network_weights(BlazeFace(), tmp_path / "junk.pth")
 
 
-def test_a_blazeface_network_of_yours_is_fused_as_a_copy_and_the_detectors_own_in_place():
-    """The factory's network is the detector's alone: rewritten in place (the copy cost ~0.2 s of a warm start);
-    a network passed in is left as it was."""
-    from emopipe.vision.detectors.base import face_alignment_network
-
-    BlazeFace = face_alignment_network("detection.blazeface.net_blazeface", "BlazeFace")  # (the factory's class)
-    yours = BlazeFace(back_model=True)
-    detector = BlazeFaceDetector(yours, np.zeros((896, 4)), back_model=True, device="cpu", fuse=True)
-    assert not any(isinstance(m, FusedBlazeBlock) for m in yours.modules())
-    assert detector.network is not yours and any(isinstance(m, FusedBlazeBlock) for m in detector.network.modules())
-    owned = BlazeFace(back_model=True)
-    detector = BlazeFaceDetector(owned, np.zeros((896, 4)), back_model=True, device="cpu", fuse=True,
-                                 owns_network=True)
-    assert detector.network is owned and any(isinstance(m, FusedBlazeBlock) for m in owned.modules())
-
-
 def test_blazeface_anchor_table_is_checked():
     from face_alignment.detection.blazeface.net_blazeface import BlazeFace
 

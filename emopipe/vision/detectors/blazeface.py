@@ -106,16 +106,15 @@ class FusedFinalBlock(nn.Module):
         return self.pointwise(depthwise(self.depthwise, F.pad(x, (0, 2, 0, 2))))
 
 
-def fuse_blazeface(network: nn.Module, *, in_place: bool = False) -> nn.Module:
+def fuse_blazeface(network: nn.Module) -> nn.Module:
     """A copy of face-alignment's BlazeFace (front or back) computing the same function in fewer GPU passes:
     the first convolution and its ReLU as one call, each block as :class:`FusedBlazeBlock`, the four output
-    convolutions as matrix products with their bias in the epilogue. The copy's forward is the network's own.
-    ``in_place``: the network itself is rewritten (one nobody else holds: the copy took ~0.2 s of a warm start)."""
+    convolutions as matrix products with their bias in the epilogue. The copy's forward is the network's own."""
     from emopipe.model.fusion import ConvReLU, PointwiseConv  # (torch.fx and the EmoNet rewrites: only when fused)
 
     block_type = face_alignment_network("detection.blazeface.net_blazeface", "BlazeBlock")
     final_type = face_alignment_network("detection.blazeface.net_blazeface", "FinalBlazeBlock")
-    fused = network if in_place else copy.deepcopy(network)
+    fused = copy.deepcopy(network)
     stems = [fused.backbone] if hasattr(fused, "backbone") else [fused.backbone1, fused.backbone2]
     for stage in stems:
         for i, layer in enumerate(stage):
@@ -134,8 +133,7 @@ class BlazeFaceDetector(FaceDetector):
     """face-alignment's BlazeFace network (MediaPipe): front model 128×128, back model 256×256."""
 
     def __init__(self, network: nn.Module, anchors: np.ndarray | torch.Tensor, *, back_model: bool = False,
-                 name: str | None = None, fuse: bool | None = None, owns_network: bool = False,
-                 **options: object) -> None:
+                 name: str | None = None, fuse: bool | None = None, **options: object) -> None:
         size = 256 if back_model else 128
         anchors = torch.as_tensor(np.asarray(anchors), dtype=torch.float32)
         if tuple(anchors.shape) != (896, 4):
@@ -144,7 +142,7 @@ class BlazeFaceDetector(FaceDetector):
         # Default on CUDA only: elsewhere the fused modules run their parts in turn, which gains nothing.
         self.fused = resolve_device(str(options.get("device", "cpu"))).type == "cuda" if fuse is None else fuse
         if self.fused:
-            network = fuse_blazeface(network, in_place=owns_network)  # (yours: left as it was)
+            network = fuse_blazeface(network)
         super().__init__(network, name=name or ("blazeface_back" if back_model else "blazeface"),
                          input_size=(size, size), **options)  # type: ignore[arg-type]
         self.anchors = anchors.to(self.device)
@@ -194,7 +192,7 @@ def _build(back_model: bool, models_dir: str | os.PathLike[str] | None, working_
     prefix = "blazeface_back" if back_model else "blazeface_front"
     network = load_network_weights(BlazeFace(back_model=back_model), weights.ensure(prefix, models_dir))
     anchors = load_anchors(weights.ensure(f"{prefix}_anchors", models_dir))
-    return BlazeFaceDetector(network, anchors, back_model=back_model, owns_network=True, **options)
+    return BlazeFaceDetector(network, anchors, back_model=back_model, **options)
 
 
 build_front = partial(_build, False)  # MediaPipe's front-camera model, 128×128
