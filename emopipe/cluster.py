@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 # The driver loads no PyTorch (nor the pipeline that needs it): it plans, hands out sources and writes the manifest;
 # only the workers build engines (:class:`Worker` imports the API in its own process).
+from emopipe._heap import imports_uncollected
 from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, UsageError
 from emopipe.io.records import hold_folder
@@ -290,7 +291,8 @@ class Worker:
                                                 grouping_key={"instance": self.name},
                                                 run_state=self.metrics.set_run_state)
                 self.exporter.start()  # before the engines load, so scrapes see the start-up
-            from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
+            with imports_uncollected():
+                from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
             self.analyzer = Analyzer(self.config).open()
             config = self.analyzer.source_config(MANY_SOURCES, output=None, summary=None)

@@ -27,9 +27,13 @@ def main() -> None:
     from emopipe.model import cuda_context  # (ctypes only)
 
     cuda_context.start(device)  # (made on a thread while PyTorch imports)
-    import torch  # noqa: F401  (the longest step of a worker's start: first)
+    from emopipe._heap import imports_uncollected
 
-    from emopipe.processes import serve
+    with imports_uncollected():
+        import torch  # noqa: F401  (the longest step of a worker's start: first)
+
+        import emopipe.api  # noqa: F401  (what serve() imports to build the engines)
+        from emopipe.processes import serve
 
     pipe = Connection(fd)
     try:

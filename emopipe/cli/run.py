@@ -11,6 +11,7 @@ import sys
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING
 
+from emopipe._heap import imports_uncollected
 from emopipe.cli.parsing import new_parser, say
 from emopipe.config import (
     AUTO_PROCESSES,
@@ -270,8 +271,9 @@ def run(args: argparse.Namespace) -> int:
     logger.info("starting: loading PyTorch …")  # the first seconds of a run are imports: say so at once
     cuda_context.start(config.device)  # (made on a thread while PyTorch imports)
 
-    from emopipe.api import Analyzer, run_metrics
-    from emopipe.pipeline.models import start_ahead
+    with imports_uncollected():
+        from emopipe.api import Analyzer, run_metrics
+        from emopipe.pipeline.models import start_ahead
 
     if cuda_context.made:  # (a GPU run: what its warm-up needs begins before the source opens)
         start_ahead(config)
