@@ -33,8 +33,9 @@ with imports_uncollected():  # once a process: a second block changes nothing
 print(json.dumps({"before": before, "inside": inside, "after": after, "on_after": on_after,
                   "inside_again": inside_again, "after_again": gc.get_freeze_count()}))
 """)
-    assert seen["before"] == 0 and seen["inside"] is False
-    assert seen["after"] > 1000 and seen["on_after"] is True  # (the interpreter's own objects and the imports')
+    # (before: what the interpreter's start froze, if anything — 375 objects on the GPU hosts, 0 here)
+    assert seen["inside"] is False
+    assert seen["after"] > seen["before"] + 1000 and seen["on_after"] is True  # (the interpreter's and the imports')
     assert seen["inside_again"] is True and seen["after_again"] == seen["after"]
 
 
@@ -42,12 +43,13 @@ def test_a_collector_switched_off_stays_off_and_nothing_is_frozen():
     seen = _python("""
 import gc, json
 gc.disable()
+before = gc.get_freeze_count()
 from emopipe._heap import imports_uncollected
 with imports_uncollected():
     import fractions
-print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+print(json.dumps({"enabled": gc.isenabled(), "newly_frozen": gc.get_freeze_count() - before}))
 """)
-    assert seen == {"enabled": False, "frozen": 0}
+    assert seen == {"enabled": False, "newly_frozen": 0}
 
 
 def test_the_command_imports_its_run_so(tmp_path):
@@ -56,10 +58,11 @@ def test_the_command_imports_its_run_so(tmp_path):
     (tmp_path / "clip.mp4").write_bytes(b"not a video at all" * 100)
     seen = _python(f"""
 import gc, json, sys
+before = gc.get_freeze_count()
 from emopipe.cli.app import main
 code = main([{str(tmp_path / "clip.mp4")!r}, "--device", "cpu", "--no-progress", "-o", {str(tmp_path / "rows.csv")!r}])
 print(json.dumps({{"code": code, "torch": "torch" in sys.modules, "enabled": gc.isenabled(),
-                  "frozen": gc.get_freeze_count()}}))
+                  "newly_frozen": gc.get_freeze_count() - before}}))
 """, cwd=tmp_path)
     assert seen["code"] != 0 and seen["torch"] is True and seen["enabled"] is True
-    assert seen["frozen"] > 100_000  # PyTorch's modules, functions and classes among them
+    assert seen["newly_frozen"] > 100_000  # PyTorch's modules, functions and classes among them
