@@ -9,9 +9,9 @@ from collections import defaultdict
 import grimp
 import pytest
 
-SUBPACKAGES = ("types", "errors", "_version", "_clock", "registry", "io", "model", "vision", "engines", "observe",
-               "report", "config", "pipeline", "api", "cluster", "cluster_cameras", "processes", "process_worker",
-               "cli")
+SUBPACKAGES = ("types", "errors", "_version", "_clock", "_heap", "registry", "io", "model", "vision", "engines",
+               "observe", "report", "config", "pipeline", "api", "cluster", "cluster_cameras", "processes",
+               "process_worker", "cli")
 
 
 @pytest.fixture(scope="module")
