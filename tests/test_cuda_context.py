@@ -117,6 +117,23 @@ def test_a_process_without_pytorch_makes_the_devices_context_current(fresh):
     assert not cuda_context.make_current(0)
 
 
+def test_what_waits_for_the_context_is_called_once_it_is_made_and_only_then(fresh):
+    """The command's early cuDNN plans: their builders' contexts are not made beside this one."""
+    called: list[dict] = []
+    fresh(FakeDriver(devices=2))
+    cuda_context.start("cuda:0", then=lambda: called.append(dict(cuda_context.made)))
+    cuda_context.wait(timeout=30)
+    assert called == [{"ordinal": 0, "context": 0xC0FFEE}]
+
+
+def test_what_waits_for_a_context_that_cannot_be_made_is_not_called(fresh):
+    called: list[int] = []
+    fresh(FakeDriver(devices=1))
+    cuda_context.start("cuda:1", then=lambda: called.append(1))
+    cuda_context.wait(timeout=30)
+    assert called == []
+
+
 def test_the_cpu_makes_no_thread(fresh):
     driver = fresh(FakeDriver())
     cuda_context.start("cpu")
@@ -129,7 +146,7 @@ def test_the_command_line_starts_it_before_pytorch_loads(tmp_path):
         "import sys\n"
         "from emopipe.model import cuda_context\n"
         "seen = []\n"
-        "cuda_context.start = lambda device: seen.append((device, 'torch' in sys.modules))\n"
+        "cuda_context.start = lambda device, then=None: seen.append((device, 'torch' in sys.modules))\n"
         "from emopipe.cli.app import main\n"
         "try:\n"
         f"    main([{str(tmp_path / 'missing.mp4')!r}, '--device', 'cpu', '-o', {str(tmp_path / 'o.csv')!r}])\n"

@@ -527,7 +527,7 @@ def test_a_plan_spec_reaches_its_builder_unchanged(tmp_path):
     ]
     for spec in specs:
         job = json.loads(json.dumps(cudnn_plans._job(tmp_path / "a.plan", spec)))
-        assert cudnn_plans._spec(job["kind"], job["spec"]) == spec and job["path"] == str(tmp_path / "a.plan")
+        assert cudnn_plans.spec_of(job["kind"], job["spec"]) == spec and job["path"] == str(tmp_path / "a.plan")
 
 
 def test_a_builder_stores_its_plans_skips_those_there_and_says_which_cudnn_cannot_build(fake_frontend, tmp_path,

@@ -165,6 +165,25 @@ def test_launches_within_a_pass_are_compiled_on_threads_once_each_and_not_run(mo
     assert kernel.launched == [((2,), (x, 32), {"BLOCK": 16})]
 
 
+def test_a_window_within_a_window_hands_its_launches_to_the_outer_one(monkeypatch):
+    """EmoNet's pass within the engine's window around it and the detector's: compiled as the outer one ends."""
+    import contextlib
+
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    kernel = _FakeKernel()
+    x = torch.zeros(4, 16)
+    with kernels._compiled_ahead(torch.device("cuda")):
+        outer = kernels._compiler_here()
+        with kernels.compiling_ahead(torch.device("cuda")) as ahead:
+            assert ahead and kernels._compiler_here() is outer
+            kernels._run(kernel, (2,), x, 32)
+        assert kernels._compiler_here() is outer  # (the inner one ended without waiting or closing it)
+        kernels._run(kernel, (2,), x, 33)  # (what runs beside: compiled in the same window)
+        assert kernel.launched == []
+    assert sorted(args for _, args, _, _ in kernel.compiled) == [(32,), (33,)]
+    assert kernels._compiler_here() is None
+
+
 def test_no_pass_compiles_ahead_off_cuda():
     with kernels.compiling_ahead(torch.device("cpu")) as ahead:
         assert not ahead

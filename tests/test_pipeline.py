@@ -607,8 +607,9 @@ def test_with_the_first_frame_size_known_both_networks_plans_are_found_in_the_wa
     class Engine:
         device = torch.device("cuda", 0)  # (nothing runs on it: a stand-in)
 
-        def compile_ahead(self):
+        def compile_ahead(self, beside=None):
             calls.append("engine finds")
+            beside()  # (EmoNet's Triton kernels compile on threads meanwhile)
 
         def warmup(self):
             calls.append("engine warms")
@@ -620,7 +621,7 @@ def test_with_the_first_frame_size_known_both_networks_plans_are_found_in_the_wa
     models = Models(engine=Engine(), detector=Detector(), cropper=None, model_name="fake", load_s=0.0)
     try:
         models.warm_engine((720, 1280))
-        assert calls == [("window", "cuda"), ("detector finds", 720, 1280), "engine finds", "window ends",
+        assert calls == [("window", "cuda"), "engine finds", ("detector finds", 720, 1280), "window ends",
                          "engine warms"]
         calls.clear()
         models.warm_engine()  # (no frame size known: EmoNet's warm-up alone, which finds its own plans)
@@ -642,6 +643,36 @@ def test_an_engine_whose_plans_were_found_ahead_does_not_look_again_as_it_warms(
     engine.warmup([1, 2])  # batch 1 was looked at ahead: only batch 2 is
     assert looked == [(1, 3, 256, 256), (2, 3, 256, 256)]
     assert engine.warmup_report is not None and len(engine.warmup_report.shapes) == 2
+
+
+def test_the_detectors_pass_runs_within_the_window_that_compiles_emonets_kernels(monkeypatch):
+    """On a fresh machine Triton compiles EmoNet's kernels on threads while the detector's pass runs (they took
+    turns before: ~1.5 s of a first command on the H200, session 29)."""
+    import contextlib
+    from dataclasses import replace as replaced
+
+    from emopipe.engines.base import EngineOptions
+    from emopipe.engines.torch_engine import TorchEngine
+    from emopipe.model import kernels
+
+    calls: list[object] = []
+
+    @contextlib.contextmanager
+    def window(device):
+        calls.append("window")
+        yield True
+        calls.append("window ends")
+
+    engine = TorchEngine(build_emonet(random_state(8, seed=3)), EngineOptions(device="cpu", batch_size=2),
+                         owns_model=True)
+    engine.options = replaced(engine.options, kernels=True, fuse=True, compile=None)
+    monkeypatch.setattr(kernels, "compiling_ahead", window)
+    monkeypatch.setattr(engine, "_compile_ahead", lambda example: calls.append(("emonet", example.shape[0])))
+    engine.compile_ahead(beside=lambda: calls.append("detector"))
+    assert calls == ["window", ("emonet", 2), "detector", "window ends"]
+    calls.clear()
+    engine.compile_ahead([4])  # (alone: its own pass opens its window, as before)
+    assert calls == [("emonet", 4)]
 
 
 def test_page_locked_buffers_are_reserved_at_the_largest_batch_once_and_never_replaced(monkeypatch):

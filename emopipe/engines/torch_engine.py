@@ -14,7 +14,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -190,16 +190,24 @@ class TorchEngine:
         return report
 
     @torch.inference_mode()
-    def compile_ahead(self, batch_sizes: Sequence[int] | None = None) -> None:
+    def compile_ahead(self, batch_sizes: Sequence[int] | None = None,
+                      beside: Callable[[], None] | None = None) -> None:
         """What :meth:`warmup` does first for each shape, alone: within an enclosing
         :func:`~emopipe.model.cudnn_epilogue.plans_built_ahead`, the plans these shapes lack are built with that
-        window's (the detector's, on a machine that has neither: one wave of builder processes instead of two)."""
+        window's (the detector's, on a machine that has neither: one wave of builder processes instead of two).
+        ``beside``: another network's pass (the detector's), run after EmoNet's while Triton compiles EmoNet's
+        kernels on its threads (on a fresh machine ~2 s: the two used to take turns)."""
         generator = torch.Generator(device=self.device).manual_seed(0)
-        for n in dict.fromkeys(batch_sizes or [self.batch_size]):
-            with self._turn():  # (with its plans on disk, the pass computes: engines with the epilogue take turns)
-                self._compile_ahead(torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator,
-                                               device=self.device))
-            self._compiled_ahead.add(n)
+        with contextlib.ExitStack() as compiling:
+            if beside is not None and self.options.kernels and self.options.fuse and not self.options.compile:
+                compiling.enter_context(kernels.compiling_ahead(self.device))
+            for n in dict.fromkeys(batch_sizes or [self.batch_size]):
+                with self._turn():  # (with its plans on disk, the pass computes: engines with the epilogue take turns)
+                    self._compile_ahead(torch.rand((n, 3, INPUT_SIZE, INPUT_SIZE), generator=generator,
+                                                   device=self.device))
+                self._compiled_ahead.add(n)
+            if beside is not None:
+                beside()
 
     def _compile_ahead(self, example: torch.Tensor) -> None:
         """What this shape's first pass would compile one piece after another — the cuDNN epilogue's plans it

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -82,16 +83,17 @@ def _torch_has_cuda() -> bool:
     return (Path(spec.origin).parent / "lib" / "libtorch_cuda.so").exists()
 
 
-def start(device: str) -> None:
-    """Begin making ``device``'s primary CUDA context on a thread (once a process). Where it cannot be made (no
-    driver, no such GPU), the thread ends quietly and PyTorch's own start says what is wrong, as before."""
+def start(device: str, then: Callable[[], object] | None = None) -> None:
+    """Begin making ``device``'s primary CUDA context on a thread (once a process), and once it is made, call
+    ``then`` there. Where it cannot be made (no driver, no such GPU), the thread ends quietly and PyTorch's own start
+    says what is wrong, as before."""
     global _thread
     ordinal = device_ordinal(device)
     if ordinal is None or _thread is not None:
         return
     # PyTorch asks the driver for lazy module loading before it initialises CUDA; the driver reads it now
     os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
-    _thread = threading.Thread(target=_retain, args=(ordinal,), name="emopipe-cuda-context", daemon=True)
+    _thread = threading.Thread(target=_retain, args=(ordinal, then), name="emopipe-cuda-context", daemon=True)
     _thread.start()
 
 
@@ -101,10 +103,15 @@ def wait(timeout: float | None = None) -> None:
         _thread.join(timeout)
 
 
-def _retain(ordinal: int) -> None:
+def _retain(ordinal: int, then: Callable[[], object] | None = None) -> None:
     context = _primary_context(ordinal)
     if context is not None:
         made.update(ordinal=ordinal, context=context)
+        if then is not None:
+            try:
+                then()
+            except Exception as exc:  # (what it begins is only ahead of time: the run does it anyway)
+                logger.debug("after the CUDA context: %s", exc)
 
 
 def make_current(ordinal: int) -> bool:
@@ -118,6 +125,31 @@ def make_current(ordinal: int) -> bool:
     if status != 0:
         logger.debug("CUDA context not made current (driver status %s)", status)
     return status == 0
+
+
+_COMPUTE_CAPABILITY = (75, 76)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+
+
+def device_model(ordinal: int) -> tuple[str, int, int] | None:
+    """GPU ``ordinal``'s name and compute capability as PyTorch reports them (``NVIDIA H200``, 9, 0), asked of the
+    driver without making a context; None where there is no driver or no such GPU."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    device, name = ctypes.c_int(), ctypes.create_string_buffer(256)
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    status = driver.cuInit(0)
+    if status == 0:
+        status = driver.cuDeviceGet(ctypes.byref(device), ordinal)
+    if status == 0:
+        status = driver.cuDeviceGetName(name, len(name), device)
+    for value, attribute in zip((major, minor), _COMPUTE_CAPABILITY, strict=True):
+        if status == 0:
+            status = driver.cuDeviceGetAttribute(ctypes.byref(value), attribute, device)
+    if status != 0:
+        return None
+    return name.value.decode(errors="replace"), major.value, minor.value
 
 
 def _primary_context(ordinal: int) -> int | None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import logging
 import threading
@@ -37,7 +36,7 @@ from typing import Any
 
 import torch
 
-from emopipe.model import cudnn_plans
+from emopipe.model import cudnn_plans, early_plans
 from emopipe.model.cudnn_plans import CONV_UIDS, ConvSpec, EpilogueSpec, PlanSpec, TensorSpec, Unsupported
 
 logger = logging.getLogger(__name__)
@@ -125,17 +124,23 @@ def use_plan_cache(directory: str | Path | None) -> None:
 @functools.cache  # (asked once per plan: 50 at b1 + b256)
 def _environment(device: torch.device) -> str:
     """What a serialized plan depends on besides its shapes: the GPU model and the cuDNN versions."""
-    import cudnn
-
     props = torch.cuda.get_device_properties(device)
-    return f"{props.name} sm{props.major}{props.minor} cudnn {cudnn.backend_version()} frontend {cudnn.__version__}"
+    return cudnn_plans.environment(props.name, props.major, props.minor)
 
 
 def _plan_path(signature: tuple, device: torch.device) -> Path | None:
     if _cache_dir is None:
         return None
-    digest = hashlib.sha256(f"{_environment(device)} {signature!r}".encode()).hexdigest()[:32]
-    return _cache_dir / f"{digest}.plan"
+    return cudnn_plans.plan_file(_cache_dir, _environment(device), repr(signature))
+
+
+def plan_folder() -> Path | None:
+    return _cache_dir
+
+
+def plan_on_disk(signature: str, device: torch.device) -> bool:
+    """Whether the plan of this signature's text is in the plan folder (built, where cuDNN has an engine for it)."""
+    return _cache_dir is not None and cudnn_plans.plan_file(_cache_dir, _environment(device), signature).exists()
 
 
 class _Noted(Exception):
@@ -157,6 +162,9 @@ def _plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpe
     handle = _handle(device)
     path = _plan_path(signature, device)
     graph = cudnn_plans.read(handle, path) if path is not None else None
+    if graph is None and path is not None and _builders_here() is None and cudnn_plans.wait_for_early_build(
+            path.parent):
+        graph = cudnn_plans.read(handle, path)  # (built from the command's start: early_plans)
     if graph is None:
         builders = _builders_here()
         if builders is not None and path is not None:
@@ -169,6 +177,19 @@ def _plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpe
 
 
 _plans: dict[tuple, _Plan | Unsupported] = {}
+_recording: list[early_plans.Recipe] | None = None
+
+
+@contextlib.contextmanager
+def recorded_plans() -> Iterator[list[early_plans.Recipe]]:
+    """Collect the plans this process's networks ask for, as recipes (``benchmarks/record_plan_recipes.py`` writes
+    the ones a command builds from its start: :mod:`emopipe.model.early_plans`)."""
+    global _recording
+    _recording = recorded = []
+    try:
+        yield recorded
+    finally:
+        _recording = None
 
 
 def _process_plan(signature: tuple, device: torch.device, uids: list[int], spec: PlanSpec,
@@ -176,6 +197,8 @@ def _process_plan(signature: tuple, device: torch.device, uids: list[int], spec:
     """This process's plan for ``signature`` (:func:`_plan` at its first call). Where cuDNN has none (no engine for
     it here, or the frontend refused the graph), ``unavailable`` says so once, and every call raises
     :class:`Unsupported` for the caller's PyTorch path."""
+    if _recording is not None:
+        _recording.append(early_plans.Recipe(repr(signature), spec))
     key = (device, *signature)
     plan = _plans.get(key)
     if plan is None:
@@ -212,7 +235,8 @@ def plans_built_ahead(device: torch.device) -> Iterator[bool]:
         return
     _pass.builders = builders = cudnn_plans.PlanBuilders(device.index if device.index is not None else
                                                          torch.cuda.current_device())
-    if not any(_cache_dir.glob("*.plan")):  # (no plan at all: a fresh machine, every plan will be missing)
+    # (no plan at all: a fresh machine, every plan will be missing — unless they are being built since the start)
+    if not any(_cache_dir.glob("*.plan")) and not cudnn_plans.early_build_underway(_cache_dir):
         builders.start()
     try:
         yield True

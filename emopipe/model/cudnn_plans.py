@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -160,6 +161,20 @@ def _built(graph: Any) -> Any:
 
 # -- plans on disk -------------------------------------------------------------------------------
 
+def environment(gpu_name: str, major: int, minor: int) -> str:
+    """What a serialized plan depends on besides its shapes: the GPU model and the cuDNN versions (the frontend
+    imported: the cuDNN it loaded)."""
+    import cudnn
+
+    return f"{gpu_name} sm{major}{minor} cudnn {cudnn.backend_version()} frontend {cudnn.__version__}"
+
+
+def plan_file(folder: Path, environment_text: str, signature: str) -> Path:
+    """Where the plan for ``signature`` (the text of its shapes, strides and data types) is kept in ``folder``."""
+    digest = hashlib.sha256(f"{environment_text} {signature}".encode()).hexdigest()[:32]
+    return folder / f"{digest}.plan"
+
+
 def read(handle: Any, path: Path) -> Any | None:
     """The plan stored at ``path``, or None where there is none or it does not load (it is then rebuilt)."""
     import cudnn
@@ -192,13 +207,78 @@ def write(graph: Any, path: Path) -> None:
         logger.info("cannot store the cuDNN plan %s (%s)", path, exc)
 
 
+# -- a build begun at the command's start ---------------------------------------------------------
+# emopipe.model.early_plans builds the plans a configuration needs from the command's first moment; while it works
+# it holds this file of the plan folder locked, and a process that finds one of those plans missing waits for it
+# instead of building the plan a second time.
+
+EARLY_LOCK = ".early-build.lock"
+
+
+def lock_early_build(folder: Path) -> int | None:
+    """The plan folder's early-build lock taken (a file descriptor to hand to the process that builds), or None
+    where another process holds it (a build is already under way) or the folder cannot be written."""
+    import fcntl
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(folder / EARLY_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(descriptor)
+        return None
+    return descriptor
+
+
+def early_build_underway(folder: Path) -> bool:
+    """Whether a process is building plans into ``folder`` from its command's start (it holds the lock)."""
+    return not _wait_for_lock(folder, 0.0)[0]
+
+
+def wait_for_early_build(folder: Path, timeout: float = BUILDER_TIMEOUT_S) -> bool:
+    """Wait until no process builds plans into ``folder`` from its command's start (at most ``timeout`` seconds);
+    whether one was (then the plans it built are on disk now)."""
+    free, waited = _wait_for_lock(folder, timeout)
+    if waited > 0:
+        logger.info("waited %.2f s for the cuDNN plans built since the command started%s", waited,
+                    "" if free else " (still building: going on without them)")
+    return waited > 0
+
+
+def _wait_for_lock(folder: Path, timeout: float) -> tuple[bool, float]:
+    """(whether the early-build lock is free now, how long it was waited for)."""
+    import fcntl
+
+    try:
+        descriptor = os.open(folder / EARLY_LOCK, os.O_RDONLY)
+    except OSError:  # (no lock file: no build was ever begun here)
+        return True, 0.0
+    started, tries = time.perf_counter(), 0
+    try:
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return True, time.perf_counter() - started if tries else 0.0
+            except OSError:
+                waited = time.perf_counter() - started
+                if waited >= timeout:
+                    return False, waited
+                tries += 1
+                time.sleep(0.01)
+    finally:
+        os.close(descriptor)  # (and the shared lock with it)
+
+
 # -- builder processes ---------------------------------------------------------------------------
 
 def _job(path: Path, spec: PlanSpec) -> dict[str, Any]:
     return {"path": str(path), "kind": "conv" if isinstance(spec, ConvSpec) else "epilogue", "spec": asdict(spec)}
 
 
-def _spec(kind: str, fields: dict[str, Any]) -> PlanSpec:
+def spec_of(kind: str, fields: dict[str, Any]) -> PlanSpec:
     tensors = {name: TensorSpec(tuple(value["dims"]), tuple(value["strides"]), value["dtype"])
                for name, value in fields.items() if isinstance(value, dict)}
     if kind == "conv":
@@ -228,19 +308,29 @@ class PlanBuilders:
     could not make (cuDNN has no engine for it, a builder that failed or found no GPU) is simply missing: the
     warm-up then builds it itself, or learns that cuDNN has none, as it would without builders."""
 
-    def __init__(self, ordinal: int, processes: int | None = None) -> None:
+    def __init__(self, ordinal: int, processes: int | None = None, *, await_early_build: bool = True) -> None:
         self.ordinal, self.processes = ordinal, processes or builders_for()
+        self.await_early_build = await_early_build  # (False: this process is the early build)
         self.noted: dict[Path, PlanSpec] = {}
+        self.awaited: dict[Path, PlanSpec] = {}  # plans a build begun at the command's start may be making
         self._builders: list[tuple[subprocess.Popen[str], IO[str]]] = []
+        self._fed = 0
         self._started = 0.0
 
     def add(self, path: Path, spec: PlanSpec) -> None:
         if path in self.noted:  # (the same shapes in another block)
             return
         self.noted[path] = spec
-        if len(self._builders) < min(len(self.noted), self.processes):  # a builder a plan, up to the limit
+        if self.await_early_build and early_build_underway(path.parent):  # (finish waits, builds what it did not)
+            self.awaited[path] = spec
+            return
+        self._feed(path, spec)
+
+    def _feed(self, path: Path, spec: PlanSpec) -> None:
+        self._fed += 1
+        if len(self._builders) < min(self._fed, self.processes):  # a builder a plan, up to the limit
             self._start(1)
-        builder, _ = self._builders[(len(self.noted) - 1) % len(self._builders)]
+        builder, _ = self._builders[(self._fed - 1) % len(self._builders)]
         try:
             assert builder.stdin is not None
             builder.stdin.write(json.dumps(_job(path, spec)) + "\n")
@@ -274,6 +364,12 @@ class PlanBuilders:
 
     def finish(self) -> int:
         """Wait for the builders to store every plan they were given; how many of the noted plans are on disk."""
+        if self.awaited:
+            wait_for_early_build(next(iter(self.awaited)).parent)
+            for path, spec in self.awaited.items():
+                if not path.exists():
+                    self._feed(path, spec)
+            self.awaited.clear()
         self._close_inputs()
         for builder, errors in self._builders:
             try:
@@ -288,7 +384,7 @@ class PlanBuilders:
                             builder.returncode, lines[-1] if lines else "no message")
             errors.close()
         made = sum(path.exists() for path in self.noted)
-        if self.noted:
+        if self._builders:
             logger.info("cuDNN plans: %d of %d built in %d processes at once in %.1f s", made, len(self.noted),
                         len(self._builders), time.perf_counter() - self._started)
         return made
@@ -346,7 +442,7 @@ def _serve(ordinal: int, jobs: Iterable[str], libraries: Iterable[str] = ()) -> 
         if path.exists():  # (another process built it meanwhile)
             continue
         try:
-            write(build(handle, _spec(job["kind"], job["spec"])), path)
+            write(build(handle, spec_of(job["kind"], job["spec"])), path)
         except Unsupported as exc:
             print(f"{path.name}: {exc}", file=sys.stderr, flush=True)
     return 0

@@ -178,8 +178,12 @@ def compiling_ahead(device: torch.device) -> Iterator[bool]:
     """Around one pass of a network, to compile every Triton kernel launch of it side by side before the warm-up
     runs it for real. Yields whether the kernels run here (else the caller need not run the pass); within, each
     launch is compiled on a thread and not run (its outputs hold whatever memory held); on leaving, the
-    compilations are waited for."""
-    if _compiler_here() is not None or device.type != "cuda" or not triton_installed() or not kernels_run_on(device):
+    compilations are waited for. Within another window on this thread, that one compiles the launches and waits
+    for them as it ends (another network's pass goes on meanwhile)."""
+    if _compiler_here() is not None:
+        yield True
+        return
+    if device.type != "cuda" or not triton_installed() or not kernels_run_on(device):
         yield False
         return
     with _compiled_ahead(device):

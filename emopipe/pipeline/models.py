@@ -21,7 +21,7 @@ from emopipe.config import RunConfig
 from emopipe.engines.base import PRECISIONS, Engine, EngineOptions
 from emopipe.engines.registry import create_engine
 from emopipe.errors import CheckpointError
-from emopipe.model import cudnn_epilogue, weights
+from emopipe.model import cudnn_epilogue, early_plans, weights
 from emopipe.model.devices import resolve_device
 from emopipe.model.emonet import build_emonet, classes_in_checkpoint, read_checkpoint
 from emopipe.vision.crop import FaceCropper
@@ -63,8 +63,7 @@ class Models:
             if frame_size is not None and compile_ahead is not None:
                 with cudnn_epilogue.plans_built_ahead(self.engine.device) as ahead:
                     if ahead:
-                        self.detector.find_plans(*frame_size)
-                        compile_ahead()
+                        compile_ahead(beside=lambda: self.detector.find_plans(*frame_size))
             self.engine.warmup()
         self.engine_warmups += 1
         settle_heap()
@@ -212,6 +211,28 @@ def load_models(config: RunConfig) -> Models:
     name = f"emonet_{engine.num_classes}" if not config.weights else Path(config.weights).name
     return Models(engine=engine, detector=detector, cropper=cropper, model_name=name,
                   load_s=time.perf_counter() - t_load, load_started=t_load)
+
+
+def plan_recipes(config: RunConfig, frame_size: tuple[int, int] = (720, 1280)) -> dict[str, list[early_plans.Recipe]]:
+    """The cuDNN plans a GPU run of ``config`` (resolved) needs, recorded from EmoNet's and the detector's first passes
+    as :mod:`emopipe.model.early_plans` keeps them (``benchmarks/record_plan_recipes.py`` writes them; a GPU test
+    checks the kept ones against these): the plans cuDNN has an engine for, each once."""
+    keys = early_plans.recipe_keys(batch_size=int(config.batch_size or 1), precision=str(config.precision),
+                                   detector=str(config.detector), detect_batch=int(config.detect_batch or 1))
+    if len(keys) != 2 or config.no_cudnn_epilogue:
+        raise ValueError("plan recipes are of fp16 or bf16 runs with cuDNN's epilogue")
+    models = load_models(config)
+    passes = {keys[0]: models.engine.compile_ahead,  # type: ignore[attr-defined]
+              keys[1]: lambda: models.detector.find_plans(*frame_size)}
+    found: dict[str, list[early_plans.Recipe]] = {}
+    for key, first_pass in passes.items():
+        with cudnn_epilogue.recorded_plans() as recorded:
+            first_pass()
+        # (each once: a plan noted to be built is asked for again when read back)
+        found[key] = [recipe for recipe in dict.fromkeys(recorded)
+                      if cudnn_epilogue.plan_on_disk(recipe.signature, models.engine.device)]
+    models.close()
+    return found
 
 
 # What a per-source run may change once the models are built, and what it may not (engine and detector settings).
