@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import importlib.util
 import json
 import logging
 import os
@@ -89,11 +90,19 @@ def save_recipes(recipes: dict[str, Sequence[Recipe]], path: Path = RECIPES) -> 
 _builds: list[subprocess.Popen[bytes]] = []  # (kept, so that a finished one is reaped)
 
 
+def frontend_installed() -> bool:
+    """Whether the cuDNN frontend (the ``[cudnn]`` extra) is there to build with, asked without importing it."""
+    try:
+        return importlib.util.find_spec("cudnn") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def start(ordinal: int, folder: Path, keys: Sequence[str], recipes: Path = RECIPES) -> bool:
     """Begin building, in a process of its own, the plans of ``keys``'s recipes that ``folder`` lacks, on GPU
-    ``ordinal``; whether it was begun (not where it is turned off, no key has a recipe, the folder cannot be
-    written, or another process is already building into it)."""
-    if os.environ.get(OFF_VARIABLE, "").strip() == "0":
+    ``ordinal``; whether it was begun (not where it is turned off, the cuDNN frontend is not installed, no key has a
+    recipe, the folder cannot be written, or another process is already building into it)."""
+    if os.environ.get(OFF_VARIABLE, "").strip() == "0" or not frontend_installed():
         return False
     known = load_recipes(recipes)
     wanted = [key for key in dict.fromkeys(keys) if known.get(key)]
