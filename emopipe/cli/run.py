@@ -307,8 +307,8 @@ def run(args: argparse.Namespace) -> int:
 
 def build_plans_ahead(config: RunConfig) -> None:
     """Begin building the cuDNN plans a GPU run of this configuration needs and the plan folder lacks, in a process
-    of its own, before PyTorch is imported (on a fresh machine they took 5.5–7.6 s after it: emopipe.model.early_plans;
-    with every plan on disk that process ends at once). Not for a fleet of cameras, whose batches vary."""
+    of its own, while PyTorch imports (on a fresh machine they took 5.5–7.6 s after it: emopipe.model.early_plans; with
+    every plan on disk that process ends at once). Not for a fleet of cameras, whose batches vary."""
     ordinal = cuda_context.device_ordinal(config.device)
     if ordinal is None or config.backend not in (None, "torch") or config.compile or config.fleet:
         return

@@ -1,18 +1,20 @@
-"""The cuDNN plans a command will need, built from its first moment, before PyTorch is imported.
+"""The cuDNN plans a command will need, built from its first seconds, while PyTorch imports.
 
 On a machine without cuDNN plans (a fresh one) the warm-up's first pass finds EmoNet's and the detector's plans and
-builder processes build them (33 plans, 5.5–7.6 s of a 12–15.5 s first command on the H200s of session 28), only
-after PyTorch's import and the weights (4.8–6.1 s there). Which plans a configuration needs does not depend on the
-machine: their shapes, strides and data types are recorded once as *recipes* (``plan_recipes.json`` beside this
-module, written on a GPU by ``benchmarks/record_plan_recipes.py``), by configuration (``emonet b64 half``,
-``blazeface_back b32 half``). So the command line starts ``python -m emopipe.model.early_plans`` before it imports
-PyTorch: it works out where each recipe's plan is kept (the GPU's model asked of the driver, cuDNN's version from the
-frontend: the names the warm-up computes), and has the missing ones built by builder processes
+builder processes build them (33 plans, 5.5–7.6 s of a 12–15.5 s first command on the H200s of session 28), only after
+PyTorch's import and the weights (4.8–6.1 s there). Which plans a configuration needs does not depend on the machine:
+their shapes, strides and data types are recorded once as *recipes* (``plan_recipes.json`` beside this module, written
+on a GPU by ``benchmarks/record_plan_recipes.py``), by configuration (``emonet b64 half``, ``blazeface_back b32
+half``). So the command line starts ``python -m emopipe.model.early_plans`` while PyTorch imports, once its CUDA
+context is made (begun with the command, the builders' contexts slowed the making of it from 0.4 to 1.6 s on an H200):
+it works out where each recipe's plan is kept (the GPU's model asked of the driver, cuDNN's version from the frontend:
+the names the warm-up computes), and has the missing ones built by builder processes
 (:class:`~emopipe.model.cudnn_plans.PlanBuilders`) while the command imports. It holds the plan folder's early-build
 lock while it works, and a process that finds one of those plans missing waits for it and reads the plan back instead
 of building it again (:func:`~emopipe.model.cudnn_plans.wait_for_early_build`). Where every plan is on disk it ends
 after a fraction of a second. A recipe gone stale (the networks changed) builds plans nobody reads: the warm-up finds
-and builds its own, as it would without this. ``EMOPIPE_EARLY_PLANS=0`` turns it off.
+and builds its own, as it would without this. ``EMOPIPE_EARLY_PLANS=0`` turns it off. On the H200s of session 29 a
+fresh machine's first row came at 8.6–12.6 s against 9.5–14.3 s without it (docs/benchmarks.md, "Start-up").
 
 Nothing here imports PyTorch (an import contract says so).
 """
