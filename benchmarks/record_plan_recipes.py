@@ -48,7 +48,7 @@ def main() -> int:
     model = cuda_context.device_model(0)
     assert folder is not None and model is not None
     environment = cudnn_plans.environment(*model)
-    paths = early_plans.wanted_plans(folder, environment, list(recipes), recipes)  # type: ignore[arg-type]
+    paths = early_plans.wanted_plans(folder, environment, list(recipes), recipes)
     missing = [path for path in paths if not path.exists()]
     print(f"environment from the driver: {environment!r}; {len(paths)} plan files, {len(missing)} not where the "
           "warm-up put them")

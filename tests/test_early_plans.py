@@ -152,6 +152,7 @@ def test_the_early_build_holds_the_lock_while_it_lives_and_is_not_begun_twice(tm
     recipes = tmp_path / "recipes.json"
     early_plans.save_recipes({"emonet b64 half": [_recipe()]}, recipes)
     early_plans.load_recipes.cache_clear()
+    early_plans._kept_configurations.cache_clear()
     folder = tmp_path / "cache" / "cudnn"
     monkeypatch.setattr(early_plans, "frontend_installed", lambda: False)
     assert not early_plans.start(0, folder, ["emonet b64 half"], recipes)  # nothing to build with

@@ -30,7 +30,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -82,6 +82,15 @@ def load_recipes(path: Path = RECIPES) -> dict[str, tuple[Recipe, ...]]:
         return {}
 
 
+@functools.cache
+def _kept_configurations(path: Path = RECIPES) -> frozenset[str]:
+    """The configurations ``path`` keeps plans for (their names only)."""
+    try:
+        return frozenset(key for key, entries in json.loads(path.read_text())["recipes"].items() if entries)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return frozenset()
+
+
 def save_recipes(recipes: dict[str, Sequence[Recipe]], path: Path = RECIPES) -> None:
     data = {"about": "cuDNN plans by configuration, built from a command's start (emopipe/model/early_plans.py); "
                      "written by benchmarks/record_plan_recipes.py on a GPU",
@@ -106,8 +115,8 @@ def start(ordinal: int, folder: Path, keys: Sequence[str], recipes: Path = RECIP
     recipe, the folder cannot be written, or another process is already building into it)."""
     if os.environ.get(OFF_VARIABLE, "").strip() == "0" or not frontend_installed():
         return False
-    known = load_recipes(recipes)
-    wanted = [key for key in dict.fromkeys(keys) if known.get(key)]
+    known = _kept_configurations(recipes)  # (the build reads the recipes themselves: not this thread's work)
+    wanted = [key for key in dict.fromkeys(keys) if key in known]
     if not wanted:
         return False
     lock = cudnn_plans.lock_early_build(folder)
@@ -128,24 +137,21 @@ def start(ordinal: int, folder: Path, keys: Sequence[str], recipes: Path = RECIP
 
 
 def wanted_plans(folder: Path, environment: str, keys: Sequence[str],
-                 recipes: dict[str, tuple[Recipe, ...]]) -> dict[Path, PlanSpec]:
+                 recipes: Mapping[str, Sequence[Recipe]]) -> dict[Path, PlanSpec]:
     """Where ``keys``'s plans are kept in ``folder`` on this environment (:func:`cudnn_plans.environment`), and
     their graphs."""
     return {cudnn_plans.plan_file(folder, environment, recipe.signature): recipe.spec
             for key in keys for recipe in recipes.get(key, ())}
 
 
-# What cuDNN needs from PyTorch's wheels, found where the command would import PyTorch from (the warm-up's builders
-# are handed the files its process loaded; this one loads no PyTorch): cuDNN opens NVRTC by name.
-_WHEEL_LIBRARIES = ("libnvJitLink.so*", "libnvrtc.so*", "libnvrtc-builtins.so*", "libcudnn.so*")
-
-
 def _load_wheel_libraries() -> None:
+    """What the warm-up's builders are handed (``cudnn_plans._HANDED_OVER``: cuDNN opens NVRTC by name), found where
+    the command would import PyTorch's wheels from: this process loads no PyTorch."""
     import ctypes
 
-    for pattern in _WHEEL_LIBRARIES:
+    for prefix in cudnn_plans._HANDED_OVER:
         for entry in sys.path:
-            for library in sorted(glob.glob(os.path.join(entry or ".", "nvidia", "*", "lib", pattern))):
+            for library in sorted(glob.glob(os.path.join(entry or ".", "nvidia", "*", "lib", prefix + "*"))):
                 try:
                     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
                 except OSError:
