@@ -83,6 +83,86 @@ def test_a_shape_cudnn_cannot_run_falls_back_to_the_two_pass_path(monkeypatch):
     torch.testing.assert_close(got.valence, want.valence, atol=2e-5, rtol=1e-4)
 
 
+def _conv_contract(calls: list[tuple]):  # type: ignore[no-untyped-def]
+    """What conv2d promises, in plain PyTorch, each call noted (weight shape, stride, bias?, residual?, relu)."""
+    def conv2d(x, weight, stride, padding, bias=None, residual=None, relu=False):  # type: ignore[no-untyped-def]
+        calls.append((tuple(weight.shape), tuple(stride), bias is not None, residual is not None, relu))
+        y = F.conv2d(x, weight, bias, stride, padding, 1, x.shape[1] // weight.shape[1])
+        y = y + residual if residual is not None else y
+        return y.relu() if relu else y
+    return conv2d
+
+
+@pytest.mark.parametrize("epilogue", [True, False])
+def test_emonets_other_convolutions_go_through_kept_plans_with_the_epilogue(monkeypatch, epilogue):
+    """The stem (bias and ReLU as it writes), the blocks' downsampling 1×1 convolutions and the stacks' last
+    convolutions (bias and ReLU) ask conv2d for a kept plan where the epilogue is on; the function is the published
+    one either way."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(cudnn_epilogue, "conv_applicable", lambda x, weight: True)
+    monkeypatch.setattr(cudnn_epilogue, "conv2d", _conv_contract(calls))
+    reference = build_emonet(random_state(8, seed=6))
+    fused = fuse(reference, use_cudnn_epilogue=epilogue)
+    x = torch.rand(2, 3, 256, 256).contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        want = reference(x)
+        got = fused.to(memory_format=torch.channels_last)(x)
+    for name in ("expression", "valence", "arousal", "heatmap"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=2e-5, rtol=1e-4)
+    if not epilogue:
+        assert calls == []
+        return
+    stem, *rest = calls
+    assert stem == ((64, 3, 7, 7), (2, 2), True, False, True)
+    downsampling = [call for call in rest if not call[4]]
+    lasts = [call for call in rest if call[4]]
+    assert len(lasts) == len(fused.lasts) == 2 and all(call[0][2:] == (1, 1) and call[2] for call in lasts)
+    blocks_that_widen = sum(m.downsample is not None for m in fused.modules() if isinstance(m, FusedConvBlock))
+    assert len(downsampling) == blocks_that_widen > 0
+    assert all(call[0][2:] == (1, 1) and not call[2] and not call[3] for call in downsampling)
+
+
+def test_a_convolutions_bias_residual_and_relu_are_bound_as_its_graph_names_them(fake_frontend, tmp_path,
+                                                                                   monkeypatch):
+    """conv2d with a bias, a residual and a ReLU: one plan whose graph adds the bias, then the residual, then applies
+    the ReLU; the bias bound as 1×C×1×1; its file another than the convolution's alone, whose name (and so the
+    plans already kept for BlazeFace's depthwise convolutions) is as before."""
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    bound: list[tuple[cudnn_epilogue._Plan, dict[int, torch.Tensor]]] = []
+
+    def run(self, tensors, results):  # type: ignore[no-untyped-def]
+        bound.append((self, dict(zip(self.uids, tensors + results, strict=True))))
+
+    monkeypatch.setattr(cudnn_epilogue._Plan, "run", run)
+    signatures: list[tuple] = []
+    process_plan = cudnn_epilogue._process_plan
+    monkeypatch.setattr(cudnn_epilogue, "_process_plan",
+                        lambda signature, *args: signatures.append(signature) or process_plan(signature, *args))
+    cl = torch.channels_last
+    x = torch.zeros(2, 8, 6, 6, dtype=torch.float16).contiguous(memory_format=cl)
+    w = torch.zeros(4, 8, 1, 1, dtype=torch.float16).contiguous(memory_format=cl)
+    bias = torch.arange(4, dtype=torch.float16)
+    residual = torch.ones(2, 4, 6, 6, dtype=torch.float16).contiguous(memory_format=cl)
+    y = cudnn_epilogue.conv2d(x, w, (1, 1), (0, 0), bias, residual, relu=True)
+    assert y.shape == (2, 4, 6, 6) and y.is_contiguous(memory_format=cl)
+    plan, tensors = bound[-1]
+    names = ["x", "weight", "bias", "residual", "y"]
+    assert plan.uids == [plan.graph.uids[name] for name in names]
+    assert tensors[plan.graph.uids["bias"]].shape == (1, 4, 1, 1)
+    assert tensors[plan.graph.uids["residual"]] is residual and tensors[plan.graph.uids["y"]] is y
+    assert plan.graph.dims["bias"] == ([1, 4, 1, 1], [4, 1, 1, 1])
+    alone = cudnn_epilogue.conv2d(x, w, (1, 1), (0, 0))
+    assert alone.shape == y.shape and len(list(tmp_path.glob("*.plan"))) == 2
+    assert signatures[-1] == ("conv2d", (1, 1), (0, 0), cudnn_epilogue._signature(x), cudnn_epilogue._signature(w),
+                              cudnn_epilogue._signature(alone))  # as the kept recipes name it
+    assert signatures[0][:6] == signatures[-1] and signatures[0][6:] == (
+        ("bias", ((1, 4, 1, 1), (4, 1, 1, 1), torch.float16)), ("residual", cudnn_epilogue._signature(residual)),
+        "relu")
+    with pytest.raises(cudnn_epilogue.Unsupported):  # a residual laid out otherwise: PyTorch's path
+        cudnn_epilogue.conv2d(x, w, (1, 1), (0, 0), bias, residual.contiguous(), relu=True)
+
+
 def test_on_only_for_cuda_half_precision_with_the_frontend_installed(monkeypatch):
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     monkeypatch.setattr(cudnn_epilogue, "installed", lambda: True)
@@ -709,6 +789,48 @@ def test_depthwise_convolutions_through_a_plan_compute_what_pytorch_computes_and
 
         monkeypatch.setattr(cudnn_plans, "build", no_build)
         loaded = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding))
+        torch.testing.assert_close(loaded, built, atol=0, rtol=0)
+    finally:
+        cudnn_epilogue.use_plan_cache(None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's plans)")
+@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
+@pytest.mark.parametrize(("shape", "kernel", "stride", "padding", "bias", "residual", "relu"), [
+    ((4, 3, 256, 256), (64, 3, 7, 7), 2, 3, True, False, True),  # EmoNet's stem
+    ((4, 64, 128, 128), (128, 64, 1, 1), 1, 0, False, False, False),  # a block's downsampling
+    ((4, 256, 64, 64), (256, 256, 1, 1), 1, 0, True, False, True),  # a stack's last convolution
+    ((8, 24, 64, 64), (24, 24, 1, 1), 1, 0, True, True, True),  # a BlazeFace block's pointwise convolution
+])
+def test_convolutions_with_their_epilogue_through_a_plan_compute_what_pytorch_computes(
+        tmp_path, monkeypatch, shape, kernel, stride, padding, bias, residual, relu):
+    """conv2d with a bias, a residual and a ReLU against PyTorch's convolution in float32, then read back from disk
+    by a fresh process's lookup: the same results."""
+    generator = torch.Generator(device="cuda").manual_seed(kernel[0])
+    cl = torch.channels_last
+    x = torch.randn(*shape, device="cuda", generator=generator).half().contiguous(memory_format=cl)
+    fan_in = kernel[1] * kernel[2] * kernel[3]
+    w = (torch.randn(*kernel, device="cuda", generator=generator) / fan_in ** 0.5).half().contiguous(memory_format=cl)
+    b = torch.randn(kernel[0], device="cuda", generator=generator).half() if bias else None
+    want = F.conv2d(x.float(), w.float(), b.float() if b is not None else None, stride, padding)
+    z = torch.randn(want.shape, device="cuda", generator=generator).half().contiguous(memory_format=cl) \
+        if residual else None
+    want = want + z.float() if z is not None else want
+    want = want.relu() if relu else want
+    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+    cudnn_epilogue.use_plan_cache(tmp_path)
+    try:
+        built = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding), b, z, relu)
+        assert built.shape == want.shape and built.is_contiguous(memory_format=cl)
+        torch.testing.assert_close(built.float(), want, atol=2e-2, rtol=1e-2)
+        assert len(list(tmp_path.glob("*.plan"))) == 1
+        monkeypatch.setattr(cudnn_epilogue, "_plans", {})
+
+        def no_build(*args: object) -> None:
+            raise AssertionError("the plan was built again instead of read back")
+
+        monkeypatch.setattr(cudnn_plans, "build", no_build)
+        loaded = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding), b, z, relu)
         torch.testing.assert_close(loaded, built, atol=0, rtol=0)
     finally:
         cudnn_epilogue.use_plan_cache(None)

@@ -514,20 +514,24 @@ def test_blazeface_with_its_blocks_fused_finds_the_same_faces(models_home, share
 
 
 @pytest.mark.parametrize("cudnn_runs", [True, False])
-def test_the_fused_blocks_depthwise_convolutions_go_through_cudnns_kept_plans_where_it_has_one(models_home, monkeypatch,
-                                                                                              cudnn_runs):
-    """On CUDA in half precision each fused block's depthwise convolution asks emopipe.model.cudnn_epilogue.conv2d
-    (plans kept on disk); where cuDNN has none it runs PyTorch's. Here on the CPU, conv2d stood in for by the
-    convolution it promises: the network's raw outputs are the plain network's either way."""
+def test_the_fused_networks_convolutions_go_through_cudnns_kept_plans_where_it_has_one(models_home, monkeypatch,
+                                                                                       cudnn_runs):
+    """On CUDA in half precision each of the fused BlazeFace's convolutions asks emopipe.model.cudnn_epilogue.conv2d
+    (plans kept on disk): the depthwise ones alone, the pointwise ones with their bias, the block's shortcut and the
+    ReLU, the first with its bias and ReLU; where cuDNN has none PyTorch's convolution runs. Here on the CPU, conv2d
+    stood in for by what it promises: the network's raw outputs are the plain network's either way."""
     from emopipe.model import cudnn_epilogue
 
     calls: list[tuple] = []
 
-    def conv2d(x, weight, stride, padding):  # type: ignore[no-untyped-def]
-        calls.append((tuple(weight.shape), tuple(stride), tuple(padding)))
+    def conv2d(x, weight, stride, padding, bias=None, residual=None, relu=False):  # type: ignore[no-untyped-def]
+        calls.append((tuple(weight.shape), tuple(stride), tuple(padding), bias is not None, residual is not None,
+                      relu))
         if not cudnn_runs:
             raise cudnn_epilogue.Unsupported("No valid engine configs")
-        return torch.nn.functional.conv2d(x, weight, None, stride, padding, 1, x.shape[1] // weight.shape[1])
+        y = torch.nn.functional.conv2d(x, weight, bias, stride, padding, 1, x.shape[1] // weight.shape[1])
+        y = y + residual if residual is not None else y
+        return y.relu() if relu else y
 
     monkeypatch.setattr(cudnn_epilogue, "conv_applicable", lambda x, weight: True)
     monkeypatch.setattr(cudnn_epilogue, "conv2d", conv2d)
@@ -537,9 +541,15 @@ def test_the_fused_blocks_depthwise_convolutions_go_through_cudnns_kept_plans_wh
     with torch.inference_mode():
         for want, got in zip(plain.network(frames), fused.network(frames), strict=True):
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    assert len(calls) == 32  # 31 blocks and the final one
-    assert all(shape[1] == 1 and shape[2:] == (3, 3) for shape, _, _ in calls)  # depthwise, 3×3
-    assert {(stride, padding) for _, stride, padding in calls} == {((1, 1), (1, 1)), ((2, 2), (0, 0))}
+    depthwise = [call for call in calls if call[0][1] == 1]
+    assert len(depthwise) == 32  # 31 blocks and the final one
+    assert all(shape[2:] == (3, 3) and not any(call[3:]) for shape, *call in depthwise)  # 3×3, nothing after
+    assert {(stride, padding) for _, stride, padding, *_ in depthwise} == {((1, 1), (1, 1)), ((2, 2), (0, 0))}
+    pointwise = [call for call in calls if call[0][2:] == (1, 1)]
+    assert len(pointwise) == 32 and all(call[3] and call[5] for call in pointwise)  # bias and ReLU each
+    assert sum(call[4] for call in pointwise) == 31  # the blocks' shortcuts; the final block has none
+    (first,) = [call for call in calls if call not in depthwise and call not in pointwise]
+    assert first[0][1:] == (3, 5, 5) and first[1] == (2, 2) and first[3] and not first[4] and first[5]
 
 
 def test_blazeface_is_fused_by_default_on_cuda_only(models_home):

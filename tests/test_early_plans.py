@@ -38,7 +38,10 @@ def test_a_configuration_names_the_recipes_it_needs(options, keys):
 
 
 def test_recipes_are_kept_and_read_back_and_a_bad_file_gives_none(tmp_path):
-    kept = {"emonet b64 half": [_recipe("a"), _recipe("b")], "blazeface b1 half": [_recipe("c")]}
+    weight = TensorSpec((24, 24, 1, 1), (24, 1, 24, 24), "half")
+    bias = TensorSpec((1, 24, 1, 1), (24, 1, 1, 1), "half")
+    with_epilogue = early_plans.Recipe("d", ConvSpec(HALF, weight, HALF, (1, 1), (0, 0), bias, HALF, True))
+    kept = {"emonet b64 half": [_recipe("a"), _recipe("b")], "blazeface b1 half": [_recipe("c"), with_epilogue]}
     early_plans.save_recipes(kept, tmp_path / "r.json")
     assert early_plans.load_recipes(tmp_path / "r.json") == {key: tuple(value) for key, value in kept.items()}
     (tmp_path / "bad.json").write_text('{"recipes": {"x": [{"signature": "s"}]}}')

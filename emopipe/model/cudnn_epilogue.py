@@ -18,9 +18,11 @@ machine), a first pass finds them and builder processes build them side by side 
 :mod:`emopipe.model.cudnn_plans`, which also describes and builds the graphs). ``docs/benchmarks.md`` has what it
 gains on the whole engine.
 
-The same plans on disk serve :func:`conv2d`, a plain convolution for BlazeFace's depthwise convolutions: through
-PyTorch, cuDNN plans each new depthwise shape in every process (~40 ms a shape, 1.3 s of the detector's warm-up on
-an H100, session 22); read back, a plan costs milliseconds.
+The same plans on disk serve :func:`conv2d` (:func:`planned_conv` for a module): a convolution with its bias, a
+residual and a ReLU as it writes, for the convolutions PyTorch would run — BlazeFace's depthwise and pointwise ones,
+EmoNet's stem, downsampling and last convolutions. Through PyTorch, cuDNN sets up each new shape again in every
+process (~40 ms a depthwise shape, 1.3 s of the detector's warm-up on an H100, session 22; ~0.1 s a shape with
+autotuning); read back, a plan costs milliseconds.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 import torch
 
 from emopipe.model import cudnn_plans, early_plans
-from emopipe.model.cudnn_plans import CONV_UIDS, ConvSpec, EpilogueSpec, PlanSpec, TensorSpec, Unsupported
+from emopipe.model.cudnn_plans import ConvSpec, EpilogueSpec, PlanSpec, TensorSpec, Unsupported
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ _DTYPES = (torch.float16, torch.bfloat16)
 _DTYPE_NAMES = {torch.float16: "half", torch.bfloat16: "bfloat16", torch.float32: "float"}
 
 __all__ = ["Unsupported", "applicable", "conv2d", "conv_add_slice", "conv_applicable", "installed",
-           "plans_built_ahead", "use_plan_cache"]
+           "planned_conv", "plans_built_ahead", "use_plan_cache"]
 
 
 @functools.cache
@@ -290,25 +292,55 @@ def conv_applicable(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and installed())
 
 
-def conv2d(x: torch.Tensor, weight: torch.Tensor, stride: Sequence[int], padding: Sequence[int]) -> torch.Tensor:
-    """``F.conv2d(x, weight, None, stride, padding, groups=x.shape[1] // weight.shape[1])`` through a cuDNN plan
-    kept in the plan folder, the result dense channels_last. Raises :class:`Unsupported` where cuDNN cannot (the
-    caller runs PyTorch's convolution)."""
+def conv2d(x: torch.Tensor, weight: torch.Tensor, stride: Sequence[int], padding: Sequence[int],
+           bias: torch.Tensor | None = None, residual: torch.Tensor | None = None,
+           relu: bool = False) -> torch.Tensor:
+    """``F.conv2d(x, weight, bias, stride, padding, groups=x.shape[1] // weight.shape[1])``, plus ``residual`` and
+    a ReLU where given, through one cuDNN plan kept in the plan folder, the result dense channels_last (the bias and
+    the residual added and the ReLU applied as the convolution writes). Raises :class:`Unsupported` where cuDNN
+    cannot (the caller runs PyTorch's convolution)."""
     n, _, height, width = x.shape
     kernel_h, kernel_w = weight.shape[2:]
     steps, pads = [int(v) for v in stride], [int(v) for v in padding]
     shape = (n, weight.shape[0], (height + 2 * pads[0] - kernel_h) // steps[0] + 1,
              (width + 2 * pads[1] - kernel_w) // steps[1] + 1)
+    if residual is not None and (tuple(residual.shape) != shape or residual.dtype != x.dtype
+                                 or not residual.is_contiguous(memory_format=torch.channels_last)):
+        raise Unsupported("the residual is not laid out as the result")
+    if bias is not None and (bias.dtype != x.dtype or bias.numel() != shape[1]):
+        raise Unsupported("the bias does not match the result")
     y = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
-    signature = ("conv2d", tuple(steps), tuple(pads), _signature(x), _signature(weight), _signature(y))
-    spec = ConvSpec(_spec(x), _spec(weight), _spec(y), (steps[0], steps[1]), (pads[0], pads[1]))
+    bias_4d = bias.view(1, -1, 1, 1) if bias is not None else None
+    signature: tuple = ("conv2d", tuple(steps), tuple(pads), _signature(x), _signature(weight), _signature(y))
+    signature += ((("bias", _signature(bias_4d)),) if bias_4d is not None else ())
+    signature += ((("residual", _signature(residual)),) if residual is not None else ()) + (("relu",) if relu else ())
+    spec = ConvSpec(_spec(x), _spec(weight), _spec(y), (steps[0], steps[1]), (pads[0], pads[1]),
+                    _spec(bias_4d) if bias_4d is not None else None,
+                    _spec(residual) if residual is not None else None, relu)
     try:
         plan = _process_plan(
-            signature, x.device, CONV_UIDS, spec,
+            signature, x.device, cudnn_plans.conv_uids(bias is not None, residual is not None), spec,
             lambda why: logger.info("cuDNN plan unavailable for a %s×%s convolution of %s channels at %s×%s: %s; "
                                     "PyTorch's convolution runs there", kernel_h, kernel_w, x.shape[1], height, width,
                                     why))
     except _Noted:  # (a pass that finds the plans: nothing computed)
         return y
-    plan.run([x, weight], [y])
+    inputs = [x, weight] + ([bias_4d] if bias_4d is not None else []) + ([residual] if residual is not None else [])
+    plan.run(inputs, [y])
     return y
+
+
+def planned_conv(conv: torch.nn.Conv2d, x: torch.Tensor, residual: torch.Tensor | None = None,
+                 relu: bool = False) -> torch.Tensor | None:
+    """``conv(x)`` [+ residual] [then ReLU] through :func:`conv2d`'s kept plan where it applies (CUDA, half
+    precision, dense channels_last, zero padding given as numbers, no dilation); None where it does not, or where
+    cuDNN has no plan: the caller runs PyTorch's convolution. Through PyTorch, cuDNN sets up each new shape again in
+    every process (with autotuning ~0.1 s a shape: ~0.5 s of EmoNet's warm-up and ~0.5 s of BlazeFace's on the
+    H100 and H200 of sessions 26 and 30); a kept plan is read back in milliseconds."""
+    if (conv.padding_mode != "zeros" or not isinstance(conv.padding, tuple) or conv.dilation != (1, 1)
+            or not torch.backends.cudnn.enabled or not conv_applicable(x, conv.weight)):
+        return None
+    try:
+        return conv2d(x, conv.weight, conv.stride, conv.padding, conv.bias, residual, relu)
+    except Unsupported:
+        return None

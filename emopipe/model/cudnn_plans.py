@@ -68,21 +68,30 @@ class EpilogueSpec:
 
 @dataclass(frozen=True)
 class ConvSpec:
-    """A convolution alone (groups given by the weight's input channels; no bias): y = conv(x, weight)."""
+    """A convolution (groups given by the weight's input channels), and what follows it as it writes:
+    y = conv(x, weight) [+ bias] [+ residual], [relu]. The bias is 1×C×1×1; the residual is laid out as y."""
 
     x: TensorSpec
     weight: TensorSpec
     y: TensorSpec
     stride: tuple[int, int]
     padding: tuple[int, int]
+    bias: TensorSpec | None = None
+    residual: TensorSpec | None = None
+    relu: bool = False
 
 
 PlanSpec = EpilogueSpec | ConvSpec
 
 # Tensors are bound by fixed UIDs (and carry names), so a plan read back from disk binds like a built one.
-X, WEIGHT, RESIDUAL, SCALE, SHIFT, NEXT_SCALE, NEXT_SHIFT = range(1, 8)
+X, WEIGHT, RESIDUAL, SCALE, SHIFT, NEXT_SCALE, NEXT_SHIFT, BIAS = range(1, 9)
 OUT, ACT, NEXT_ACT = 11, 12, 13
 CONV_UIDS = [X, WEIGHT, OUT]  # a convolution's graph: image, weight, result
+
+
+def conv_uids(bias: bool, residual: bool) -> list[int]:
+    """A convolution graph's tensors in binding order: image, weight, [bias], [residual], result."""
+    return [X, WEIGHT] + ([BIAS] if bias else []) + ([RESIDUAL] if residual else []) + [OUT]
 
 
 def epilogue_uids(affine: bool, following: bool) -> list[int]:
@@ -126,6 +135,12 @@ def build(handle: Any, spec: PlanSpec) -> Any:
     if isinstance(spec, ConvSpec):
         y = graph.conv_fprop(image=operand(spec.x, "x", X), weight=operand(spec.weight, "weight", WEIGHT),
                              padding=list(spec.padding), stride=list(spec.stride), dilation=[1, 1])
+        if spec.bias is not None:
+            y = graph.bias(input=y, bias=operand(spec.bias, "bias", BIAS))
+        if spec.residual is not None:
+            y = graph.add(a=y, b=operand(spec.residual, "residual", RESIDUAL))
+        if spec.relu:
+            y = graph.relu(input=y)
         result(y, "y", OUT, spec.y.strides)
         return _built(graph)
     y = graph.conv_fprop(image=operand(spec.x, "x", X), weight=operand(spec.weight, "weight", WEIGHT),
@@ -282,7 +297,8 @@ def spec_of(kind: str, fields: dict[str, Any]) -> PlanSpec:
     tensors = {name: TensorSpec(tuple(value["dims"]), tuple(value["strides"]), value["dtype"])
                for name, value in fields.items() if isinstance(value, dict)}
     if kind == "conv":
-        return ConvSpec(stride=tuple(fields["stride"]), padding=tuple(fields["padding"]), **tensors)  # type: ignore[arg-type]
+        return ConvSpec(stride=tuple(fields["stride"]), padding=tuple(fields["padding"]),  # type: ignore[arg-type]
+                        relu=bool(fields.get("relu", False)), **tensors)
     return EpilogueSpec(**tensors)  # type: ignore[arg-type]
 
 

@@ -92,16 +92,22 @@ class AffineReLU(nn.Module):
 
 class ConvReLU(nn.Module):
     """relu(conv(x)) as one cuDNN call on CUDA (the activation is applied before the result is
-    written, so the separate ReLU pass over the output disappears); conv then ReLU elsewhere."""
+    written, so the separate ReLU pass over the output disappears); conv then ReLU elsewhere.
+    ``planned``: in half precision through a cuDNN plan kept on disk (:func:`cudnn_epilogue.planned_conv`: read back
+    in milliseconds where PyTorch sets up each shape again in every process) — for the networks it was measured on."""
 
-    def __init__(self, conv: nn.Conv2d) -> None:
+    def __init__(self, conv: nn.Conv2d, planned: bool = False) -> None:
         super().__init__()
         if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
             raise ValueError("ConvReLU takes convolutions with numeric zero padding")
         self.conv = conv
+        self.planned = planned
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.conv
+        y = cudnn_epilogue.planned_conv(c, x, relu=True) if self.planned else None
+        if y is not None:
+            return y
         if x.is_cuda and torch.backends.cudnn.enabled:
             return torch.cudnn_convolution_relu(x, c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups)
         return F.relu(c(x))
@@ -109,20 +115,37 @@ class ConvReLU(nn.Module):
 
 class ConvAddReLU(nn.Module):
     """relu(conv(x) + z) — a convolution, its bias, a residual and the activation — as one cuDNN call on CUDA
-    (the three element-wise passes over the output disappear); conv, add, ReLU in turn elsewhere."""
+    (the three element-wise passes over the output disappear); conv, add, ReLU in turn elsewhere. ``planned``: as
+    :class:`ConvReLU`'s."""
 
-    def __init__(self, conv: nn.Conv2d) -> None:
+    def __init__(self, conv: nn.Conv2d, planned: bool = False) -> None:
         super().__init__()
         if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
             raise ValueError("ConvAddReLU takes convolutions with numeric zero padding")
         self.conv = conv
+        self.planned = planned
 
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         c = self.conv
+        y = cudnn_epilogue.planned_conv(c, x, residual=z, relu=True) if self.planned else None
+        if y is not None:
+            return y
         if x.is_cuda and torch.backends.cudnn.enabled:
             return torch.cudnn_convolution_add_relu(x, c.weight, z, 1.0, c.bias, c.stride, c.padding, c.dilation,
                                                     c.groups)
         return F.relu(c(x) + z)
+
+
+class PlannedConv(nn.Module):
+    """``conv(x)``, in half precision on CUDA through a cuDNN plan kept on disk (as :class:`ConvReLU`'s)."""
+
+    def __init__(self, conv: nn.Conv2d) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = cudnn_epilogue.planned_conv(self.conv, x)
+        return self.conv(x) if y is None else y
 
 
 @torch.no_grad()
@@ -270,7 +293,9 @@ class FusedConvBlock(nn.Module):
         self.conv1, self.conv2, self.conv3 = block.conv1, block.conv2, block.conv3
         self.downsample = None
         if block.downsample is not None:
-            self.downsample = nn.Sequential(AffineReLU(block.downsample[0], use_kernels), block.downsample[2])
+            conv = block.downsample[2]
+            self.downsample = nn.Sequential(AffineReLU(block.downsample[0], use_kernels),
+                                            PlannedConv(conv) if use_cudnn_epilogue else conv)
 
     def forward(self, x: torch.Tensor, prepared: torch.Tensor | None = None) -> torch.Tensor:
         """``prepared``: relu(bn1(x)), where the kernel that produced x wrote it too (see :meth:`prepares`)."""
@@ -402,7 +427,7 @@ class FusedEmoNet(nn.Module):
         self.num_classes = model.num_classes
         self.labels = model.labels
         _fold_into(model.conv1, model.bn1)
-        self.stem = ConvReLU(model.conv1)
+        self.stem = ConvReLU(model.conv1, planned=use_cudnn_epilogue)
         self.conv2, self.conv3, self.conv4 = (block(b) for b in (model.conv2, model.conv3, model.conv4))
         self.hourglasses = nn.ModuleList()
         self.tops = nn.ModuleList()
@@ -414,7 +439,7 @@ class FusedEmoNet(nn.Module):
             self.hourglasses.append(FusedHourGlass(model.get_submodule(f"m{i}"), use_kernels, side_streams,
                                                    use_cudnn_epilogue))
             self.tops.append(block(model.get_submodule(f"top_m_{i}")))
-            self.lasts.append(ConvReLU(last))
+            self.lasts.append(ConvReLU(last, planned=use_cudnn_epilogue))
             self.heads.append(PointwiseConv(model.get_submodule(f"l{i}")))
         self.bl0, self.al0 = PointwiseConv(model.bl0), PointwiseConv(model.al0)
         self.emotion_input = PointwiseConv(model.conv1x1_input_emo_2)

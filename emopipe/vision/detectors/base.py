@@ -417,7 +417,7 @@ class FaceDetector:
 
     @torch.inference_mode()
     def find_plans(self, frame_height: int, frame_width: int) -> None:
-        """The cuDNN plans (BlazeFace's depthwise convolutions') that frames of this size need and the plan folder
+        """The cuDNN plans (BlazeFace's convolutions') that frames of this size need and the plan folder
         lacks: found by one pass that computes nothing and built at once in builder processes. Within an enclosing
         :func:`~emopipe.model.cudnn_epilogue.plans_built_ahead` (EmoNet's warm-up's, where the frame size is known
         by then) they are built together with that window's plans."""

@@ -49,19 +49,14 @@ def decode_blazeface(raw_boxes: torch.Tensor, raw_scores: torch.Tensor, anchors:
 
 def depthwise(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     """``conv(x)`` for a fused block's depthwise convolution (no bias). On CUDA in half precision it runs a cuDNN
-    plan kept on disk beside the epilogue's (:func:`emopipe.model.cudnn_epilogue.conv2d`), which the next process
-    reads back in milliseconds: through PyTorch, cuDNN plans each depthwise shape again in every process (~40 ms a
-    shape, 1.3 s of the detector's warm-up on an H100), and the heuristics' plan runs as fast as PyTorch's tuned
-    choice there (2.21 ms a 32-frame call). Elsewhere, or where cuDNN has no plan, PyTorch's convolution."""
+    plan kept on disk beside the epilogue's (:func:`emopipe.model.cudnn_epilogue.planned_conv`), which the next
+    process reads back in milliseconds: through PyTorch, cuDNN plans each depthwise shape again in every process
+    (~40 ms a shape, 1.3 s of the detector's warm-up on an H100), and the heuristics' plan runs as fast as PyTorch's
+    tuned choice there (2.21 ms a 32-frame call). Elsewhere, or where cuDNN has no plan, PyTorch's convolution."""
     from emopipe.model import cudnn_epilogue
 
-    if (conv.bias is None and isinstance(conv.padding, tuple) and conv.dilation == (1, 1)
-            and cudnn_epilogue.conv_applicable(x, conv.weight)):
-        try:
-            return cudnn_epilogue.conv2d(x, conv.weight, conv.stride, conv.padding)
-        except cudnn_epilogue.Unsupported:
-            pass
-    return conv(x)
+    y = cudnn_epilogue.planned_conv(conv, x) if conv.bias is None else None
+    return conv(x) if y is None else y
 
 
 class FusedBlazeBlock(nn.Module):
@@ -76,7 +71,7 @@ class FusedBlazeBlock(nn.Module):
         super().__init__()
         depthwise, pointwise = block.convs
         self.depthwise, pointwise = bias_pushed_forward(depthwise, pointwise)
-        self.pointwise = ConvAddReLU(pointwise)
+        self.pointwise = ConvAddReLU(pointwise, planned=True)
         self.stride: int = block.stride
         self.channel_pad: int = block.channel_pad
         self.max_pool = block.max_pool if self.stride == 2 else None
@@ -100,7 +95,7 @@ class FusedFinalBlock(nn.Module):
         super().__init__()
         depthwise, pointwise = block.convs
         self.depthwise, pointwise = bias_pushed_forward(depthwise, pointwise)
-        self.pointwise = ConvReLU(pointwise)
+        self.pointwise = ConvReLU(pointwise, planned=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.pointwise(depthwise(self.depthwise, F.pad(x, (0, 2, 0, 2))))
@@ -121,7 +116,7 @@ def fuse_blazeface(network: nn.Module) -> nn.Module:
             if isinstance(layer, block_type):
                 stage[i] = FusedBlazeBlock(layer)
             elif isinstance(layer, nn.Conv2d) and i + 1 < len(stage) and isinstance(stage[i + 1], nn.ReLU):
-                stage[i], stage[i + 1] = ConvReLU(layer), nn.Identity()
+                stage[i], stage[i + 1] = ConvReLU(layer, planned=True), nn.Identity()
     if isinstance(getattr(fused, "final", None), final_type):
         fused.final = FusedFinalBlock(fused.final)
     for head in ("classifier_8", "classifier_16", "regressor_8", "regressor_16"):
