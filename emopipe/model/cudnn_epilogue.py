@@ -334,9 +334,10 @@ def planned_conv(conv: torch.nn.Conv2d, x: torch.Tensor, residual: torch.Tensor 
                  relu: bool = False) -> torch.Tensor | None:
     """``conv(x)`` [+ residual] [then ReLU] through :func:`conv2d`'s kept plan where it applies (CUDA, half
     precision, dense channels_last, zero padding given as numbers, no dilation); None where it does not, or where
-    cuDNN has no plan: the caller runs PyTorch's convolution. Through PyTorch, cuDNN sets up each new shape again in
-    every process (with autotuning ~0.1 s a shape: ~0.5 s of EmoNet's warm-up and ~0.5 s of BlazeFace's on the
-    H100 and H200 of sessions 26 and 30); a kept plan is read back in milliseconds."""
+    cuDNN has no plan: the caller runs PyTorch's convolution. Through PyTorch, cuDNN sets up and autotunes each new
+    shape again in every process (0.47 s of EmoNet's first pass on an H200; BlazeFace's warm-up took 0.66–0.75 s
+    against 0.39–0.45 s with its plans read back, session 30); a kept plan is read back in 1–15 ms (the first of an
+    engine ~0.1 s while cuDNN loads it)."""
     if (conv.padding_mode != "zeros" or not isinstance(conv.padding, tuple) or conv.dilation != (1, 1)
             or not torch.backends.cudnn.enabled or not conv_applicable(x, conv.weight)):
         return None
