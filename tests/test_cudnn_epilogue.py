@@ -764,55 +764,27 @@ def test_a_plan_read_back_from_disk_computes_the_same(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's plans)")
 @pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
-@pytest.mark.parametrize(("channels", "size", "stride", "padding"), [(24, 128, 1, 1), (48, 130, 2, 0), (96, 32, 1, 1)])
-def test_depthwise_convolutions_through_a_plan_compute_what_pytorch_computes_and_read_back_the_same(
-        tmp_path, monkeypatch, channels, size, stride, padding):
-    """BlazeFace's depthwise shapes (its stride-2 blocks pad right and bottom by 2 first, then convolve unpadded):
-    conv2d's plan against PyTorch's convolution, then the plan read back from disk by a fresh process's lookup."""
-    generator = torch.Generator(device="cuda").manual_seed(channels)
-    x = torch.randn(8, channels, size, size, device="cuda", generator=generator).half()
-    x = x.contiguous(memory_format=torch.channels_last)
-    w = (torch.randn(channels, 1, 3, 3, device="cuda", generator=generator) / 3).half()
-    w = w.contiguous(memory_format=torch.channels_last)
-    want = torch.nn.functional.conv2d(x.float(), w.float(), None, stride, padding, 1, channels)
-    monkeypatch.setattr(cudnn_epilogue, "_plans", {})
-    cudnn_epilogue.use_plan_cache(tmp_path)
-    try:
-        built = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding))
-        assert built.shape == want.shape and built.is_contiguous(memory_format=torch.channels_last)
-        torch.testing.assert_close(built.float(), want, atol=2e-2, rtol=1e-2)
-        assert len(list(tmp_path.glob("*.plan"))) == 1
-        monkeypatch.setattr(cudnn_epilogue, "_plans", {})
-
-        def no_build(*args: object) -> None:
-            raise AssertionError("the plan was built again instead of read back")
-
-        monkeypatch.setattr(cudnn_plans, "build", no_build)
-        loaded = cudnn_epilogue.conv2d(x, w, (stride, stride), (padding, padding))
-        torch.testing.assert_close(loaded, built, atol=0, rtol=0)
-    finally:
-        cudnn_epilogue.use_plan_cache(None)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's plans)")
-@pytest.mark.skipif(not cudnn_epilogue.installed(), reason="needs nvidia-cudnn-frontend")
 @pytest.mark.parametrize(("shape", "kernel", "stride", "padding", "bias", "residual", "relu"), [
     ((4, 3, 256, 256), (64, 3, 7, 7), 2, 3, True, False, True),  # EmoNet's stem
     ((4, 64, 128, 128), (128, 64, 1, 1), 1, 0, False, False, False),  # a block's downsampling
     ((4, 256, 64, 64), (256, 256, 1, 1), 1, 0, True, False, True),  # a stack's last convolution
     ((8, 24, 64, 64), (24, 24, 1, 1), 1, 0, True, True, True),  # a BlazeFace block's pointwise convolution
+    ((8, 24, 128, 128), (24, 1, 3, 3), 1, 1, False, False, False),  # BlazeFace's depthwise ones: stride 1,
+    ((8, 48, 130, 130), (48, 1, 3, 3), 2, 0, False, False, False),  # stride 2 (padded right and bottom first),
+    ((8, 96, 32, 32), (96, 1, 3, 3), 1, 1, False, False, False),  # deeper
 ])
-def test_convolutions_with_their_epilogue_through_a_plan_compute_what_pytorch_computes(
+def test_convolutions_through_a_plan_compute_what_pytorch_computes_and_read_back_the_same(
         tmp_path, monkeypatch, shape, kernel, stride, padding, bias, residual, relu):
-    """conv2d with a bias, a residual and a ReLU against PyTorch's convolution in float32, then read back from disk
-    by a fresh process's lookup: the same results."""
+    """conv2d (with a bias, a residual and a ReLU where given; grouped where the weight takes one channel) against
+    PyTorch's convolution in float32, then read back from disk by a fresh process's lookup: the same results."""
     generator = torch.Generator(device="cuda").manual_seed(kernel[0])
     cl = torch.channels_last
     x = torch.randn(*shape, device="cuda", generator=generator).half().contiguous(memory_format=cl)
     fan_in = kernel[1] * kernel[2] * kernel[3]
     w = (torch.randn(*kernel, device="cuda", generator=generator) / fan_in ** 0.5).half().contiguous(memory_format=cl)
     b = torch.randn(kernel[0], device="cuda", generator=generator).half() if bias else None
-    want = F.conv2d(x.float(), w.float(), b.float() if b is not None else None, stride, padding)
+    want = F.conv2d(x.float(), w.float(), b.float() if b is not None else None, stride, padding, 1,
+                    shape[1] // kernel[1])
     z = torch.randn(want.shape, device="cuda", generator=generator).half().contiguous(memory_format=cl) \
         if residual else None
     want = want + z.float() if z is not None else want
