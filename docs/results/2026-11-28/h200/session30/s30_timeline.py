@@ -1,7 +1,10 @@
 """Session 30: a py-spy speedscope profile (`record --idle [--native]`) as a timeline per thread: for each window,
 the deepest emopipe frame and the innermost frame (the leaf: with --native, the C function), their share.
-    python3 s30_timeline.py PROFILE.json [WINDOW] [THREAD_PATTERN]"""
-import collections, json, sys
+    python3 s30_timeline.py PROFILE.json [WINDOW] [THREAD_PATTERN]
+(As run on the GPU, only laid out for the linter afterwards.)"""
+import collections
+import json
+import sys
 
 
 def short(frame):
@@ -13,7 +16,8 @@ def short(frame):
     return f"{frame['name']} ({path.rsplit('/', 1)[-1]}:{frame.get('line')})"
 
 
-data = json.load(open(sys.argv[1]))
+with open(sys.argv[1]) as profile_file:
+    data = json.load(profile_file)
 window = float(sys.argv[2]) if len(sys.argv) > 2 else 0.1
 pattern = sys.argv[3] if len(sys.argv) > 3 else ""
 frames = data["shared"]["frames"]
