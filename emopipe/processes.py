@@ -503,6 +503,12 @@ class _Teller:
             self.pipe.send((kind, body))
 
 
+# What a worker's goodbye carries of its pipeline's summary (summary.json's ``processes.worker_summaries``): its
+# time from the pipeline's start to its end and the rates over it, the frames' latencies, the stages' busy seconds.
+WORKER_FIGURES = ("seconds", "fps", "faces_per_s", "decoder", "first_frame_latency_s", "steady_latency_p50_s",
+                  "steady_latency_p99_s", "stage_seconds", "startup")
+
+
 class _Counter(Observer):
     """The frames and faces a worker has written, told to the driver every PROGRESS_S (its bar)."""
 
@@ -625,8 +631,9 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
     if exporter is not None:
         exporter.finish(linger_after=False, state="finished")
     facts = summary.as_dict() if summary is not None else {}
+    # (its pipeline's rates, as a Ray worker's summary gives them: what each worker did, in summary.json)
     tell("bye", {"frames": counter.frames, "faces": counter.faces, "first_frame_at": counter.first_frame_at,
-                 "stage_seconds": facts.get("stage_seconds"), "startup": facts.get("startup")})
+                 **{key: facts.get(key) for key in WORKER_FIGURES}})
     logging.shutdown()
     os._exit(0)  # (every source's files are written, the driver renames them; Python's own exit would unload PyTorch)
 

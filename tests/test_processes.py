@@ -64,6 +64,10 @@ def test_two_worker_processes_write_the_rows_one_process_writes(tmp_path, four_c
     assert sum(w["frames"] for w in facts["per_worker"].values()) == outcome.run["frames"] == 10
     # (each worker's own summary, as far as its goodbye came before the driver ended: not waited for long)
     assert {s["name"] for s in facts["worker_summaries"]} <= {"emopipe-process-0", "emopipe-process-1"}
+    for said in facts["worker_summaries"]:  # its pipeline's time and rates, as a Ray worker's summary gives them
+        assert said["seconds"] > 0 and said["fps"] == pytest.approx(said["frames"] / said["seconds"])
+        assert said["faces_per_s"] == pytest.approx(said["faces"] / said["seconds"])
+        assert said["decoder"] == "opencv" and said["startup"]["engine_warmups"] == 1
     assert facts["timeline"]["first_row_s"] <= facts["timeline"]["done_s"]
     endpoints = facts["metrics"]  # (--metrics-port 0: each worker served its own on a free port)
     assert sorted(endpoints) == ["emopipe-process-0", "emopipe-process-1"] and len(set(endpoints.values())) == 2
