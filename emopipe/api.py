@@ -55,7 +55,6 @@ from emopipe.pipeline.progress import ProgressBar
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
-from emopipe.report.segments import import_change_points_ahead
 from emopipe.types import FaceRecord, FrameResult
 
 logger = logging.getLogger(__name__)
@@ -201,7 +200,6 @@ class Analyzer:
         if self.models is None:
             with quick_handoff():  # (Triton's cache key is hashed on a thread beside the model's copy)
                 self.models = load_models(self._base)
-            import_change_points_ahead()  # (every run summarises its tracks: their library loads as EmoNet warms)
             if not self._base.no_warmup:
                 self.models.warm_engine(frame_size() if frame_size is not None else None)
         return self

@@ -24,12 +24,10 @@ noise; ruptures is the maintained reference implementation of these methods (BSD
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import math
 import sys
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,19 +182,10 @@ def _noise_variance(signal: np.ndarray, floor: float = NOISE_FLOOR) -> float:
     return float(np.sum(sigma ** 2))
 
 
-def import_change_points_ahead() -> None:
-    """Import ruptures (with SciPy's statistics and signal modules: about a second) on a thread of its own now, so
-    that the first source's track summaries do not pay for it later on the writer thread, beside the GPU thread.
-    Called as EmoNet warms up, when the interpreter is mostly free (the GPU works); failing is left to later."""
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            import ruptures  # noqa: F401
-
-    threading.Thread(target=load, name="emopipe-import-ruptures", daemon=True).start()
-
-
 def change_points(series: TrackSeries, interval_s: float) -> list[int]:
     """Indices into the track's records where the mean of (valence, arousal) changes (ascending)."""
+    # (imported here, when a run's first track is summarised: about a second of SciPy's modules, which beside EmoNet's
+    # warm-up held back the first row by ~0.7 s for the same whole command; benchmark-log, session 31)
     import ruptures
 
     n = len(series)
