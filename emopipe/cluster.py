@@ -59,6 +59,7 @@ from emopipe.pipeline.drivers import (
     HeldSignals,
     as_left,
     failed_in_worker,
+    log_as_worker,
     reported,
     signals_held,
     worker_metrics_port,
@@ -242,7 +243,7 @@ class Worker:
         # not the host's — the host's other workers start theirs too)
         os.environ.setdefault(cudnn_plans.BUILDERS_VARIABLE, str(_cores_assigned()))
         self.start["plan_builders"] = cudnn_plans.builders_for()
-        logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
+        log_as_worker("emopipe worker", logging.INFO)
         if cwd and Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
             os.chdir(cwd)
         self.config = config

@@ -50,7 +50,7 @@ from emopipe.errors import EmopipeError, SourceUnavailableError, UsageError
 from emopipe.io.records import rows_so_far
 from emopipe.io.uris import redact_uri
 from emopipe.pipeline.archive import PlannedSource, SourceResult
-from emopipe.pipeline.drivers import HeldSignals, failed_in_worker, signals_held, worker_metrics_port
+from emopipe.pipeline.drivers import HeldSignals, failed_in_worker, log_as_worker, signals_held, worker_metrics_port
 from emopipe.pipeline.many import CameraSoFar, FleetOutcome, ManyPlan, finish_many, plan_fleet
 from emopipe.pipeline.progress import ProgressBar
 
@@ -100,7 +100,7 @@ class CameraWorker:
 
     def __init__(self, config: RunConfig, cwd: str | None, name: str, board: Any,
                  metrics_port: int | None = None, serve: str | None = None) -> None:
-        logging.basicConfig(level=logging.INFO, format="emopipe worker: %(message)s")
+        log_as_worker("emopipe worker", logging.INFO)
         if cwd and Path(cwd).is_dir():  # relative paths mean what they mean to the driver
             os.chdir(cwd)
         self.config = replace(config, serve=serve)  # (its own page, of its cameras: worker_serve_address)

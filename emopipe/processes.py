@@ -533,12 +533,11 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
     """A worker process's life, once :mod:`emopipe.process_worker` has imported PyTorch: its Analyzer built and
     warmed, then one pipeline over the sources it asks the driver for, one at a time, until the driver says there
     are no more. ``began``: when its process started (its ``ready_s`` counts from there)."""
-    from emopipe.pipeline.drivers import failed_in_worker, reported
+    from emopipe.pipeline.drivers import failed_in_worker, log_as_worker, reported
     from emopipe.pipeline.many import MANY_SOURCES
 
     os.environ.setdefault(cudnn_plans.BUILDERS_VARIABLE, builders)
-    logging.basicConfig(level=log_level, format=f"{name}: %(message)s")
-    logging.getLogger("emopipe").setLevel(log_level)
+    log_as_worker(name, log_level)
     logging.getLogger(weights.YOURS_LOGGER).setLevel(max(log_level, logging.ERROR))  # (the driver said it)
     if Path(cwd).is_dir():  # relative sources and outputs mean what they mean to the driver
         os.chdir(cwd)

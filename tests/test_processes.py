@@ -340,3 +340,22 @@ def test_a_source_that_cannot_be_read_fails_alone(tmp_path, four_clips):
     assert list(written) == ["clip0.emotions.csv"]
     assert same_rows({"clip0": elsewhere(written["clip0.emotions.csv"])},
                      {"clip0": elsewhere(alone["clip0.emotions.csv"])})
+
+
+def test_a_worker_says_its_own_messages_and_no_other_librarys_chatter():
+    # (PyNvVideoCodec's logger, at INFO, said its NVENC version twice a worker in the command's output; a worker logs
+    # as the command does: emopipe's messages at the level asked, after its name; others' warnings only)
+    script = """
+import logging
+from emopipe.pipeline.drivers import log_as_worker
+log_as_worker("emopipe-process-3", logging.INFO)
+chatty = logging.getLogger("PyNvVideoCodec"); chatty.setLevel(logging.INFO)
+chatty.info("Supported NVENC Driver Version: 208")
+chatty.warning("a library's warning")
+logging.getLogger("emopipe.pipeline.runner").info("300 frames")
+logging.getLogger("emopipe.io").debug("a detail")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["a library's warning", "emopipe-process-3: 300 frames"]
+    assert done.stdout == ""

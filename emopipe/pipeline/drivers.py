@@ -175,3 +175,16 @@ def worker_metrics_port(base: int | None, index: int) -> int | None:
         raise UsageError(f"--metrics-port {base}: worker {index} would serve on {port}, past 65535; choose a "
                          "lower port")
     return port
+
+
+def log_as_worker(prefix: str, level: int) -> None:
+    """A worker's own messages (emopipe's loggers) on its stderr at ``level``, each line after ``prefix``, as the
+    command says its own; other libraries' stay at Python's default (warnings and errors). A handler on the root
+    logger would show every library's INFO too: PyNvVideoCodec's says its NVENC version at each import, two lines a
+    worker in the command's output."""
+    handler = logging.StreamHandler()  # (stderr)
+    handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
+    ours = logging.getLogger("emopipe")
+    ours.handlers[:] = [handler]
+    ours.setLevel(level)
+    ours.propagate = False  # (a handler Ray's worker put on the root would say each line twice)
