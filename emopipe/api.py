@@ -61,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 _END = object()
 DEFAULT_PARALLEL = 2  # sources opened and decoded ahead at once
+FrameSize = tuple[int, int]  # (height, width)
 FED_MAX_WAIT_S = 0.25  # longer than a full EmoNet batch takes to fill at a GPU's rate (64 faces: ~0.1 s)
 
 
@@ -190,13 +191,28 @@ class Analyzer:
 
     # -- life cycle ---------------------------------------------------------------------------
 
-    def open(self) -> Analyzer:
-        """Build the engines and warm every static shape now (otherwise the first source does)."""
-        return self._open()
+    def open(self, frame_size: FrameSize | Callable[[], FrameSize | None] | None = None) -> Analyzer:
+        """Build the engines and warm every static shape now (otherwise the first source does). ``frame_size``: the
+        (height, width) of the first source's frames, or a function that tells it (None: unknown) once the engines
+        are built, before they warm (a worker reads its first source's container meanwhile): the detector is warmed
+        for it too, its cuDNN plans found with EmoNet's, and the source's first frames do not wait for its warm-up."""
+        asked: list[FrameSize | None] = []
 
-    def _open(self, frame_size: Callable[[], tuple[int, int] | None] | None = None) -> Analyzer:
-        """:meth:`open`; ``frame_size`` tells the first source's (height, width) if it is known once the engines are
-        built (EmoNet's warm-up then also finds the plans the detector's needs: :meth:`Models.warm_engine`)."""
+        def first_size() -> FrameSize | None:  # (asked once: before EmoNet's warm-up, or now if already open)
+            if not asked:
+                asked.append(frame_size() if callable(frame_size) else frame_size)
+            return asked[0]
+
+        self._open(first_size)
+        size = first_size()
+        if size and self.models is not None and not self._base.no_warmup:
+            self.models.warm_detector(*size)
+        return self
+
+    def _open(self, frame_size: Callable[[], FrameSize | None] | None = None) -> Analyzer:
+        """:meth:`open`, the detector left to the first source; ``frame_size`` tells the first source's (height,
+        width) if it is known once the engines are built (EmoNet's warm-up then also finds the plans the detector's
+        needs: :meth:`Models.warm_engine`)."""
         if self.models is None:
             with quick_handoff():  # (Triton's cache key is hashed on a thread beside the model's copy)
                 self.models = load_models(self._base)

@@ -9,16 +9,18 @@ source chain for its whole life (:meth:`Analyzer.process`), as a Ray worker does
 
 The driver (this process) loads no PyTorch: it plans the run exactly as one process does
 (:func:`~emopipe.pipeline.many.plan_sources`, while its workers import PyTorch), hands out the sources largest first,
-one at a time to the worker that asks (each asks while it holds fewer than its chain reads ahead, so its GPU work
-never drains between sources), writes each source's manifest line as its worker reports it finished and then renames
-its files (the worker leaves them under their partial names), and writes ``summary.json``. Each worker talks to the
-driver over a socket of its own: a worker whose socket ends without its goodbye died (killed, out of memory, a
-crash), and the sources it held and had not finished go to another worker, up to ``--ray-retries`` times each (a
-replacement is started); a source redone replaces its partial files, so no row is duplicated. A user error in a
-worker (weights missing, a bad option) ends the run as it ends one process. Ctrl-C and SIGTERM go to the driver (the
-workers ignore the terminal's Ctrl-C): it kills the workers, keeps every source they had finished, and records the
-sources they were in as their files say (``interrupted``), as a Ray run's driver does; the workers also die with the
-driver (Linux: the parent-death signal), so a killed driver leaves no worker writing, and ``--resume`` goes on.
+one at a time to the worker that asks (each asks while it holds fewer than its chain reads ahead, so its GPU work never
+drains between sources; its first as it begins to load its engines, which then warm for that source's frame size while
+NVDEC's probe of it runs beside the load: :class:`_FirstSource`), writes each source's manifest line as its worker
+reports it finished and then renames its files (the worker leaves them under their partial names), and writes
+``summary.json``. Each worker talks to the driver over a socket of its own: a worker whose socket ends without its
+goodbye died (killed, out of memory, a crash), and the sources it held and had not finished go to another worker, up to
+``--ray-retries`` times each (a replacement is started); a source redone replaces its partial files, so no row is
+duplicated. A user error in a worker (weights missing, a bad option) ends the run as it ends one process. Ctrl-C and
+SIGTERM go to the driver (the workers ignore the terminal's Ctrl-C): it kills the workers, keeps every source they had
+finished, and records the sources they were in as their files say (``interrupted``), as a Ray run's driver does; the
+workers also die with the driver (Linux: the parent-death signal), so a killed driver leaves no worker writing, and
+``--resume`` goes on.
 """
 
 from __future__ import annotations
@@ -528,6 +530,48 @@ class _Counter(Observer):
             self.tell("progress", (self.frames, self.faces, self.first_frame_at))
 
 
+class _FirstSource:
+    """A worker's first source, asked for before its engines load (the driver planned the run while this process
+    imported PyTorch: it answers at once) and opened ahead on a thread while they load — its container read, its
+    stream probed (:func:`~emopipe.io.nvdec.probe_ahead`) — so that the engines' warm-up warms the detector for its
+    frame size with EmoNet's and its reader starts decoding at once. Nothing may decode once the warm-up has begun (a
+    CUDA graph captured while NVDEC decoded killed workers, session 22): a probe under way then is waited for, one not
+    begun is left to the source's reader."""
+
+    def __init__(self, pipe: Connection, tell: _Teller, config: RunConfig) -> None:
+        self._lock = threading.Lock()
+        self._warming = False  # the warm-up has begun: no probe from now
+        self._size: tuple[int, int] | None = None
+        self.source: PlannedSource | None = None
+        tell("want")
+        self._thread = threading.Thread(target=self._take, args=(pipe, config), name="emopipe-first", daemon=True)
+        self._thread.start()
+
+    def _take(self, pipe: Connection, config: RunConfig) -> None:
+        from emopipe.io.nvdec import probe_ahead
+        from emopipe.model.devices import resolve_device
+
+        try:
+            source = pipe.recv()
+        except (EOFError, OSError):  # (the driver gone: this process ends with it)
+            source = None
+        with self._lock:
+            self.source = source
+            if source is not None and not self._warming:
+                self._size = probe_ahead(source.uri, decoder=config.decoder, device=resolve_device(config.device))
+
+    def frame_size(self) -> tuple[int, int] | None:
+        """Its frames' (height, width) if it came and was probed before the warm-up (which asks this as it begins)."""
+        with self._lock:
+            self._warming = True
+            return self._size
+
+    def taken(self) -> PlannedSource | None:
+        """The first source (once it has come), or None: the driver had none for this worker."""
+        self._thread.join()
+        return self.source
+
+
 def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: str, metrics_port: int | None,
           builders: str, log_level: int) -> None:
     """A worker process's life, once :mod:`emopipe.process_worker` has imported PyTorch: its Analyzer built and
@@ -564,7 +608,8 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
             identity["metrics"] = exporter.server.url if exporter.server is not None else None
         from emopipe.api import Analyzer  # (PyTorch: in this process only)
 
-        analyzer = Analyzer(config).open()
+        first = _FirstSource(pipe, tell, config)
+        analyzer = Analyzer(config).open(frame_size=first.frame_size)
         run_config = analyzer.source_config(MANY_SOURCES, output=None, summary=None)
     except EmopipeError as exc:
         tell("error", exc)
@@ -618,7 +663,13 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
         entered()
 
     chain.on_begin = entered
-    threading.Thread(target=feed, name="emopipe-feed", daemon=True).start()
+    source = first.taken()
+    if source is None:  # (the driver had none left for it)
+        chain.end_feed()
+    else:
+        state["taken"] = 1
+        chain.extend([source])
+        threading.Thread(target=feed, name="emopipe-feed", daemon=True).start()
     try:
         _, summary, _ = analyzer.process(chain, run_config, metrics=metrics, observers=[counter], on_result=finished)
     except BaseException as exc:

@@ -231,6 +231,26 @@ def test_an_analyzer_warms_up_once_for_several_sources(clip, checkpoints, models
 
 
 @pytest.mark.slow
+def test_an_analyzer_opened_for_a_frame_size_warms_the_detector_for_it_with_emonet(clip, checkpoints, models_home):
+    width, height = clip.size
+    asked: list[str] = []
+
+    def first_size() -> tuple[int, int]:  # (a worker's: told once the engines are built, before they warm)
+        asked.append("engines built" if analyzer.models is not None else "before")
+        return height, width
+
+    analyzer = emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu")
+    with analyzer.open(frame_size=first_size):
+        models = analyzer.models
+        assert models is not None and asked == ["engines built"]
+        assert models.warmed_frame_sizes == {(height, width)} and models.detector_warmups == 1
+        assert len(list(analyzer.analyze(clip.path, max_frames=2))) == 2
+        analyzer.open(frame_size=(height // 2, width // 2))  # already open: the detector warmed for this size too
+        assert models.warmed_frame_sizes == {(height, width), (height // 2, width // 2)}
+    assert analyzer.summaries[0].startup["detector_warmups"] == 1  # the source's size was warm: none of its own
+
+
+@pytest.mark.slow
 def test_a_truncated_file_gives_every_record_that_decodes_then_its_error(checkpoints, models_home, tmp_path):
     whole = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
     cut = tmp_path / "cut.avi"

@@ -386,6 +386,31 @@ def test_a_stream_nvdec_cannot_decode_is_refused_before_the_threaded_decoder_sta
     assert _ThreadedDecoder.instances == []
 
 
+def test_a_source_probed_ahead_opens_without_a_second_probe(monkeypatch, fake_nvdec, clip):
+    # (a worker probes its first source while its engines load: its reader then starts its decoder at once)
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    capture = cv2.VideoCapture(str(clip))
+    size = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+    capture.release()
+    assert nvdec.probe_ahead(clip, device="cuda") == size
+    assert _SimpleDecoder.made == 1 and _ThreadedDecoder.instances == []  # probed; no decoding thread started
+    assert nvdec.decoded_frame_size(clip, device="cuda") == size and _SimpleDecoder.made == 1
+    with NvdecVideoSource(clip) as source:
+        assert len(list(source)) == COUNT
+    assert _SimpleDecoder.made == 1 and len(_ThreadedDecoder.instances) == 1
+    assert nvdec.probe_ahead(clip, decoder="opencv", device="cuda") is None and _SimpleDecoder.made == 1
+
+    class Unsupported(_SimpleDecoder):
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            raise RuntimeError("HandleVideoSequence : \nError code : 801\nError Type : Codec not supported\n")
+
+    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", Unsupported)
+    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())
+    assert nvdec.probe_ahead(clip, device="cuda") is None  # left to its reader, which says why
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: Codec not supported$"):
+        NvdecVideoSource(clip)
+
+
 def test_the_native_logger_is_kept_off_stdout_unless_the_user_asks(monkeypatch, fake_nvdec):
     # PyNvVideoCodec's native warnings go to stdout, where `-o -` writes rows (seen on the GPU host).
     monkeypatch.delenv("LOGGER_LEVEL", raising=False)

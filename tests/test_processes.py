@@ -321,6 +321,56 @@ def _cmdline(entry: Path) -> str:
 
 
 
+def test_a_worker_probes_its_first_source_while_its_engines_load_and_never_once_they_warm(monkeypatch, tmp_path):
+    import threading
+    from multiprocessing.connection import Pipe
+
+    import emopipe.io.nvdec
+    from emopipe.pipeline.archive import PlannedSource
+    from emopipe.processes import _FirstSource
+
+    gate, probing = threading.Event(), threading.Event()
+    probed: list[str] = []
+
+    def probe_ahead(uri, *, decoder, device):  # (NVDEC's probe; the CPU machine has none)
+        probed.append(uri)
+        probing.set()
+        assert gate.wait(60)
+        return 720, 1280
+
+    monkeypatch.setattr(emopipe.io.nvdec, "probe_ahead", probe_ahead)
+    config = RunConfig(device="cpu")
+    source = PlannedSource(0, str(tmp_path / "a.mp4"), tmp_path / "a.csv", tmp_path / "a.json")
+    told: list[str] = []
+
+    # it came while the engines loaded: its probe under way is waited for by the warm-up, which gets its frame size
+    driver, worker = Pipe()
+    driver.send(source)
+    first = _FirstSource(worker, lambda kind, body=None: told.append(kind), config)
+    assert probing.wait(60) and told == ["want"]
+    answer: list = []
+    warming = threading.Thread(target=lambda: answer.append(first.frame_size()))
+    warming.start()
+    warming.join(0.2)
+    assert answer == []  # (the probe is not over: the warm-up waits)
+    gate.set()
+    warming.join(60)
+    assert answer == [(720, 1280)] and first.taken() == source and probed == [source.uri]
+
+    # it came once the warm-up had begun: no probe (nothing may decode while CUDA graphs are captured)
+    driver, worker = Pipe()
+    late = _FirstSource(worker, lambda kind, body=None: None, config)
+    assert late.frame_size() is None
+    driver.send(source)
+    assert late.taken() == source and probed == [source.uri]
+
+    # the driver had none for it
+    driver, worker = Pipe()
+    driver.send(None)
+    assert _FirstSource(worker, lambda kind, body=None: None, config).taken() is None
+    driver.close()
+
+
 def test_a_source_that_cannot_be_read_fails_alone(tmp_path, four_clips):
     folder, config, alone = four_clips
     mixed = tmp_path / "mixed"

@@ -226,31 +226,52 @@ _pool = _DecoderPool()
 atexit.register(lambda: _pool.close())  # (the pool that is current at exit: tests replace it)
 
 
+@dataclass(frozen=True)
+class _Container:
+    """What opening a video file on NVDEC reads first, on the CPU: its stream's format, the time base of its
+    timestamps (which the decoder does not give) and the rotation to apply."""
+
+    stream: _StreamFormat
+    seconds_per_tick: float
+    quarter_turns: int
+
+
+def _read_container(path: Path, gpu: int) -> _Container:
+    demuxer = _pynvvideocodec().CreateDemuxer(str(path))
+    seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
+    codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())
+    del demuxer
+    facts = _container_facts(path)
+    return _Container(_StreamFormat(gpu, codec, facts.pixel_format, width, height), seconds_per_tick,
+                      facts.quarter_turns)
+
+
+def _probe(path: Path, stream: _StreamFormat) -> None:
+    """The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by throwing in its
+    own thread, which aborts the process; a simple decoder throws here instead. So the first frame of a stream format
+    is decoded by one first (in this thread, leaving none running), and streams it cannot decode stay with OpenCV. A
+    format already decoded in this process needs no second probe."""
+    if _pool.vouched_for(stream):
+        return
+    nvc = _pynvvideocodec()
+    probe = nvc.SimpleDecoder(str(path), gpu_id=stream.gpu, use_device_memory=True,
+                              output_color_type=nvc.OutputColorType.RGB)
+    if not probe.get_batch_frames(1):
+        raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
+    del probe
+    _pool.vouch_for(stream)
+
+
 class _NvdecReader:
     """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
 
     def __init__(self, path: Path, gpu: int) -> None:
-        nvc = _pynvvideocodec()
         self.decoder: Any = None
         try:
-            demuxer = nvc.CreateDemuxer(str(path))  # the container's time base, which the decoder does not give
-            self.seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
-            codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())
-            del demuxer
-            container = _container_facts(path)
-            self.quarter_turns = container.quarter_turns
-            self.stream = _StreamFormat(gpu, codec, container.pixel_format, width, height)
-            # The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by
-            # throwing in its own thread, which aborts the process; a simple decoder throws here instead.
-            # So the first frame of a stream format is decoded by one first, and streams it cannot decode stay
-            # with OpenCV. A format already decoded here needs no second probe.
-            if not _pool.vouched_for(self.stream):
-                probe = nvc.SimpleDecoder(str(path), gpu_id=gpu, use_device_memory=True,
-                                          output_color_type=nvc.OutputColorType.RGB)
-                if not probe.get_batch_frames(1):
-                    raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
-                del probe
-                _pool.vouch_for(self.stream)
+            container = _read_container(path, gpu)
+            self.seconds_per_tick, self.quarter_turns = container.seconds_per_tick, container.quarter_turns
+            self.stream = container.stream
+            _probe(path, self.stream)
             self.decoder = _pool.take(path, self.stream)
             metadata = self.decoder.get_stream_metadata()
         except InputUnreadableError:
@@ -354,17 +375,32 @@ def decoded_frame_size(uri: str | os.PathLike[str], *, decoder: str = "auto",
     from its container on the CPU, nothing decoded — or None where NVDEC would not read it (another decoder, not a
     video file, no NVDEC here) or the container does not say. A cluster worker warms its detector for that size
     before the source's decoder starts (docs/benchmarks.md, "NVDEC with several sources")."""
-    if decoder == "opencv" or source_kind(str(uri)) != "video" or nvdec_unavailable(torch.device(device)) is not None:
+    return _frame_size(uri, decoder, torch.device(device), probe=False)
+
+
+def probe_ahead(uri: str | os.PathLike[str], *, decoder: str = "auto",
+                device: torch.device | str = "cpu") -> tuple[int, int] | None:
+    """:func:`decoded_frame_size`, and the first step of opening ``uri`` on NVDEC done now: its stream format probed
+    (its first frame decoded by a simple decoder, which leaves no thread running; ~0.3 s), so that its reader opens
+    without the probe. For a worker that knows its first source while its engines load, before their warm-up (no
+    decoding may run while the warm-up captures CUDA graphs). A file NVDEC cannot read is left to its reader to
+    report."""
+    return _frame_size(uri, decoder, torch.device(device), probe=True)
+
+
+def _frame_size(uri: str | os.PathLike[str], decoder: str, device: torch.device, probe: bool) -> tuple[int, int] | None:
+    if decoder == "opencv" or source_kind(str(uri)) != "video" or nvdec_unavailable(device) is not None:
         return None
+    path = Path(uri)
     try:
-        demuxer = _pynvvideocodec().CreateDemuxer(str(uri))
-        width, height = int(demuxer.Width()), int(demuxer.Height())
-        del demuxer
-        turns = _container_facts(Path(uri)).quarter_turns
+        container = _read_container(path, device.index or 0)
+        if probe:
+            _probe(path, container.stream)
     except Exception as exc:  # unreadable: the reader will say so when it opens the file
-        logger.debug("no frame size from %s's container: %s", uri, _reason(exc))
+        logger.debug("%s: %s", uri, exc if isinstance(exc, InputUnreadableError) else _reason(exc))
         return None
-    return (width, height) if turns % 2 else (height, width)
+    height, width = container.stream.height, container.stream.width
+    return (width, height) if container.quarter_turns % 2 else (height, width)
 
 
 def open_input(uri: str | os.PathLike[str], *, decoder: str = "auto", device: torch.device | str = "cpu",
