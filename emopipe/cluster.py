@@ -54,7 +54,7 @@ from emopipe.model import cuda_context, cudnn_plans
 from emopipe.model.cuda_context import mps_running
 from emopipe.observe.exposition import MetricsExporter, MetricsServer, linger
 from emopipe.observe.metrics import PipelineMetrics
-from emopipe.pipeline.archive import expected_frames
+from emopipe.pipeline.archive import expected_frames, frame_size_of
 from emopipe.pipeline.drivers import (
     HeldSignals,
     as_left,
@@ -231,7 +231,7 @@ class Worker:
 
     def __init__(self, config: RunConfig, cwd: str | None = None, name: str = "emopipe-worker",
                  metrics_port: int | None = None, board: Any = None, run: str | None = None,
-                 keep_s: float | None = None) -> None:
+                 keep_s: float | None = None, frame_size: tuple[int, int] | None = None) -> None:
         began = time.perf_counter()
         cuda_context.start(config.device)  # (made on a thread while PyTorch imports, where this process has none yet)
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
@@ -275,6 +275,7 @@ class Worker:
         self._in_process = 0  # shares being processed now
         self.analyzer: Analyzer | None = None  # made on the serving thread: an option it refuses is the run's error
         self._began = began
+        self._frame_size = frame_size  # (the run's largest source's: its detector warmed for it with EmoNet)
         threading.Thread(target=self._serve, name="emopipe-worker", daemon=True).start()
         if keep_s is not None:
             threading.Thread(target=self._watch, name="emopipe-keep-warm", daemon=True).start()
@@ -295,7 +296,7 @@ class Worker:
             with imports_uncollected():
                 from emopipe.api import Analyzer  # (PyTorch: in the worker's process)
 
-            self.analyzer = Analyzer(self.config).open()
+            self.analyzer = Analyzer(self.config).open(frame_size=self._frame_size)
             config = self.analyzer.source_config(MANY_SOURCES, output=None, summary=None)
         except EmopipeError as exc:  # the driver reports it as one process would
             self.error = exc
@@ -518,6 +519,7 @@ class Worker:
                 "stage_seconds": {k: round(v, 4) for k, v in counter.stage_seconds.items()},
                 "load_s": round(models.load_s, 4) if models is not None else None,
                 "warmup_s": round(models.warmup_s, 4) if models is not None else None, "start": self.start,
+                "startup": models.startup(_perf_counter_at(counter.first_frame_at)) if models is not None else None,
                 "mps": self.mps, "first_frame_at": counter.first_frame_at}
 
     def _identity(self) -> dict[str, Any]:
@@ -973,10 +975,11 @@ class _Crew:
     """The workers of a run: started, named, counted, replaced when they die, and killed at the end."""
 
     def __init__(self, config: RunConfig, count: int, per_gpu: float, per_cpu: float, board: Any,
-                 keep_warm_s: float | None = None) -> None:
+                 keep_warm_s: float | None = None, frame_size: tuple[int, int] | None = None) -> None:
         import ray
 
         self.config = config
+        self.frame_size = frame_size  # what its new workers warm their detector for as they start
         self.count, self.per_gpu = count, per_gpu
         self.board = board
         self.keep_warm_s = keep_warm_s
@@ -996,7 +999,8 @@ class _Crew:
         else:  # (outlives the run, claimed by it from the start)
             name = WARM_NAME.format(uuid.uuid4().hex[:8])
             actor = self.actor_class.options(name=name, namespace=WARM_NAMESPACE, lifetime="detached")
-        self.live[name] = actor.remote(self.config, os.getcwd(), name, port, self.board, self.run, self.keep_warm_s)
+        self.live[name] = actor.remote(self.config, os.getcwd(), name, port, self.board, self.run, self.keep_warm_s,
+                                       self.frame_size)
         self._enlist(name, warm=False)
         self.spawned += 1
         return name
@@ -1114,7 +1118,11 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             count = min(count, len(plan.todo))  # (no more workers than sources)
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             board = ray.remote(num_cpus=0)(ProgressBoard).remote()
-            crew = _Crew(config, count, per_gpu, per_cpu, board, options.keep_warm_s)
+            # the largest source's frame size (handed out first): each new worker warms its detector for it with
+            # EmoNet as it starts, not alone at its first share
+            largest = max(plan.todo, key=lambda p: _size(p.uri)) if plan.todo else None
+            crew = _Crew(config, count, per_gpu, per_cpu, board, options.keep_warm_s,
+                         frame_size_of(largest.uri) if largest is not None else None)
             warm = crew.claim_warm(count) if options.keep_warm_s is not None and held.signum is None else 0
             for _ in range(count - warm if held.signum is None else 0):  # (none for a run already interrupted)
                 crew.spawn()
@@ -1410,6 +1418,11 @@ def keep_latest_summary(summaries: dict[str, dict[str, Any]], name: str, reply: 
     if kept is None or reply["snapshot"] > kept["snapshot"]:
         summaries[name] = {**reply["summary"], "worker": reply["worker"], "name": name,
                            "snapshot": reply["snapshot"]}
+
+
+def _perf_counter_at(wall: float | None) -> float | None:
+    """A wall-clock time (``time.time()``) on this process's ``time.perf_counter()`` clock."""
+    return None if wall is None else wall - (time.time() - time.perf_counter())
 
 
 def _size(uri: str) -> int:

@@ -27,7 +27,7 @@ from emopipe.api import Analyzer
 from emopipe.config import RunConfig
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path, partial_path
-from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, publish
+from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, expected_frames, frame_size_of, publish
 from emopipe.pipeline.many import plan_sources
 from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
@@ -1168,6 +1168,25 @@ def test_a_workers_shares_run_through_its_one_pipeline(tmp_path, local_ray, five
         publish(result.renames)
     assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
     assert not list(out.rglob("*.partial"))
+
+
+def test_a_worker_warms_its_detector_as_it_starts_for_the_frame_size_it_is_given(tmp_path, local_ray, five_clips):
+    """The driver gives new workers its largest source's frame size: the detector is warmed for it with EmoNet as
+    the worker starts; a source of another size warms it again at its first share, as without it."""
+    _, config = five_clips
+    plan = Analyzer(config).plan_many(None, tmp_path / "out")
+    height, width = frame_size_of(plan.todo[0].uri)
+    assert frame_size_of(str(tmp_path / "missing.mp4")) is None and frame_size_of(str(tmp_path)) is None
+    replies = {}
+    for name, size in (("told", (height, width)), ("told-another", (height // 2, width // 2))):
+        worker = ray.remote(max_concurrency=4)(Worker).remote(config, name=name, frame_size=size)
+        try:
+            replies[name] = ray.get(worker.process.remote(plan.todo[:1], 0))
+        finally:
+            ray.kill(worker, no_restart=True)
+    assert [r.status for reply in replies.values() for r in reply["results"]] == ["ok", "ok"]
+    assert replies["told"]["summary"]["startup"]["detector_warmups"] == 1  # (at its start: none at the share)
+    assert replies["told-another"]["summary"]["startup"]["detector_warmups"] == 2
 
 
 class _Pushgateway(http.server.ThreadingHTTPServer):

@@ -480,28 +480,6 @@ def test_a_source_left_mid_stream_hands_back_a_decoder_that_starts_the_next_from
     assert len(_ThreadedDecoder.instances) == 1
 
 
-def test_the_last_probe_is_kept_rather_than_deleted_and_one_a_gpu(monkeypatch, fake_nvdec, clip, small_clip):
-    # (deleting a simple decoder holds the interpreter lock ~0.2 s: a command paid it before its engines loaded)
-    import gc
-    import weakref
-
-    made: list[weakref.ref] = []
-
-    class Tracked(_SimpleDecoder):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            made.append(weakref.ref(self))
-
-    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", Tracked)
-    _read_all(clip)
-    gc.collect()
-    assert len(made) == 1 and made[0]() is not None  # kept once its source was read
-    _read_all(small_clip)  # another format (its size): probed, and the earlier probe let go
-    _read_all(clip)  # (known: no probe)
-    gc.collect()
-    assert len(made) == 2 and made[0]() is None and made[1]() is not None
-
-
 def test_a_decoder_keeps_to_one_pixel_format(monkeypatch, fake_nvdec, clip):
     # PyNvVideoCodec aborts the process when a reused decoder meets another bit depth or chroma format, and its
     # demuxer calls every stream 8-bit 4:2:0; OpenCV's pixel format tells them apart.

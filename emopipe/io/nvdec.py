@@ -167,23 +167,15 @@ class _DecoderPool:
         self._idle: dict[tuple[int, str, int | None], list[Any]] = {}
         self._probed: set[_StreamFormat] = set()  # formats whose first frame a probe decoded in this process
         self._abandoned: list[Any] = []  # decoders a failed reconfiguration left hanging: never ended, never reused
-        self._probes: dict[int, Any] = {}  # per GPU, the last probe that decoded (vouch_for)
 
     def vouched_for(self, stream: _StreamFormat) -> bool:
         with self._lock:
             return stream.known and stream in self._probed
 
-    def vouch_for(self, stream: _StreamFormat, probe: Any) -> None:
-        """``probe`` decoded ``stream``'s first frame. It is kept as its GPU's last probe instead of deleted now:
-        deleting a simple decoder holds Python's interpreter lock for 0.17-0.24 s, every other thread standing still
-        (H200, docs/benchmarks.md), which a command paid before its engines loaded. The probe it replaces (another
-        format's, met later) is deleted then, so each GPU keeps one."""
-        with self._lock:
-            if stream.known:
+    def vouch_for(self, stream: _StreamFormat) -> None:
+        if stream.known:
+            with self._lock:
                 self._probed.add(stream)
-            replaced = self._probes.get(stream.gpu)
-            self._probes[stream.gpu] = probe
-        del replaced  # (outside the lock)
 
     def take(self, path: Path, stream: _StreamFormat) -> Any:
         """A decoder reading ``path`` from its first frame: a kept one pointed at it, or a new one."""
@@ -266,7 +258,11 @@ def _probe(path: Path, stream: _StreamFormat) -> None:
                               output_color_type=nvc.OutputColorType.RGB)
     if not probe.get_batch_frames(1):
         raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
-    _pool.vouch_for(stream, probe)
+    # Deleting it holds Python's interpreter lock for 0.17-0.26 s (H200, docs/benchmarks.md), but probes kept instead
+    # went with heap corruptions in Ray workers' NVDEC readers (4 of 18 `--ray local` runs; none in 8 runs without,
+    # sessions 22 and 32), so it is deleted here, by the thread that made it, as it always was.
+    del probe
+    _pool.vouch_for(stream)
 
 
 class _NvdecReader:

@@ -48,7 +48,7 @@ from emopipe.io.records import (
     remove_earlier,
     temporary_names,
 )
-from emopipe.io.sources import Source, open_source
+from emopipe.io.sources import Source, open_source, source_kind
 from emopipe.io.uris import is_live, is_url, redact_uri
 from emopipe.pipeline.hooks import Sink
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
@@ -549,6 +549,19 @@ def expected_frames(uri: str, config: RunConfig) -> int | None:
         with open_source(uri, start_s=config.start, end_s=config.end, max_frames=config.max_frames) as source:
             return source.expected_frames
     except Exception:  # any failure: only a progress bar's total depends on it
+        return None
+
+
+def frame_size_of(uri: str) -> tuple[int, int] | None:
+    """(height, width) of the frames of the video file ``uri``, upright as every reader gives them (OpenCV, on the
+    CPU: its first frame decoded); None for another kind of source or a file that does not open. What a Ray worker
+    warms its detector for as it starts (the largest source's), rather than at its first share."""
+    if source_kind(uri) != "video":
+        return None
+    try:
+        with open_source(uri) as source:
+            return source.info.height, source.info.width
+    except Exception:  # any failure: the worker then warms at its first share, as without it
         return None
 
 
