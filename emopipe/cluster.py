@@ -59,7 +59,9 @@ from emopipe.pipeline.drivers import (
     HeldSignals,
     as_left,
     failed_in_worker,
+    largest_first,
     log_as_worker,
+    perf_counter_at,
     reported,
     signals_held,
     worker_metrics_port,
@@ -519,7 +521,8 @@ class Worker:
                 "stage_seconds": {k: round(v, 4) for k, v in counter.stage_seconds.items()},
                 "load_s": round(models.load_s, 4) if models is not None else None,
                 "warmup_s": round(models.warmup_s, 4) if models is not None else None, "start": self.start,
-                "startup": models.startup(_perf_counter_at(counter.first_frame_at)) if models is not None else None,
+                "startup": models.startup(counter.first_frame_at and perf_counter_at(counter.first_frame_at))
+                if models is not None else None,
                 "mps": self.mps, "first_frame_at": counter.first_frame_at}
 
     def _identity(self) -> dict[str, Any]:
@@ -1120,9 +1123,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             board = ray.remote(num_cpus=0)(ProgressBoard).remote()
             # the largest source's frame size (handed out first): each new worker warms its detector for it with
             # EmoNet as it starts, not alone at its first share
-            largest = max(plan.todo, key=lambda p: _size(p.uri)) if plan.todo else None
             crew = _Crew(config, count, per_gpu, per_cpu, board, options.keep_warm_s,
-                         frame_size_of(largest.uri) if largest is not None else None)
+                         frame_size_of(largest_first(plan.todo)[0].uri) if plan.todo else None)
             warm = crew.claim_warm(count) if options.keep_warm_s is not None and held.signum is None else 0
             for _ in range(count - warm if held.signum is None else 0):  # (none for a run already interrupted)
                 crew.spawn()
@@ -1182,8 +1184,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                            "GPU\")", name, identity["where"])
         entry.update(where=identity["where"], metrics=identity.get("metrics"))
 
-    # largest first: when durations are unknown, file size stands for them
-    pending = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
+    pending = deque(largest_first(plan.todo))
     attempts: dict[str, int] = {}
     results: list[SourceResult] = []
     summaries: dict[str, dict[str, Any]] = {}  # each worker's pipeline, as its latest reply says
@@ -1351,7 +1352,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         # the first row any worker wrote, on this process's clock (a worker on another node: as far as the clocks agree)
         firsts = [s["first_frame_at"] for s in summaries.values() if s.get("first_frame_at")]
         if firsts:
-            timeline["first_row_s"] = min(firsts) - (time.time() - (time.perf_counter() - started))
+            timeline["first_row_s"] = perf_counter_at(min(firsts)) - started
         if config.metrics_port is not None and config.metrics_linger > 0:
             logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",
                         config.metrics_linger)
@@ -1418,18 +1419,6 @@ def keep_latest_summary(summaries: dict[str, dict[str, Any]], name: str, reply: 
     if kept is None or reply["snapshot"] > kept["snapshot"]:
         summaries[name] = {**reply["summary"], "worker": reply["worker"], "name": name,
                            "snapshot": reply["snapshot"]}
-
-
-def _perf_counter_at(wall: float | None) -> float | None:
-    """A wall-clock time (``time.time()``) on this process's ``time.perf_counter()`` clock."""
-    return None if wall is None else wall - (time.time() - time.perf_counter())
-
-
-def _size(uri: str) -> int:
-    try:
-        return Path(uri).stat().st_size
-    except OSError:
-        return 0
 
 
 __all__ = ["LOCAL", "RayOptions", "Worker", "run_on_ray"]

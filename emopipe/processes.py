@@ -258,6 +258,7 @@ class _Run:
     def __init__(self, plan: ManyPlan, config: RunConfig, crew: _Crew,
                  on_result: Callable[[SourceResult], None] | None, started: float, timeline: dict[str, float],
                  progress: bool) -> None:
+        from emopipe.pipeline.drivers import largest_first
         from emopipe.pipeline.progress import ProgressBar
 
         self.plan, self.config, self.crew = plan, config, crew
@@ -265,7 +266,7 @@ class _Run:
         self.on_result = on_result
         self.started, self.timeline = started, timeline
         self.bar = ProgressBar(None) if progress else None
-        self.pending: deque[PlannedSource] = deque(sorted(plan.todo, key=lambda p: -_size(p.uri)))
+        self.pending: deque[PlannedSource] = deque(largest_first(plan.todo))
         self.results: list[SourceResult] = []
         self.attempts: dict[str, int] = {}
         self.failures = 0  # workers that died
@@ -469,10 +470,12 @@ class _Run:
 
     def _facts(self) -> dict[str, Any]:
         """``summary.json``'s ``processes`` section: the workers, where their time went, their pipelines."""
+        from emopipe.pipeline.drivers import perf_counter_at
+
         workers = self.crew.workers.values()
         firsts = [w.first_frame_at for w in workers if w.first_frame_at is not None]
         if firsts:  # the first row any worker wrote, on this process's clock
-            self.timeline["first_row_s"] = min(firsts) - (time.time() - (time.perf_counter() - self.started))
+            self.timeline["first_row_s"] = perf_counter_at(min(firsts)) - self.started
         run = [w for w in workers if w.needed]
         return {"workers": self.count, "started": len(run), "worker_failures": self.failures,
                 "devices": sorted({w.identity.get("device", "") for w in workers} - {""}),
@@ -481,13 +484,6 @@ class _Run:
                                for w in run},
                 "metrics": {w.name: w.identity["metrics"] for w in workers if w.identity.get("metrics")},
                 "worker_summaries": [{"name": w.name, **w.identity, **w.summary} for w in workers if w.summary]}
-
-
-def _size(uri: str) -> int:
-    try:
-        return Path(uri).stat().st_size
-    except OSError:
-        return 0
 
 
 # -- a worker process ------------------------------------------------------------------------------------------------

@@ -10,8 +10,10 @@ import json
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from emopipe.errors import EmopipeError, UsageError
@@ -102,6 +104,24 @@ def signals_held() -> Iterator[None]:
         held.take()
 
 
+
+
+def largest_first(todo: Sequence[PlannedSource]) -> list[PlannedSource]:
+    """The order a driver hands sources out in: the largest files first (their durations unknown, a file's size
+    stands for them), so the last to finish are short."""
+
+    def size(source: PlannedSource) -> int:
+        try:
+            return Path(source.uri).stat().st_size
+        except OSError:
+            return 0
+
+    return sorted(todo, key=lambda source: -size(source))
+
+
+def perf_counter_at(wall: float) -> float:
+    """A wall-clock time (``time.time()``, as workers report it) on this process's ``time.perf_counter()`` clock."""
+    return wall - (time.time() - time.perf_counter())
 
 
 def as_left(source: PlannedSource, since: float, entered: bool = False) -> SourceResult | None:
