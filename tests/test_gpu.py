@@ -269,25 +269,6 @@ def test_nvdec_decodes_what_opencv_decodes(tmp_path):
         assert float(np.abs(a.bgr.astype(np.int16) - pixels.astype(np.int16)).mean()) < 3.0  # YUV→RGB rounding
 
 
-def test_nvdec_probes_a_stream_in_a_child_process(tmp_path):
-    # (the child leaves its simple decoder to its exit: deleting it held this process's interpreter lock 0.2 s)
-    import shutil
-    import subprocess
-
-    from emopipe.io import nvdec
-
-    why = nvdec.nvdec_unavailable(torch.device("cuda"))
-    if why:
-        pytest.skip(f"NVDEC unavailable: {why}")
-    video = moving_face_video(tmp_path / "clip.mp4", frames=30, size=(640, 360))
-    assert nvdec._probe_in_child(video.path, 0) == ""
-    if shutil.which("ffmpeg"):  # H.264 4:4:4, which NVDEC does not decode: refused with the library's reason
-        refused = tmp_path / "h264_444.mp4"
-        subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=1",
-                        "-c:v", "libx264", "-pix_fmt", "yuv444p", str(refused)], check=True)
-        assert "not supported" in nvdec._probe_in_child(refused, 0)
-
-
 def test_the_context_made_ahead_is_the_one_pytorch_runs_on():
     """emopipe.model.cuda_context retains the device's primary context before PyTorch imports; PyTorch's first CUDA
     call then runs in that context (a fresh process: this one has CUDA already)."""

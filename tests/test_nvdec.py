@@ -149,7 +149,6 @@ def fake_nvdec(monkeypatch):
     module.OutputColorType = types.SimpleNamespace(RGB="RGB")
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
     monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())  # no decoder or probe carried over from a test
-    monkeypatch.setattr(nvdec, "PROBE_IN_CHILD", False)  # the stand-in lives in this process (child probes: below)
     _ThreadedDecoder.instances.clear()
     _SimpleDecoder.made = 0
     return module
@@ -410,93 +409,6 @@ def test_a_source_probed_ahead_opens_without_a_second_probe(monkeypatch, fake_nv
     assert nvdec.probe_ahead(clip, device="cuda") is None  # left to its reader, which says why
     with pytest.raises(InputUnreadableError, match=r"with NVDEC: Codec not supported$"):
         NvdecVideoSource(clip)
-
-
-# A stand-in PyNvVideoCodec for the probe's child process, which imports it from a folder on its path: its simple
-# decoder does what EMOPIPE_TEST_PROBE says and notes each decoder made and deleted in EMOPIPE_TEST_PROBE_LOG.
-_CHILD_LIBRARY = """
-import os, time
-OutputColorType = type("OutputColorType", (), {"RGB": "RGB"})
-class SimpleDecoder:
-    def __init__(self, path, gpu_id=0, use_device_memory=True, output_color_type=None):
-        assert use_device_memory and output_color_type == "RGB"
-        self.mode = os.environ["EMOPIPE_TEST_PROBE"]
-        with open(os.environ["EMOPIPE_TEST_PROBE_LOG"], "a") as log:
-            log.write(f"made {os.path.basename(path)} on GPU {gpu_id}\\n")
-    def get_batch_frames(self, n):
-        if self.mode == "unsupported":
-            raise RuntimeError("HandleVideoSequence : \\nError code : 801\\n"
-                               "Error Type : Codec not supported on this GPU\\n")
-        if self.mode == "crash":
-            os.abort()
-        if self.mode == "hang":
-            time.sleep(600)
-        return [] if self.mode == "empty" else [object()]
-    def __del__(self):
-        with open(os.environ["EMOPIPE_TEST_PROBE_LOG"], "a") as log:
-            log.write("deleted\\n")
-"""
-
-
-@pytest.fixture
-def child_library(monkeypatch, tmp_path) -> Path:
-    folder = tmp_path / "child-library"
-    folder.mkdir()
-    (folder / "PyNvVideoCodec.py").write_text(_CHILD_LIBRARY)
-    monkeypatch.syspath_prepend(str(folder))  # (the child is given this process's path)
-    log = tmp_path / "probes.log"
-    monkeypatch.setenv("EMOPIPE_TEST_PROBE_LOG", str(log))
-    monkeypatch.setenv("EMOPIPE_TEST_PROBE", "ok")
-    return log
-
-
-def test_the_probe_runs_in_a_child_process_that_leaves_its_decoder_to_its_exit(monkeypatch, child_library, clip):
-    # (deleting a simple decoder holds the interpreter lock 0.17-0.26 s on the GPU hosts: the child never deletes it)
-    assert nvdec._probe_in_child(clip, 1) == ""
-    assert child_library.read_text() == "made clip.avi on GPU 1\n"
-    for mode, reason in [("unsupported", "Codec not supported on this GPU"), ("empty", "no frame decodes"),
-                         ("crash", "NVDEC's probe ended with SIGABRT")]:
-        monkeypatch.setenv("EMOPIPE_TEST_PROBE", mode)
-        assert nvdec._probe_in_child(clip, 0) == reason
-    assert "deleted" not in child_library.read_text()
-    monkeypatch.setenv("EMOPIPE_TEST_PROBE", "hang")
-    monkeypatch.setattr(nvdec, "_PROBE_TIMEOUT_S", 1.0)  # (a child that sleeps 600 s cannot finish within it)
-    assert nvdec._probe_in_child(clip, 0) == "NVDEC's probe did not finish in 1 s"
-
-
-def test_a_reader_opens_on_a_child_probe_and_refuses_what_the_child_could_not_decode(monkeypatch, fake_nvdec,
-                                                                                     child_library, clip):
-    monkeypatch.setattr(nvdec, "PROBE_IN_CHILD", True)
-    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
-    with NvdecVideoSource(clip) as source:
-        assert len(list(source)) == COUNT
-    assert _SimpleDecoder.made == 0 and len(_ThreadedDecoder.instances) == 1  # probed by the child alone
-    with NvdecVideoSource(clip) as source:  # the format is vouched for: no second probe
-        assert len(list(source)) == COUNT
-    assert child_library.read_text().count("made") == 1
-    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())
-    monkeypatch.setenv("EMOPIPE_TEST_PROBE", "crash")  # a probe that crashes ends its child, not this process
-    with pytest.raises(InputUnreadableError, match=r"with NVDEC: NVDEC's probe ended with SIGABRT$"):
-        NvdecVideoSource(clip)
-    with open_input(clip, decoder="auto", device="cuda") as source:  # auto: OpenCV instead
-        assert type(source) is VideoSource and len(list(source)) == COUNT
-    assert len(_ThreadedDecoder.instances) == 1
-
-
-def test_without_a_child_the_probe_runs_here(monkeypatch, fake_nvdec, child_library, clip, tmp_path):
-    monkeypatch.setattr(nvdec, "PROBE_IN_CHILD", True)
-    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))  # no child starts
-    assert nvdec._probe_in_child(clip, 0) is None
-    with NvdecVideoSource(clip) as source:
-        assert len(list(source)) == COUNT
-    assert _SimpleDecoder.made == 1
-    monkeypatch.undo()  # the library fails to load in the child (here it loaded: the child cannot vouch for NVDEC)
-    broken = tmp_path / "broken-library"
-    broken.mkdir()
-    (broken / "PyNvVideoCodec.py").write_text("raise ImportError('libnvcuvid.so.1: cannot open shared object')\n")
-    monkeypatch.syspath_prepend(str(broken))
-    assert nvdec._probe_in_child(clip, 0) is None
 
 
 def test_the_native_logger_is_kept_off_stdout_unless_the_user_asks(monkeypatch, fake_nvdec):

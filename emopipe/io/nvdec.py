@@ -19,7 +19,7 @@ decoding library (``libnvcuvid``; in a container, ``video`` among ``NVIDIA_DRIVE
 the codec is one NVDEC decodes, and OpenCV otherwise.
 
 Setting a decoder up costs far more than a 10-second clip's decoding, so decoders are kept from one source to
-the next in the process (:class:`_DecoderPool`), and a stream format is probed once (in a child process).
+the next in the process (:class:`_DecoderPool`), and a stream format is probed once.
 """
 
 from __future__ import annotations
@@ -28,12 +28,9 @@ import atexit
 import contextlib
 import ctypes
 import functools
-import json
 import logging
 import math
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -251,20 +248,11 @@ def _read_container(path: Path, gpu: int) -> _Container:
 
 def _probe(path: Path, stream: _StreamFormat) -> None:
     """The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by throwing in its
-    own thread, which aborts the process; a simple decoder throws where it is called instead. So the first frame of a
-    stream format is decoded by one first, leaving no decoder running, and streams it cannot decode stay with OpenCV.
-    A format already decoded in this process needs no second probe."""
+    own thread, which aborts the process; a simple decoder throws here instead. So the first frame of a stream format
+    is decoded by one first (in this thread, leaving none running), and streams it cannot decode stay with OpenCV. A
+    format already decoded in this process needs no second probe."""
     if _pool.vouched_for(stream):
         return
-    answer = _probe_in_child(path, stream.gpu) if PROBE_IN_CHILD else None
-    if answer is None:
-        _probe_here(path, stream)
-    elif answer:
-        raise InputUnreadableError(f"cannot read {path} with NVDEC: {answer}")
-    _pool.vouch_for(stream)
-
-
-def _probe_here(path: Path, stream: _StreamFormat) -> None:
     nvc = _pynvvideocodec()
     probe = nvc.SimpleDecoder(str(path), gpu_id=stream.gpu, use_device_memory=True,
                               output_color_type=nvc.OutputColorType.RGB)
@@ -272,58 +260,9 @@ def _probe_here(path: Path, stream: _StreamFormat) -> None:
         raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
     # Deleting it holds Python's interpreter lock for 0.17-0.26 s (H200, docs/benchmarks.md), but probes kept instead
     # went with heap corruptions in Ray workers' NVDEC readers (4 of 18 `--ray local` runs; none in 8 runs without,
-    # sessions 22 and 32), so it is deleted here, by the thread that made it.
+    # sessions 22 and 32), so it is deleted here, by the thread that made it, as it always was.
     del probe
-
-
-# The probe runs in a child process of its own (``python -c``) where one starts: deleting a simple decoder holds this
-# process's interpreter lock for 0.17-0.26 s (every other thread stops: the engines loading beside a source that
-# opens), the child leaves it to its exit, and a probe that crashes ends the child, not the run. Tests of the
-# stand-in library (which lives in the test's process) set this False.
-PROBE_IN_CHILD = True
-_PROBE_TIMEOUT_S = 120.0
-_PROBE_SCRIPT = """
-import json, os, sys
-os.environ.setdefault("LOGGER_LEVEL", "FATAL")
-try:
-    import PyNvVideoCodec as nvc
-except Exception as exc:
-    answer = {"unavailable": str(exc) or type(exc).__name__}
-else:
-    try:
-        decoder = nvc.SimpleDecoder(sys.argv[1], gpu_id=int(sys.argv[2]), use_device_memory=True,
-                                    output_color_type=nvc.OutputColorType.RGB)
-        answer = {"error": None if decoder.get_batch_frames(1) else "no frame decodes"}
-    except Exception as exc:
-        answer = {"error": str(exc) or type(exc).__name__}
-print(json.dumps(answer), flush=True)
-os._exit(0)  # the decoder left to the process's end: no deletion
-"""
-
-
-def _probe_in_child(path: Path, gpu: int) -> str | None:
-    """Probe ``path`` on GPU ``gpu`` in a child process: "" when its first frame decodes, else why not (a one-line
-    reason); None when no child could do it (none starts, or PyNvVideoCodec does not load there): probe here."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # (this process's modules)
-    try:
-        done = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, str(path), str(gpu)], env=environment,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return f"NVDEC's probe did not finish in {_PROBE_TIMEOUT_S:.0f} s"
-    except OSError as exc:
-        logger.debug("NVDEC's probe process does not start (%s): probed here", exc)
-        return None
-    try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        if done.returncode < 0:  # a native crash in the library: the stream is left to OpenCV, the run goes on
-            name = next((s.name for s in signal.Signals if s == -done.returncode), f"signal {-done.returncode}")
-            return f"NVDEC's probe ended with {name}"
-        return f"NVDEC's probe ended with exit code {done.returncode}"
-    if "unavailable" in answer:
-        logger.debug("PyNvVideoCodec does not load in the probe's process (%s): probed here", answer["unavailable"])
-        return None
-    return "" if answer["error"] is None else _reason(RuntimeError(answer["error"]))
+    _pool.vouch_for(stream)
 
 
 class _NvdecReader:
@@ -445,7 +384,7 @@ def decoded_frame_size(uri: str | os.PathLike[str], *, decoder: str = "auto",
 def probe_ahead(uri: str | os.PathLike[str], *, decoder: str = "auto",
                 device: torch.device | str = "cpu") -> tuple[int, int] | None:
     """:func:`decoded_frame_size`, and the first step of opening ``uri`` on NVDEC done now: its stream format probed
-    (its first frame decoded by a simple decoder in a child process; ~0.3-0.5 s), so that its reader opens
+    (its first frame decoded by a simple decoder, which leaves no thread running; ~0.3 s), so that its reader opens
     without the probe. For a worker that knows its first source while its engines load, before their warm-up (no
     decoding may run while the warm-up captures CUDA graphs). A file NVDEC cannot read is left to its reader to
     report."""
