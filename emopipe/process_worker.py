@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -21,6 +22,10 @@ _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 def main() -> None:
     began = time.perf_counter()
+    # a native crash (a library's segmentation fault or abort: NVDEC's have happened) prints every thread's Python
+    # stack on the command's standard error before the worker dies, ahead of the driver's line that it died
+    with contextlib.suppress(RuntimeError, ValueError, OSError):  # (no standard error to print on)
+        faulthandler.enable(all_threads=True)
     fd, device, driver_pid = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     _end_with_driver(driver_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a terminal's Ctrl-C reaches every process: the driver decides)

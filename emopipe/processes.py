@@ -151,6 +151,20 @@ def _devices(device: str) -> list[str]:
     return [f"cuda:{n}" for n in range(gpus)]
 
 
+# the signals on which a worker prints its threads' Python stacks before it dies (faulthandler's: process_worker)
+_STACKS_PRINTED_ON = (signal.SIGSEGV, signal.SIGFPE, signal.SIGABRT, signal.SIGBUS, signal.SIGILL)
+
+
+def death(code: int) -> str:
+    """How a worker process with exit code ``code`` ended, in words."""
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
+def printed_its_stacks(code: int) -> bool:
+    """Whether a worker process that ended with ``code`` printed its threads' stacks as it died."""
+    return -code in _STACKS_PRINTED_ON
+
+
 @dataclass
 class _Worker:
     """The driver's view of one worker process."""
@@ -329,9 +343,10 @@ class _Run:
             why = worker.failure[0] + " ({} time(s))"
             logger.warning("%s", worker.failure[0])
         else:
-            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-            why = "its worker process died {} time(s): " + how
-            logger.warning("%s died (%s)%s", worker.name, how, "; its sources go to another" if worker.taken else "")
+            why = "its worker process died {} time(s): " + death(code)
+            logger.warning("%s died (%s%s)%s", worker.name, death(code),
+                           "; its threads' stacks are printed above" if printed_its_stacks(code) else "",
+                           "; its sources go to another" if worker.taken else "")
         if not worker.ready:
             self.start_deaths += 1
         for source in list(worker.taken.values()):

@@ -104,6 +104,27 @@ def test_workers_killed_mid_run_hand_their_sources_to_new_ones(tmp_path, four_cl
     assert any(w["died"] for w in facts["per_worker"].values())
 
 
+def test_a_worker_that_crashes_prints_its_threads_stacks_first(capfd, four_clips):
+    # (a native crash in a library, as NVDEC's have been, must leave more than "killed by SIGSEGV" to go on)
+    _, config, _ = four_clips
+    crew = _Crew(config, 1)
+    worker = next(iter(crew.workers.values()))
+    try:
+        crew.send(worker)
+        assert worker.pipe.recv() == ("want", None)  # it asks for its first source as its engines begin to load
+        os.kill(worker.process.pid, signal.SIGSEGV)
+        assert worker.process.wait(120) == -signal.SIGSEGV
+    finally:
+        crew.kill()
+    err = capfd.readouterr().err
+    assert "Fatal Python error: Segmentation fault" in err
+    assert 'File "' in err and "emopipe" in err  # the stacks of its threads, its own code among them
+    # the driver's line that it died says so for the signals that print them
+    assert processes.death(-signal.SIGSEGV) == "killed by SIGSEGV" and processes.printed_its_stacks(-signal.SIGSEGV)
+    assert processes.printed_its_stacks(-signal.SIGABRT) and not processes.printed_its_stacks(-signal.SIGKILL)
+    assert processes.death(3) == "exit status 3" and not processes.printed_its_stacks(3)
+
+
 def test_ctrl_c_keeps_what_was_finished_and_resume_completes_it(tmp_path, four_clips):
     _, config, alone = four_clips
     out = tmp_path / "out"

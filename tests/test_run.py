@@ -492,6 +492,28 @@ def test_the_command_ends_after_its_threads_and_exit_handlers_without_unloading_
     assert ("module unloaded" in said) == (ending == "python"), said
 
 
+CRASHING = """
+import os, signal, sys
+from emopipe.cli import app
+app._run_command = lambda argv=None: os.kill(os.getpid(), signal.SIGSEGV)  # a library's crash mid-run, as it were
+app.run_and_exit() if sys.argv[1] == "command" else sys.exit(app.main())
+"""
+
+
+@pytest.mark.parametrize("ending", ["command", "python"])
+def test_the_command_prints_every_threads_stack_when_it_crashes(ending):
+    # (for a bug report: a native crash otherwise leaves only the shell's "Segmentation fault"); main() called in a
+    # process of yours leaves that process's crash handling as it is
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}  # (Python's own switch for it: off)
+    done = subprocess.run([sys.executable, "-c", CRASHING, ending], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == -signal.SIGSEGV
+    printed = "Fatal Python error: Segmentation fault" in done.stderr
+    assert printed == (ending == "command"), done.stderr
+    if printed:
+        assert "in run_and_exit" in done.stderr  # where it was
+
+
 def test_the_installed_command_and_python_m_emopipe_end_that_way():
     from importlib.metadata import entry_points
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import faulthandler
 import logging
 import os
 import select
@@ -79,6 +80,10 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
     second on the CI machine, for nothing — by then main() has committed and closed every output. (Only the
     command ends so; main() called in a process of yours returns as any function does.)"""
     global _BYTECODE
+    # a native crash (a library's segmentation fault or abort) prints every thread's Python stack on standard error,
+    # for the bug report, before the process ends (Python's -X faulthandler; Ray's workers enable it themselves)
+    with contextlib.suppress(RuntimeError, ValueError, OSError):  # (no standard error to print on)
+        faulthandler.enable(all_threads=True)
     from emopipe.cli.bytecode import keep_bytecode  # (before anything imports PyTorch, NumPy or OpenCV)
     from emopipe.model.places import cache_root
 
