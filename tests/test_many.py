@@ -841,35 +841,6 @@ def test_the_first_sources_frame_size_is_told_once_it_has_opened_and_never_waite
         assert fed.opened_frame_size() is None
 
 
-def test_sources_read_ahead_open_one_after_another(tmp_path):
-    # (decoders NVDEC starts at once give their first frames later: a source read ahead begins to open once the one
-    # before it has opened, or failed to; then they are read side by side)
-    planned = [PlannedSource(i, u, tmp_path / f"{u}.emotions.csv", tmp_path / f"{u}.emotions.summary.json")
-               for i, u in enumerate("abc")]
-    may_open = {u: threading.Event() for u in "abc"}
-    began: list[tuple[str, bool]] = []  # (source, whether the one before it had opened when it began)
-
-    def open_one(uri):
-        position = "abc".index(uri)
-        began.append((uri, position == 0 or chain.readings[position - 1].opened.is_set()))
-        assert may_open[uri].wait(timeout=60)
-        if uri == "a":
-            raise InputUnreadableError("a: damaged")
-        return FakeSource(uri, 2)
-
-    with SourceChain(planned, open_one, parallel=3) as chain:
-        chain.start()
-        for uri in "abc":
-            deadline = time.monotonic() + 60
-            while [u for u, _ in began] != list("abc"[:"abc".index(uri) + 1]) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            may_open[uri].set()
-        frames = list(chain)
-    assert began == [("a", True), ("b", True), ("c", True)]
-    assert [f.stream for f in frames] == [1, 1, 2, 2]  # a failed; b and c read
-    assert isinstance(chain.readings[0].error, InputUnreadableError)
-
-
 def test_the_source_chain_and_the_fleet_source_have_the_source_protocols_members(tmp_path):
     # (was: the chain's expected_frames a method, so reading it as the protocol says gave a bound method, not a
     # count; the fleet source had no ended_early. `mypy emopipe/api.py` found both where the pipeline takes them)

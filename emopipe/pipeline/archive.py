@@ -340,7 +340,6 @@ class _Reading:
     ended_early: str | None = None
     finished: bool = False  # read to its end (or failed)
     started_s: float = field(default_factory=time.perf_counter)
-    opened: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # (or failed to)
 
 
 _END = object()
@@ -525,15 +524,9 @@ class SourceChain:
 
     def _read(self, position: int) -> None:
         reading, items = self.readings[position], self._queues[position]
-        # One source opens at a time; the sources read ahead begin theirs as the one before has opened. Opening a file
-        # on NVDEC starts a decoder whose first frames come slower the more start at once: 8 worker processes' 16
-        # readers on one H200 took 0.6-1.0 s to their first frames, against ~0.06 s alone (docs/benchmarks.md).
-        while position and not self.readings[position - 1].opened.wait(0.1) and not self._stop.is_set():
-            pass
         try:
             with self._open_one(reading.planned.uri) as source:
                 reading.info, reading.decoder = source.info, getattr(source, "decoder", "opencv")
-                reading.opened.set()
                 for frame in source:
                     if not self._put(items, replace(frame, stream=position)):  # type: ignore[type-var]
                         return
@@ -544,7 +537,6 @@ class SourceChain:
         except Exception as exc:  # a decoder's own failure: this source fails, the others go on
             reading.error = InputTruncatedError(f"reading {redact_uri(reading.planned.uri)} failed: {exc}")
         finally:
-            reading.opened.set()
             reading.finished = True
             self._put(items, _END)
 
