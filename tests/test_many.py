@@ -1199,6 +1199,8 @@ def test_a_corrupt_and_a_missing_source_fail_alone_and_the_exit_code_says_so(tmp
     done = emopipe("b", "missing.mp4", "a/clip.mp4", "-o", "out", *options, cwd=tmp_path, check=9)
     assert "Traceback" not in done.stderr
     status = {m["source"]: m for m in manifest_lines(tmp_path / "out")}
+    ok = sum(m["status"] == "ok" for m in status.values())
+    assert f"{len(status)} sources: {ok} ok, 2 failed, 0 interrupted" in done.stderr  # the closing line counts them
     assert status["b/corrupt.mp4"]["status"] == "failed" and status["b/corrupt.mp4"]["exit_code"] == 4
     assert status["missing.mp4"]["status"] == "failed" and status["missing.mp4"]["exit_code"] == 3
     assert "not found" in status["missing.mp4"]["error"]

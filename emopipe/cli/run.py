@@ -332,8 +332,9 @@ def _report(result: SourceResult) -> None:
 def _exit_code(outcome: ManyOutcome) -> int:
     run, now = outcome.run, outcome.run["this_run"]
     before = f"; with those done before, {run['frames']} frames, {run['faces']} faces" if run["skipped"] else ""
-    logger.info("%d sources: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
-                "%.1f s (%s frames/s)%s; manifest %s", run["sources"], run["ok"], run["failed"], run["interrupted"],
+    logger.info("%d source%s: %d ok, %d failed, %d interrupted, %d skipped (done before); %d frames, %d faces in "
+                "%.1f s (%s frames/s)%s; manifest %s", run["sources"], "" if run["sources"] == 1 else "s", run["ok"],
+                run["failed"], run["interrupted"],
                 run["skipped"], now["frames"], now["faces"], run["wall_s"],
                 f"{run['fps']:.0f}" if run["fps"] >= 10 else f"{run['fps']:.2g}", before,  # (CPU: not "0")
                 run["manifest"])
