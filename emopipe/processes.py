@@ -10,8 +10,8 @@ source chain for its whole life (:meth:`Analyzer.process`), as a Ray worker does
 The driver (this process) loads no PyTorch: it plans the run exactly as one process does
 (:func:`~emopipe.pipeline.many.plan_sources`, while its workers import PyTorch), hands out the sources largest first,
 one at a time to the worker that asks (each asks while it holds fewer than its chain reads ahead, so its GPU work never
-drains between sources; its first as it begins to load its engines, which then warm for that source's frame size, read
-from its container beside the load: :class:`_FirstSource`), writes each source's manifest line as its worker
+drains between sources; its first as it begins to load its engines, which then warm for that source's frame size while
+NVDEC's probe of it runs beside the load: :class:`_FirstSource`), writes each source's manifest line as its worker
 reports it finished and then renames its files (the worker leaves them under their partial names), and writes
 ``summary.json``. Each worker talks to the driver over a socket of its own: a worker whose socket ends without its
 goodbye died (killed, out of memory, a crash), and the sources it held and had not finished go to another worker, up to
@@ -543,13 +543,15 @@ class _Counter(Observer):
 
 class _FirstSource:
     """A worker's first source, asked for before its engines load (the driver planned the run while this process
-    imported PyTorch: it answers at once) and its container read on a thread while they load
-    (:func:`~emopipe.io.nvdec.decoded_frame_size`), so that the engines' warm-up warms the detector for its frame size
-    with EmoNet's. A source that comes once the warm-up has begun is left to its reader."""
+    imported PyTorch: it answers at once) and opened ahead on a thread while they load — its container read, its
+    stream probed (:func:`~emopipe.io.nvdec.probe_ahead`) — so that the engines' warm-up warms the detector for its
+    frame size with EmoNet's and its reader starts decoding at once. Nothing may decode once the warm-up has begun (a
+    CUDA graph captured while NVDEC decoded killed workers, session 22): a probe under way then is waited for, one not
+    begun is left to the source's reader."""
 
     def __init__(self, pipe: Connection, tell: _Teller, config: RunConfig) -> None:
         self._lock = threading.Lock()
-        self._warming = False  # the warm-up has begun: its frame size comes too late
+        self._warming = False  # the warm-up has begun: no probe from now
         self._size: tuple[int, int] | None = None
         self.source: PlannedSource | None = None
         tell("want")
@@ -557,7 +559,7 @@ class _FirstSource:
         self._thread.start()
 
     def _take(self, pipe: Connection, config: RunConfig) -> None:
-        from emopipe.io.nvdec import decoded_frame_size
+        from emopipe.io.nvdec import probe_ahead
         from emopipe.model.devices import resolve_device
 
         try:
@@ -567,11 +569,10 @@ class _FirstSource:
         with self._lock:
             self.source = source
             if source is not None and not self._warming:
-                self._size = decoded_frame_size(source.uri, decoder=config.decoder,
-                                                device=resolve_device(config.device))
+                self._size = probe_ahead(source.uri, decoder=config.decoder, device=resolve_device(config.device))
 
     def frame_size(self) -> tuple[int, int] | None:
-        """Its frames' (height, width) if it came and was read before the warm-up (which asks this as it begins)."""
+        """Its frames' (height, width) if it came and was probed before the warm-up (which asks this as it begins)."""
         with self._lock:
             self._warming = True
             return self._size

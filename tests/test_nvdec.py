@@ -9,7 +9,6 @@ itself is checked on the GPU host by tests/test_gpu.py (history: docs/benchmark-
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ import torch
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io import nvdec
 from emopipe.io.images import FolderSource, ImageSource
-from emopipe.io.nvdec import NvdecVideoSource, nvdec_unavailable, open_input
+from emopipe.io.nvdec import _DECODE_AHEAD, NvdecVideoSource, nvdec_unavailable, open_input
 from emopipe.io.sources import format_time
 from emopipe.io.video import VideoSource
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
@@ -67,17 +66,8 @@ def _open_or_raise(path: str) -> cv2.VideoCapture:
     return capture
 
 
-class _Packet:
-    """One frame's compressed data as the demuxer hands it out (here the frame itself); the last one, empty, tells the
-    decoder to flush the frames it holds."""
-
-    def __init__(self, rgb: torch.Tensor | None = None, pts: int = 0) -> None:
-        self.rgb, self.pts = rgb, pts
-
-
 class _Demuxer:
     def __init__(self, path: str) -> None:
-        self.path = path
         capture = _open_or_raise(path)
         self.width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
         self.height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
@@ -98,64 +88,70 @@ class _Demuxer:
     def Height(self) -> int:
         return self.height
 
-    def __iter__(self):
-        capture = _open_or_raise(self.path)
-        capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # NVDEC hands frames out as stored
-        try:
-            while True:
-                ok, bgr = capture.read()
-                if not ok:
-                    break
-                pts = round(capture.get(cv2.CAP_PROP_POS_MSEC) / 1000 * TICKS_PER_SECOND) + 1024  # MP4 edit offset
-                yield _Packet(torch.from_numpy(np.ascontiguousarray(bgr[..., ::-1])), pts)
-        finally:
-            capture.release()
-        yield _Packet()  # the end: flush
+
+class _ThreadedDecoder:
+    instances: ClassVar[list[_ThreadedDecoder]] = []
+
+    def __init__(self, path: str, buffer_size: int, gpu_id: int = 0, use_device_memory: bool = True,
+                 output_color_type: object = None) -> None:
+        assert use_device_memory and output_color_type == "RGB"
+        self.capture = _open_or_raise(path)
+        self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # NVDEC hands frames out as stored
+        self.buffer_size, self.gpu_id, self.ended = buffer_size, gpu_id, False
+        self.reconfigured: list[str] = []
+        _ThreadedDecoder.instances.append(self)
+
+    def get_stream_metadata(self) -> types.SimpleNamespace:
+        return types.SimpleNamespace(average_fps=self.capture.get(cv2.CAP_PROP_FPS),
+                                     num_frames=int(self.capture.get(cv2.CAP_PROP_FRAME_COUNT)))
+
+    def get_batch_frames(self, n: int) -> list[_Frame]:
+        assert n <= self.buffer_size
+        frames = []
+        while len(frames) < n:
+            ok, bgr = self.capture.read()
+            if not ok:
+                break
+            pts = round(self.capture.get(cv2.CAP_PROP_POS_MSEC) / 1000 * TICKS_PER_SECOND) + 1024  # MP4 edit offset
+            frames.append(_Frame(torch.from_numpy(np.ascontiguousarray(bgr[..., ::-1])), pts))
+        return frames
+
+    def reconfigure_decoder(self, path: str) -> None:
+        assert not self.ended
+        self.capture.release()
+        self.capture = _open_or_raise(path)
+        self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)
+        self.reconfigured.append(path)
+
+    def end(self) -> None:
+        self.ended = True
+        self.capture.release()
 
 
-class _Decoder:
-    """PyNvVideoCodec's core decoder: a frame comes out LATENCY packets after its own (as NVDEC's display order
-    holds frames back), the rest when the empty packet at the end flushes them. Frames held when a source is left
-    mid-stream would come out of the next source's first packets."""
+class _SimpleDecoder(_ThreadedDecoder):
+    """Decodes in the caller's thread (where its exceptions can be caught)."""
 
-    LATENCY = 3
-    instances: ClassVar[list[_Decoder]] = []
+    made: ClassVar[int] = 0
 
-    def __init__(self, gpuid: int = 0, codec: object = None, cudastream: int = 0, usedevicememory: bool = False,
-                 outputColorType: object = None) -> None:
-        assert usedevicememory and outputColorType == "RGB" and codec == "cudaVideoCodec.MJPEG"
-        self.gpu_id, self.cuda_stream = gpuid, cudastream
-        self.held: list[_Frame] = []
-        self.reconfigured: list[tuple[int, int]] = []
-        _Decoder.instances.append(self)
-
-    def Decode(self, packet: _Packet) -> list[_Frame]:
-        if packet.rgb is None:
-            out, self.held = self.held, []
-            return out
-        self.held.append(_Frame(packet.rgb, packet.pts))
-        out = self.held[: max(0, len(self.held) - self.LATENCY)]
-        self.held = self.held[len(out):]
-        return out
-
-    def setReconfigParams(self, width: int, height: int) -> None:
-        self.reconfigured.append((width, height))
+    def __init__(self, path: str, gpu_id: int = 0, use_device_memory: bool = True,
+                 output_color_type: object = None) -> None:
+        super().__init__(path, _DECODE_AHEAD, gpu_id, use_device_memory, output_color_type)
+        _ThreadedDecoder.instances.remove(self)
+        _SimpleDecoder.made += 1
 
 
 @pytest.fixture
 def fake_nvdec(monkeypatch):
     module = types.ModuleType("PyNvVideoCodec")
     module.CreateDemuxer = _Demuxer
-    module.CreateDecoder = _Decoder
+    module.ThreadedDecoder = _ThreadedDecoder
+    module.SimpleDecoder = _SimpleDecoder
     module.OutputColorType = types.SimpleNamespace(RGB="RGB")
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
-    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())  # no decoder carried over from a test
-    _Decoder.instances.clear()
+    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())  # no decoder or probe carried over from a test
+    _ThreadedDecoder.instances.clear()
+    _SimpleDecoder.made = 0
     return module
-
-
-def _kept() -> list[_Decoder]:
-    return [decoder for idle in nvdec._pool._idle.values() for decoder in idle]
 
 
 @pytest.fixture(scope="module")
@@ -170,10 +166,10 @@ def test_frames_timestamps_and_pixels_match_the_opencv_source(monkeypatch, fake_
     with VideoSource(clip) as cpu, NvdecVideoSource(clip, device="cuda:1") as gpu:
         assert gpu.info == cpu.info and gpu.expected_frames == COUNT
         expected, got = list(cpu), list(gpu)
-    decoder = _Decoder.instances[-1]
-    assert decoder.gpu_id == 1 and _kept() == [decoder] and decoder.held == []  # read to the end: kept for the next
+    decoder = _ThreadedDecoder.instances[-1]
+    assert decoder.gpu_id == 1 and not decoder.ended  # kept for the next source
     nvdec._pool.close()  # (as at exit)
-    assert _kept() == []
+    assert decoder.ended
     assert len(got) == len(expected) == COUNT
     for a, b in zip(expected, got):
         assert isinstance(b, DeviceFrame) and b.pixels.dtype == torch.uint8
@@ -328,18 +324,17 @@ def test_a_batch_of_frames_from_nvdec_and_opencv_together(fake_nvdec, models_hom
 
 
 def test_a_resolution_change_within_a_decoded_batch(monkeypatch, fake_nvdec, clip):
-    decode = _Decoder.Decode
-    seen = {"frames": 0}
+    read = _ThreadedDecoder.get_batch_frames
 
-    def smaller_from_frame_30(self, packet: _Packet) -> list[_Frame]:
-        frames = decode(self, packet)
-        for frame in frames:
-            if seen["frames"] >= 30:
+    def smaller_from_frame_30(self, n: int) -> list[_Frame]:
+        frames = read(self, n)
+        first = round(self.capture.get(cv2.CAP_PROP_POS_FRAMES)) - len(frames)
+        for i, frame in enumerate(frames):
+            if first + i >= 30:
                 frame._rgb = frame._rgb[:60, :80].contiguous()
-            seen["frames"] += 1
         return frames
 
-    monkeypatch.setattr(_Decoder, "Decode", smaller_from_frame_30)
+    monkeypatch.setattr(_ThreadedDecoder, "get_batch_frames", smaller_from_frame_30)
     with VideoSource(clip) as cpu, NvdecVideoSource(clip) as gpu:
         expected, got = list(cpu), list(gpu)
     assert [(f.height, f.width) for f in got] == [(120, 160)] * 30 + [(60, 80)] * 30
@@ -365,44 +360,55 @@ def test_rotation_metadata_is_applied_as_opencv_applies_it(fake_nvdec, clip, tmp
         np.testing.assert_array_equal(b.bgr, a.bgr)
 
 
-def test_a_stream_nvdec_cannot_decode_is_refused_as_it_opens_and_auto_reads_it_with_opencv(monkeypatch, fake_nvdec,
-                                                                                          clip):
-    # NVDEC raises on such a stream (H.264 4:4:4 on an H200) at its first packet, in the reader's thread.
+def test_a_stream_nvdec_cannot_decode_is_refused_before_the_threaded_decoder_starts(monkeypatch, fake_nvdec, clip):
+    # PyNvVideoCodec's threaded decoder throws in its own thread on such a stream, which aborts the process.
     monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
 
-    class Unsupported(_Decoder):
-        def Decode(self, packet: _Packet) -> list[_Frame]:
+    class Unsupported(_SimpleDecoder):
+        def get_batch_frames(self, n: int) -> list[_Frame]:
             raise RuntimeError("HandleVideoSequence : \nError code : 801\nError Type : Codec not supported on this "
                                "GPU\nat NvDecoder.cpp:274\n")
 
-    monkeypatch.setattr(fake_nvdec, "CreateDecoder", Unsupported)
+    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", Unsupported)
     with pytest.raises(InputUnreadableError, match=r"with NVDEC: Codec not supported on this GPU$"):
         NvdecVideoSource(clip)
     with open_input(clip, decoder="auto", device="cuda") as source:  # auto: OpenCV instead
         assert type(source) is VideoSource and len(list(source)) == COUNT
-    assert _kept() == []  # a decoder that refused its stream is not kept
+    assert _ThreadedDecoder.instances == []
 
-    class NoFrames(_Decoder):  # a stream NVDEC opens but decodes nothing from
-        def Decode(self, packet: _Packet) -> list[_Frame]:
+    class NoFrames(_SimpleDecoder):  # a stream NVDEC opens but decodes nothing from
+        def get_batch_frames(self, n: int) -> list[_Frame]:
             return []
 
-    monkeypatch.setattr(fake_nvdec, "CreateDecoder", NoFrames)
+    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", NoFrames)
     with pytest.raises(InputUnreadableError, match="with NVDEC: no frame decodes"):
         NvdecVideoSource(clip)
-    assert _kept() == []
+    assert _ThreadedDecoder.instances == []
 
 
-def test_the_frame_size_is_read_from_the_container_without_a_decoder(monkeypatch, fake_nvdec, clip, tmp_path):
-    # (a worker reads its first source's while its engines load, to warm its detector for it)
+def test_a_source_probed_ahead_opens_without_a_second_probe(monkeypatch, fake_nvdec, clip):
+    # (a worker probes its first source while its engines load: its reader then starts its decoder at once)
     monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
     capture = cv2.VideoCapture(str(clip))
     size = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
     capture.release()
-    assert nvdec.decoded_frame_size(clip, device="cuda") == size and _Decoder.instances == []
-    assert nvdec.decoded_frame_size(clip, decoder="opencv", device="cuda") is None  # OpenCV will read it
-    text = tmp_path / "notes.mp4"
-    text.write_text("not a video " * 100)
-    assert nvdec.decoded_frame_size(text, device="cuda") is None  # left to its reader, which says why
+    assert nvdec.probe_ahead(clip, device="cuda") == size
+    assert _SimpleDecoder.made == 1 and _ThreadedDecoder.instances == []  # probed; no decoding thread started
+    assert nvdec.decoded_frame_size(clip, device="cuda") == size and _SimpleDecoder.made == 1
+    with NvdecVideoSource(clip) as source:
+        assert len(list(source)) == COUNT
+    assert _SimpleDecoder.made == 1 and len(_ThreadedDecoder.instances) == 1
+    assert nvdec.probe_ahead(clip, decoder="opencv", device="cuda") is None and _SimpleDecoder.made == 1
+
+    class Unsupported(_SimpleDecoder):
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            raise RuntimeError("HandleVideoSequence : \nError code : 801\nError Type : Codec not supported\n")
+
+    monkeypatch.setattr(fake_nvdec, "SimpleDecoder", Unsupported)
+    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())
+    assert nvdec.probe_ahead(clip, device="cuda") is None  # left to its reader, which says why
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: Codec not supported$"):
+        NvdecVideoSource(clip)
 
 
 def test_the_native_logger_is_kept_off_stdout_unless_the_user_asks(monkeypatch, fake_nvdec):
@@ -415,32 +421,23 @@ def test_the_native_logger_is_kept_off_stdout_unless_the_user_asks(monkeypatch, 
     assert os.environ["LOGGER_LEVEL"] == "WARN"
 
 
-def test_every_decoder_on_a_gpu_converts_and_every_reader_copies_on_one_stream(monkeypatch, fake_nvdec, clip):
+def test_every_reader_on_a_gpu_copies_on_one_stream(monkeypatch, fake_nvdec, clip):
     # PyTorch caches freed GPU memory per stream: a stream per source let an archive's readers hold the
-    # buffers of every earlier one (19 GB after 64 clips on an H100). All readers of a GPU share one, and its
-    # decoders convert on it too, so that a frame's copy is queued before the decoder writes over its buffer.
+    # buffers of every earlier one (19 GB after 64 clips on an H100). All readers of a GPU share one.
     made = []
 
     class CountedStream:
         def __init__(self, device):
             made.append(device)
-            self.cuda_stream = 1000 + len(made)
-            self.synchronized = 0
-
-        def synchronize(self):
-            self.synchronized += 1
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "Stream", CountedStream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(nvdec, "_copy_streams", {})
     readers = [nvdec._NvdecReader(clip, 0) for _ in range(3)]
     other_gpu = nvdec._NvdecReader(clip, 1)
     assert readers[0]._stream is readers[1]._stream is readers[2]._stream
     assert other_gpu._stream is not readers[0]._stream
     assert made == [torch.device("cuda", 0), torch.device("cuda", 1)]
-    assert [d.cuda_stream for d in _Decoder.instances] == [1001, 1001, 1001, 1002]
-    assert readers[0]._stream.synchronized == 3  # each reader's first batch, ready on every stream
     for reader in (*readers, other_gpu):
         reader.release()
 
@@ -461,28 +458,26 @@ def small_clip(tmp_path) -> Path:
     return path
 
 
-def test_one_decoder_reads_source_after_source_of_its_format(fake_nvdec, clip, small_clip):
-    # A new decoder's first frame took ~50 ms on an H200, a kept one's ~2 ms.
+def test_one_decoder_reads_source_after_source(fake_nvdec, clip, small_clip):
+    # Setting a decoder up cost ~290 ms on the H100 and its probe as much; reusing one, ~16 ms.
     first = _read_all(clip)
-    assert len(first) == COUNT and len(_Decoder.instances) == 1
+    assert len(_ThreadedDecoder.instances) == 1 and _SimpleDecoder.made == 1
     assert _same_frames(_read_all(clip), first)  # the kept decoder reads from the first frame again
-    decoder = _Decoder.instances[0]
-    assert decoder.reconfigured == [(160, 120)] and _kept() == [decoder]
-    small = _read_all(small_clip)  # another size: another decoder
+    small = _read_all(small_clip)
     assert len(small) == 12 and small[0][2].shape == (96, 160, 3)
-    assert len(_Decoder.instances) == 2 and len(_kept()) == 2
+    decoder = _ThreadedDecoder.instances[0]
+    assert len(_ThreadedDecoder.instances) == 1 and decoder.reconfigured == [str(clip), str(small_clip)]
+    assert _SimpleDecoder.made == 2  # a new stream format (another size) is probed; a known one is not
 
 
-def test_a_source_left_mid_stream_lets_its_decoder_go_with_the_frames_it_holds(fake_nvdec, clip):
+def test_a_source_left_mid_stream_hands_back_a_decoder_that_starts_the_next_from_its_beginning(fake_nvdec, clip):
     expected = _read_all(clip)
     with NvdecVideoSource(clip) as source:
         for frame in source:
             if frame.index == 20:  # past the first batch of decoded frames
                 break
-    left = _Decoder.instances[-1]
-    assert left.held and left not in _kept()  # its frames would have come out of the next source's first packets
     assert _same_frames(_read_all(clip), expected)
-    assert len(_Decoder.instances) == 2
+    assert len(_ThreadedDecoder.instances) == 1
 
 
 def test_a_decoder_keeps_to_one_pixel_format(monkeypatch, fake_nvdec, clip):
@@ -495,53 +490,58 @@ def test_a_decoder_keeps_to_one_pixel_format(monkeypatch, fake_nvdec, clip):
     _read_all(clip)
     facts["format"] = replace(facts["format"], pixel_format=int.from_bytes(b"Y3\x0b\n", "little"))  # 10-bit 4:2:0
     _read_all(clip)
-    assert len(_Decoder.instances) == 2 and _Decoder.instances[0].reconfigured == []
+    assert len(_ThreadedDecoder.instances) == 2 and _ThreadedDecoder.instances[0].reconfigured == []
+    assert _SimpleDecoder.made == 2  # and probed: another format
     facts["format"] = real(clip)
     _read_all(clip)  # 8-bit again: the first decoder
-    assert len(_Decoder.instances) == 2 and _Decoder.instances[0].reconfigured == [(160, 120)]
+    assert len(_ThreadedDecoder.instances) == 2 and _ThreadedDecoder.instances[0].reconfigured == [str(clip)]
 
 
-def test_a_stream_of_unknown_pixel_format_gets_a_decoder_of_its_own(monkeypatch, fake_nvdec, clip):
-    monkeypatch.setattr(nvdec, "_container_facts", lambda path: nvdec._ContainerFacts(0, None, FPS, COUNT))
+def test_a_stream_of_unknown_pixel_format_gets_its_own_probe_and_decoder(monkeypatch, fake_nvdec, clip):
+    monkeypatch.setattr(nvdec, "_container_facts", lambda path: nvdec._ContainerFacts(0, None))
     first = _read_all(clip)
     assert _same_frames(_read_all(clip), first)
-    assert len(_Decoder.instances) == 2 and _kept() == []
+    assert _SimpleDecoder.made == 2 and len(_ThreadedDecoder.instances) == 2
+    assert all(d.ended and d.reconfigured == [] for d in _ThreadedDecoder.instances)
 
 
 def test_sources_open_at_once_each_get_their_own_decoder_and_only_a_few_are_kept(fake_nvdec, clip):
     sources = [NvdecVideoSource(clip) for _ in range(nvdec._DecoderPool.keep_idle + 2)]
     assert len({id(s._cap.decoder) for s in sources}) == len(sources)
     for source in sources:
-        assert len(list(source)) == COUNT
         source.close()
-    assert len(_kept()) == nvdec._DecoderPool.keep_idle
+    ended = [d.ended for d in _ThreadedDecoder.instances]
+    assert ended.count(False) == nvdec._DecoderPool.keep_idle and ended.count(True) == 2
 
 
-def test_a_decoder_that_failed_mid_stream_is_not_kept(monkeypatch, fake_nvdec, clip):
-    class FailsAt30(_Decoder):
-        def Decode(self, packet: _Packet) -> list[_Frame]:
-            if packet.pts > 30 / FPS * TICKS_PER_SECOND:
+def test_a_decoder_that_failed_mid_stream_is_ended_not_kept(monkeypatch, fake_nvdec, clip):
+    class FailsAt30(_ThreadedDecoder):
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            if self.capture.get(cv2.CAP_PROP_POS_FRAMES) >= 30:
                 raise RuntimeError("DecodeFrame : \nError code : 1\nError Type : CUDA_ERROR_INVALID_VALUE\n")
-            return super().Decode(packet)
+            return super().get_batch_frames(n)
 
-    monkeypatch.setattr(fake_nvdec, "CreateDecoder", FailsAt30)
+    monkeypatch.setattr(fake_nvdec, "ThreadedDecoder", FailsAt30)
     with NvdecVideoSource(clip) as source:
-        frames = list(source)
-        assert source.ended_early is not None
-    # the first batch, and the frames the second decoded before it failed
-    assert 16 < len(frames) < COUNT and [f.index for f in frames] == list(range(len(frames)))
-    assert _kept() == []
-    monkeypatch.setattr(fake_nvdec, "CreateDecoder", _Decoder)
-    assert len(_read_all(clip)) == COUNT and len(_Decoder.instances) == 2  # a new one for the next source
+        assert len(list(source)) == 32  # two batches of 16
+    assert _ThreadedDecoder.instances[0].ended
+    _read_all(clip)
+    assert len(_ThreadedDecoder.instances) == 2  # a new one for the next source
 
 
-def test_a_kept_decoder_that_refuses_the_next_source_gives_way_to_a_new_one(monkeypatch, fake_nvdec, clip):
-    expected = _read_all(clip)
-    kept = _Decoder.instances[0]
+def test_a_failed_reconfiguration_sets_the_decoder_aside_unended(monkeypatch, fake_nvdec, clip, tmp_path):
+    # On the H100 a decoder whose reconfiguration failed never returned from its next call, end() included.
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    _read_all(clip)
+    kept = _ThreadedDecoder.instances[0]
 
-    def fails(width: int, height: int) -> None:
-        raise RuntimeError("setReconfigParams : \nError Type : CUDA_ERROR_INVALID_VALUE")
+    def fails(path: str) -> None:
+        raise RuntimeError('CreateFormatContext : \nError Type : avformat_open_input returned error " No such file"')
 
-    monkeypatch.setattr(kept, "setReconfigParams", fails)
-    assert _same_frames(_read_all(clip), expected)
-    assert len(_Decoder.instances) == 2 and _kept() == [_Decoder.instances[1]]
+    monkeypatch.setattr(kept, "reconfigure_decoder", fails)
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: No such file$"):
+        NvdecVideoSource(clip)
+    assert not kept.ended and nvdec._pool._abandoned == [kept]
+    with open_input(clip, decoder="auto", device="cuda") as source:  # the next source: a new decoder
+        assert type(source) is NvdecVideoSource and len(list(source)) == COUNT
+    assert len(_ThreadedDecoder.instances) == 2 and not kept.ended

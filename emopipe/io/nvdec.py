@@ -2,7 +2,8 @@
 
 OpenCV decodes on the CPU and converts every frame to BGR there (most of its ~0.6 ms for a 720p
 frame), and the pipeline then uploads the frame. NVDEC writes each decoded frame into GPU memory
-and converts it to RGB there; the reader thread hands the frames on, and nothing is uploaded.
+and converts it to RGB there, in a decoding thread of its own outside Python; the reader thread
+only hands the frames on, and nothing is uploaded.
 
 :class:`NvdecVideoSource` is a :class:`~emopipe.source.VideoSource` with another decoder: frame
 indexes, start and end times, timestamps (the frames' own presentation times, here PTS × the
@@ -17,9 +18,8 @@ decoding library (``libnvcuvid``; in a container, ``video`` among ``NVIDIA_DRIVE
 ``--decoder auto`` (the default) uses it for video files on a CUDA device where it is installed and
 the codec is one NVDEC decodes, and OpenCV otherwise.
 
-Every call into PyNvVideoCodec is made in the reader's thread (its core decoder: no native thread decoding ahead, and
-a stream NVDEC cannot decode raises where it can be caught); decoders are kept from one source to the next in the
-process (:class:`_DecoderPool`).
+Setting a decoder up costs far more than a 10-second clip's decoding, so decoders are kept from one source to
+the next in the process (:class:`_DecoderPool`), and a stream format is probed once.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from emopipe.types import DeviceFrame
 logger = logging.getLogger(__name__)
 
 DECODERS = ("auto", "opencv", "nvdec")
-_DECODE_AHEAD = 16  # frames decoded and copied out at a time (one wait for the copies a batch)
+_DECODE_AHEAD = 16  # frames NVDEC's thread decodes ahead of the reader
 
 
 def _pynvvideocodec() -> Any:
@@ -97,8 +97,6 @@ class _ContainerFacts:
     quarter_turns: int  # the rotation the container asks for (phones record it), which OpenCV applies and NVDEC not
     pixel_format: int | None  # FFmpeg's tag for the decoded pixels ("I420": 8-bit 4:2:0, "444P", "Y3\x0b\n":
     # 10-bit 4:2:0); None when unknown. PyNvVideoCodec's demuxer says 4:2:0 8-bit of every stream (seen on the H100).
-    fps: float = 0.0  # the rate and frame count the container declares, as OpenCV's source reports them
-    frame_count: float = 0.0
 
 
 def _container_facts(path: Path) -> _ContainerFacts:
@@ -108,12 +106,10 @@ def _container_facts(path: Path) -> _ContainerFacts:
         opened = capture.isOpened()
         degrees = capture.get(cv2.CAP_PROP_ORIENTATION_META) if opened else 0.0
         code = capture.get(cv2.CAP_PROP_CODEC_PIXEL_FORMAT) if opened else -1.0
-        fps, count = (capture.get(cv2.CAP_PROP_FPS), capture.get(cv2.CAP_PROP_FRAME_COUNT)) if opened else (0.0, 0.0)
     finally:
         capture.release()
     return _ContainerFacts(quarter_turns=round(degrees / 90) % 4 if math.isfinite(degrees) else 0,
-                           pixel_format=int(code) if math.isfinite(code) and code > 0 else None,
-                           fps=fps if math.isfinite(fps) else 0.0, frame_count=count if math.isfinite(count) else 0.0)
+                           pixel_format=int(code) if math.isfinite(code) and code > 0 else None)
 
 
 def _upright(frames: torch.Tensor, quarter_turns: int) -> torch.Tensor:
@@ -126,9 +122,9 @@ _copy_streams_lock = threading.Lock()
 
 
 def _copy_stream(gpu: int) -> Any:
-    """The side stream every NVDEC decoder of this GPU converts its frames on and every reader copies them out on.
-    One for all: PyTorch keeps freed GPU memory cached per stream, so a stream per source kept each source's frame
-    buffers apart (H100, 64-clip archive: 19 GB at the end against 6 GB for one long video; docs/benchmarks.md)."""
+    """The side stream every NVDEC reader of this GPU copies its frames out on. One for all: PyTorch keeps freed
+    GPU memory cached per stream, so a stream per source kept each source's frame buffers apart (H100, 64-clip
+    archive: 19 GB at the end against 6 GB for one long video; docs/benchmarks.md)."""
     with _copy_streams_lock:
         if gpu not in _copy_streams:
             _copy_streams[gpu] = torch.cuda.Stream(torch.device("cuda", gpu))
@@ -148,50 +144,82 @@ class _StreamFormat:
 
     @property
     def known(self) -> bool:
-        """Without the pixel format a stream gets a decoder of its own, never kept for another."""
+        """Without the pixel format a stream gets its own probe and its own decoder, as every stream once did."""
         return self.pixel_format is not None
+
+    @property
+    def decoder_kind(self) -> tuple[int, str, int | None]:
+        """Streams one threaded decoder may move between: PyNvVideoCodec aborts the process when a reused decoder
+        meets another bit depth or chroma format (seen on the H100 with 2.2.4), so a decoder keeps to one."""
+        return self.gpu, self.codec, self.pixel_format
 
 
 class _DecoderPool:
-    """Decoders kept from one source to the next, by stream format: a new one's first frame took ~50 ms, a kept one's
-    ~2 ms (H200, 720p H.264, session 34). PyNvVideoCodec aborted the process when a reused decoder met another bit
-    depth or chroma format (H100, 2.2.4), so a decoder keeps to one format, size included. Only a decoder that read
-    its source to the end (its last frames flushed out) comes back: one left mid-stream still holds frames of its
-    source, and goes."""
+    """Threaded decoders kept from one source to the next. Setting one up costs ~290 ms and the probe before it as
+    much (H100, 720p H.264); pointing a kept one at the next file (``reconfigure_decoder``) ~16 ms, with the same
+    frames as a new one (docs/benchmarks.md). Each new decoder also starts a native thread, and thousands of them
+    started and stopped is where PyNvVideoCodec crashed (docs/benchmarks.md, "NVDEC with several sources")."""
 
-    keep_idle = 4  # per format: more than a run's readers ever hand back at once (--parallel, 2 by default)
+    keep_idle = 4  # per kind: more than a run's readers ever hand back at once (--parallel, 2 by default)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[_StreamFormat, list[Any]] = {}
+        self._idle: dict[tuple[int, str, int | None], list[Any]] = {}
+        self._probed: set[_StreamFormat] = set()  # formats whose first frame a probe decoded in this process
+        self._abandoned: list[Any] = []  # decoders a failed reconfiguration left hanging: never ended, never reused
 
-    def take(self, stream: _StreamFormat, codec: Any) -> Any:
-        """A decoder for a new source of ``stream``'s format (``codec``: the demuxer's codec id): a kept one, or new."""
+    def vouched_for(self, stream: _StreamFormat) -> bool:
         with self._lock:
-            idle = self._idle.get(stream) if stream.known else None
+            return stream.known and stream in self._probed
+
+    def vouch_for(self, stream: _StreamFormat) -> None:
+        if stream.known:
+            with self._lock:
+                self._probed.add(stream)
+
+    def take(self, path: Path, stream: _StreamFormat) -> Any:
+        """A decoder reading ``path`` from its first frame: a kept one pointed at it, or a new one."""
+        with self._lock:
+            idle = self._idle.get(stream.decoder_kind) if stream.known else None
             decoder = idle.pop() if idle else None
-        if decoder is not None:
-            try:
-                decoder.setReconfigParams(stream.width, stream.height)
-                return decoder
-            except Exception as exc:  # (never seen) a new decoder instead
-                logger.debug("NVDEC: a kept decoder refused the next source: %s", _reason(exc))
-        nvc = _pynvvideocodec()
-        handle = _copy_stream(stream.gpu).cuda_stream if torch.cuda.is_available() else 0
-        return nvc.CreateDecoder(gpuid=stream.gpu, codec=codec, cudastream=handle, usedevicememory=True,
-                                 outputColorType=nvc.OutputColorType.RGB)
+        if decoder is None:
+            nvc = _pynvvideocodec()
+            return nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=stream.gpu,
+                                       use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
+        try:
+            decoder.reconfigure_decoder(str(path))
+        except Exception:
+            # After a failed reconfiguration the decoder's next call, end() included, never returns (seen on the
+            # H100): it is set aside, not ended. The container opened a moment ago, so this is a file changed
+            # or removed meanwhile.
+            with self._lock:
+                self._abandoned.append(decoder)
+            raise
+        return decoder
 
     def give_back(self, stream: _StreamFormat, decoder: Any) -> None:
-        """``decoder``, which read its source to the end, for the next source of its format."""
+        """``decoder``, done with its source (read to the end or not), for the next source of its kind."""
         with self._lock:
-            idle = self._idle.setdefault(stream, [])
+            idle = self._idle.setdefault(stream.decoder_kind, [])
             if stream.known and len(idle) < self.keep_idle:
                 idle.append(decoder)
+                return
+        _end(decoder)
 
     def close(self) -> None:
-        """Let every kept decoder go (at exit, before the interpreter's teardown)."""
+        """End every kept decoder (at exit: their native threads are stopped before the interpreter goes)."""
         with self._lock:
+            idle = [d for kept in self._idle.values() for d in kept]
             self._idle.clear()
+        for decoder in idle:
+            _end(decoder)
+
+
+def _end(decoder: Any) -> None:
+    try:
+        decoder.end()
+    except Exception as exc:  # ending a decoder that failed mid-stream: nothing left to save
+        logger.debug("NVDEC end: %s", _reason(exc))
 
 
 _pool = _DecoderPool()
@@ -200,100 +228,103 @@ atexit.register(lambda: _pool.close())  # (the pool that is current at exit: tes
 
 @dataclass(frozen=True)
 class _Container:
-    """What opening a video file on NVDEC reads first, on the CPU: its stream's format and codec id, the time base of
-    its timestamps (which decoded frames do not carry), the rotation to apply, and the rate and frame count the
-    container declares (as OpenCV reads them, so that both decoders report the same)."""
+    """What opening a video file on NVDEC reads first, on the CPU: its stream's format, the time base of its
+    timestamps (which the decoder does not give) and the rotation to apply."""
 
     stream: _StreamFormat
-    codec: Any
     seconds_per_tick: float
     quarter_turns: int
-    fps: float
-    frame_count: float
 
 
-def _read_container(path: Path, gpu: int, demuxer: Any = None) -> _Container:
-    demuxer = demuxer or _pynvvideocodec().CreateDemuxer(str(path))
+def _read_container(path: Path, gpu: int) -> _Container:
+    demuxer = _pynvvideocodec().CreateDemuxer(str(path))
     seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
-    codec, width, height = demuxer.GetNvCodecId(), int(demuxer.Width()), int(demuxer.Height())
+    codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())
+    del demuxer
     facts = _container_facts(path)
-    return _Container(_StreamFormat(gpu, str(codec), facts.pixel_format, width, height), codec, seconds_per_tick,
-                      facts.quarter_turns, facts.fps, facts.frame_count)
+    return _Container(_StreamFormat(gpu, codec, facts.pixel_format, width, height), seconds_per_tick,
+                      facts.quarter_turns)
+
+
+def _probe(path: Path, stream: _StreamFormat) -> None:
+    """The threaded decoder reports an unsupported stream (H.264 4:4:4, a codec this GPU lacks) by throwing in its
+    own thread, which aborts the process; a simple decoder throws here instead. So the first frame of a stream format
+    is decoded by one first (in this thread, leaving none running), and streams it cannot decode stay with OpenCV. A
+    format already decoded in this process needs no second probe."""
+    if _pool.vouched_for(stream):
+        return
+    nvc = _pynvvideocodec()
+    probe = nvc.SimpleDecoder(str(path), gpu_id=stream.gpu, use_device_memory=True,
+                              output_color_type=nvc.OutputColorType.RGB)
+    if not probe.get_batch_frames(1):
+        raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
+    # Deleting it holds Python's interpreter lock for 0.17-0.26 s (H200, docs/benchmarks.md), but probes kept instead
+    # went with heap corruptions in Ray workers' NVDEC readers (4 of 18 `--ray local` runs; none in 8 runs without,
+    # sessions 22 and 32), so it is deleted here, by the thread that made it, as it always was.
+    del probe
+    _pool.vouch_for(stream)
 
 
 class _NvdecReader:
-    """PyNvVideoCodec's demuxer and decoder behind VideoSource's decoder hooks, every call in the reader's thread.
-
-    Its threaded decoder decoded ahead in a native thread of its own, which is where PyNvVideoCodec crashed (heap
-    corruptions and segmentation faults, most often with several decoders starting at once) and where a stream it
-    cannot decode aborted the process; the decoder here raises in the caller's thread instead, decodes as fast
-    (1 407 against 1 401 frames/s, the same frames bit for bit; H200, session 34) and gives a new source's first
-    frame sooner (docs/benchmarks.md, "NVDEC with several sources")."""
+    """PyNvVideoCodec's threaded decoder behind VideoSource's decoder hooks."""
 
     def __init__(self, path: Path, gpu: int) -> None:
         self.decoder: Any = None
-        self._bgr: list[torch.Tensor] = []  # the decoded frames not read yet, each H×W×3 BGR
+        try:
+            container = _read_container(path, gpu)
+            self.seconds_per_tick, self.quarter_turns = container.seconds_per_tick, container.quarter_turns
+            self.stream = container.stream
+            _probe(path, self.stream)
+            self.decoder = _pool.take(path, self.stream)
+            metadata = self.decoder.get_stream_metadata()
+        except InputUnreadableError:
+            raise
+        except Exception as exc:
+            if self.decoder is not None:
+                _end(self.decoder)
+            raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
+        self.fps = float(metadata.average_fps or 0.0)
+        self.frame_count = float(metadata.num_frames or 0)
+        # The frames are copied out on a side stream (the GPU's readers share it): on the pipeline's stream
+        # the copies would queue behind detection and EmoNet, and those behind the copies.
+        self._stream = _copy_stream(gpu) if torch.cuda.is_available() else None
+        self._bgr: list[torch.Tensor] = []  # the last batch of decoded frames, each H×W×3 BGR
         self._pts: list[int] = []
         self._next = 0
         self._first_pts: int | None = None
-        self._ended = False  # every packet given to the decoder, its last frames flushed out
-        self._failed = False  # a decoding error: the decoder is let go, not kept
-        # The frames are converted and copied out on a side stream (the GPU's decoders and readers share it): on the
-        # pipeline's stream they would queue behind detection and EmoNet, and those behind them.
-        self._stream = _copy_stream(gpu) if torch.cuda.is_available() else None
-        try:
-            demuxer = _pynvvideocodec().CreateDemuxer(str(path))
-            container = _read_container(path, gpu, demuxer)
-            self.seconds_per_tick, self.quarter_turns = container.seconds_per_tick, container.quarter_turns
-            self.fps, self.frame_count, self.stream = container.fps, container.frame_count, container.stream
-            self._packets = iter(demuxer)
-            self.decoder = _pool.take(self.stream, container.codec)
-            self._decode_batch(raise_errors=True)  # a stream NVDEC cannot decode says so here, where auto falls back
-        except Exception as exc:
-            self.decoder = None
-            raise InputUnreadableError(f"cannot read {path} with NVDEC: {_reason(exc)}") from None
-        if not self._pts:
-            self.decoder = None
-            raise InputUnreadableError(f"cannot read {path} with NVDEC: no frame decodes")
-
-    def _decode_batch(self, raise_errors: bool = False) -> None:
-        """Up to _DECODE_AHEAD more frames, copied out as BGR and ready on every stream; at the end, none."""
-        pts: list[int] = []
-        bgr: list[torch.Tensor] = []
-        try:
-            with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
-                while len(pts) < _DECODE_AHEAD and not self._ended:
-                    packet = next(self._packets, None)
-                    if packet is None:
-                        self._ended = True
-                        break
-                    for frame in self.decoder.Decode(packet):
-                        pts.append(int(frame.getPTS()))
-                        # a copy of ours, queued on the stream the decoder converts on, so before it writes again
-                        bgr.append(_upright(torch.from_dlpack(frame)[None].flip(-1), self.quarter_turns)[0])
-                if self._stream is not None:
-                    self._stream.synchronize()  # once a batch; the reader thread waits without the GIL
-        except Exception as exc:
-            if raise_errors:
-                raise
-            logger.debug("NVDEC: %s", _reason(exc))
-            self._failed = True
-        self._pts, self._bgr, self._next = pts, bgr, 0
+        self._failed = False  # a decoding error: the decoder is ended, not kept
 
     def decode(self) -> float | None:
         """The next frame's time in ms from the first frame; None at the end or on a decoding error."""
         if self._next >= len(self._pts):
-            if self._failed or self._ended:
-                self._pts, self._bgr = [], []
+            try:
+                decoded = self.decoder.get_batch_frames(_DECODE_AHEAD)
+            except Exception as exc:
+                logger.debug("NVDEC: %s", _reason(exc))
+                self._failed = True
                 return None
-            self._decode_batch()
-            if not self._pts:
+            if not decoded:
                 return None
+            self._pts = [int(frame.getPTS()) for frame in decoded]
+            self._bgr = self._copy_out(decoded)
+            self._next = 0
         pts = self._pts[self._next]
         self._next += 1
         if self._first_pts is None:
             self._first_pts = pts
         return (pts - self._first_pts) * self.seconds_per_tick * 1000.0
+
+    def _copy_out(self, decoded: list[Any]) -> list[torch.Tensor]:
+        """The batch in BGR tensors of ours (the decoder reuses its buffers), ready on every stream."""
+        with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
+            rgb = [torch.from_dlpack(frame) for frame in decoded]
+            if all(t.shape == rgb[0].shape for t in rgb):
+                bgr = list(_upright(torch.stack(rgb).flip(-1), self.quarter_turns).unbind(0))  # one copy
+            else:  # the stream changed resolution within the batch
+                bgr = [_upright(t[None].flip(-1), self.quarter_turns)[0] for t in rgb]
+            if self._stream is not None:
+                self._stream.synchronize()  # a few kernels a batch; the reader thread waits without the GIL
+        return bgr
 
     def pixels(self) -> torch.Tensor:
         return self._bgr[self._next - 1]
@@ -301,7 +332,11 @@ class _NvdecReader:
     def release(self) -> None:
         self._bgr, self._pts = [], []
         decoder, self.decoder = self.decoder, None
-        if decoder is not None and self._ended and not self._failed:
+        if decoder is None:
+            return
+        if self._failed:
+            _end(decoder)
+        else:
             _pool.give_back(self.stream, decoder)
 
 
@@ -343,13 +378,29 @@ def decoded_frame_size(uri: str | os.PathLike[str], *, decoder: str = "auto",
     from its container on the CPU, nothing decoded — or None where NVDEC would not read it (another decoder, not a
     video file, no NVDEC here) or the container does not say. A cluster worker warms its detector for that size
     before the source's decoder starts (docs/benchmarks.md, "NVDEC with several sources")."""
-    device = torch.device(device)
+    return _frame_size(uri, decoder, torch.device(device), probe=False)
+
+
+def probe_ahead(uri: str | os.PathLike[str], *, decoder: str = "auto",
+                device: torch.device | str = "cpu") -> tuple[int, int] | None:
+    """:func:`decoded_frame_size`, and the first step of opening ``uri`` on NVDEC done now: its stream format probed
+    (its first frame decoded by a simple decoder, which leaves no thread running; ~0.3 s), so that its reader opens
+    without the probe. For a worker that knows its first source while its engines load, before their warm-up (no
+    decoding may run while the warm-up captures CUDA graphs). A file NVDEC cannot read is left to its reader to
+    report."""
+    return _frame_size(uri, decoder, torch.device(device), probe=True)
+
+
+def _frame_size(uri: str | os.PathLike[str], decoder: str, device: torch.device, probe: bool) -> tuple[int, int] | None:
     if decoder == "opencv" or source_kind(str(uri)) != "video" or nvdec_unavailable(device) is not None:
         return None
+    path = Path(uri)
     try:
-        container = _read_container(Path(uri), device.index or 0)
+        container = _read_container(path, device.index or 0)
+        if probe:
+            _probe(path, container.stream)
     except Exception as exc:  # unreadable: the reader will say so when it opens the file
-        logger.debug("%s: %s", uri, _reason(exc))
+        logger.debug("%s: %s", uri, exc if isinstance(exc, InputUnreadableError) else _reason(exc))
         return None
     height, width = container.stream.height, container.stream.width
     return (width, height) if container.quarter_turns % 2 else (height, width)
