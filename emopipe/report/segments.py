@@ -8,8 +8,8 @@ Expression segments
 
 Change points of valence and arousal
     Penalised least-squares segmentation of the 2-D signal (valence, arousal): a change point is
-    where its mean shifts. Solved exactly (PELT) by ``ruptures.KernelCPD`` with the linear kernel,
-    in C (milliseconds for a thousand points). The penalty is BIC-like, ``PENALTY_SCALE · σ² · ln n``,
+    where its mean shifts, solved exactly by dynamic programming (:func:`_penalised_partition`, ~15 ms
+    for a thousand points). The penalty is BIC-like, ``PENALTY_SCALE · σ² · ln n``,
     with σ² the noise variance estimated robustly from first differences (MAD), floored at
     ``NOISE_FLOOR`` so an almost constant signal does not turn its rounding into changes. Then two
     rules that keep only changes a person would call one: segments last ``MIN_AFFECT_S`` or more, and
@@ -17,9 +17,12 @@ Change points of valence and arousal
     closest pair is merged first, until all differ). Long tracks are first averaged into at most
     ``MAX_POINTS`` consecutive bins, which also evens out frame-to-frame jitter.
 
-Why ruptures rather than a rolling-window rule: the penalised segmentation finds each change where
-the means on both sides differ most, to the frame, without a window length that trades delay against
-noise; ruptures is the maintained reference implementation of these methods (BSD licence).
+Why a penalised segmentation rather than a rolling-window rule: it finds each change where the means
+on both sides differ most, to the frame, without a window length that trades delay against noise. It
+is the segmentation of ruptures' ``KernelCPD(kernel="linear").predict(pen=...)`` (the maintained
+reference implementation, which the tests check this one against, change point for change point), solved
+here in NumPy because importing ruptures costs about a second (it imports SciPy's statistics and spatial
+modules) at the end of every run, and more than the segmentation itself (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -182,12 +185,39 @@ def _noise_variance(signal: np.ndarray, floor: float = NOISE_FLOOR) -> float:
     return float(np.sum(sigma ** 2))
 
 
+def _penalised_partition(signal: np.ndarray, penalty: float, min_size: int) -> list[int]:
+    """The ends of the segments of ``signal`` (n × d) that minimise the sum of their squared deviations from their own
+    means plus ``penalty`` a segment, each at least ``min_size`` long (ascending, the last is n). Exact: every
+    admissible start is tried for every end (n ≤ MAX_POINTS: ~15 ms for a thousand points); ties go to the earliest
+    start."""
+    n = len(signal)
+    centred = signal - signal.mean(axis=0)  # (the same costs, with less cancellation in the running sums)
+    sums = np.vstack([np.zeros((1, signal.shape[1])), np.cumsum(centred, axis=0)])
+    squares = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", centred, centred))])
+    # where a segment may start: at 0, or after another that lasted min_size (ascending, so that the starts usable
+    # for a segment ending at `end` are a prefix of them)
+    starts = np.concatenate([[0], np.arange(min_size, n - min_size + 1)])
+    sums_at, squares_at = np.ascontiguousarray(sums[starts].T), squares[starts]
+    best_at = np.full(len(starts), np.inf)  # the least penalised cost of the signal up to each start
+    best_at[0] = 0.0
+    chosen = np.zeros(n + 1, dtype=np.int64)  # for each end, where its best cut's last segment starts
+    for end in range(min_size, n + 1):
+        usable = 1 + max(0, end - 2 * min_size + 1)
+        between = sums_at[:, :usable] - sums[end][:, None]
+        totals = (best_at[:usable] + (squares[end] - squares_at[:usable])
+                  - (between * between).sum(axis=0) / (end - starts[:usable]))
+        pick = int(totals.argmin())
+        chosen[end] = starts[pick]
+        if end <= n - min_size:  # (a start too: ends from min_size on are, in order)
+            best_at[end - min_size + 1] = totals[pick] + penalty
+    cut = [n]
+    while chosen[cut[-1]] > 0:
+        cut.append(int(chosen[cut[-1]]))
+    return cut[::-1]
+
+
 def change_points(series: TrackSeries, interval_s: float) -> list[int]:
     """Indices into the track's records where the mean of (valence, arousal) changes (ascending)."""
-    # (imported here, when a run's first track is summarised: about a second of SciPy's modules, which beside EmoNet's
-    # warm-up held back the first row by ~0.7 s for the same whole command; benchmark-log, session 31)
-    import ruptures
-
     n = len(series)
     signal = np.stack([series.valence, series.arousal], axis=1)
     # in units that keep huge outputs' sums and squares finite (exact: a power of two; within ±1, none)
@@ -202,10 +232,9 @@ def change_points(series: TrackSeries, interval_s: float) -> list[int]:
     min_size = max(2, math.ceil(MIN_AFFECT_S / bin_s)) if math.isfinite(bin_s) else 2
     if bins < 2 * min_size:
         return []
-    # (in the units of outputs near ±1e308 the floor's square underflows to 0; ruptures needs a positive penalty)
+    # (in the units of outputs near ±1e308 the floor's square underflows to 0; the penalty must stay positive)
     penalty = max(PENALTY_SCALE * _noise_variance(binned, noise_floor) * math.log(bins), sys.float_info.min)
-    edges = [0, *(int(e) for e in ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(binned)
-                  .predict(pen=penalty)[:-1]), bins]
+    edges = [0, *_penalised_partition(binned, penalty, min_size)]
     # merge the neighbours whose means differ least until every shift is at least MIN_SHIFT
     while len(edges) > 2:
         means = [binned[a:b].mean(axis=0) for a, b in itertools.pairwise(edges)]
