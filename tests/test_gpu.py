@@ -231,8 +231,13 @@ def test_a_reused_nvdec_decoder_reads_what_a_new_one_reads(tmp_path, monkeypatch
              for w, h in ((640, 360), (320, 240), (1280, 720))]
 
     def read(path: Path, stop: int | None = None) -> list[tuple[float, torch.Tensor]]:
+        frames = []
         with nvdec.NvdecVideoSource(path) as source:
-            return [(f.timestamp_s, f.pixels.clone()) for f in source if stop is None or f.index < stop]
+            for frame in source:
+                if stop is not None and frame.index >= stop:
+                    break  # the source left mid-stream (reading on would read it to its end)
+                frames.append((frame.timestamp_s, frame.pixels.clone()))
+        return frames
 
     monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())
     monkeypatch.setattr(nvdec._DecoderPool, "keep_idle", 0)
