@@ -492,6 +492,25 @@ def test_the_command_ends_after_its_threads_and_exit_handlers_without_unloading_
     assert ("module unloaded" in said) == (ending == "python"), said
 
 
+LETTING_GO = """
+import sys, types
+from emopipe.cli import app, run
+
+analyzer = types.SimpleNamespace(close=lambda: print("engines let go", flush=True))
+app._run_command = lambda argv=None: run._let_go(analyzer) or 0  # how each kind of run ends
+app.run_and_exit() if sys.argv[1] == "command" else sys.exit(app.main())
+"""
+
+
+@pytest.mark.parametrize("ending", ["command", "python"])
+def test_the_command_leaves_its_engines_to_the_process_end_and_main_lets_them_go(ending):
+    # (letting them go is a full collection of the heap: for nothing when the process ends next; main() called in a
+    # process of yours gives their memory back)
+    done = subprocess.run([sys.executable, "-c", LETTING_GO, ending], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("engines let go" in done.stdout) == (ending == "python"), done.stdout
+
+
 CRASHING = """
 import os, signal, sys
 from emopipe.cli import app

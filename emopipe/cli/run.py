@@ -31,7 +31,7 @@ from emopipe.model.places import cache_root
 from emopipe.types import PRECISION_NAMES
 
 if TYPE_CHECKING:
-    from emopipe.api import ManyOutcome
+    from emopipe.api import Analyzer, ManyOutcome
     from emopipe.pipeline.archive import SourceResult
     from emopipe.pipeline.many import FleetOutcome
 
@@ -294,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         outcome = analyzer.run(metrics=metrics, exporter=exporter,
                                progress=not config.no_progress and sys.stderr.isatty())
     finally:
-        analyzer.close()
+        _let_go(analyzer)
     if outcome.lost is not None:
         raise outcome.lost
     if outcome.interrupted:
@@ -321,6 +321,15 @@ def build_plans_ahead(config: RunConfig) -> None:
                                    detector=str(resolved.detector), detect_batch=int(resolved.detect_batch or 1),
                                    epilogue=not resolved.no_cudnn_epilogue)
     early_plans.start(ordinal, cache_root(resolved.models_dir) / "cudnn", keys)
+
+
+def _let_go(analyzer: Analyzer) -> None:
+    """The run's engines let go of, unless the process ends now anyway (the command: nothing to gain but its end
+    delayed)."""
+    from emopipe.cli.app import process_ends_after_run
+
+    if not process_ends_after_run():
+        analyzer.close()
 
 
 def _report(result: SourceResult) -> None:
@@ -402,7 +411,7 @@ def run_fleet(config: RunConfig) -> int:
         outcome = analyzer.run_fleet(metrics=metrics, exporter=exporter,
                                      progress=not config.no_progress and sys.stderr.isatty())
     finally:
-        analyzer.close()
+        _let_go(analyzer)
     return _fleet_exit_code(outcome)
 
 
@@ -427,5 +436,5 @@ def run_many(config: RunConfig) -> int:
         outcome = analyzer.run_many(on_result=_report,
                                     progress=not config.no_progress and sys.stderr.isatty())
     finally:
-        analyzer.close()
+        _let_go(analyzer)
     return _exit_code(outcome)
