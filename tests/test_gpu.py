@@ -7,6 +7,9 @@ scripts/accuracy_guard.py, scripts/graph_soak.py, scripts/nvdec_parity.py).
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -272,6 +275,64 @@ def test_nvdec_decodes_what_opencv_decodes(tmp_path):
         pixels = b.bgr
         assert pixels.shape == a.bgr.shape
         assert float(np.abs(a.bgr.astype(np.int16) - pixels.astype(np.int16)).mean()) < 3.0  # YUV→RGB rounding
+
+
+def _ffmpeg() -> str | None:
+    found = shutil.which("ffmpeg")
+    if found is None:
+        with contextlib.suppress(ImportError, RuntimeError):  # imageio-ffmpeg's wheel brings a static one
+            import imageio_ffmpeg
+
+            found = imageio_ffmpeg.get_ffmpeg_exe()
+    return found
+
+
+# Streams a seek must land right in: B-frames, open GOPs (the frames leading a key frame refer to the GOP before
+# it), a 29.97 frame rate, HEVC, Matroska. Key frames every 48 frames; 12 s of moving test pattern.
+SEEK_STREAMS = {
+    "h264-bframes.mp4": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "3"],
+    "h264-open-gop.mp4": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "3", "-x264-params", "open-gop=1"],
+    "h264-2997.mp4": ["-r", "30000/1001", "-c:v", "libx264", "-g", "48"],
+    "hevc.mp4": ["-r", "30", "-c:v", "libx265", "-x265-params", "keyint=48:log-level=error", "-tag:v", "hvc1"],
+    "h264.mkv": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "2"],
+}
+
+
+@pytest.mark.parametrize("name", list(SEEK_STREAMS))
+def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, monkeypatch, name):
+    """A start time seeks (PyNvVideoCodec decodes from the key frame before it): every frame from there on, its
+    index, timestamp and pixels, is the one decoding the video from its beginning gives, for start times on and
+    around key frames."""
+    from emopipe.io import nvdec
+    from emopipe.io.video import VideoSource
+
+    why, ffmpeg = nvdec.nvdec_unavailable(torch.device("cuda")), _ffmpeg()
+    if why or ffmpeg is None:
+        pytest.skip(f"NVDEC unavailable: {why}" if why else "needs ffmpeg (or imageio-ffmpeg) to encode the streams")
+    path = tmp_path / name
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=12",
+                    *SEEK_STREAMS[name], "-pix_fmt", "yuv420p", str(path)], check=True, timeout=300)
+    with monkeypatch.context() as m:
+        m.setattr(nvdec.NvdecVideoSource, "seeks", False)  # VideoSource's fallback: decode from the start
+        with nvdec.NvdecVideoSource(path) as source:
+            fps = source.info.fps
+            whole = [(f.index, f.timestamp_s, f.pixels.clone()) for f in source]
+    assert fps and len(whole) >= 300
+    skipped: list[float] = []
+    real_skip = VideoSource._skip_to
+    monkeypatch.setattr(VideoSource, "_skip_to", lambda self, start_s: (skipped.append(start_s),
+                                                                         real_skip(self, start_s))[1])
+    starts = [k + d for k in (48, 96, 144, 240) for d in (-3, -1, 0, 1, 2, 30)] + [5, 200, len(whole) - 4]
+    for target in starts:
+        start_s = whole[target][1] - 0.1 / fps  # a start time a little before the frame's own
+        with nvdec.NvdecVideoSource(path, start_s=start_s, max_frames=8) as source:
+            got = [(f.index, f.timestamp_s, f.pixels) for f in source]
+        expected = whole[target:target + 8]
+        assert [g[0] for g in got] == [e[0] for e in expected], (name, target)
+        assert [g[1] for g in got] == pytest.approx([e[1] for e in expected], abs=1e-9), (name, target)
+        assert all(torch.equal(g[2], e[2]) for g, e in zip(got, expected)), (name, target)
+    print(f"{name}: {len(starts) - len(skipped)} of {len(starts)} start times reached by a seek")
+    assert not skipped, f"{name}: decoded from the start for {len(skipped)} start times"
 
 
 def test_the_context_made_ahead_is_the_one_pytorch_runs_on():

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -91,15 +92,23 @@ class _Demuxer:
 
 class _ThreadedDecoder:
     instances: ClassVar[list[_ThreadedDecoder]] = []
+    lands: ClassVar[Callable[[int], int]] = staticmethod(lambda frame: frame)  # where a seek to a frame lands
+    decoded: ClassVar[int] = 0  # frames decoded by every decoder
 
     def __init__(self, path: str, buffer_size: int, gpu_id: int = 0, use_device_memory: bool = True,
-                 output_color_type: object = None) -> None:
+                 output_color_type: object = None, start_frame: int = 0) -> None:
         assert use_device_memory and output_color_type == "RGB"
         self.capture = _open_or_raise(path)
         self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # NVDEC hands frames out as stored
+        self._start_at(start_frame)
         self.buffer_size, self.gpu_id, self.ended = buffer_size, gpu_id, False
         self.reconfigured: list[str] = []
+        self.starts: list[int] = [start_frame]
         _ThreadedDecoder.instances.append(self)
+
+    def _start_at(self, frame: int) -> None:
+        if frame:  # (MJPG in AVI: OpenCV sets the exact frame)
+            self.capture.set(cv2.CAP_PROP_POS_FRAMES, self.lands(frame))
 
     def get_stream_metadata(self) -> types.SimpleNamespace:
         return types.SimpleNamespace(average_fps=self.capture.get(cv2.CAP_PROP_FPS),
@@ -114,14 +123,17 @@ class _ThreadedDecoder:
                 break
             pts = round(self.capture.get(cv2.CAP_PROP_POS_MSEC) / 1000 * TICKS_PER_SECOND) + 1024  # MP4 edit offset
             frames.append(_Frame(torch.from_numpy(np.ascontiguousarray(bgr[..., ::-1])), pts))
+        _ThreadedDecoder.decoded += len(frames)
         return frames
 
-    def reconfigure_decoder(self, path: str) -> None:
+    def reconfigure_decoder(self, path: str, start_frame: int = 0) -> None:
         assert not self.ended
         self.capture.release()
         self.capture = _open_or_raise(path)
         self.capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)
+        self._start_at(start_frame)
         self.reconfigured.append(path)
+        self.starts.append(start_frame)
 
     def end(self) -> None:
         self.ended = True
@@ -150,6 +162,7 @@ def fake_nvdec(monkeypatch):
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
     monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())  # no decoder or probe carried over from a test
     _ThreadedDecoder.instances.clear()
+    _ThreadedDecoder.decoded = 0
     _SimpleDecoder.made = 0
     return module
 
@@ -187,6 +200,31 @@ def test_start_end_and_max_frames_as_for_the_opencv_source(fake_nvdec, clip):
         assert [f.timestamp_s for f in got] == pytest.approx([f.timestamp_s for f in expected], abs=1e-4)
     with pytest.raises(UsageError, match="start time"):
         NvdecVideoSource(clip, start_s=COUNT / FPS + 1)
+
+
+SEEK_LANDINGS = {  # where PyNvVideoCodec's seek to frame f lands, and the frames a start at frame 47 asks for
+    "on the frame": (lambda f: f, [47]),
+    "on the key frame before": (lambda f: f - f % 16, [47]),
+    # an open GOP: the frames shown just before a key frame (here 46 and 47) are decoded after it, from the GOP
+    # before; a seek to them lands on the key frame. Asked again 1 s (25 frames) before.
+    "open GOP": (lambda f: f - f % 16 + (16 if f % 16 >= 14 else 0), [47, 22]),
+    "past unless from the start": (lambda f: max(f, 50), [47, 22, 0]),  # 5 s back: frame 0, the start
+}
+
+
+@pytest.mark.parametrize("landing", list(SEEK_LANDINGS))
+def test_a_start_time_seeks_and_checks_where_the_seek_landed(monkeypatch, fake_nvdec, clip, landing):
+    lands, asks = SEEK_LANDINGS[landing]
+    monkeypatch.setattr(_ThreadedDecoder, "lands", staticmethod(lands))
+    with VideoSource(clip, start_s=1.88, end_s=2.2) as cpu:
+        expected = list(cpu)
+    with NvdecVideoSource(clip, start_s=1.88, end_s=2.2) as gpu:
+        got = list(gpu)
+    assert [f.index for f in got] == [f.index for f in expected] == list(range(47, 55))
+    assert [f.timestamp_s for f in got] == pytest.approx([f.timestamp_s for f in expected], abs=1e-4)
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(b.bgr, a.bgr)
+    assert _ThreadedDecoder.instances[-1].starts == [0, *asks]  # (0: the first frame, read before the seek)
 
 
 def test_truncated_video_is_reported_like_the_opencv_source(fake_nvdec, clip, tmp_path):
@@ -535,7 +573,7 @@ def test_a_failed_reconfiguration_sets_the_decoder_aside_unended(monkeypatch, fa
     _read_all(clip)
     kept = _ThreadedDecoder.instances[0]
 
-    def fails(path: str) -> None:
+    def fails(path: str, start_frame: int = 0) -> None:
         raise RuntimeError('CreateFormatContext : \nError Type : avformat_open_input returned error " No such file"')
 
     monkeypatch.setattr(kept, "reconfigure_decoder", fails)

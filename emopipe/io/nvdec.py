@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 DECODERS = ("auto", "opencv", "nvdec")
 _DECODE_AHEAD = 16  # frames NVDEC's thread decodes ahead of the reader
+_SEEK_BACK_S = (0.0, 1.0, 5.0, 21.0)  # how far before its target a seek asks to land, each time the last landed past
 
 
 def _pynvvideocodec() -> Any:
@@ -186,8 +187,14 @@ class _DecoderPool:
             nvc = _pynvvideocodec()
             return nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=stream.gpu,
                                        use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
+        self.point(decoder, path, 0)
+        return decoder
+
+    def point(self, decoder: Any, path: Path, start_frame: int) -> None:
+        """Point ``decoder`` at ``path`` from frame ``start_frame`` on (PyNvVideoCodec seeks to the key frame before it
+        and decodes from there)."""
         try:
-            decoder.reconfigure_decoder(str(path))
+            decoder.reconfigure_decoder(str(path), start_frame)
         except Exception:
             # After a failed reconfiguration the decoder's next call, end() included, never returns (seen on the
             # H100): it is set aside, not ended. The container opened a moment ago, so this is a file changed
@@ -195,7 +202,6 @@ class _DecoderPool:
             with self._lock:
                 self._abandoned.append(decoder)
             raise
-        return decoder
 
     def give_back(self, stream: _StreamFormat, decoder: Any) -> None:
         """``decoder``, done with its source (read to the end or not), for the next source of its kind."""
@@ -329,6 +335,21 @@ class _NvdecReader:
     def pixels(self) -> torch.Tensor:
         return self._bgr[self._next - 1]
 
+    def restart_at(self, path: Path, index: int) -> bool:
+        """Decode from frame ``index`` on (about, as PyNvVideoCodec lands: the caller checks the timestamps), with
+        timestamps still counted from the first frame, which must have been decoded. False when the decoder could
+        not be pointed there (then it is set aside and this reader holds none)."""
+        if self._first_pts is None or self.decoder is None:
+            return False
+        try:
+            _pool.point(self.decoder, path, index)
+        except Exception as exc:
+            logger.debug("NVDEC seek to frame %d: %s", index, _reason(exc))
+            self.decoder = None
+            return False
+        self._bgr, self._pts, self._next = [], [], 0
+        return True
+
     def release(self) -> None:
         self._bgr, self._pts = [], []
         decoder, self.decoder = self.decoder, None
@@ -343,12 +364,14 @@ class _NvdecReader:
 class NvdecVideoSource(VideoSource):
     """A video file decoded by NVDEC into GPU memory; frames are :class:`DeviceFrame`\\ s.
 
-    ``start_s`` decodes from the beginning up to the start (NVDEC decodes 720p at over 1 000 frames/s
-    on an H100, so an hour in costs about a minute).
+    ``start_s`` seeks as VideoSource does: the decoder is pointed at the frame the frame rate puts at the start
+    (PyNvVideoCodec decodes from the key frame before it), and the frames landed on must sit on the frame rate's
+    grid of timestamps counted from the first frame, not past the start; otherwise — a variable frame rate, a
+    seek that lands late — the video is decoded from its beginning up to the start (over 1 000 frames/s at 720p,
+    so an hour in costs about a minute).
     """
 
     decoder = "nvdec"  # reported in the run summary
-    seeks = False  # decode from the start: VideoSource's fallback, exact for any frame rate
 
     def __init__(self, path: str | os.PathLike[str], *, device: torch.device | str = "cuda",
                  start_s: float | None = None, end_s: float | None = None, max_frames: int | None = None) -> None:
@@ -370,6 +393,45 @@ class NvdecVideoSource(VideoSource):
 
     def _new_frame(self, index: int, timestamp: float, pixels: Any) -> DeviceFrame:
         return DeviceFrame(index=index, timestamp_s=timestamp, pixels=pixels, read_time=time.perf_counter())
+
+    def _seek(self, start_s: float) -> bool:
+        assert self._fps is not None
+        interval = 1.0 / self._fps
+        target = max(0, math.ceil(start_s * self._fps - 1e-6))  # the first frame at or after the start
+        with self._lock:
+            # the first frame's timestamp, which the others count from: decoded here, where the reader stands
+            if self._cap is None or self._cap.decode() is None:
+                return False
+        for back_s in _SEEK_BACK_S:
+            asked = max(0, target - math.ceil(back_s * self._fps))
+            with self._lock:
+                if self._cap is None or not self._cap.restart_at(self.path, asked):
+                    return False
+            self._next_index, self._last_timestamp = asked, None  # (a landing before is not an earlier frame)
+            a = self._read()
+            if a is None:
+                return False
+            # The frame landed on gives its index by its timestamp (the key frame before the frame asked for, or
+            # that frame): on the frame rate's grid, or the index would not be a true position.
+            landed = round(a.timestamp_s * self._fps)
+            if abs(a.timestamp_s - landed * interval) > interval / 4:
+                logger.debug("NVDEC seek to frame %d landed off the frame rate's grid (%.4f s)", asked, a.timestamp_s)
+                return False
+            if landed <= target:
+                break
+            # Past the target: in an open GOP the frames shown just before a key frame are decoded after it, from
+            # the GOP before, and a seek to them lands on the key frame. Ask for a frame further back.
+            logger.debug("NVDEC seek to frame %d landed on frame %d", asked, landed)
+        else:
+            return False
+        a = replace(a, index=landed)
+        self._next_index = landed + 1
+        b = self._read()
+        if b is None or abs((b.timestamp_s - a.timestamp_s) - interval) > interval / 4:
+            return False
+        self._pending.extend((a, b))
+        self._drop_before(start_s)
+        return True
 
 
 def decoded_frame_size(uri: str | os.PathLike[str], *, decoder: str = "auto",
