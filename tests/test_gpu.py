@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from emopipe.engines.torch_engine import TorchEngine
 from emopipe.model import cudnn_epilogue, kernels
 from emopipe.model.emonet import build_emonet
 from tests.conftest import shared_assets
+from tests.support import synth
 from tests.support.checkpoints import calibrated_state, random_state
 from tests.support.synth import moving_face_video
 
@@ -287,18 +287,7 @@ def _ffmpeg() -> str | None:
     return found
 
 
-# Streams a seek must land right in: B-frames, open GOPs (the frames leading a key frame refer to the GOP before
-# it), a 29.97 frame rate, HEVC, Matroska. Key frames every 48 frames; 12 s of moving test pattern.
-SEEK_STREAMS = {
-    "h264-bframes.mp4": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "3"],
-    "h264-open-gop.mp4": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "3", "-x264-params", "open-gop=1"],
-    "h264-2997.mp4": ["-r", "30000/1001", "-c:v", "libx264", "-g", "48"],
-    "hevc.mp4": ["-r", "30", "-c:v", "libx265", "-x265-params", "keyint=48:log-level=error", "-tag:v", "hvc1"],
-    "h264.mkv": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "2"],
-}
-
-
-@pytest.mark.parametrize("name", list(SEEK_STREAMS))
+@pytest.mark.parametrize("name", list(synth.SEEK_STREAMS))
 def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, monkeypatch, name):
     """A start time seeks (PyNvVideoCodec decodes from the key frame before it): every frame from there on, its
     index, timestamp and pixels, is the one decoding the video from its beginning gives, for start times on and
@@ -309,9 +298,7 @@ def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, 
     why, ffmpeg = nvdec.nvdec_unavailable(torch.device("cuda")), _ffmpeg()
     if why or ffmpeg is None:
         pytest.skip(f"NVDEC unavailable: {why}" if why else "needs ffmpeg (or imageio-ffmpeg) to encode the streams")
-    path = tmp_path / name
-    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=12",
-                    *SEEK_STREAMS[name], "-pix_fmt", "yuv420p", str(path)], check=True, timeout=300)
+    path = synth.seek_stream(ffmpeg, tmp_path / name, (1280, 720))
     with monkeypatch.context() as m:
         m.setattr(nvdec.NvdecVideoSource, "seeks", False)  # VideoSource's fallback: decode from the start
         with nvdec.NvdecVideoSource(path) as source:
@@ -322,7 +309,7 @@ def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, 
     real_skip = VideoSource._skip_to
     monkeypatch.setattr(VideoSource, "_skip_to", lambda self, start_s: (skipped.append(start_s),
                                                                          real_skip(self, start_s))[1])
-    starts = [k + d for k in (48, 96, 144, 240) for d in (-3, -1, 0, 1, 2, 30)] + [5, 200, len(whole) - 4]
+    starts = [*synth.SEEK_STARTS, len(whole) - 4]
     for target in starts:
         start_s = whole[target][1] - 0.1 / fps  # a start time a little before the frame's own
         with nvdec.NvdecVideoSource(path, start_s=start_s, max_frames=8) as source:

@@ -203,6 +203,30 @@ def test_seeking_a_variable_frame_rate_video_keeps_true_indexes(vfr_video, start
     assert [f.index for f in frames] == list(range(expected, 60))
 
 
+@needs_ffmpeg
+@pytest.mark.parametrize("name", list(synth.SEEK_STREAMS))
+def test_a_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, name):
+    # The frame at each start, and those after it, as reading the video from its beginning gives them (index,
+    # timestamp, pixels): start times on and around key frames, in open GOPs, HEVC, Matroska, at 29.97 frames/s.
+    if name.startswith("hevc") and "libx265" not in subprocess.run(["ffmpeg", "-hide_banner", "-encoders"],
+                                                                   capture_output=True, text=True).stdout:
+        pytest.skip("this ffmpeg has no HEVC encoder")
+    path = synth.seek_stream("ffmpeg", tmp_path / name, (192, 108), seconds=9.5)
+
+    class FromTheStart(VideoSource):
+        seeks = False
+
+    whole = read_all(FromTheStart(path))
+    interval = whole[1].timestamp_s - whole[0].timestamp_s
+    for target in synth.SEEK_STARTS:
+        with VideoSource(path, start_s=whole[target].timestamp_s - 0.1 * interval, max_frames=4) as source:
+            got = list(source)
+        expected = whole[target:target + 4]
+        assert [f.index for f in got] == [f.index for f in expected], target
+        assert [f.timestamp_s for f in got] == pytest.approx([f.timestamp_s for f in expected], abs=1e-9), target
+        assert all(np.array_equal(a.bgr, b.bgr) for a, b in zip(got, expected)), target
+
+
 # -- damaged videos ----------------------------------------------------------------------------
 
 def test_truncated_avi_yields_what_decodes_then_says_where_it_stopped(videos, tmp_path):

@@ -7,6 +7,7 @@ photos in ``../shared/data/faces`` are 128×128 with one, three and four faces.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,6 +120,26 @@ def numbered_frames(count: int, size: tuple[int, int] = (160, 120), seed: int = 
                     max(1, h // 40))
         out.append(frame)
     return out
+
+
+# Streams a seek must land right in: B-frames, open GOPs (the frames shown just before a key frame are decoded after
+# it, from the GOP before), a 29.97 frame rate, HEVC, Matroska; key frames every 48 frames (x264 / x265 by ffmpeg).
+SEEK_STREAMS = {
+    "h264-bframes.mp4": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "3"],
+    "h264-open-gop.mp4": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "3", "-x264-params", "open-gop=1"],
+    "h264-2997.mp4": ["-r", "30000/1001", "-c:v", "libx264", "-g", "48"],
+    "hevc.mp4": ["-r", "30", "-c:v", "libx265", "-x265-params", "keyint=48:log-level=error", "-tag:v", "hvc1"],
+    "h264.mkv": ["-r", "30", "-c:v", "libx264", "-g", "48", "-bf", "2"],
+}
+SEEK_STARTS = [k + d for k in (48, 96, 144, 240) for d in (-3, -1, 0, 1, 2, 30)] + [5, 200]  # frames to start at
+
+
+def seek_stream(ffmpeg: str, path: Path, size: tuple[int, int], seconds: float = 12.0) -> Path:
+    """``path`` (a name of SEEK_STREAMS) encoded from ffmpeg's moving test pattern."""
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i",
+                    f"testsrc2=size={size[0]}x{size[1]}:rate=30:duration={seconds}", *SEEK_STREAMS[path.name],
+                    "-pix_fmt", "yuv420p", str(path)], check=True, timeout=300)
+    return path
 
 
 def truncate(source: Path, target: Path, keep: float) -> Path:
