@@ -58,7 +58,7 @@ class Models:
         logger.info("warming up EmoNet's static shapes%s …",
                     " (cuDNN autotuning, CUDA graphs)" if self.engine.device.type == "cuda" else "")
         t = time.perf_counter()
-        with quick_handoff():
+        with quick_handoff(), few_cpu_threads(self.engine.device):
             compile_ahead = getattr(self.engine, "compile_ahead", None)
             if frame_size is not None and compile_ahead is not None:
                 with cudnn_epilogue.plans_built_ahead(self.engine.device) as ahead:
@@ -76,7 +76,7 @@ class Models:
         if (height, width) in self.warmed_frame_sizes:
             return 0.0
         t = time.perf_counter()
-        with quick_handoff():
+        with quick_handoff(), few_cpu_threads(self.engine.device):
             self.detector.warmup(height, width)
             self._warm_cropper(height, width)
         self.warmed_frame_sizes.add((height, width))
@@ -145,6 +145,29 @@ def quick_handoff() -> Iterator[None]:
         sys.setswitchinterval(previous)
 
 
+GPU_RUN_CPU_THREADS = 2  # PyTorch's CPU threads while a GPU run loads and warms its engines (as while it runs)
+
+
+@contextlib.contextmanager
+def few_cpu_threads(device: Any) -> Iterator[None]:
+    """PyTorch's CPU thread pool cut to :data:`GPU_RUN_CPU_THREADS` in this thread while a run on a CUDA device loads
+    and warms its engines: the work is the GPU's then, and a pool as large as the machine's cores spins its OpenMP
+    threads between the loading's many small CPU operations, starving every other process's — four emopipe commands
+    started together on a 16-core H200 host each took 5.5-6.2 s to load EmoNet instead of 0.5 s, eight 12-13.6 s
+    (docs/benchmarks.md, "Start-up"). Worker processes get one thread for the same reason (OMP_NUM_THREADS)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if getattr(device, "type", device) != "cuda" or threads <= GPU_RUN_CPU_THREADS:
+        yield
+        return
+    torch.set_num_threads(GPU_RUN_CPU_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def settle_heap() -> None:
     """Take what loading and warming made (PyTorch's modules, the engines and their graphs: ~180 000 objects) out of
     the cycle collector's sight. A full collection walks every object it tracks with the interpreter lock held —
@@ -172,9 +195,14 @@ def load_models(config: RunConfig) -> Models:
 
     ``config`` is resolved (:meth:`RunConfig.resolved`). Nothing is warmed here.
     """
+    device = resolve_device(config.device)
+    with few_cpu_threads(device):
+        return _load_models(config, device)
+
+
+def _load_models(config: RunConfig, device: Any) -> Models:
     import torch
 
-    device = resolve_device(config.device)
     cuda = device.type == "cuda"
     if cuda:
         start_ahead(config)
