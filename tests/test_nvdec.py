@@ -227,6 +227,40 @@ def test_a_start_time_seeks_and_checks_where_the_seek_landed(monkeypatch, fake_n
     assert _ThreadedDecoder.instances[-1].starts == [0, *asks]  # (0: the first frame, read before the seek)
 
 
+@pytest.mark.parametrize("failure", ["cannot seek", "lands off the frame rate's grid"])
+def test_a_seek_that_fails_or_lands_off_the_grid_decodes_from_the_beginning(monkeypatch, fake_nvdec, clip, failure):
+    class Failing(_ThreadedDecoder):
+        seeked = False
+
+        def reconfigure_decoder(self, path: str, start_frame: int = 0) -> None:
+            if start_frame and failure == "cannot seek":
+                raise RuntimeError("Seek : \nError Type : seeking failed")
+            super().reconfigure_decoder(path, start_frame)
+            self.seeked = start_frame > 0
+
+        def get_batch_frames(self, n: int) -> list[_Frame]:
+            frames = super().get_batch_frames(n)
+            if self.seeked:  # half a frame's interval late: a variable frame rate's times, not this rate's grid
+                frames = [_Frame(f._rgb, f.getPTS() + TICKS_PER_SECOND // round(2 * FPS)) for f in frames]
+            return frames
+
+    monkeypatch.setattr(fake_nvdec, "ThreadedDecoder", Failing)
+    with VideoSource(clip, start_s=1.88, end_s=2.2) as cpu:
+        expected = list(cpu)
+    with NvdecVideoSource(clip, start_s=1.88, end_s=2.2) as gpu:
+        got = list(gpu)
+    assert [f.index for f in got] == [f.index for f in expected] == list(range(47, 55))
+    assert [f.timestamp_s for f in got] == pytest.approx([f.timestamp_s for f in expected], abs=1e-4)
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(b.bgr, a.bgr)
+    first = _ThreadedDecoder.instances[0]
+    if failure == "cannot seek":  # set aside unended (its next call might never return), a new one from the start
+        assert nvdec._pool._abandoned == [first] and not first.ended and len(_ThreadedDecoder.instances) == 2
+        assert _ThreadedDecoder.instances[1].starts == [0]
+    else:  # the same decoder, pointed at the beginning again
+        assert first.starts == [0, 47, 0] and len(_ThreadedDecoder.instances) == 1
+
+
 def test_truncated_video_is_reported_like_the_opencv_source(fake_nvdec, clip, tmp_path):
     cut = synth.truncate(clip, tmp_path / "cut.avi", keep=0.5)
     with NvdecVideoSource(cut) as source:
