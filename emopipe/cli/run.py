@@ -140,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "meanwhile; not with --ray local, whose Ray stops with the run)")
 
     src = parser.add_argument_group("input range")
-    src.add_argument("--start", type=float, metavar="SECONDS", help="start at this time")
+    src.add_argument("--start", type=float, metavar="SECONDS",
+                     help="start at this time of a video (reached by a seek; rows keep the video's own frame numbers "
+                          "and times)")
     src.add_argument("--end", type=float, metavar="SECONDS", help="stop at this time")
     src.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
     src.add_argument("--decoder", choices=["auto", "nvdec", "opencv"], default="auto",
