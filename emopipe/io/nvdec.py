@@ -366,9 +366,9 @@ class NvdecVideoSource(VideoSource):
 
     ``start_s`` seeks as VideoSource does: the decoder is pointed at the frame the frame rate puts at the start
     (PyNvVideoCodec decodes from the key frame before it), and the frames landed on must sit on the frame rate's
-    grid of timestamps counted from the first frame, not past the start; otherwise — a variable frame rate, a
-    seek that lands late — the video is decoded from its beginning up to the start (over 1 000 frames/s at 720p,
-    so an hour in costs about a minute).
+    grid of timestamps counted from the first frame, not past the start (a landing past it — open GOPs, HEVC — is
+    asked for again further back); otherwise — a variable frame rate there — the video is decoded from its
+    beginning up to the start (over 1 000 frames/s at 720p, so an hour in costs about a minute).
     """
 
     decoder = "nvdec"  # reported in the run summary

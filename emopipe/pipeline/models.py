@@ -150,11 +150,11 @@ GPU_RUN_CPU_THREADS = 2  # PyTorch's CPU threads while a GPU run loads and warms
 
 @contextlib.contextmanager
 def few_cpu_threads(device: Any) -> Iterator[None]:
-    """PyTorch's CPU thread pool cut to :data:`GPU_RUN_CPU_THREADS` in this thread while a run on a CUDA device loads
-    and warms its engines: the work is the GPU's then, and a pool as large as the machine's cores spins its OpenMP
-    threads between the loading's many small CPU operations, starving every other process's — four emopipe commands
-    started together on a 16-core H200 host each took 5.5-6.2 s to load EmoNet instead of 0.5 s, eight 12-13.6 s
-    (docs/benchmarks.md, "Start-up"). Worker processes get one thread for the same reason (OMP_NUM_THREADS)."""
+    """PyTorch's CPU thread pool cut to :data:`GPU_RUN_CPU_THREADS` while a run on a CUDA device loads and warms its
+    engines: the work is the GPU's then, and a pool as large as the machine's cores spins its OpenMP threads between
+    the loading's many small CPU operations, starving every other process's — four emopipe commands started together
+    on a 16-core H200 host each took 5.5-6.2 s to load EmoNet instead of 0.5 s, eight 12-13.6 s (docs/benchmarks.md,
+    "What limits us now"). Worker processes get one thread for the same reason (OMP_NUM_THREADS)."""
     import torch
 
     threads = torch.get_num_threads()
