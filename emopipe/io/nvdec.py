@@ -426,12 +426,7 @@ class NvdecVideoSource(VideoSource):
             return False
         a = replace(a, index=landed)
         self._next_index = landed + 1
-        b = self._read()
-        if b is None or abs((b.timestamp_s - a.timestamp_s) - interval) > interval / 4:
-            return False
-        self._pending.extend((a, b))
-        self._drop_before(start_s)
-        return True
+        return self._landed(a, self._read(), start_s)
 
 
 def decoded_frame_size(uri: str | os.PathLike[str], *, decoder: str = "auto",

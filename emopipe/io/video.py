@@ -270,9 +270,18 @@ class VideoSource(_SourceBase):
         b = self._read_at(first_index + 1) if a is not None else None
         if a is None or b is None:
             return False
-        if a.timestamp_s > start_s + interval / 2 or abs((b.timestamp_s - a.timestamp_s) - interval) > interval / 4:
+        if a.timestamp_s > start_s + interval / 2 or not self._landed(a, b, start_s):
             logger.debug("seek to %.3f s landed at %.3f s / %.3f s: decoding from the start instead",
                          start_s, a.timestamp_s, b.timestamp_s)
+            return False
+        return True
+
+    def _landed(self, a: Frame, b: Frame | None, start_s: float) -> bool:
+        """Whether the two frames a seek landed on are one interval of the declared rate apart — what makes a frame
+        number derived from time × rate a true position —, then queued, those before the start dropped."""
+        assert self._fps is not None
+        interval = 1.0 / self._fps
+        if b is None or abs((b.timestamp_s - a.timestamp_s) - interval) > interval / 4:
             return False
         self._pending.extend((a, b))
         self._drop_before(start_s)
