@@ -548,9 +548,9 @@ class Analyzer:
         runs (:meth:`SourceChain.extend`), as a cluster worker's does."""
         device = resolve_device(config.device)
 
-        def open_one(uri: str) -> Any:
-            return open_input(uri, decoder=config.decoder, device=device, start_s=config.start,
-                              end_s=config.end, max_frames=config.max_frames)
+        def open_one(uri: str, start_s: float | None = config.start, end_s: float | None = config.end) -> Any:
+            return open_input(uri, decoder=config.decoder, device=device, start_s=start_s, end_s=end_s,
+                              max_frames=config.max_frames)
 
         # (fed: held until process() has warmed the detector for its first source, before anything decodes)
         return SourceChain([replace(p, position=i) for i, p in enumerate(todo)], open_one,

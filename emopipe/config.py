@@ -144,6 +144,8 @@ class RunConfig:
     # the same run over worker processes of this machine (emopipe.processes); None: in this process; "auto": as many
     # as the machine is measured to gain from (emopipe.processes.workers_for), in this process where that is one
     processes: int | str | None = None
+    # --processes with fewer videos than workers: long videos cut into parts over the workers (emopipe.pipeline.parts)
+    split: bool = True
     # the same run over a Ray cluster (emopipe.cluster)
     ray: str | None = None  # a cluster address, "auto" (RAY_ADDRESS), or "local" (start one here)
     ray_workers: int | None = None  # default: one per GPU of the cluster

@@ -52,6 +52,7 @@ from emopipe.pipeline.hooks import Observer
 if TYPE_CHECKING:
     from emopipe.pipeline.archive import PlannedSource, SourceResult
     from emopipe.pipeline.many import ManyOutcome, ManyPlan
+    from emopipe.pipeline.parts import Split
     from emopipe.types import FrameResult
 
 logger = logging.getLogger(__name__)
@@ -85,12 +86,18 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
         started = time.perf_counter()
         crew = _Crew(config, processes)
         try:
+            from emopipe.pipeline.drivers import largest_first
             from emopipe.pipeline.many import finish_many, many_config, plan_sources, report_many
+            from emopipe.pipeline.parts import plan_parts
 
             plan = planned.enter_context(plan_sources(sources, directory,
                                                       many_config(config, "cuda" if crew.devices else "cpu"),
                                                       config, folder_held=True))
-            crew.keep(min(processes, len(plan.todo)))
+            # fewer videos than workers: long ones in parts, one a worker (no part's file takes a name of the run's)
+            taken = {os.path.abspath(w.path) for p in plan.planned for w in p.written()} | \
+                {os.path.abspath(p.uri) for p in plan.planned}
+            units, splits = plan_parts(largest_first(plan.todo), processes, config, taken=taken)
+            crew.keep(min(processes, len(units)))
             if plan.todo and config.weights:  # (said here once, not by every worker; a missing file: theirs to say)
                 with contextlib.suppress(WeightsError):
                     weights.user_file(config.weights)
@@ -99,7 +106,7 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
                 outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
             else:
                 logger.info("%d source(s) to do over %d worker processes …", len(plan.todo), len(crew.alive()))
-                outcome = _Run(plan, config, crew, on_result, started, timeline, progress).run()
+                outcome = _Run(plan, config, crew, on_result, started, timeline, progress, units, splits).run()
         except BaseException:
             crew.kill()  # (a run that ended leaves none: each ends on its own once it has said goodbye)
             raise
@@ -271,8 +278,7 @@ class _Run:
 
     def __init__(self, plan: ManyPlan, config: RunConfig, crew: _Crew,
                  on_result: Callable[[SourceResult], None] | None, started: float, timeline: dict[str, float],
-                 progress: bool) -> None:
-        from emopipe.pipeline.drivers import largest_first
+                 progress: bool, units: Sequence[PlannedSource], splits: dict[str, Split]) -> None:
         from emopipe.pipeline.progress import ProgressBar
 
         self.plan, self.config, self.crew = plan, config, crew
@@ -280,7 +286,8 @@ class _Run:
         self.on_result = on_result
         self.started, self.timeline = started, timeline
         self.bar = ProgressBar(None) if progress else None
-        self.pending: deque[PlannedSource] = deque(largest_first(plan.todo))
+        self.pending: deque[PlannedSource] = deque(units)  # (largest first; a long video's parts among them)
+        self.splits = splits  # videos run as parts, by source (emopipe.pipeline.parts)
         self.results: list[SourceResult] = []
         self.attempts: dict[str, int] = {}
         self.failures = 0  # workers that died
@@ -299,8 +306,9 @@ class _Run:
         if kind == "want":
             worker.asking = True
         elif kind == "result":
-            worker.taken.pop(body.source, None)
-            if worker.entered == body.source:
+            key = body.part or body.source
+            worker.taken.pop(key, None)
+            if worker.entered == key:
                 worker.entered = None
             self.record(body, worker)
         elif kind == "progress":
@@ -359,10 +367,10 @@ class _Run:
         """A source its worker left unfinished: to another, up to --ray-retries times, then failed."""
         from emopipe.pipeline.archive import SourceResult
 
-        self.attempts[source.uri] = self.attempts.get(source.uri, 0) + 1
-        if self.attempts[source.uri] > self.config.ray_retries:
-            self.record(SourceResult(source=source.uri, status="failed", error=why.format(self.attempts[source.uri]),
-                                     exit_code=1, kind=kind))
+        self.attempts[source.key] = self.attempts.get(source.key, 0) + 1
+        if self.attempts[source.key] > self.config.ray_retries:
+            self.record(SourceResult(source=source.uri, status="failed", error=why.format(self.attempts[source.key]),
+                                     exit_code=1, kind=kind, part=source.key if source.part else None))
         else:
             self.pending.appendleft(source)
 
@@ -377,8 +385,11 @@ class _Run:
             if worker.taken and len(self.pending) < len(worker.taken) * len(alive):
                 continue
             source = self.pending.popleft()
-            worker.taken[source.uri] = source
-            worker.sent_at[source.uri] = time.time()
+            worker.taken[source.key] = source
+            worker.sent_at[source.key] = time.time()
+            split = self.splits.get(source.uri) if source.part else None
+            if split is not None and split.began is None:
+                split.began = time.perf_counter()
             worker.asking = False
             with contextlib.suppress(OSError):  # (gone meanwhile: its pipe's end says so, and the source goes on)
                 worker.pipe.send(source)
@@ -390,17 +401,23 @@ class _Run:
             self._hear(pipes[pipe])
         if self.bar is not None:
             alive = self.crew.alive()
-            frames = sum(r.frames for r in self.results) + sum(w.frames - w.recorded["frames"] for w in alive)
-            faces = sum(r.faces for r in self.results) + sum(w.faces - w.recorded["faces"] for w in alive)
+            parts = [r for split in self.splits.values() if not split.ended for r in split.results.values()]
+            frames = sum(r.frames for r in [*self.results, *parts]) + \
+                sum(w.frames - w.recorded["frames"] for w in alive)
+            faces = sum(r.faces for r in [*self.results, *parts]) + sum(w.faces - w.recorded["faces"] for w in alive)
             self.bar.show(frames, faces, None, workers=len(alive))
 
     # -- the results ---------------------------------------------------------------------------------------------
 
     def record(self, result: SourceResult, worker: _Worker | None = None) -> None:
-        """A source's manifest line, then its files' names (the rows last), as one process does them."""
+        """A source's manifest line, then its files' names (the rows last), as one process does them. A part of a
+        video is kept until its video's parts are all in, which are then joined into the video's line and files."""
         from emopipe.pipeline.archive import publish
         from emopipe.pipeline.drivers import signals_held
 
+        if result.part is not None:
+            self._record_part(result, worker)
+            return
         with signals_held():  # (a Ctrl-C between the line and the renames would leave a line for partial files)
             self.plan.manifest.append(result.as_dict())
             publish(result.renames)
@@ -413,8 +430,27 @@ class _Run:
         if self.on_result is not None:
             self.on_result(result)
 
+    def _record_part(self, result: SourceResult, worker: _Worker | None) -> None:
+        """A part's result: once its video's parts are all in, the video's line and files, joined from them (its
+        parts' files removed)."""
+        from emopipe.pipeline.parts import join_parts
+
+        if worker is not None:
+            for figure in ("frames", "faces"):
+                worker.recorded[figure] += getattr(result, figure)
+        split = self.splits[result.source]
+        assert result.part is not None
+        split.results[result.part] = result
+        if split.ended or not split.complete:
+            return
+        split.ended = True
+        self.record(join_parts(split, self.config))
+        split.remove_parts()
+
     def _record_left(self) -> None:
-        """Cut off: the sources the workers held, as their files say (those not begun get no line)."""
+        """Cut off: the sources the workers held, as their files say (those not begun get no line). A video whose
+        parts are not all in is interrupted (``--resume`` runs it again), whether or not its parts had begun."""
+        from emopipe.pipeline.archive import SourceResult
         from emopipe.pipeline.drivers import as_left
 
         for worker in self.crew.workers.values():
@@ -422,15 +458,21 @@ class _Run:
                 while not worker.pipe.closed and worker.pipe.poll():
                     kind, body = worker.pipe.recv()
                     if kind == "result":
-                        worker.taken.pop(body.source, None)
+                        worker.taken.pop(body.part or body.source, None)
                         self.record(body, worker)
                     elif kind == "entered":
                         worker.entered = body
             for source in worker.taken.values():
-                left = as_left(source, worker.sent_at[source.uri], entered=worker.entered == source.uri)
+                if source.part is not None:
+                    continue
+                left = as_left(source, worker.sent_at[source.key], entered=worker.entered == source.key)
                 if left is not None:
                     self.record(left)
             worker.taken.clear()
+        for split in self.splits.values():
+            if not split.ended and split.began is not None:
+                split.ended = True
+                self.record(SourceResult(source=split.whole.uri, status="interrupted", exit_code=130))
 
     # -- the run -------------------------------------------------------------------------------------------------
 
@@ -660,7 +702,7 @@ def serve(pipe: Connection, *, began: float, config: RunConfig, cwd: str, name: 
     def entered() -> None:  # (the driver records the source it was in, should it be cut off before its first frame)
         with changed:
             position = state["finished"]
-            inside = chain.readings[position].planned.uri if position < chain.started else None
+            inside = chain.readings[position].planned.key if position < chain.started else None
         tell("entered", inside)
 
     def finished(result: SourceResult) -> None:  # (in position order)

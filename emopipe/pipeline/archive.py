@@ -80,6 +80,17 @@ class PlannedSource:
     summary: Path
     directory: Path = Path()  # the run's output folder
     video: Path | None = None  # its annotated video (--annotate mp4|mkv|avi), beside its rows
+    # A part of a long video (emopipe.pipeline.parts): (k, n), its stretch of the video (None: the run's --start and
+    # --end), and from when its rows count (before it: the overlap with the part before, where tracks are matched)
+    part: tuple[int, int] | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    keep_from_s: float | None = None
+
+    @property
+    def key(self) -> str:
+        """What a driver knows it by: its source, or its source and part (a video's parts go out as sources)."""
+        return self.uri if self.part is None else f"{self.uri}#part{self.part[0]}of{self.part[1]}"
 
     def video_part(self, part: int) -> Path | None:
         """Its annotated video's ``part`` (1, 2…): a camera over Ray records a new part each time its worker dies and it
@@ -349,13 +360,14 @@ IDLE_POLL_S = 0.05  # a fed chain waiting for sources lets its sink finish the s
 class SourceChain:
     """The frames of many sources, one source after another, each frame tagged with its source's position.
 
-    ``open_one`` opens a source (a failure is recorded for that source; the chain goes on). Up to
+    ``open_one`` opens a source (a failure is recorded for that source; the chain goes on); a part of a video
+    (:attr:`PlannedSource.part`) with its ``start_s`` and ``end_s``. Up to
     ``parallel`` sources are opened and decoded ahead, each on its own thread into a small bounded queue,
     so the next source's first frames are ready when the current one ends. ``feeding``: more sources come
     through :meth:`extend` while the chain is read; it ends once :meth:`end_feed` is called and all are read.
     """
 
-    def __init__(self, planned: Sequence[PlannedSource], open_one: Callable[[str], Source], parallel: int = 2,
+    def __init__(self, planned: Sequence[PlannedSource], open_one: Callable[..., Source], parallel: int = 2,
                  queue_frames: int = 32, feeding: bool = False, held: bool = False) -> None:
         if parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {parallel}")
@@ -525,7 +537,9 @@ class SourceChain:
     def _read(self, position: int) -> None:
         reading, items = self.readings[position], self._queues[position]
         try:
-            with self._open_one(reading.planned.uri) as source:
+            planned = reading.planned
+            window = {} if planned.part is None else {"start_s": planned.start_s, "end_s": planned.end_s}
+            with self._open_one(planned.uri, **window) as source:
                 reading.info, reading.decoder = source.info, getattr(source, "decoder", "opencv")
                 for frame in source:
                     if not self._put(items, replace(frame, stream=position)):  # type: ignore[type-var]
@@ -583,6 +597,8 @@ class SourceResult:
     kind: str | None = None  # the error's class, for scripts
     outputs: dict[str, str] = field(default_factory=dict)
     ended_early: str | None = None
+    part: str | None = None  # a part of a video (PlannedSource.key): the driver joins the parts into the source's line
+    lead_frames: int | None = None  # a part's: its frames before its rows count (the overlap)
     # (partial, final) renames still to do, the rows last: a cluster worker's, done by the driver once the source's
     # manifest line is written (:func:`publish`); empty once done, and never in the line
     renames: list[tuple[Path, Path]] = field(default_factory=list)
@@ -617,6 +633,7 @@ class PerSourceSink(Sink):
         self._tracks: TrackWatcher | None = None
         self._faces = 0
         self._written = 0  # frames of the current source written
+        self._lead = 0  # of them, a part's before its rows count (its overlap with the part before)
         self._detected = 0  # of them, frames the detector ran on (--detect-every: the key frames)
         # a source's time runs from the one before it finished; the first's from the end of the warm-ups (begin)
         self._last_finished_s = time.perf_counter()
@@ -643,6 +660,9 @@ class PerSourceSink(Sink):
                     self._video_error = exc
             self._faces += len(result.faces)
             self._written += 1
+            keep_from = self.chain.readings[stream].planned.keep_from_s
+            if keep_from is not None and result.frame.timestamp_s < keep_from:
+                self._lead += 1
             self._detected += result.detected
             self._settle()
 
@@ -751,6 +771,8 @@ class PerSourceSink(Sink):
                               exit_code=error.exit_code if error else (130 if interrupted else None),
                               kind=type(error).__name__ if error else None, outputs=outputs,
                               ended_early=reading.ended_early)
+        if planned.part is not None:
+            result.part, result.lead_frames = planned.key, self._lead
         # Crash-safe at every instant (even SIGKILL): every file is written under its partial name, then any earlier
         # attempt's files are removed, then the manifest line claims the names, then the files take them, the rows
         # last. Killed before the line, a source has no file under a final name; after it, --resume finds its line
@@ -784,7 +806,7 @@ class PerSourceSink(Sink):
             publish(staged)
         self.results.append(result)
         self._sink = self._writer = self._tracks = self._video = self._video_error = None
-        self._faces = self._written = self._detected = 0
+        self._faces = self._written = self._detected = self._lead = 0
         self._next = position + 1
         # last, once the source is finished: a callback that raises (the caller's bug, raised from the run) cannot
         # leave it half done, to be finished again by close() with its published rows removed as an earlier attempt's

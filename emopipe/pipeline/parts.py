@@ -1,0 +1,376 @@
+"""One long video over several workers: cut into overlapping parts, each run as a source of its own, joined again.
+
+One process reads one 720p video at ~1 250 frames/s while the GPU takes ~3 400 from four processes (H200, session 35:
+docs/benchmarks.md), so a ``--processes`` run with fewer videos than workers gives the workers parts of its videos
+(:func:`plan_parts`). Every frame's detections and EmoNet's outputs are the frame's own; what one process carries from
+frame to frame is the tracker. So each part after the first begins an overlap (:data:`OVERLAP_S`, and at least twice
+the tracker's memory) before the stretch its rows are kept for: by the stretch's first frame its tracker holds the
+tracks one process's would. :func:`join_parts` keeps each part's rows of its own stretch, gives each part's tracks the
+ids of the previous part's tracks they share boxes with in the overlap, and numbers the ids again in order of first
+appearance, as :class:`~emopipe.vision.track.IouTracker` numbers them: the rows are one process's rows, and the tracks
+and segments files are made from them as one process makes them (docs/outputs.md).
+
+Not split: a run with ``--smooth`` (each track's average runs over its whole length), ``--detect-every`` above 1 (its
+key frames count from where a part begins), ``--annotate`` (one video file per source) or ``--max-frames``; images and
+videos shorter than two parts of :data:`MIN_PART_S`.
+
+Loads no PyTorch: the driver of a ``--processes`` run plans and joins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from emopipe.config import RunConfig
+from emopipe.errors import EmopipeError, OutputError
+from emopipe.io.records import partial_path, remove_earlier
+from emopipe.io.sources import open_source, source_kind
+from emopipe.pipeline.archive import PlannedSource, SourceResult
+from emopipe.pipeline.summary import RunSummary
+
+logger = logging.getLogger(__name__)
+
+# A part's least length: each costs a seek, a fresh tracker's overlap and a source's switch in its worker (~0.2 s on
+# an H200), a 40-s part of 720p30 ~1 s of work. Four parts of a 3-minute video over four workers: 6.5–6.8 s for the
+# whole command against 8.7 s in one process; eight parts of 22 s over eight: 7.4 s (session 35).
+MIN_PART_S = 40.0
+OVERLAP_S = 2.0  # where a part's tracker learns the tracks before its rows count
+OVERLAP_FRAMES = 60  # and at least this many frames: twice IouTracker's memory (max_age 30 frames)
+SAME_FACE_IOU = 0.5  # two parts' boxes of one face in one frame (they are the same boxes: the detector's on that frame)
+
+
+def not_splittable(config: RunConfig) -> str | None:
+    """Why the options keep each video whole (the rows of parts would not be one process's), or None."""
+    if not config.split:
+        return "--no-split"
+    if config.smooth:
+        return "--smooth"
+    if config.detect_every > 1:
+        return "--detect-every"
+    if config.annotate:
+        return "--annotate"
+    if config.max_frames is not None:
+        return "--max-frames"
+    return None
+
+
+def video_span(uri: str) -> tuple[float, float] | None:
+    """A video file's (duration in seconds, frames a second) as its container declares them (opened on the CPU, not
+    read through); None for other sources and videos that do not say."""
+    if source_kind(uri) != "video":
+        return None
+    try:
+        with open_source(uri) as source:
+            info = source.info
+    except Exception:  # (a source that does not open: its run says why)
+        return None
+    if not info.fps or not info.frame_count or info.fps <= 0 or info.frame_count <= 0:
+        return None
+    return info.frame_count / info.fps, info.fps
+
+
+def parts_for(lengths: Sequence[float], workers: int, min_part_s: float | None = None) -> list[int]:
+    """How many parts each video of ``lengths`` (seconds) is cut into so that ``workers`` each have one: a share of the
+    workers in proportion to its length, at least one, no part shorter than ``min_part_s``; then, while workers are
+    left over, one more part to the video whose parts are longest."""
+    min_part_s = MIN_PART_S if min_part_s is None else min_part_s
+    total = sum(lengths)
+    if total <= 0 or len(lengths) >= workers:
+        return [1] * len(lengths)
+    most = [max(1, min(workers, int(length // min_part_s))) for length in lengths]
+    counts = [max(1, min(cap, int(workers * length / total))) for length, cap in zip(lengths, most)]
+    while sum(counts) < workers:
+        candidates = [i for i in range(len(lengths)) if counts[i] < most[i]]
+        if not candidates:
+            break
+        longest = max(candidates, key=lambda i: lengths[i] / counts[i])
+        counts[longest] += 1
+    return counts
+
+
+def _boundary(seconds: float, fps: float) -> float:
+    """``seconds`` moved to half a frame before the nearest frame's time: no frame's timestamp is at a boundary."""
+    return (round(seconds * fps) - 0.5) / fps
+
+
+def cut(source: PlannedSource, parts: int, length_s: float, fps: float, config: RunConfig) -> list[PlannedSource]:
+    """``source`` as ``parts`` parts over the run's stretch of it (``--start`` to ``--end``, or its ``length_s``)."""
+    first = config.start or 0.0
+    last = min(config.end, length_s) if config.end is not None else length_s
+    overlap = max(OVERLAP_S, OVERLAP_FRAMES / fps)
+    bounds = [_boundary(first + (last - first) * k / parts, fps) for k in range(parts + 1)]
+    stem = source.summary.name.removesuffix(".emotions.summary.json")
+    ending = source.rows.name.removeprefix(stem)  # .emotions.csv or .emotions.jsonl
+    cuts = []
+    for k in range(parts):
+        name = f"{stem}.part{k + 1}of{parts}"
+        cuts.append(replace(source, rows=source.rows.with_name(name + ending),
+                            summary=source.summary.with_name(f"{name}.emotions.summary.json"), video=None,
+                            part=(k + 1, parts), start_s=config.start if k == 0 else max(0.0, bounds[k] - overlap),
+                            end_s=config.end if k == parts - 1 else bounds[k + 1],
+                            keep_from_s=None if k == 0 else bounds[k]))
+    return cuts
+
+
+@dataclass
+class Split:
+    """A video run as parts: its parts, their results as they come, when its first part went out."""
+
+    whole: PlannedSource
+    parts: list[PlannedSource]
+    results: dict[str, SourceResult] = field(default_factory=dict)  # by part key
+    began: float | None = None  # (perf_counter) its first part handed out
+    ended: bool = False  # its line is written (joined, failed or interrupted)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.results) == len(self.parts)
+
+    def remove_parts(self) -> None:
+        """Every file its parts' runs may have left (they stay under partial names: only the joined files are named)."""
+        for part in self.parts:
+            for written in part.written():
+                with contextlib.suppress(OSError):
+                    Path(written.path).unlink(missing_ok=True)
+
+
+def plan_parts(todo: Sequence[PlannedSource], workers: int, config: RunConfig, *,
+               taken: set[str] = frozenset(),  # type: ignore[assignment]
+               span_of: Callable[[str], tuple[float, float] | None] = video_span,
+               ) -> tuple[list[PlannedSource], dict[str, Split]]:
+    """The sources to hand out, with the videos cut where the run has fewer sources than ``workers`` (largest first),
+    and each cut video's :class:`Split` by its source. ``taken``: names other files of the run have (a part whose
+    files would take one stays whole)."""
+    why = not_splittable(config)
+    if workers < 2 or len(todo) >= workers or why is not None:
+        if why is not None and why != "--no-split" and workers > len(todo) > 0:
+            logger.info("each video runs whole in one worker (%s: its rows would depend on where a part begins)", why)
+        return list(todo), {}
+    spans = [span_of(p.uri) for p in todo]
+    lengths = [(min(config.end, s[0]) if config.end is not None else s[0]) - (config.start or 0.0) if s else 0.0
+               for s in spans]
+    counts = parts_for(lengths, workers)
+    units: list[tuple[float, PlannedSource]] = []
+    splits: dict[str, Split] = {}
+    for source, span, length, count in zip(todo, spans, lengths, counts):
+        parts = cut(source, count, span[0], span[1], config) if span and count > 1 else []
+        if parts and any(os.path.abspath(w.path) in taken for p in parts for w in p.written()):
+            parts = []
+        if not parts:
+            units.append((length, source))
+            continue
+        splits[source.uri] = Split(source, parts)
+        units += [(length / count, part) for part in parts]
+        logger.info("%s: %d parts of %.0f s over the workers", source.uri, count, length / count)
+    units.sort(key=lambda unit: -unit[0])  # (stable: a video's parts in order)
+    return [unit for _, unit in units], splits
+
+
+# -- joining a video's parts -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Row:
+    frame: int
+    time_s: float
+    track: int
+    box: tuple[float, float, float, float]
+    fields: Any  # the row as read (a CSV row's strings, a JSON line's object), written back with its id changed
+
+
+class _RowsFile:
+    """A part's rows file, read whole (a part is minutes of one video: thousands of rows, not millions)."""
+
+    def __init__(self, path: Path) -> None:
+        self.jsonl = path.name.removesuffix(".partial").endswith(".jsonl")
+        self.header: list[str] | None = None
+        self.rows: list[_Row] = []
+        try:
+            with open(path, newline="", encoding="utf-8") as file:
+                if self.jsonl:
+                    for line in file:
+                        if line.strip():
+                            entry = json.loads(line)
+                            self.rows.append(_Row(entry["frame"], entry["timestamp_s"], entry["track_id"],
+                                                  (entry["x1"], entry["y1"], entry["x2"], entry["y2"]), entry))
+                else:
+                    reader = csv.reader(file)
+                    self.header = next(reader, None)
+                    if self.header is None:
+                        return
+                    at = {name: i for i, name in enumerate(self.header)}
+                    frame, time_s, track = at["frame"], at["timestamp_s"], at["track_id"]
+                    box = [at[name] for name in ("x1", "y1", "x2", "y2")]
+                    for fields in reader:
+                        self.rows.append(_Row(int(fields[frame]), float(fields[time_s]), int(fields[track]),
+                                              tuple(float(fields[i]) for i in box), fields))  # type: ignore[arg-type]
+                    self.track_column = track
+        except (OSError, ValueError, KeyError, StopIteration) as exc:
+            raise OutputError(f"cannot read the part {path}: {exc}") from None
+
+    def line(self, row: _Row, track: int) -> str:
+        if self.jsonl:
+            return json.dumps({**row.fields, "track_id": track}, ensure_ascii=False) + "\n"
+        fields = list(row.fields)
+        fields[self.track_column] = str(track)
+        return _csv_line(fields)
+
+
+def _csv_line(fields: Sequence[str]) -> str:
+    text: list[str] = []
+
+    class _Into:
+        def write(self, chunk: str) -> None:
+            text.append(chunk)
+
+    csv.writer(_Into(), lineterminator="\n").writerow(fields)
+    return "".join(text)
+
+
+def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    if width <= 0 or height <= 0:
+        return 0.0
+    inner = width * height
+    return inner / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inner)
+
+
+def match_tracks(before: Sequence[_Row], overlap: Sequence[_Row]) -> dict[int, int]:
+    """Which track of the part before (its id) each track of a part's overlap rows is: the one whose box it shares
+    (IoU ≥ SAME_FACE_IOU) in most of the frames where it is seen, at least half of them; one each way."""
+    boxes: dict[int, list[_Row]] = {}
+    for row in before:
+        boxes.setdefault(row.frame, []).append(row)
+    votes: Counter[tuple[int, int]] = Counter()
+    seen: Counter[int] = Counter()
+    for row in overlap:
+        seen[row.track] += 1
+        for shared in boxes.get(row.frame, ()):
+            if _iou(row.box, shared.box) >= SAME_FACE_IOU:
+                votes[(row.track, shared.track)] += 1
+    matched: dict[int, int] = {}
+    used: set[int] = set()
+    for (track, other), count in votes.most_common():
+        if track not in matched and other not in used and 2 * count >= seen[track]:
+            matched[track] = other
+            used.add(other)
+    return matched
+
+
+def join_parts(split: Split, config: RunConfig) -> SourceResult:
+    """The source's result from its parts' (all in, in order): its rows, tracks, segments and summary written under
+    partial names, their renames staged (the driver writes the line, then names them, the rows last), as one
+    process finishes a source. The joined parts are those up to the first that did not end ``ok`` (one process
+    stops a source there); that part's failure is the source's."""
+    from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv
+    from emopipe.report.rows import read_records
+    from emopipe.report.tracks import TrackCollector
+
+    whole = split.whole
+    results = [split.results[part.key] for part in split.parts]
+    failed = next((r for r in results if r.status != "ok"), None)
+    joined = results[:results.index(failed) + 1] if failed is not None else results
+    joined = [r for r in joined if "rows" in r.outputs]
+    seconds = time.perf_counter() - split.began if split.began is not None else sum(r.seconds for r in results)
+    if not joined:  # (its first part failed before it wrote a row file: nothing to join)
+        assert failed is not None
+        return replace(failed, source=whole.uri, part=None, lead_frames=None, outputs={}, renames=[], rows=0,
+                       faces=0, seconds=round(seconds, 4))
+    files = [_RowsFile(_rows_at(part, result)) for part, result in zip(split.parts, joined)]
+    ids: dict[tuple[int, int], int] = {}  # (part, its track) → the joined track id, in order of first appearance
+    previous: dict[int, tuple[int, int]] = {}  # the previous part's track → its (part, track) key in ``ids``
+    lines: list[str] = []
+    faces = 0
+    for k, (part, file) in enumerate(zip(split.parts, files)):
+        keep_from = part.keep_from_s if k else None
+        until = split.parts[k + 1].keep_from_s if k + 1 < len(files) else None
+        mine = [r for r in file.rows
+                if (keep_from is None or r.time_s >= keep_from) and (until is None or r.time_s < until)]
+        same: dict[int, tuple[int, int]] = {}
+        if k and keep_from is not None:
+            before = [r for r in files[k - 1].rows if r.time_s >= (part.start_s or 0.0) and r.time_s < keep_from]
+            overlap = [r for r in file.rows if r.time_s < keep_from]
+            same = {track: previous[other] for track, other in match_tracks(before, overlap).items()
+                    if other in previous}
+        keys: dict[int, tuple[int, int]] = {}
+        for row in file.rows:
+            keys.setdefault(row.track, same.get(row.track, (k, row.track)))
+        for row in mine:
+            key = keys[row.track]
+            if key not in ids:
+                ids[key] = len(ids) + 1
+            lines.append(file.line(row, ids[key]))
+            faces += 1
+        previous = keys
+    rows_partial = partial_path(whole.rows)
+    try:
+        rows_partial.parent.mkdir(parents=True, exist_ok=True)
+        with open(rows_partial, "w", newline="", encoding="utf-8") as out:
+            if files[0].header is not None:
+                out.write(_csv_line(files[0].header))
+            out.writelines(lines)
+    except OSError as exc:
+        raise OutputError(f"cannot write {whole.rows}: {exc.strerror or exc}") from None
+    frames = sum(r.frames - (r.lead_frames or 0) for r in joined)
+    outputs = {"rows": str(whole.rows)}
+    staged: list[tuple[Path, Path]] = []
+    tracks = None
+    try:  # (from the rows, as one process's: a failure is a warning, the rows are complete)
+        collector = TrackCollector()
+        collector.add(read_records(rows_partial))
+        reports = analyse(collector)
+        write_tracks_csv(partial_path(whole.tracks), reports)
+        write_segments_csv(partial_path(whole.segments), reports)
+        staged += [(partial_path(whole.tracks), whole.tracks), (partial_path(whole.segments), whole.segments)]
+        outputs.update(tracks=str(whole.tracks), segments=str(whole.segments))
+        tracks = [r.summary.as_dict() for r in reports]
+    except (EmopipeError, ImportError, OSError, ValueError) as exc:
+        logger.warning("%s: track summaries not written (the rows are complete): %s", whole.uri, exc)
+    decoders = sorted({d for part, result in zip(split.parts, joined) if (d := _decoder_of(part, result))})
+    error = failed.error if failed is not None else None
+    summary = RunSummary(source=whole.uri, decoder="+".join(decoders) or "opencv", frames=frames, faces=faces,
+                         seconds=round(seconds, 4), fps=frames / seconds if seconds else 0.0,
+                         faces_per_s=faces / seconds if seconds else 0.0, detect_every=config.detect_every,
+                         frames_detected=frames, ended_early=failed.ended_early if failed is not None else None,
+                         outputs=dict(outputs), tracks=tracks)
+    facts = {**summary.as_dict(), "parts": len(split.parts)}
+    summary_partial = partial_path(whole.summary)
+    try:
+        summary_partial.write_text(json.dumps(facts, indent=2) + "\n")
+    except OSError as exc:
+        raise OutputError(f"cannot write {whole.summary}: {exc.strerror or exc}") from None
+    staged += [(summary_partial, whole.summary), (rows_partial, whole.rows)]  # (the rows last)
+    outputs["summary"] = str(whole.summary)
+    remove_earlier(whole.files)  # (an earlier attempt's: beside the new ones they would look done too soon)
+    return SourceResult(source=whole.uri, status="ok" if failed is None else failed.status, frames=frames, faces=faces,
+                        rows=faces, seconds=round(seconds, 4), error=error,
+                        exit_code=failed.exit_code if failed is not None else None,
+                        kind=failed.kind if failed is not None else None, outputs=outputs,
+                        ended_early=failed.ended_early if failed is not None else None, renames=staged)
+
+
+def _rows_at(part: PlannedSource, result: SourceResult) -> Path:
+    """Where a part's rows are: under the partial name its worker left them at (its result's renames say)."""
+    return next((Path(at) for at, final in result.renames if Path(final) == part.rows), part.rows)
+
+
+def _decoder_of(part: PlannedSource, result: SourceResult) -> str | None:
+    at = next((Path(at) for at, final in result.renames if Path(final) == part.summary), part.summary)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        decoder = json.loads(at.read_text()).get("decoder")
+        return decoder if isinstance(decoder, str) else None
+    return None
+
+
+__all__ = ["Split", "join_parts", "match_tracks", "not_splittable", "parts_for", "plan_parts", "video_span"]
