@@ -105,7 +105,10 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
             if not plan.todo:
                 outcome = finish_many(plan, plan.skipped, None, False, time.perf_counter() - started)
             else:
-                logger.info("%d source(s) to do over %d worker processes …", len(plan.todo), len(crew.alive()))
+                parts = sum(len(split.parts) for split in splits.values())
+                cut_up = f" ({len(splits)} of them in {parts} parts)" if splits else ""
+                logger.info("%d source(s)%s to do over %d worker processes …", len(plan.todo), cut_up,
+                            len(crew.alive()))
                 outcome = _Run(plan, config, crew, on_result, started, timeline, progress, units, splits).run()
         except BaseException:
             crew.kill()  # (a run that ended leaves none: each ends on its own once it has said goodbye)
