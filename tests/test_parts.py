@@ -18,6 +18,9 @@ from emopipe.io.records import open_writer
 from emopipe.pipeline import parts
 from emopipe.pipeline.archive import PlannedSource, SourceResult, plan_outputs
 from emopipe.pipeline.parts import Split, cut, join_parts, not_splittable, parts_for, plan_parts
+from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv
+from emopipe.report.rows import read_records
+from emopipe.report.tracks import TrackCollector
 from emopipe.types import FaceRecord
 from emopipe.vision.track import IouTracker
 
@@ -168,6 +171,15 @@ def test_joined_parts_are_the_rows_one_process_writes_byte_for_byte(tmp_path, fm
     summary = json.loads(split.whole.summary.read_text())
     assert summary["frames"] == frames and summary["parts"] == 4 and summary["faces"] == result.faces
     assert len(summary["tracks"]) == len(split.whole.tracks.read_text().splitlines()) - 1 > 8
+    assert summary["join_s"] >= 0
+    # the tracks and segments as `emopipe report` makes them from the one-process rows file, byte for byte
+    collector = TrackCollector()
+    collector.add(read_records(alone))
+    reports = analyse(collector)
+    write_tracks_csv(tmp_path / "alone.tracks.csv", reports)
+    write_segments_csv(tmp_path / "alone.segments.csv", reports)
+    assert split.whole.tracks.read_bytes() == (tmp_path / "alone.tracks.csv").read_bytes()
+    assert split.whole.segments.read_bytes() == (tmp_path / "alone.segments.csv").read_bytes()
 
 
 def test_tracks_that_cross_a_seam_keep_one_id_and_new_ones_are_numbered_in_order(tmp_path):

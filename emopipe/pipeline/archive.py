@@ -712,13 +712,15 @@ class PerSourceSink(Sink):
                                    files=info is not None and info.kind == "images")
         self._writer.commit_on_close = False
         uri = info.uri if info is not None else redact_uri(planned.uri)
-        self._tracks = TrackWatcher(thumbnails=False)
+        # (a part of a video: its tracks are summarised once the parts are joined, from the joined rows)
+        self._tracks = TrackWatcher(thumbnails=False) if planned.part is None else None
         recorder = FaceRecorder(uri, self.labels, smoothing=self.config.smooth, precision=self.config.precision)
         if planned.video is not None and info is not None:  # (under its partial name until the source is done)
             self._video = AnnotatedVideoWriter(planned.video, info.fps or 1.0, (info.width, info.height), partial=True,
                                                writer=self.config.video_writer)
         # (the video is written here, not by the sink: a video that fails fails its source, not the run)
-        self._sink = RecordSink(recorder, self._writer, None, watchers=[self._tracks], hold_rows=True)
+        watchers = [self._tracks] if self._tracks is not None else []
+        self._sink = RecordSink(recorder, self._writer, None, watchers=watchers, hold_rows=True)
         self._faces = 0
 
     def _finish_before(self, stream: int) -> None:

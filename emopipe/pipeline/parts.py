@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from emopipe.io.records import partial_path, remove_earlier
 from emopipe.io.sources import open_source, source_kind
 from emopipe.pipeline.archive import PlannedSource, SourceResult
 from emopipe.pipeline.summary import RunSummary
+from emopipe.report.tracks import TrackCollector, TrackSeries
 
 logger = logging.getLogger(__name__)
 
@@ -188,53 +189,67 @@ class _Row:
     fields: Any  # the row as read (a CSV row's strings, a JSON line's object), written back with its id changed
 
 
-class _RowsFile:
-    """A part's rows file, read whole (a part is minutes of one video: thousands of rows, not millions)."""
+class _PartRows:
+    """A part's rows file read as a stream (a part may be an hour of four faces a frame: its rows are never all held):
+    each row's frame, time, track and box, and what the track summaries take from it."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.jsonl = path.name.removesuffix(".partial").endswith(".jsonl")
         self.header: list[str] | None = None
-        self.rows: list[_Row] = []
+        self.labels: tuple[str, ...] = ()
+
+    def rows(self) -> Iterator[_Row]:
         try:
-            with open(path, newline="", encoding="utf-8") as file:
-                if self.jsonl:
-                    for line in file:
-                        if line.strip():
-                            entry = json.loads(line)
-                            self.rows.append(_Row(entry["frame"], entry["timestamp_s"], entry["track_id"],
-                                                  (entry["x1"], entry["y1"], entry["x2"], entry["y2"]), entry))
-                else:
-                    reader = csv.reader(file)
-                    self.header = next(reader, None)
-                    if self.header is None:
-                        return
-                    at = {name: i for i, name in enumerate(self.header)}
-                    frame, time_s, track = at["frame"], at["timestamp_s"], at["track_id"]
-                    box = [at[name] for name in ("x1", "y1", "x2", "y2")]
-                    for fields in reader:
-                        self.rows.append(_Row(int(fields[frame]), float(fields[time_s]), int(fields[track]),
-                                              tuple(float(fields[i]) for i in box), fields))  # type: ignore[arg-type]
-                    self.track_column = track
-        except (OSError, ValueError, KeyError, StopIteration) as exc:
-            raise OutputError(f"cannot read the part {path}: {exc}") from None
+            with open(self.path, newline="", encoding="utf-8") as file:
+                yield from self._jsonl(file) if self.jsonl else self._csv(file)
+        except (OSError, ValueError, KeyError, IndexError, csv.Error) as exc:
+            raise OutputError(f"cannot read the part {self.path}: {exc}") from None
 
-    def line(self, row: _Row, track: int) -> str:
+    def _csv(self, file: Any) -> Iterator[_Row]:
+        reader = csv.reader(file)
+        self.header = next(reader, None)
+        if self.header is None:
+            return
+        at = {name: i for i, name in enumerate(self.header)}
+        self.labels = tuple(name[2:] for name in self.header if name.startswith("p_"))
+        self._columns = {name: at[name] for name in ("valence", "arousal", "score")}
+        self._p = [at[f"p_{label}"] for label in self.labels]
+        frame, time_s, self._track, self._source = at["frame"], at["timestamp_s"], at["track_id"], at["source"]
+        x1, y1, x2, y2 = (at[name] for name in ("x1", "y1", "x2", "y2"))
+        for fields in reader:
+            if fields:
+                yield _Row(int(fields[frame]), float(fields[time_s]), int(fields[self._track]),
+                           (float(fields[x1]), float(fields[y1]), float(fields[x2]), float(fields[y2])), fields)
+
+    def _jsonl(self, file: Any) -> Iterator[_Row]:
+        for line in file:
+            if line.strip():
+                entry = json.loads(line)
+                if not self.labels:
+                    self.labels = tuple(entry["probabilities"])
+                yield _Row(entry["frame"], entry["timestamp_s"], entry["track_id"],
+                           (entry["x1"], entry["y1"], entry["x2"], entry["y2"]), entry)
+
+    def values(self, row: _Row) -> tuple[float, float, float, list[float]]:
+        """(valence, arousal, score, probabilities in the labels' order) of a row, for its track's summary."""
         if self.jsonl:
-            return json.dumps({**row.fields, "track_id": track}, ensure_ascii=False) + "\n"
-        fields = list(row.fields)
-        fields[self.track_column] = str(track)
-        return _csv_line(fields)
+            entry = row.fields
+            return entry["valence"], entry["arousal"], entry["score"], [entry["probabilities"][k] for k in self.labels]
+        fields, at = row.fields, self._columns
+        return (float(fields[at["valence"]]), float(fields[at["arousal"]]), float(fields[at["score"]]),
+                [float(fields[i]) for i in self._p])
 
+    def source(self, row: _Row) -> str:
+        return row.fields["source"] if self.jsonl else row.fields[self._source]  # type: ignore[no-any-return]
 
-def _csv_line(fields: Sequence[str]) -> str:
-    text: list[str] = []
-
-    class _Into:
-        def write(self, chunk: str) -> None:
-            text.append(chunk)
-
-    csv.writer(_Into(), lineterminator="\n").writerow(fields)
-    return "".join(text)
+    def write(self, out: Any, writer: Any, row: _Row, track: int) -> None:
+        """The row as it was read, its track id ``track``."""
+        if self.jsonl:
+            out.write(json.dumps({**row.fields, "track_id": track}, ensure_ascii=False) + "\n")
+        else:
+            row.fields[self._track] = str(track)
+            writer.writerow(row.fields)
 
 
 def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
@@ -268,15 +283,81 @@ def match_tracks(before: Sequence[_Row], overlap: Sequence[_Row]) -> dict[int, i
     return matched
 
 
+class _Joiner:
+    """The joined rows, written as the parts are read in order, and each joined track's columns for its summary."""
+
+    def __init__(self, out: Any, parts: Sequence[PlannedSource]) -> None:
+        self.out, self.parts = out, parts
+        self.writer = csv.writer(out, lineterminator="\n")
+        self.ids: dict[tuple[int, int], int] = {}  # (part, its track) → the joined id, in order of first appearance
+        self.tracks = TrackCollector()
+        self.faces = 0
+        self.header: list[str] | None = None
+
+    def part(self, k: int, rows: _PartRows, tail: list[_Row], tail_keys: dict[int, tuple[int, int]],
+             last: bool) -> tuple[list[_Row], dict[int, tuple[int, int]]]:
+        """Part ``k``'s rows of its own stretch written, its tracks that the part before's ``tail`` (its rows in this
+        part's overlap, their tracks' keys in ``tail_keys``) shares taking their ids; returns this part's tail for the
+        next part (``last``: none) and its tracks' keys."""
+        part = self.parts[k]
+        keep_from = part.keep_from_s
+        until = None if last else self.parts[k + 1].keep_from_s
+        next_start = None if last else (self.parts[k + 1].start_s or 0.0)
+        overlap: list[_Row] = []
+        keys: dict[int, tuple[int, int]] = {}
+        same: dict[int, tuple[int, int]] | None = None
+        own_tail: list[_Row] = []
+        for row in rows.rows():
+            if keep_from is not None and row.time_s < keep_from:
+                overlap.append(row)  # (the overlap: seconds of rows, held to match this part's tracks)
+                continue
+            if until is not None and row.time_s >= until:
+                break
+            if same is None:
+                same = self._same(tail, tail_keys, overlap)
+                if self.header is None and rows.header is not None:
+                    self.header = rows.header
+                    self.writer.writerow(rows.header)
+            key = keys.get(row.track)
+            if key is None:
+                key = keys[row.track] = same.get(row.track, (k, row.track))
+            joined = self.ids.get(key)
+            if joined is None:
+                joined = self.ids[key] = len(self.ids) + 1
+            if next_start is not None and row.time_s >= next_start:
+                own_tail.append(row)  # (matched by the next part by its own track, row.track)
+            self._add(rows, row, joined)
+            rows.write(self.out, self.writer, row, joined)
+            self.faces += 1
+        if self.header is None and rows.header is not None:  # (no row kept: the header still leads the file)
+            self.header = rows.header
+            self.writer.writerow(rows.header)
+        return own_tail, keys
+
+    def _same(self, tail: list[_Row], tail_keys: dict[int, tuple[int, int]],
+              overlap: list[_Row]) -> dict[int, tuple[int, int]]:
+        if not tail or not overlap:
+            return {}
+        return {track: tail_keys[other] for track, other in match_tracks(tail, overlap).items() if other in tail_keys}
+
+    def _add(self, rows: _PartRows, row: _Row, joined: int) -> None:
+        source = rows.source(row)
+        series = self.tracks.tracks.get((source, joined))
+        if series is None:
+            series = self.tracks.tracks[(source, joined)] = TrackSeries(source, joined, rows.labels)
+        valence, arousal, score, probabilities = rows.values(row)
+        series.append(row.frame, row.time_s, valence, arousal, score, row.box, probabilities)
+
+
 def join_parts(split: Split, config: RunConfig) -> SourceResult:
     """The source's result from its parts' (all in, in order): its rows, tracks, segments and summary written under
     partial names, their renames staged (the driver writes the line, then names them, the rows last), as one
     process finishes a source. The joined parts are those up to the first that did not end ``ok`` (one process
-    stops a source there); that part's failure is the source's."""
+    stops a source there); that part's failure is the source's. The rows are read as a stream: a part's overlap
+    and the stretch the next part overlaps are all that is held."""
     from emopipe.report.outputs import analyse, write_segments_csv, write_tracks_csv
-    from emopipe.report.rows import read_records
-    from emopipe.report.tracks import TrackCollector
 
+    began = time.perf_counter()
     whole = split.whole
     results = [split.results[part.key] for part in split.parts]
     failed = next((r for r in results if r.status != "ok"), None)
@@ -287,49 +368,25 @@ def join_parts(split: Split, config: RunConfig) -> SourceResult:
         assert failed is not None
         return replace(failed, source=whole.uri, part=None, lead_frames=None, outputs={}, renames=[], rows=0,
                        faces=0, seconds=round(seconds, 4))
-    files = [_RowsFile(_rows_at(part, result)) for part, result in zip(split.parts, joined)]
-    ids: dict[tuple[int, int], int] = {}  # (part, its track) → the joined track id, in order of first appearance
-    previous: dict[int, tuple[int, int]] = {}  # the previous part's track → its (part, track) key in ``ids``
-    lines: list[str] = []
-    faces = 0
-    for k, (part, file) in enumerate(zip(split.parts, files)):
-        keep_from = part.keep_from_s if k else None
-        until = split.parts[k + 1].keep_from_s if k + 1 < len(files) else None
-        mine = [r for r in file.rows
-                if (keep_from is None or r.time_s >= keep_from) and (until is None or r.time_s < until)]
-        same: dict[int, tuple[int, int]] = {}
-        if k and keep_from is not None:
-            before = [r for r in files[k - 1].rows if r.time_s >= (part.start_s or 0.0) and r.time_s < keep_from]
-            overlap = [r for r in file.rows if r.time_s < keep_from]
-            same = {track: previous[other] for track, other in match_tracks(before, overlap).items()
-                    if other in previous}
-        keys: dict[int, tuple[int, int]] = {}
-        for row in file.rows:
-            keys.setdefault(row.track, same.get(row.track, (k, row.track)))
-        for row in mine:
-            key = keys[row.track]
-            if key not in ids:
-                ids[key] = len(ids) + 1
-            lines.append(file.line(row, ids[key]))
-            faces += 1
-        previous = keys
     rows_partial = partial_path(whole.rows)
     try:
         rows_partial.parent.mkdir(parents=True, exist_ok=True)
         with open(rows_partial, "w", newline="", encoding="utf-8") as out:
-            if files[0].header is not None:
-                out.write(_csv_line(files[0].header))
-            out.writelines(lines)
+            joiner = _Joiner(out, split.parts)
+            tail: list[_Row] = []
+            keys: dict[int, tuple[int, int]] = {}
+            for k, result in enumerate(joined):
+                tail, keys = joiner.part(k, _PartRows(_rows_at(split.parts[k], result)), tail, keys,
+                                         last=k == len(joined) - 1)
     except OSError as exc:
         raise OutputError(f"cannot write {whole.rows}: {exc.strerror or exc}") from None
     frames = sum(r.frames - (r.lead_frames or 0) for r in joined)
+    faces = joiner.faces
     outputs = {"rows": str(whole.rows)}
     staged: list[tuple[Path, Path]] = []
     tracks = None
-    try:  # (from the rows, as one process's: a failure is a warning, the rows are complete)
-        collector = TrackCollector()
-        collector.add(read_records(rows_partial))
-        reports = analyse(collector)
+    try:  # (from the rows, as one process's from its records: a failure is a warning, the rows are complete)
+        reports = analyse(joiner.tracks)
         write_tracks_csv(partial_path(whole.tracks), reports)
         write_segments_csv(partial_path(whole.segments), reports)
         staged += [(partial_path(whole.tracks), whole.tracks), (partial_path(whole.segments), whole.segments)]
@@ -344,7 +401,7 @@ def join_parts(split: Split, config: RunConfig) -> SourceResult:
                          faces_per_s=faces / seconds if seconds else 0.0, detect_every=config.detect_every,
                          frames_detected=frames, ended_early=failed.ended_early if failed is not None else None,
                          outputs=dict(outputs), tracks=tracks)
-    facts = {**summary.as_dict(), "parts": len(split.parts)}
+    facts = {**summary.as_dict(), "parts": len(split.parts), "join_s": round(time.perf_counter() - began, 3)}
     summary_partial = partial_path(whole.summary)
     try:
         summary_partial.write_text(json.dumps(facts, indent=2) + "\n")

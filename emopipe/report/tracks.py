@@ -44,15 +44,22 @@ class TrackSeries:
                              f"the track {self.labels}")
         if record.file is not None:
             self.files[len(self._frames)] = record.file
-        self._frames.append(record.frame)
-        self._times.append(record.timestamp_s)
-        self._valence.append(record.valence)
-        self._arousal.append(record.arousal)
-        self._scores.append(record.score)
-        self._boxes.extend(record.box)
+        self.append(record.frame, record.timestamp_s, record.valence, record.arousal, record.score, record.box,
+                    record.probabilities)
+
+    def append(self, frame: int, timestamp_s: float, valence: float, arousal: float, score: float,
+               box: Sequence[float], probabilities: Sequence[float] | np.ndarray) -> None:
+        """One record's values, as :meth:`add` takes them from a record (a video's parts joined from their rows files
+        give them without making records: emopipe.pipeline.parts)."""
+        self._frames.append(frame)
+        self._times.append(timestamp_s)
+        self._valence.append(valence)
+        self._arousal.append(arousal)
+        self._scores.append(score)
+        self._boxes.extend(box)
         # one copy of the float32 bytes, not an element-by-element conversion (this runs on the writer
         # thread for every face of every frame)
-        self._probabilities.frombytes(np.asarray(record.probabilities, dtype=np.float32).tobytes())
+        self._probabilities.frombytes(np.asarray(probabilities, dtype=np.float32).tobytes())
 
     def __len__(self) -> int:
         return len(self._frames)
