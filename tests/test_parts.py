@@ -319,6 +319,32 @@ def test_a_part_whose_worker_died_is_run_again_and_ctrl_c_then_resume_completes(
     assert not list(out.glob("*.part*"))  # the parts' files, the interrupted run's too, are gone
 
 
+@pytest.mark.slow
+def test_a_truncated_video_cut_up_fails_where_and_as_it_fails_whole(tmp_path, talk, short_parts):
+    import cv2
+
+    from emopipe.processes import run_on_processes
+    from tests.support.synth import moving_face_video, truncate, write_video
+
+    config, _ = talk
+    clip = moving_face_video(tmp_path / "full.mp4", frames=24, fps=8.0, empty=None)
+    capture = cv2.VideoCapture(str(clip.path))
+    frames = [capture.read()[1] for _ in range(24)]
+    write_video(tmp_path / "full.avi", frames, 8.0, fourcc="MJPG")  # (its frame count in the header: read on a cut)
+    (tmp_path / "in").mkdir()
+    truncate(tmp_path / "full.avi", tmp_path / "in" / "cut.avi", 0.6)  # the second part's stretch is cut short
+    config = replace(config, sources=(str(tmp_path / "in"),))
+    outcomes = {split: run_on_processes(replace(config, split=split), 2, output_dir=tmp_path / str(split))
+                for split in (True, False)}
+    cut_up, whole = (outcomes[split].results[0] for split in (True, False))
+    assert (cut_up.status, cut_up.exit_code, cut_up.kind) == ("failed", 8, "InputTruncatedError")
+    assert (cut_up.frames, cut_up.rows, cut_up.error) == (whole.frames, whole.rows, whole.error)
+    assert 0 < cut_up.frames < 24
+    for name in ("cut.emotions.csv", "cut.emotions.segments.csv"):  # the rows up to the cut, kept
+        assert (tmp_path / "True" / name).read_bytes() == (tmp_path / "False" / name).read_bytes()
+    assert json.loads((tmp_path / "True" / "cut.emotions.summary.json").read_text())["parts"] == 2
+
+
 def test_planned_sources_without_a_part_are_known_by_their_source(tmp_path):
     planned = PlannedSource(0, "a.mp4", tmp_path / "a.emotions.csv", tmp_path / "a.emotions.summary.json")
     assert planned.key == "a.mp4" and replace(planned, part=(2, 3)).key == "a.mp4#part2of3"
