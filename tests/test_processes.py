@@ -112,6 +112,10 @@ def test_a_worker_that_crashes_prints_its_threads_stacks_first(capfd, four_clips
     try:
         crew.send(worker)
         assert worker.pipe.recv() == ("want", None)  # it asks for its first source as its engines begin to load
+        # Killed once warm, its threads waiting (for the source not sent): faulthandler reads the other threads'
+        # stacks without their lock, and a thread being started as the signal came crashed the dump half-way
+        # through under a loaded CI run (its first line only, no frame of emopipe's).
+        assert worker.pipe.recv()[0] == "ready"
         os.kill(worker.process.pid, signal.SIGSEGV)
         assert worker.process.wait(120) == -signal.SIGSEGV
     finally:
