@@ -446,8 +446,9 @@ class _Run:
         split.results[result.part] = result
         if split.ended or not split.complete:
             return
+        joined = join_parts(split, self.config)  # (a Ctrl-C meanwhile: the video is recorded interrupted)
         split.ended = True
-        self.record(join_parts(split, self.config))
+        self.record(joined)
         split.remove_parts()
 
     def _record_left(self) -> None:
