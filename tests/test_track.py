@@ -154,7 +154,7 @@ def test_the_iou_of_two_boxes_is_box_ious_value_to_the_bit():
     b[::7] = a[::7]  # identical boxes
     b[1::7, :2] = a[1::7, 2:]  # touching corners
     for x, y in zip(a.tolist(), b.tolist()):
-        assert track._iou(x, y) == box_iou(np.array([x]), np.array([y]))[0, 0]
+        assert track.pair_iou(x, y) == box_iou(np.array([x]), np.array([y]))[0, 0]
 
 
 def test_small_frames_worked_out_in_python_track_as_numpys_iou_matrix_does(monkeypatch):

@@ -38,6 +38,7 @@ from emopipe.io.sources import open_source, source_kind
 from emopipe.pipeline.archive import PlannedSource, SourceResult
 from emopipe.pipeline.summary import RunSummary
 from emopipe.report.tracks import TrackCollector, TrackSeries
+from emopipe.vision.track import pair_iou
 
 logger = logging.getLogger(__name__)
 
@@ -252,15 +253,6 @@ class _PartRows:
             writer.writerow(row.fields)
 
 
-def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    width = min(a[2], b[2]) - max(a[0], b[0])
-    height = min(a[3], b[3]) - max(a[1], b[1])
-    if width <= 0 or height <= 0:
-        return 0.0
-    inner = width * height
-    return inner / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inner)
-
-
 def match_tracks(before: Sequence[_Row], overlap: Sequence[_Row]) -> dict[int, int]:
     """Which track of the part before (its id) each track of a part's overlap rows is: the one whose box it shares
     (IoU ≥ SAME_FACE_IOU) in most of the frames where it is seen, at least half of them; one each way."""
@@ -272,7 +264,7 @@ def match_tracks(before: Sequence[_Row], overlap: Sequence[_Row]) -> dict[int, i
     for row in overlap:
         seen[row.track] += 1
         for shared in boxes.get(row.frame, ()):
-            if _iou(row.box, shared.box) >= SAME_FACE_IOU:
+            if pair_iou(row.box, shared.box) >= SAME_FACE_IOU:
                 votes[(row.track, shared.track)] += 1
     matched: dict[int, int] = {}
     used: set[int] = set()

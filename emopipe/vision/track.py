@@ -55,7 +55,7 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 SMALL_FRAME_PAIRS = 16  # up to this many (track, box) pairs, the IoU is worked out in Python, not NumPy
 
 
-def _iou(a: Sequence[float], b: Sequence[float]) -> float:
+def pair_iou(a: Sequence[float], b: Sequence[float]) -> float:
     """IoU of two boxes, in the operations and order of :func:`box_iou` (so the same float64 value)."""
     inter = max(min(a[2], b[2]) - max(a[0], b[0]), 0.0) * max(min(a[3], b[3]) - max(a[1], b[1]), 0.0)
     union = max(a[2] - a[0], 0.0) * max(a[3] - a[1], 0.0) + max(b[2] - b[0], 0.0) * max(b[3] - b[1], 0.0) - inter
@@ -125,7 +125,7 @@ class IouTracker:
         if found and tracks:
             predicted = [t.predicted() for t in tracks]
             if len(found) * len(tracks) <= SMALL_FRAME_PAIRS:
-                iou = np.array([[_iou(p, b) for b in found] for p in predicted])
+                iou = np.array([[pair_iou(p, b) for b in found] for p in predicted])
             else:
                 iou = box_iou(np.array(predicted), boxes)
             # Pairs under the threshold are worth nothing, so the assignment maximises the summed IoU
