@@ -75,6 +75,7 @@ from emopipe.pipeline.many import (
     plan_sources,
     report_many,
 )
+from emopipe.pipeline.parts import PartResults, plan_parts
 from emopipe.pipeline.progress import ProgressBar
 
 if TYPE_CHECKING:
@@ -359,7 +360,7 @@ class Worker:
                     (feed.results and feed.results[-1].status == "interrupted"):
                 return
             position = len(feed.results)
-            inside = (feed.share_of[position], feed.chain.readings[position].planned.uri) \
+            inside = (feed.share_of[position], feed.chain.readings[position].planned.key) \
                 if position < feed.chain.started else None
             board.entered.remote(self.name, inside)  # (no reply awaited)
 
@@ -618,12 +619,17 @@ class _Progress:
             self.expected[uri] = expected_frames(uri, config)
 
     def finished(self, result: SourceResult, share_id: int | None = None) -> None:
-        self.actual[result.source] = result.frames
-        self.frames += result.frames
+        if result.part is None:
+            self.actual[result.source] = result.frames
+        self.frames += result.frames - (result.lead_frames or 0)  # (a part's overlap: the part before counts it)
         self.faces += result.faces
         if share_id in self.running:  # (recorded as it finished: its share's count holds it too, until it ends)
             frames, faces = self.recorded.get(share_id, (0, 0))
             self.recorded[share_id] = (frames + result.frames, faces + result.faces)
+
+    def joined(self, result: SourceResult) -> None:
+        """A video joined from its parts (their frames counted as each came): its real frame count."""
+        self.actual[result.source] = result.frames
 
     def ended(self, share_id: int) -> None:
         self.running.pop(share_id, None)
@@ -1118,7 +1124,9 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             timeline["connect_s"] = time.perf_counter() - started
             count, per_gpu, per_cpu = worker_sizing(options)
             plan.config = many_config(config, worker_device(config, per_gpu))
-            count = min(count, len(plan.todo))  # (no more workers than sources)
+            # fewer videos than workers: long ones in parts, one a worker, as over --processes (emopipe.pipeline.parts)
+            units, splits = plan_parts(largest_first(plan.todo), count, config, run=plan.planned)
+            count = min(count, len(units))  # (no more workers than sources and parts)
             worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
             board = ray.remote(num_cpus=0)(ProgressBoard).remote()
             # the largest source's frame size (handed out first): each new worker warms its detector for it with
@@ -1130,7 +1138,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
                 crew.spawn()
             seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)
             try:
-                outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held)
+                outcome = _run(plan, config, options, seen, on_result, started, crew, timeline, held, units,
+                               PartResults(splits, config))
             finally:
                 seen.close()  # the bar's last line, on its own line, before the summary's log lines
             ended = True
@@ -1161,7 +1170,8 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
 
 def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress,
          on_result: Callable[[SourceResult], None] | None, started: float, crew: _Crew,
-         timeline: dict[str, float], held: HeldSignals) -> ManyOutcome:
+         timeline: dict[str, float], held: HeldSignals, units: Sequence[PlannedSource],
+         parts: PartResults) -> ManyOutcome:
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
@@ -1184,7 +1194,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                            "GPU\")", name, identity["where"])
         entry.update(where=identity["where"], metrics=identity.get("metrics"))
 
-    pending = deque(largest_first(plan.todo))
+    pending = deque(units)  # (largest first; a long video's parts among them)
     attempts: dict[str, int] = {}
     results: list[SourceResult] = []
     summaries: dict[str, dict[str, Any]] = {}  # each worker's pipeline, as its latest reply says
@@ -1202,30 +1212,45 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             warm_up(name)
     load: dict[str, int] = {}  # shares queued at each warm worker
     in_flight: dict[Any, tuple[str, list[PlannedSource], int]] = {}  # share ref → (worker, share, share id)
-    sent_at: dict[str, float] = {}  # source → when its latest share went out (wall clock: files' times are)
+    sent_at: dict[str, float] = {}  # source (its key) → when its latest share went out (wall clock: files' times are)
     shares = 0
     failures = 0
     interrupted = False
-    begun: set[tuple[int, str]] = set()  # (share id, source) of each worker's result whose recording began
+    begun: set[tuple[int, str]] = set()  # (share id, source's key) of each worker's result whose recording began
     read_on_board = [0]  # how many of the board's finished results record_finished has been through
 
     def record(result: SourceResult, name: str | None = None, share_id: int | None = None) -> None:
         """A source's manifest line, then its files' names; ``name`` and ``share_id``: the worker's result it is
-        (told through the board as the source finished, or in its share's reply: recorded once)."""
+        (told through the board as the source finished, or in its share's reply: recorded once). A part of a video
+        is held until its video's parts are all in, which are then joined into the video's line and files."""
         with signals_held():  # (a Ctrl-C between "begun" and the line would leave the source with no line)
             if share_id is not None:
-                begun.add((share_id, result.source))
-            # as in one process: the line claims the names, then the files the worker left partial take them, the
-            # rows last (killed between the two, --resume redoes the source: its line owns the names)
-            plan.manifest.append(result.as_dict())
-            publish(result.renames)
-            result.renames = []
-            results.append(result)
+                begun.add((share_id, result.part or result.source))
             seen.finished(result, share_id)
             if name is not None:
-                workers[name]["sources"] += 1
+                workers[name]["sources"] += result.part is None
                 workers[name]["frames"] += result.frames
                 workers[name]["faces"] += result.faces
+            if result.part is None:
+                record_line(result)
+        if result.part is not None:
+            parts.take(result, record_joined)  # (a Ctrl-C while joined: the video is recorded interrupted)
+        elif on_result is not None:
+            on_result(result)
+
+    def record_line(result: SourceResult) -> None:
+        # as in one process: the line claims the names, then the files the worker left partial take them, the
+        # rows last (killed between the two, --resume redoes the source: its line owns the names)
+        plan.manifest.append(result.as_dict())
+        publish(result.renames)
+        result.renames = []
+        results.append(result)
+
+    def record_joined(result: SourceResult) -> None:
+        """A video's line, joined from its parts' (each counted on the bar as it came)."""
+        with signals_held():
+            record_line(result)
+            seen.joined(result)
         if on_result is not None:
             on_result(result)
 
@@ -1239,7 +1264,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         except RayActorError:  # the board lost with its node: the shares' replies still say every result
             return
         for name, share_id, result in told:
-            if share_id in out and (share_id, result.source) not in begun:
+            if share_id in out and (share_id, result.part or result.source) not in begun:
                 record(result, name, share_id)
         # counted once recorded: a Ctrl-C after the board answered (or amid these) has them read again, and
         # `begun` keeps any recorded once (was: taken off the board first, and lost with such a Ctrl-C)
@@ -1248,10 +1273,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     def again(source: PlannedSource, why: str, kind: str) -> None:
         """A source its worker left unfinished (it died, or its pipeline failed before the source): to another
         pipeline, up to --ray-retries times, then failed (``why`` with the count)."""
-        attempts[source.uri] = attempts.get(source.uri, 0) + 1
-        if attempts[source.uri] > options.retries:
-            record(SourceResult(source=source.uri, status="failed", error=why.format(attempts[source.uri]),
-                                exit_code=1, kind=kind))
+        attempts[source.key] = attempts.get(source.key, 0) + 1
+        if attempts[source.key] > options.retries:
+            record(SourceResult.failed_before(source, why.format(attempts[source.key]), kind))
         else:
             pending.appendleft(source)
 
@@ -1274,7 +1298,9 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 share = [pending.popleft() for _ in range(min(size, len(pending)))]
                 name = min(free, key=lambda n: load.get(n, 0))
                 load[name] = load.get(name, 0) + 1
-                sent_at.update(dict.fromkeys((s.uri for s in share), time.time()))
+                sent_at.update(dict.fromkeys((s.key for s in share), time.time()))
+                for source in share:
+                    parts.handed_out(source)
                 in_flight[crew.live[name].process.remote(share, shares)] = (name, share, shares)
                 seen.running[shares] = (0, 0)
                 shares += 1
@@ -1310,7 +1336,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 load[name] = load.get(name, 1) - 1
                 seen.ended(share_id)  # its frames now count through its results (or not at all)
                 # (its sources recorded as they finished, through the board, are not recorded or redone again)
-                unrecorded = [source for source in share if (share_id, source.uri) not in begun]
+                unrecorded = [source for source in share if (share_id, source.key) not in begun]
                 try:
                     reply = ray.get(ref)
                 except RayActorError as exc:  # the worker died: its unfinished sources go elsewhere
@@ -1328,26 +1354,26 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                     error, exit_code, kind = reported(exc.cause)
                     in_flight.pop(ref)
                     for source in unrecorded:
-                        record(SourceResult(source=source.uri, status="failed", error=error, exit_code=exit_code,
-                                            kind=kind))
+                        record(SourceResult.failed_before(source, error, kind, exit_code))
                     continue
                 met(reply)
-                finished = {r.source for r in reply["results"]}
+                finished = {r.part or r.source for r in reply["results"]}
                 for result in reply["results"]:
-                    if (share_id, result.source) not in begun:
+                    if (share_id, result.part or result.source) not in begun:
                         record(result, name, share_id)
                 workers[name]["busy_s"] = max(workers[name]["busy_s"], reply["busy_s"])  # (replies: any order)
                 for source in unrecorded:
-                    if source.uri not in finished:  # its pipeline failed before reaching it
+                    if source.key not in finished:  # its pipeline failed before reaching it
                         again(source, "its worker's pipeline failed {} time(s) before reaching it", "WorkerError")
                 keep_latest_summary(summaries, name, reply)
                 in_flight.pop(ref)
             record_finished()
             if seen.bar is not None:
                 poll()
-        for source in pending:  # no worker could start (each died starting, retries spent)
-            record(SourceResult(source=source.uri, status="failed", exit_code=1, kind="WorkerDied",
-                                error=f"no worker started: {start_deaths} died while starting"))
+        for source in list(pending):  # no worker could start (each died starting, retries spent)
+            parts.handed_out(source)  # (a video's parts: joined into its one failed line)
+            record(SourceResult.failed_before(source, f"no worker started: {start_deaths} died while starting",
+                                              "WorkerDied"))
         timeline["done_s"] = time.perf_counter() - started
         # the first row any worker wrote, on this process's clock (a worker on another node: as far as the clocks agree)
         firsts = [s["first_frame_at"] for s in summaries.values() if s.get("first_frame_at")]
@@ -1371,14 +1397,17 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
             record_finished(timeout=KILL_WAIT_S)  # the sources the workers had finished: kept, as in one process
         # each source that went out without its line gets one, as its files say (its worker's reply never came, or
         # came cut off), or as its worker said it was in it; one its worker had not begun, or never handed out, gets
-        # none, as one process's sources not begun (--resume: new ones)
+        # none, as one process's sources not begun (--resume: new ones). A video whose parts are not all in is
+        # interrupted (--resume runs it again)
         entered = _entered(crew.board, in_flight)
         recorded = {r.source for r in results}
-        for source in plan.todo:
-            if source.uri not in recorded and source.uri in sent_at:
+        for source in units:
+            if source.part is None and source.uri not in recorded and source.uri in sent_at:
                 left = as_left(source, sent_at[source.uri], entered=source.uri in entered)
                 if left is not None:
                     record(left)
+        for left in parts.left():
+            record(left)
         if not results:  # nothing begun: as one process cut off while its models load, no line and no summary.json
             raise  # (which, without a manifest, would keep a rerun from the folder)
     return finish_many(plan, plan.skipped + results, None, interrupted, time.perf_counter() - started,

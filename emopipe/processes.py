@@ -94,9 +94,7 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
                                                       many_config(config, "cuda" if crew.devices else "cpu"),
                                                       config, folder_held=True))
             # fewer videos than workers: long ones in parts, one a worker (no part's file takes a name of the run's)
-            taken = {os.path.abspath(w.path) for p in plan.planned for w in p.written()} | \
-                {os.path.abspath(p.uri) for p in plan.planned}
-            units, splits = plan_parts(largest_first(plan.todo), processes, config, taken=taken)
+            units, splits = plan_parts(largest_first(plan.todo), processes, config, run=plan.planned)
             crew.keep(min(processes, len(units)))
             if plan.todo and config.weights:  # (said here once, not by every worker; a missing file: theirs to say)
                 with contextlib.suppress(WeightsError):
@@ -282,6 +280,7 @@ class _Run:
     def __init__(self, plan: ManyPlan, config: RunConfig, crew: _Crew,
                  on_result: Callable[[SourceResult], None] | None, started: float, timeline: dict[str, float],
                  progress: bool, units: Sequence[PlannedSource], splits: dict[str, Split]) -> None:
+        from emopipe.pipeline.parts import PartResults
         from emopipe.pipeline.progress import ProgressBar
 
         self.plan, self.config, self.crew = plan, config, crew
@@ -290,7 +289,7 @@ class _Run:
         self.started, self.timeline = started, timeline
         self.bar = ProgressBar(None) if progress else None
         self.pending: deque[PlannedSource] = deque(units)  # (largest first; a long video's parts among them)
-        self.splits = splits  # videos run as parts, by source (emopipe.pipeline.parts)
+        self.parts = PartResults(splits, config)  # videos run as parts (emopipe.pipeline.parts)
         self.results: list[SourceResult] = []
         self.attempts: dict[str, int] = {}
         self.failures = 0  # workers that died
@@ -372,8 +371,7 @@ class _Run:
 
         self.attempts[source.key] = self.attempts.get(source.key, 0) + 1
         if self.attempts[source.key] > self.config.ray_retries:
-            self.record(SourceResult(source=source.uri, status="failed", error=why.format(self.attempts[source.key]),
-                                     exit_code=1, kind=kind, part=source.key if source.part else None))
+            self.record(SourceResult.failed_before(source, why.format(self.attempts[source.key]), kind))
         else:
             self.pending.appendleft(source)
 
@@ -390,9 +388,7 @@ class _Run:
             source = self.pending.popleft()
             worker.taken[source.key] = source
             worker.sent_at[source.key] = time.time()
-            split = self.splits.get(source.uri) if source.part else None
-            if split is not None and split.began is None:
-                split.began = time.perf_counter()
+            self.parts.handed_out(source)
             worker.asking = False
             with contextlib.suppress(OSError):  # (gone meanwhile: its pipe's end says so, and the source goes on)
                 worker.pipe.send(source)
@@ -404,7 +400,7 @@ class _Run:
             self._hear(pipes[pipe])
         if self.bar is not None:
             alive = self.crew.alive()
-            parts = [r for split in self.splits.values() if not split.ended for r in split.results.values()]
+            parts = self.parts.unjoined()
             frames = sum(r.frames for r in [*self.results, *parts]) + \
                 sum(w.frames - w.recorded["frames"] for w in alive)
             faces = sum(r.faces for r in [*self.results, *parts]) + sum(w.faces - w.recorded["faces"] for w in alive)
@@ -436,25 +432,14 @@ class _Run:
     def _record_part(self, result: SourceResult, worker: _Worker | None) -> None:
         """A part's result: once its video's parts are all in, the video's line and files, joined from them (its
         parts' files removed)."""
-        from emopipe.pipeline.parts import join_parts
-
         if worker is not None:
             for figure in ("frames", "faces"):
                 worker.recorded[figure] += getattr(result, figure)
-        split = self.splits[result.source]
-        assert result.part is not None
-        split.results[result.part] = result
-        if split.ended or not split.complete:
-            return
-        joined = join_parts(split, self.config)  # (a Ctrl-C meanwhile: the video is recorded interrupted)
-        split.ended = True
-        self.record(joined)
-        split.remove_parts()
+        self.parts.take(result, self.record)  # (a Ctrl-C while joined: the video is recorded interrupted)
 
     def _record_left(self) -> None:
         """Cut off: the sources the workers held, as their files say (those not begun get no line). A video whose
         parts are not all in is interrupted (``--resume`` runs it again), whether or not its parts had begun."""
-        from emopipe.pipeline.archive import SourceResult
         from emopipe.pipeline.drivers import as_left
 
         for worker in self.crew.workers.values():
@@ -473,10 +458,8 @@ class _Run:
                 if left is not None:
                     self.record(left)
             worker.taken.clear()
-        for split in self.splits.values():
-            if not split.ended and split.began is not None:
-                split.ended = True
-                self.record(SourceResult(source=split.whole.uri, status="interrupted", exit_code=130))
+        for left in self.parts.left():
+            self.record(left)
 
     # -- the run -------------------------------------------------------------------------------------------------
 
@@ -491,9 +474,10 @@ class _Run:
                 if not self.crew.alive():
                     break
                 self._listen()
-            for source in self.pending:  # no worker could start (each died starting, retries spent)
-                self.record(SourceResult(source=source.uri, status="failed", exit_code=1, kind="WorkerDied",
-                                         error=f"no worker started: {self.start_deaths} died while starting"))
+            for source in list(self.pending):  # no worker could start (each died starting, retries spent)
+                self.parts.handed_out(source)  # (a video's parts: joined into its one failed line)
+                self.record(SourceResult.failed_before(source, f"no worker started: {self.start_deaths} died while "
+                                                       "starting", "WorkerDied"))
             self.pending.clear()
             self.timeline["done_s"] = time.perf_counter() - self.started
             self._dismiss()

@@ -928,6 +928,101 @@ def test_the_bar_counts_a_source_recorded_as_it_finished_once_while_its_share_ru
     assert shown == [(5, 2), (7, 3), (7, 3)]
 
 
+def test_the_bar_counts_each_frame_of_a_video_run_as_parts_once():
+    """A part's overlap (frames the part before has too) is not counted again; the video's line, joined, gives its
+    real frame count for the total."""
+    shown = []
+
+    class Bar:
+        def show(self, frames, faces, total, **extra) -> None:
+            shown.append((frames, total))
+
+        def close(self) -> None: ...
+
+    seen = _Progress([], RunConfig(), Bar())
+    seen.uris, seen.expected = ["v.mp4"], {"v.mp4": 21}  # (as its container declares)
+    seen.running[0] = (12, 4)
+    seen.finished(SourceResult(source="v.mp4", status="ok", frames=12, faces=4, part="v.mp4#part2of2",
+                               lead_frames=3), 0)
+    seen.draw()  # (part 2's 9 frames of its own, its share running still)
+    seen.ended(0)
+    seen.finished(SourceResult(source="v.mp4", status="ok", frames=11, faces=4, part="v.mp4#part1of2"))
+    seen.joined(SourceResult(source="v.mp4", status="ok", frames=20, faces=7))
+    seen.draw()
+    assert shown == [(9, 21), (20, 20)]
+
+
+@pytest.fixture(scope="module")
+def talk_whole(tmp_path_factory, local_ray, shared_dir, checkpoints):
+    """A 2.5-s clip of two faces (one frame without) standing for a long video, and its files as a worker writes them
+    whole (``--no-split``; a worker's one CPU thread sums as the parts' workers do): (its run's options, the folder
+    of that run)."""
+    tmp_path = tmp_path_factory.mktemp("talk")
+    folder, config = many_clips_run(tmp_path, shared_dir, checkpoints[8], 0)
+    moving_face_video(folder / "talk.mp4", frames=20, fps=8.0, empty=(9, 11), two_faces=True)
+    whole = run_on_ray(replace(config, split=False), RayOptions(workers=2), output_dir=tmp_path / "whole")
+    assert [(r.status, r.frames) for r in whole.results] == [("ok", 20)] and whole.run["ray"]["shares"] == 1
+    return config, tmp_path / "whole"
+
+
+@pytest.fixture
+def short_parts(monkeypatch):
+    """Parts of a second at least, 3 frames of overlap (the driver plans them): the CPU runs EmoNet on ~2 faces a
+    second."""
+    from emopipe.pipeline import parts
+
+    monkeypatch.setattr(parts, "MIN_PART_S", 1.0)
+    monkeypatch.setattr(parts, "OVERLAP_S", 0.3)
+    monkeypatch.setattr(parts, "OVERLAP_FRAMES", 3)
+
+
+def _as_whole(out: Path, whole: Path) -> None:
+    for name in ("talk.emotions.csv", "talk.emotions.segments.csv"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    names = {run: sorted(p.name for p in run.iterdir()) for run in (out, whole)}
+    assert names[out] == names[whole]  # no part's file left
+
+
+def test_one_long_video_over_two_workers_is_cut_into_parts_and_joined_as_one_process_writes_it(
+        tmp_path, local_ray, talk_whole, short_parts):
+    config, whole = talk_whole
+    outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray")
+    assert [(r.status, r.frames, r.part) for r in outcome.results] == [("ok", 20, None)]
+    _as_whole(tmp_path / "ray", whole)
+    facts = outcome.run["ray"]
+    assert facts["workers"] == 2 and facts["shares"] == 2  # a part each, handed out as sources
+    assert sum(w["frames"] for w in facts["per_worker"].values()) > 20  # (the second part's overlap, read twice)
+    assert sum(w["sources"] for w in facts["per_worker"].values()) == 0  # (parts: the video is the driver's)
+    lines = (tmp_path / "ray" / "manifest.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["status"] == "ok" and "part" not in json.loads(lines[0])
+    summary = json.loads((tmp_path / "ray" / "talk.emotions.summary.json").read_text())
+    assert summary["parts"] == 2 and summary["frames"] == 20 and summary["faces"] == outcome.results[0].rows > 20
+
+
+def test_ctrl_c_with_a_video_s_parts_half_in_records_it_interrupted_and_resume_completes_it(
+        tmp_path, local_ray, talk_whole, short_parts, monkeypatch):
+    from emopipe.pipeline.parts import PartResults
+
+    config, whole = talk_whole
+    take = PartResults.take
+
+    def cut_off(self, result, record):  # Ctrl-C once the first part is in, the other not
+        monkeypatch.setattr(PartResults, "take", take)
+        take(self, result, record)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PartResults, "take", cut_off)
+    out = tmp_path / "ray"
+    stopped = run_on_ray(config, RayOptions(workers=2), output_dir=out)
+    assert stopped.interrupted and [(r.status, r.part) for r in stopped.results] == [("interrupted", None)]
+    assert not (out / "talk.emotions.csv").exists()  # no file under a final name for a video not joined
+    resumed = run_on_ray(replace(config, resume=True), RayOptions(workers=2), output_dir=out)
+    assert [(r.status, r.frames) for r in resumed.results] == [("ok", 20)]
+    for name in ("talk.emotions.csv", "talk.emotions.segments.csv"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes()
+    assert not list(out.glob("*.part*"))  # the parts' files, the interrupted run's too, are gone
+
+
 FRAMES = 2 + 3 + 2 + 3 + 2  # five_clips
 
 

@@ -84,8 +84,9 @@ def test_only_runs_with_workers_to_spare_are_cut_largest_first(tmp_path):
     unknown = plan_parts(todo, 4, RunConfig(), span_of=lambda uri: None)  # lengths not declared: kept whole
     assert unknown[1] == {} and len(unknown[0]) == 2
     # a part whose files would take another file's name of the run (an input, another source's output): whole
-    taken = {str(tmp_path / "long.part2of3.emotions.csv.partial")}
-    assert plan_parts(todo, 4, RunConfig(), span_of=spans.get, taken=taken)[1] == {}
+    other = plan_outputs([str(tmp_path / "long.part2of3.emotions.csv.partial")], tmp_path / "in", "csv")
+    assert plan_parts(todo, 4, RunConfig(), span_of=spans.get, run=[*todo, *other])[1] == {}
+    assert len(plan_parts(todo, 4, RunConfig(), span_of=spans.get, run=todo)[1]) == 1  # its own names are not others'
 
 
 # -- the join, without a model, at scale ---------------------------------------------------------------------------

@@ -603,6 +603,13 @@ class SourceResult:
     # manifest line is written (:func:`publish`); empty once done, and never in the line
     renames: list[tuple[Path, Path]] = field(default_factory=list)
 
+    @classmethod
+    def failed_before(cls, planned: PlannedSource, error: str, kind: str, exit_code: int = 1) -> SourceResult:
+        """``planned`` failed before a worker finished it (the worker died, or none started): a part of a video's
+        result is its part's, which the driver joins into the video's line."""
+        return cls(source=planned.uri, status="failed", error=error, exit_code=exit_code, kind=kind,
+                   part=planned.key if planned.part is not None else None)
+
     def as_dict(self) -> dict[str, Any]:
         entry = {k: v for k, v in self.__dict__.items() if v is not None and k != "renames"}
         entry["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")

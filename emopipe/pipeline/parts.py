@@ -147,17 +147,18 @@ class Split:
 
 
 def plan_parts(todo: Sequence[PlannedSource], workers: int, config: RunConfig, *,
-               taken: set[str] = frozenset(),  # type: ignore[assignment]
+               run: Sequence[PlannedSource] = (),
                span_of: Callable[[str], tuple[float, float] | None] = video_span,
                ) -> tuple[list[PlannedSource], dict[str, Split]]:
     """The sources to hand out, with the videos cut where the run has fewer sources than ``workers`` (largest first),
-    and each cut video's :class:`Split` by its source. ``taken``: names other files of the run have (a part whose
-    files would take one stays whole)."""
+    and each cut video's :class:`Split` by its source. ``run``: every source the run planned (done ones too): a part
+    whose files would take a name of theirs (an input, an output) stays whole."""
     why = not_splittable(config)
     if workers < 2 or len(todo) >= workers or why is not None:
         if why is not None and why != "--no-split" and workers > len(todo) > 0:
             logger.info("each video runs whole in one worker (%s: its rows would depend on where a part begins)", why)
         return list(todo), {}
+    taken = {os.path.abspath(w.path) for p in run for w in p.written()} | {os.path.abspath(p.uri) for p in run}
     spans = [span_of(p.uri) for p in todo]
     lengths = [(min(config.end, s[0]) if config.end is not None else s[0]) - (config.start or 0.0) if s else 0.0
                for s in spans]
@@ -176,6 +177,49 @@ def plan_parts(todo: Sequence[PlannedSource], workers: int, config: RunConfig, *
         logger.info("%s: %d parts of %.0f s over the workers", source.uri, count, length / count)
     units.sort(key=lambda unit: -unit[0])  # (stable: a video's parts in order)
     return [unit for _, unit in units], splits
+
+
+class PartResults:
+    """A driver's videos run as parts (:class:`Split` by source): each part's result held until its video's parts
+    are all in, then the video's result joined from them and recorded, as one process records a source."""
+
+    def __init__(self, splits: dict[str, Split], config: RunConfig) -> None:
+        self.splits = splits
+        self.config = config
+
+    def handed_out(self, source: PlannedSource) -> None:
+        """``source`` went to a worker: a part of a video is its video's beginning (from then on, a run cut off
+        records the video interrupted)."""
+        split = self.splits.get(source.uri) if source.part is not None else None
+        if split is not None and split.began is None:
+            split.began = time.perf_counter()
+
+    def take(self, result: SourceResult, record: Callable[[SourceResult], None]) -> None:
+        """A part's result: once its video's parts are all in, the video's, joined, goes to ``record`` (its manifest
+        line and files' names); then the parts' files are removed. A Ctrl-C while they are joined leaves the video
+        unrecorded (:meth:`left` records it interrupted)."""
+        assert result.part is not None
+        split = self.splits[result.source]
+        split.results[result.part] = result
+        if split.ended or not split.complete:
+            return
+        joined = join_parts(split, self.config)
+        split.ended = True
+        record(joined)
+        split.remove_parts()
+
+    def unjoined(self) -> list[SourceResult]:
+        """The results in of videos not yet joined (a progress bar counts their frames)."""
+        return [r for split in self.splits.values() if not split.ended for r in split.results.values()]
+
+    def left(self) -> list[SourceResult]:
+        """Cut off: each video begun and not joined, interrupted (``--resume`` runs it again, every part)."""
+        left = []
+        for split in self.splits.values():
+            if not split.ended and split.began is not None:
+                split.ended = True
+                left.append(SourceResult(source=split.whole.uri, status="interrupted", exit_code=130))
+        return left
 
 
 # -- joining a video's parts -------------------------------------------------------------------------------------
@@ -422,4 +466,5 @@ def _decoder_of(part: PlannedSource, result: SourceResult) -> str | None:
     return None
 
 
-__all__ = ["Split", "join_parts", "match_tracks", "not_splittable", "parts_for", "plan_parts", "video_span"]
+__all__ = ["PartResults", "Split", "join_parts", "match_tracks", "not_splittable", "parts_for", "plan_parts",
+           "video_span"]
