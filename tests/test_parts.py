@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from emopipe.config import RunConfig
-from emopipe.io.records import open_writer
+from emopipe.io.records import open_writer, partial_path
 from emopipe.pipeline import parts
 from emopipe.pipeline.archive import PlannedSource, SourceResult, plan_outputs
 from emopipe.pipeline.parts import Split, cut, join_parts, not_splittable, parts_for, plan_parts
@@ -87,6 +87,28 @@ def test_only_runs_with_workers_to_spare_are_cut_largest_first(tmp_path):
     other = plan_outputs([str(tmp_path / "long.part2of3.emotions.csv.partial")], tmp_path / "in", "csv")
     assert plan_parts(todo, 4, RunConfig(), span_of=spans.get, run=[*todo, *other])[1] == {}
     assert len(plan_parts(todo, 4, RunConfig(), span_of=spans.get, run=todo)[1]) == 1  # its own names are not others'
+
+
+def test_an_earlier_runs_parts_of_another_count_are_removed_once_the_video_is_joined(tmp_path):
+    """A run cut off with the video in 4 parts, resumed with workers for 3: the 4 parts' files go with the 3's once
+    joined; a file of another source's (``talk.part1of2.mp4``'s, an input of the run) stays."""
+    (tmp_path / "in").mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    todo = plan_outputs([str(tmp_path / "in" / "talk.mp4"), str(tmp_path / "in" / "talk.part1of2.mp4")], out, "csv")
+    stale = [out / f"talk.part{k}of4.emotions.{ending}.partial" for k in (1, 4) for ending in ("csv", "summary.json")]
+    others = [out / "talk.part1of2.emotions.csv.partial", out / "talk.part1of4.emotions.csv",  # (not a partial)
+              out / "talk.part1of4.emotions.csv.partial.bak", out / "talk.partial.emotions.csv.partial"]
+    for path in [*stale, *others]:
+        path.write_text("x")
+    spans = {todo[0].uri: (200.0, 25.0), todo[1].uri: (20.0, 25.0)}
+    _, splits = plan_parts(todo, 4, RunConfig(), span_of=spans.get, run=todo)
+    split = splits[todo[0].uri]
+    assert len(split.parts) == 3 and split.stale == sorted(stale)
+    for part in split.parts:
+        partial_path(part.rows).write_text("x")
+    split.remove_parts()
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in others)
 
 
 # -- the join, without a model, at scale ---------------------------------------------------------------------------

@@ -123,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "this process. Files only, not cameras; a dead worker's sources go to another "
                            "(--ray-retries times)")
     many.add_argument("--no-split", dest="split", action="store_false",
-                      help="--processes: keep each video whole in one worker. By default, with fewer videos than "
-                           "workers, long videos are cut into parts of 40 s or more, one worker each, and joined "
+                      help="--processes, --ray: keep each video whole in one worker. By default, with fewer videos "
+                           "than workers, long videos are cut into parts of 40 s or more, one worker each, and joined "
                            "again: the rows one process writes, the same files (not with --smooth, --detect-every "
                            "above 1, --annotate or --max-frames, which keep videos whole)")
     many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",

@@ -1,29 +1,32 @@
 """One long video over several workers: cut into overlapping parts, each run as a source of its own, joined again.
 
 One process reads one 720p video at ~1 250 frames/s while the GPU takes ~3 400 from four processes (H200, session 35:
-docs/benchmarks.md), so a ``--processes`` run with fewer videos than workers gives the workers parts of its videos
-(:func:`plan_parts`). Every frame's detections and EmoNet's outputs are the frame's own; what one process carries from
-frame to frame is the tracker. So each part after the first begins an overlap (:data:`OVERLAP_S`, and at least twice
-the tracker's memory) before the stretch its rows are kept for: by the stretch's first frame its tracker holds the
-tracks one process's would. :func:`join_parts` keeps each part's rows of its own stretch, gives each part's tracks the
-ids of the previous part's tracks they share boxes with in the overlap, and numbers the ids again in order of first
-appearance, as :class:`~emopipe.vision.track.IouTracker` numbers them: the rows are one process's rows, and the tracks
-and segments files are made from them as one process makes them (docs/outputs.md).
+docs/benchmarks.md), so a ``--processes`` or ``--ray`` run with fewer videos than workers gives the workers parts of
+its videos (:func:`plan_parts`); its driver joins them (:class:`PartResults`). Every frame's detections and EmoNet's
+outputs are the frame's own; what one process carries from frame to frame is the tracker. So each part after the first
+begins an overlap (:data:`OVERLAP_S`, and at least twice the tracker's memory) before the stretch its rows are kept
+for: by the stretch's first frame its tracker holds the tracks one process's would. :func:`join_parts` keeps each
+part's rows of its own stretch, gives each part's tracks the ids of the previous part's tracks they share boxes with in
+the overlap, and numbers the ids again in order of first appearance, as :class:`~emopipe.vision.track.IouTracker`
+numbers them: the rows are one process's rows, and the tracks and segments files are made from them as one process
+makes them (docs/outputs.md).
 
 Not split: a run with ``--smooth`` (each track's average runs over its whole length), ``--detect-every`` above 1 (its
 key frames count from where a part begins), ``--annotate`` (one video file per source) or ``--max-frames``; images and
 videos shorter than two parts of :data:`MIN_PART_S`.
 
-Loads no PyTorch: the driver of a ``--processes`` run plans and joins.
+Loads no PyTorch: the driver of a ``--processes`` or ``--ray`` run plans and joins.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import json
 import logging
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -111,7 +114,7 @@ def cut(source: PlannedSource, parts: int, length_s: float, fps: float, config: 
     last = min(config.end, length_s) if config.end is not None else length_s
     overlap = max(OVERLAP_S, OVERLAP_FRAMES / fps)
     bounds = [_boundary(first + (last - first) * k / parts, fps) for k in range(parts + 1)]
-    stem = source.summary.name.removesuffix(".emotions.summary.json")
+    stem = _stem(source)
     ending = source.rows.name.removeprefix(stem)  # .emotions.csv or .emotions.jsonl
     cuts = []
     for k in range(parts):
@@ -133,17 +136,32 @@ class Split:
     results: dict[str, SourceResult] = field(default_factory=dict)  # by part key
     began: float | None = None  # (perf_counter) its first part handed out
     ended: bool = False  # its line is written (joined, failed or interrupted)
+    stale: list[Path] = field(default_factory=list)  # an earlier run's parts of it, cut otherwise (removed when joined)
 
     @property
     def complete(self) -> bool:
         return len(self.results) == len(self.parts)
 
     def remove_parts(self) -> None:
-        """Every file its parts' runs may have left (they stay under partial names: only the joined files are named)."""
-        for part in self.parts:
-            for written in part.written():
-                with contextlib.suppress(OSError):
-                    Path(written.path).unlink(missing_ok=True)
+        """Every file its parts' runs may have left (they stay under partial names: only the joined files are named),
+        and those an earlier run cut off left of other parts of it."""
+        for path in [*(Path(w.path) for part in self.parts for w in part.written()), *self.stale]:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+
+
+def _stem(source: PlannedSource) -> str:
+    return source.summary.name.removesuffix(".emotions.summary.json")
+
+
+def stale_parts(source: PlannedSource, parts: Sequence[PlannedSource], taken: set[str]) -> list[Path]:
+    """The partial files of ``source``'s parts that an earlier run cut off left under another count of parts (a
+    ``--resume`` with other workers), none of them a name of this run's (``taken``, absolute) or of ``parts``."""
+    stem = _stem(source)
+    ours = {os.path.abspath(w.path) for part in parts for w in part.written()} | taken
+    named = re.compile(re.escape(stem) + r"\.part\d+of\d+\.emotions\..+\.partial")
+    return sorted(path for path in source.rows.parent.glob(glob.escape(stem) + ".part*of*.emotions.*.partial")
+                  if named.fullmatch(path.name) and os.path.abspath(path) not in ours)
 
 
 def plan_parts(todo: Sequence[PlannedSource], workers: int, config: RunConfig, *,
@@ -172,7 +190,7 @@ def plan_parts(todo: Sequence[PlannedSource], workers: int, config: RunConfig, *
         if not parts:
             units.append((length, source))
             continue
-        splits[source.uri] = Split(source, parts)
+        splits[source.uri] = Split(source, parts, stale=stale_parts(source, parts, taken))
         units += [(length / count, part) for part in parts]
         logger.info("%s: %d parts of %.0f s over the workers", source.uri, count, length / count)
     units.sort(key=lambda unit: -unit[0])  # (stable: a video's parts in order)
