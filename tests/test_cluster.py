@@ -983,6 +983,13 @@ def _as_whole(out: Path, whole: Path) -> None:
     assert names[out] == names[whole]  # no part's file left
 
 
+def test_a_warm_worker_serves_runs_that_cut_videos_and_runs_that_keep_them_whole():
+    from emopipe.cluster import _worker_options
+
+    assert _worker_options(RunConfig(split=False)) == _worker_options(RunConfig())  # (the driver's plan, not theirs)
+    assert _worker_options(RunConfig(smooth=0.5)) != _worker_options(RunConfig())
+
+
 def test_one_long_video_over_two_workers_is_cut_into_parts_and_joined_as_one_process_writes_it(
         tmp_path, local_ray, talk_whole, short_parts):
     config, whole = talk_whole
