@@ -999,6 +999,7 @@ class _Crew:
                                       max_concurrency=DEPTH + 3)(Worker)
         self.spawned = 0
         self.live: dict[str, Any] = {}  # name → actor handle, for the workers not known dead
+        self.warm: set[str] = set()  # the workers known warm (claimed so, or said so): only they are kept warm
         self.workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, busy_s, died
 
     def spawn(self) -> str:
@@ -1038,6 +1039,7 @@ class _Crew:
                 continue
             if identity is not None:
                 self.live[name] = actor
+                self.warm.add(name)
                 self._enlist(name, warm=True)
                 logger.info("%s (%s): warm from an earlier run", name, identity["where"])
                 taken += 1
@@ -1070,9 +1072,10 @@ class _Crew:
             self.dismiss(name)
 
     def end(self, kept: bool) -> None:
-        """The run is over: its workers left warm (``kept``, with --ray-keep-warm) or killed."""
+        """The run is over: its warm workers left warm (``kept``, with --ray-keep-warm) or killed. One never warm
+        is killed at once: it may be waiting for room on the cluster, and a release would wait for it to start."""
         for name in list(self.live):
-            self.dismiss(name, keep=kept)
+            self.dismiss(name, keep=kept and name in self.warm)
 
 
 def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str] | None = None,
@@ -1326,6 +1329,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         raise reply["error"]  # as in one process: a bad model or option stops every worker
                     met(reply)
                     load[name] = 0  # (a worker is in load once it is warm)
+                    crew.warm.add(name)
                     timeline.setdefault("first_ready_s", time.perf_counter() - started)
                     if first_crew <= load.keys():  # (absent when one of the first crew never got warm)
                         timeline.setdefault("ready_s", time.perf_counter() - started)

@@ -1429,6 +1429,34 @@ def test_workers_kept_warm_take_the_next_run_with_the_same_options(tmp_path, loc
         _end_warm_workers()
 
 
+def test_with_keep_warm_a_worker_the_cluster_had_no_room_for_is_killed_at_once_not_kept(tmp_path, local_ray, five_clips,
+                                                                                        monkeypatch):
+    """Three one-CPU workers on a two-CPU Ray (others' warm workers may hold the room): the third is never placed.
+    The two that ran are kept warm; the third is killed as the run ends, not asked to stay warm — which waited for it
+    to start, 30 s on a standing cluster (session 37)."""
+    from emopipe.cluster import _Crew
+
+    _, config = five_clips
+    dismissed: list[tuple[str, bool]] = []
+    dismiss = _Crew.dismiss
+
+    def noted(self, name, keep=False):
+        dismissed.append((name, keep))
+        dismiss(self, name, keep)
+
+    monkeypatch.setattr(_Crew, "dismiss", noted)
+    try:
+        outcome = run_on_ray(config, RayOptions(workers=3, keep_warm_s=600), output_dir=tmp_path / "out")
+        assert sorted(r.status for r in outcome.results) == ["ok"] * 5
+        ran = sorted(n for n, w in outcome.run["ray"]["per_worker"].items() if w["where"])  # (it said it was warm)
+        never = sorted(set(outcome.run["ray"]["per_worker"]) - set(ran))
+        assert len(ran) == 2 and len(never) == 1
+        assert sorted(dismissed) == sorted([(n, True) for n in ran] + [(never[0], False)])
+        assert _warm_workers() == ran
+    finally:
+        _end_warm_workers()
+
+
 def test_a_worker_kept_warm_ends_when_no_run_comes(tmp_path, local_ray, five_clips):
     _, config = five_clips
     try:
