@@ -397,6 +397,20 @@ class Worker:
         self._keep_s = keep_s
         return self._free(run)
 
+    def leave_if_idle(self) -> dict[str, float] | None:
+        """A run whose options are not this worker's needs room on the cluster: a worker waiting warm with no run
+        ends (its driver kills it; it takes nothing more) and says what it held (Ray's resources); None if a run
+        holds it."""
+        import ray
+
+        with self._changed:
+            if self._run is not None or self._closing:
+                return None
+            self._closing = True
+            self._changed.notify_all()
+        logger.info("%s: a run with other options needs its room; ending", self.name)
+        return dict(ray.get_runtime_context().get_assigned_resources())
+
     def _free(self, run: str) -> bool:
         with self._changed:
             if self._run != run:
@@ -990,7 +1004,7 @@ class _Crew:
 
         self.config = config
         self.frame_size = frame_size  # what its new workers warm their detector for as they start
-        self.count, self.per_gpu = count, per_gpu
+        self.count, self.per_gpu, self.per_cpu = count, per_gpu, per_cpu
         self.board = board
         self.keep_warm_s = keep_warm_s
         self.run = uuid.uuid4().hex  # (the token warm workers are claimed and released with)
@@ -1020,30 +1034,59 @@ class _Crew:
         self.workers[name] = {"where": None, "metrics": None, "sources": 0, "frames": 0, "faces": 0, "busy_s": 0.0,
                               "died": False, "warm_from_an_earlier_run": warm}
 
-    def claim_warm(self, wanted: int) -> int:
-        """Take up to ``wanted`` workers an earlier run left warm (--ray-keep-warm) whose options are this run's;
-        how many it took."""
+    def claim_warm(self, wanted: int, take: bool = True) -> int:
+        """Take up to ``wanted`` workers an earlier run left warm (--ray-keep-warm) whose options are this run's
+        (``take``: this run keeps warm too), and room for the rest where idle warm workers of other options hold
+        it; how many it took."""
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
         taken = 0
+        others = []  # warm workers this run cannot take (other options, or another run's now)
         names = sorted(entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
                        if entry.get("namespace") == WARM_NAMESPACE and entry["name"].startswith(WARM_NAME[:-2]))
         for name in names:
-            if taken == wanted:
-                break
             try:
                 actor = ray.get_actor(name, namespace=WARM_NAMESPACE)
-                identity = ray.get(actor.claim.remote(self.config, os.getcwd(), self.board, self.run), timeout=30)
+                identity = None if taken == wanted or not take else \
+                    ray.get(actor.claim.remote(self.config, os.getcwd(), self.board, self.run), timeout=30)
             except (ValueError, RayActorError, GetTimeoutError):  # ended meanwhile, or not answering
                 continue
-            if identity is not None:
-                self.live[name] = actor
-                self.warm.add(name)
-                self._enlist(name, warm=True)
-                logger.info("%s (%s): warm from an earlier run", name, identity["where"])
-                taken += 1
+            if identity is None:
+                others.append((name, actor))
+                continue
+            self.live[name] = actor
+            self.warm.add(name)
+            self._enlist(name, warm=True)
+            logger.info("%s (%s): warm from an earlier run", name, identity["where"])
+            taken += 1
+        if taken < wanted:
+            self._make_room(wanted - taken, others)
         return taken
+
+    def _make_room(self, workers: int, others: list[tuple[str, Any]]) -> None:
+        """Room on the cluster for ``workers`` new ones, where idle workers that earlier runs with other options
+        left warm (``others``) hold it: those end, as many as the room needs (a warm worker is a cache, not a
+        claim on the cluster: else this run would wait their keep time for its workers to start)."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        free = ray.available_resources()
+        short = {"GPU": workers * self.per_gpu - free.get("GPU", 0.0),
+                 "CPU": workers * self.per_cpu - free.get("CPU", 0.0)}
+        for name, actor in others:
+            if max(short.values()) <= 1e-9:
+                return
+            try:
+                held = ray.get(actor.leave_if_idle.remote(), timeout=30)
+            except (RayActorError, GetTimeoutError):  # ended meanwhile, or not answering
+                continue
+            if held is None:  # another run's now
+                continue
+            ray.kill(actor, no_restart=True)
+            logger.info("%s: ended, its room for this run's workers (it waited warm with other options)", name)
+            for resource in short:
+                short[resource] -= held.get(resource, 0.0)
 
     def died(self, name: str) -> bool:
         """Mark a worker dead; True the first time (one replacement per death, however many shares it held)."""
@@ -1137,7 +1180,9 @@ def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str]
             # EmoNet as it starts, not alone at its first share
             crew = _Crew(config, count, per_gpu, per_cpu, board, options.keep_warm_s,
                          frame_size_of(largest_first(plan.todo)[0].uri) if plan.todo else None)
-            warm = crew.claim_warm(count) if options.keep_warm_s is not None and held.signum is None else 0
+            # (a standing cluster: another run's idle warm workers may hold the room this run's need)
+            warm = crew.claim_warm(count, take=options.keep_warm_s is not None) \
+                if options.address != LOCAL and held.signum is None else 0
             for _ in range(count - warm if held.signum is None else 0):  # (none for a run already interrupted)
                 crew.spawn()
             seen = _Progress(plan.todo, plan.config, ProgressBar(None) if progress else None)

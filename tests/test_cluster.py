@@ -1457,6 +1457,27 @@ def test_with_keep_warm_a_worker_the_cluster_had_no_room_for_is_killed_at_once_n
         _end_warm_workers()
 
 
+@pytest.mark.timeout(400)  # (without the room made, the second run would wait the first's workers' 600 s)
+def test_a_run_with_other_options_ends_idle_warm_workers_that_hold_the_room_it_needs(tmp_path, local_ray, five_clips,
+                                                                                    caplog):
+    """Two warm workers of one run fill a two-CPU Ray; a run with another threshold (which cannot take them) ends
+    them for its own, rather than wait their keep time; the busy are never ended (a run holds them)."""
+    _, config = five_clips
+    try:
+        first = run_on_ray(config, RayOptions(workers=2, keep_warm_s=600), output_dir=tmp_path / "first")
+        kept = sorted(first.run["ray"]["per_worker"])
+        assert _warm_workers() == kept
+        other = RunConfig.from_options(config, threshold=0.9)
+        with caplog.at_level("INFO", logger="emopipe.cluster"):
+            second = run_on_ray(other, RayOptions(workers=2), output_dir=tmp_path / "second")
+        assert sorted(r.status for r in second.results) == ["ok"] * 5
+        assert not set(second.run["ray"]["per_worker"]) & set(kept)  # its own workers ...
+        assert sum(f"{name}: ended, its room" in caplog.text for name in kept) == 2  # ... in the room of the kept
+        assert _warm_workers() == []
+    finally:
+        _end_warm_workers()
+
+
 def test_a_worker_kept_warm_ends_when_no_run_comes(tmp_path, local_ray, five_clips):
     _, config = five_clips
     try:
