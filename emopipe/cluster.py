@@ -6,7 +6,8 @@ ends: a folder another run is writing is refused before Ray starts), plans the r
 loads no PyTorch, so this is quick and an error is said before Ray starts), then connects to Ray and starts one actor
 per GPU (``--ray-gpus-per-worker`` for fractions; CPU workers on a cluster without GPUs), and hands the sources out
 dynamically, a few at a time (``DEPTH`` shares queued per worker), largest file first, so one long video never
-leaves the other GPUs idle. Each
+leaves the other GPUs idle; with fewer videos than workers, long videos go out in parts, which the driver joins
+(:mod:`emopipe.pipeline.parts`). Each
 worker runs one pipeline for its whole life (:meth:`Analyzer.process` over a fed source chain): a share is added
 to it as it comes, so the GPU does not drain and refill between shares. The worker writes each source's files
 itself, under their partial names, and leaves them so: the driver appends the source's manifest line as the worker
