@@ -1006,6 +1006,36 @@ def test_one_long_video_over_two_workers_is_cut_into_parts_and_joined_as_one_pro
     assert summary["parts"] == 2 and summary["frames"] == 20 and summary["faces"] == outcome.results[0].rows > 20
 
 
+def test_a_part_whose_worker_was_killed_is_redone_and_the_video_joined_as_whole(tmp_path, local_ray, talk_whole,
+                                                                                short_parts, capsys):
+    config, whole = talk_whole
+    outcome: list = []
+    capsys.readouterr()
+    run = threading.Thread(target=lambda: outcome.append(
+        run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", progress=True)))
+    run.start()
+    deadline = time.monotonic() + 300  # (bounds a hang only)
+    victim = None  # the first worker seen mid-part (a frame written, its part not done)
+    while victim is None and time.monotonic() < deadline:
+        for name in (WORKER_NAME.format(0), WORKER_NAME.format(1)):
+            with contextlib.suppress(ValueError):  # (not created yet)
+                actor = ray.get_actor(name)
+                asked = actor.progress.remote()
+                if ray.wait([asked], timeout=0.2)[0] and ray.get(asked):
+                    victim = actor
+                    break
+    assert victim is not None, "no worker was seen mid-part"
+    ray.kill(victim, no_restart=True)  # its part in flight is lost
+    run.join(timeout=600)
+    assert outcome, "the run did not finish"
+    result = outcome[0]
+    assert [(r.status, r.frames) for r in result.results] == [("ok", 20)]
+    assert result.run["ray"]["worker_failures"] == 1 and result.run["ray"]["shares"] == 3  # the lost part went again
+    _as_whole(tmp_path / "ray", whole)
+    last = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if "frame" in line][-1]
+    assert "20/20" in last, last  # the bar: each frame once (no overlap twice, nothing of the lost part)
+
+
 def test_ctrl_c_with_a_video_s_parts_half_in_records_it_interrupted_and_resume_completes_it(
         tmp_path, local_ray, talk_whole, short_parts, monkeypatch):
     from emopipe.pipeline.parts import PartResults
