@@ -75,6 +75,17 @@ def ort_fp32(checkpoints, onnx_home):
 
 
 @pytest.fixture
+def short_parts(monkeypatch):
+    """A long video's parts (emopipe.pipeline.parts) a second at least, 3 frames of overlap, as the driver plans them:
+    a short clip stands for a long video (the CPU runs EmoNet on ~2 faces a second)."""
+    from emopipe.pipeline import parts
+
+    monkeypatch.setattr(parts, "MIN_PART_S", 1.0)
+    monkeypatch.setattr(parts, "OVERLAP_S", 0.3)
+    monkeypatch.setattr(parts, "OVERLAP_FRAMES", 3)
+
+
+@pytest.fixture
 def python_signal_handlers():
     """SIGINT and SIGTERM raise KeyboardInterrupt (Python's own handler) during the test, whatever an earlier
     test left installed, and the handlers before are put back after. For tests that send this process a real

@@ -33,7 +33,7 @@ from tests.support.folders import held, held_output
 from tests.support.ports import free_ports
 from tests.support.processes import end_processes_in, interruptible, stderr_until
 from tests.support.prometheus_helpers import scrape
-from tests.support.rows import all_rows, rows, same_rows
+from tests.support.rows import all_rows, rows, same_as_whole, same_rows
 from tests.support.synth import many_clips_run, moving_face_video, two_small_clips
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'emopipe[ray]')")
@@ -282,6 +282,22 @@ def test_a_run_refused_once_ray_is_up_leaves_no_output_folder(tmp_path, local_ra
         run_on_ray(config, RayOptions(workers=1), output_dir=tmp_path / "new" / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "b.mp4"]
 
+def kill_a_worker_mid_share(deadline: float) -> None:
+    """Kill the first of two workers seen with a share mid-way (a frame written, the share not done): its share in
+    flight is lost. A worker still starting holds none and answers no call yet."""
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        for name in (WORKER_NAME.format(0), WORKER_NAME.format(1)):
+            with contextlib.suppress(ValueError):  # (not created yet)
+                actor = ray.get_actor(name)
+                asked = actor.progress.remote()
+                if ray.wait([asked], timeout=0.2)[0] and ray.get(asked):
+                    victim = actor
+                    break
+    assert victim is not None, "no worker was seen mid-share"
+    ray.kill(victim, no_restart=True)
+
+
 def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_path, local_ray, five_clips,
                                                                             capsys):
     _, config = five_clips
@@ -296,16 +312,7 @@ def test_a_killed_worker_has_its_sources_redone_with_no_row_lost_or_doubled(tmp_
     deadline = time.monotonic() + 300  # (bounds a hang only)
     while time.monotonic() < deadline and not (manifest.exists() and manifest.read_text().strip()):
         time.sleep(0.05)
-    victim = None  # the first worker seen with a share mid-way (a frame written, the share not done); a worker
-    while victim is None and time.monotonic() < deadline:  # still starting holds none and answers no call yet
-        for name in (WORKER_NAME.format(0), WORKER_NAME.format(1)):
-            actor = ray.get_actor(name)
-            asked = actor.progress.remote()
-            if ray.wait([asked], timeout=0.2)[0] and ray.get(asked):
-                victim = actor
-                break
-    assert victim is not None, "no worker was seen mid-share"
-    ray.kill(victim, no_restart=True)  # its share in flight is lost
+    kill_a_worker_mid_share(deadline)
     run.join(timeout=600)
     assert outcome, "the run did not finish"
     result = outcome[0]
@@ -905,18 +912,23 @@ def test_ctrl_c_records_the_source_a_worker_had_begun_with_no_frame_written_as_i
     plan.close()
 
 
+class ShownBar:
+    """A progress bar that keeps what it was shown: (frames, faces, total) each time."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[int, int, int | None]] = []
+
+    def show(self, frames, faces, total, **extra) -> None:
+        self.shown.append((frames, faces, total))
+
+    def close(self) -> None: ...
+
+
 def test_the_bar_counts_a_source_recorded_as_it_finished_once_while_its_share_runs():
     """A source recorded as its worker finished it is still in its running share's count (as the worker last told
     the board) until the share ends: the bar counts it once."""
-    shown = []
-
-    class Bar:
-        def show(self, frames, faces, total, **extra) -> None:
-            shown.append((frames, faces))
-
-        def close(self) -> None: ...
-
-    seen = _Progress([], RunConfig(), Bar())
+    bar = ShownBar()
+    seen = _Progress([], RunConfig(), bar)
     seen.running[0] = (5, 2)  # share 0: 5 frames written so far, 3 of them its first (finished) source's
     seen.finished(SourceResult(source="a.mp4", status="ok", frames=3, faces=1), 0)
     seen.draw()
@@ -925,21 +937,14 @@ def test_the_bar_counts_a_source_recorded_as_it_finished_once_while_its_share_ru
     seen.ended(0)  # its reply: the rest of the share recorded
     seen.finished(SourceResult(source="b.mp4", status="ok", frames=4, faces=2), 0)
     seen.draw()
-    assert shown == [(5, 2), (7, 3), (7, 3)]
+    assert [(frames, faces) for frames, faces, _ in bar.shown] == [(5, 2), (7, 3), (7, 3)]
 
 
 def test_the_bar_counts_each_frame_of_a_video_run_as_parts_once():
     """A part's overlap (frames the part before has too) is not counted again; the video's line, joined, gives its
     real frame count for the total."""
-    shown = []
-
-    class Bar:
-        def show(self, frames, faces, total, **extra) -> None:
-            shown.append((frames, total))
-
-        def close(self) -> None: ...
-
-    seen = _Progress([], RunConfig(), Bar())
+    bar = ShownBar()
+    seen = _Progress([], RunConfig(), bar)
     seen.uris, seen.expected = ["v.mp4"], {"v.mp4": 21}  # (as its container declares)
     seen.running[0] = (12, 4)
     seen.finished(SourceResult(source="v.mp4", status="ok", frames=12, faces=4, part="v.mp4#part2of2",
@@ -949,7 +954,7 @@ def test_the_bar_counts_each_frame_of_a_video_run_as_parts_once():
     seen.finished(SourceResult(source="v.mp4", status="ok", frames=11, faces=4, part="v.mp4#part1of2"))
     seen.joined(SourceResult(source="v.mp4", status="ok", frames=20, faces=7))
     seen.draw()
-    assert shown == [(9, 21), (20, 20)]
+    assert [(frames, total) for frames, _, total in bar.shown] == [(9, 21), (20, 20)]
 
 
 @pytest.fixture(scope="module")
@@ -965,24 +970,6 @@ def talk_whole(tmp_path_factory, local_ray, shared_dir, checkpoints):
     return config, tmp_path / "whole"
 
 
-@pytest.fixture
-def short_parts(monkeypatch):
-    """Parts of a second at least, 3 frames of overlap (the driver plans them): the CPU runs EmoNet on ~2 faces a
-    second."""
-    from emopipe.pipeline import parts
-
-    monkeypatch.setattr(parts, "MIN_PART_S", 1.0)
-    monkeypatch.setattr(parts, "OVERLAP_S", 0.3)
-    monkeypatch.setattr(parts, "OVERLAP_FRAMES", 3)
-
-
-def _as_whole(out: Path, whole: Path) -> None:
-    for name in ("talk.emotions.csv", "talk.emotions.segments.csv"):
-        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
-    names = {run: sorted(p.name for p in run.iterdir()) for run in (out, whole)}
-    assert names[out] == names[whole]  # no part's file left
-
-
 def test_a_warm_worker_serves_runs_that_cut_videos_and_runs_that_keep_them_whole():
     from emopipe.cluster import _worker_options
 
@@ -995,7 +982,7 @@ def test_one_long_video_over_two_workers_is_cut_into_parts_and_joined_as_one_pro
     config, whole = talk_whole
     outcome = run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray")
     assert [(r.status, r.frames, r.part) for r in outcome.results] == [("ok", 20, None)]
-    _as_whole(tmp_path / "ray", whole)
+    same_as_whole(tmp_path / "ray", whole)
     facts = outcome.run["ray"]
     assert facts["workers"] == 2 and facts["shares"] == 2  # a part each, handed out as sources
     assert sum(w["frames"] for w in facts["per_worker"].values()) > 20  # (the second part's overlap, read twice)
@@ -1006,7 +993,7 @@ def test_one_long_video_over_two_workers_is_cut_into_parts_and_joined_as_one_pro
     assert summary["parts"] == 2 and summary["frames"] == 20 and summary["faces"] == outcome.results[0].rows > 20
 
 
-def test_a_part_whose_worker_was_killed_is_redone_and_the_video_joined_as_whole(tmp_path, local_ray, talk_whole,
+def test_a_part_whose_worker_was_killed_is_redone_and_the_video_joinedsame_as_whole(tmp_path, local_ray, talk_whole,
                                                                                 short_parts, capsys):
     config, whole = talk_whole
     outcome: list = []
@@ -1014,24 +1001,13 @@ def test_a_part_whose_worker_was_killed_is_redone_and_the_video_joined_as_whole(
     run = threading.Thread(target=lambda: outcome.append(
         run_on_ray(config, RayOptions(workers=2), output_dir=tmp_path / "ray", progress=True)))
     run.start()
-    deadline = time.monotonic() + 300  # (bounds a hang only)
-    victim = None  # the first worker seen mid-part (a frame written, its part not done)
-    while victim is None and time.monotonic() < deadline:
-        for name in (WORKER_NAME.format(0), WORKER_NAME.format(1)):
-            with contextlib.suppress(ValueError):  # (not created yet)
-                actor = ray.get_actor(name)
-                asked = actor.progress.remote()
-                if ray.wait([asked], timeout=0.2)[0] and ray.get(asked):
-                    victim = actor
-                    break
-    assert victim is not None, "no worker was seen mid-part"
-    ray.kill(victim, no_restart=True)  # its part in flight is lost
+    kill_a_worker_mid_share(time.monotonic() + 300)  # (bounds a hang only)
     run.join(timeout=600)
     assert outcome, "the run did not finish"
     result = outcome[0]
     assert [(r.status, r.frames) for r in result.results] == [("ok", 20)]
     assert result.run["ray"]["worker_failures"] == 1 and result.run["ray"]["shares"] == 3  # the lost part went again
-    _as_whole(tmp_path / "ray", whole)
+    same_as_whole(tmp_path / "ray", whole)
     last = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if "frame" in line][-1]
     assert "20/20" in last, last  # the bar: each frame once (no overlap twice, nothing of the lost part)
 

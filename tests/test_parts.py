@@ -23,6 +23,7 @@ from emopipe.report.rows import read_records
 from emopipe.report.tracks import TrackCollector
 from emopipe.types import FaceRecord
 from emopipe.vision.track import IouTracker
+from tests.support.rows import same_as_whole
 
 LABELS = ("neutral", "happy", "sad", "surprise", "fear", "disgust", "anger", "contempt")
 
@@ -266,21 +267,6 @@ def talk(tmp_path_factory, shared_dir, checkpoints):
     return config, tmp_path / "whole"
 
 
-@pytest.fixture
-def short_parts(monkeypatch):
-    """Parts of a second at least, 3 frames of overlap: the CPU runs EmoNet on ~2 faces a second."""
-    monkeypatch.setattr(parts, "MIN_PART_S", 1.0)
-    monkeypatch.setattr(parts, "OVERLAP_S", 0.3)
-    monkeypatch.setattr(parts, "OVERLAP_FRAMES", 3)
-
-
-def _same_files(out: Path, whole: Path) -> None:
-    for name in ("talk.emotions.csv", "talk.emotions.segments.csv"):
-        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
-    names = {run: sorted(p.name for p in run.iterdir()) for run in (out, whole)}
-    assert names[out] == names[whole]  # no part's file left
-
-
 @pytest.mark.slow
 def test_a_video_over_two_workers_gives_the_rows_and_files_it_gives_whole(tmp_path, talk, short_parts):
     from emopipe.processes import run_on_processes
@@ -288,7 +274,7 @@ def test_a_video_over_two_workers_gives_the_rows_and_files_it_gives_whole(tmp_pa
     config, whole = talk
     cut_up = run_on_processes(config, 2, output_dir=tmp_path / "parts")
     assert [(r.status, r.frames) for r in cut_up.results] == [("ok", 20)]
-    _same_files(tmp_path / "parts", whole)
+    same_as_whole(tmp_path / "parts", whole)
     facts = cut_up.run["processes"]["per_worker"]
     assert all(w["frames"] > 0 for w in facts.values())  # both workers had a part
     lines = (tmp_path / "parts" / "manifest.jsonl").read_text().splitlines()
@@ -323,7 +309,7 @@ def test_a_part_whose_worker_died_is_run_again_and_ctrl_c_then_resume_completes(
     facts = redone.run["processes"]
     assert killed and facts["worker_failures"] == 1 and facts["started"] == 3  # its part went to a new worker
     assert [(r.status, r.frames) for r in redone.results] == [("ok", 20)]
-    _same_files(tmp_path / "redone", whole)
+    same_as_whole(tmp_path / "redone", whole)
 
     def cut_off(self, result, worker):  # Ctrl-C once the first part is in, the other not
         monkeypatch.setattr(processes._Run, "_record_part", record_part)

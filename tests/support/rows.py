@@ -33,3 +33,12 @@ def same_rows(a: dict[str, list[dict[str, str]]], b: dict[str, list[dict[str, st
             if any(abs(float(x[k]) - float(y[k])) > 1e-5 for k in numeric):
                 return False
     return True
+
+
+def same_as_whole(out: Path, whole: Path, stem: str = "talk") -> None:
+    """A video run in parts (``out``) left the files its run whole left (``whole``): the rows and segments byte for byte
+    (the tracks are made from the rows' six decimals), and no part's file."""
+    for name in (f"{stem}.emotions.csv", f"{stem}.emotions.segments.csv"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    names = {run: sorted(p.name for p in run.iterdir()) for run in (out, whole)}
+    assert names[out] == names[whole]  # no part's file left
