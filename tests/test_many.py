@@ -955,6 +955,38 @@ def test_a_fed_chain_warms_the_detector_for_its_first_source_before_opening_it(t
     assert summary is not None and summary.startup["detector_warmups"] == 1  # (the first source's size: warm)
 
 
+@pytest.mark.timeout(600)
+def test_with_detect_every_a_fed_chain_finishes_each_source_without_waiting_for_the_next(tmp_path, shared_dir,
+                                                                                        checkpoints):
+    """A worker's pipeline (--processes, --ray) waits for its next share with its last source read to the end: that
+    source's frames after its last key frame are located as at a run's end, and the source finishes. They waited for
+    the next source's frames or the feed's end, which a driver sends once every source is finished: a hang."""
+    from tests.support.synth import many_clips_run
+
+    folder, config = many_clips_run(tmp_path, shared_dir, checkpoints[8], 0)
+    clip = moving_face_video(folder / "talk.mp4", frames=6, fps=8.0, empty=None)  # key frames 0, 2, 4: 5 after
+    config = RunConfig.from_options(config, detect_every=2)
+    planned = plan_outputs([str(clip.path)], tmp_path / "fed", "csv")[0]
+    finished: list = []
+    with Analyzer(config) as analyzer:
+        alone = analyzer.run_many(output_dir=tmp_path / "alone")
+        fed_config = analyzer.source_config("many sources", output=None, summary=None)
+        chain = analyzer.source_chain([], fed_config, feeding=True)
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: analyzer.process(
+            chain, fed_config, on_result=lambda result: (finished.append(result), done.set())))
+        worker.start()
+        try:
+            chain.extend([planned])
+            assert done.wait(timeout=300), "the source did not finish while its chain waited for more"
+        finally:
+            chain.end_feed()
+            worker.join(timeout=300)
+    assert [(r.status, r.frames) for r in finished] == [("ok", 6)] and alone.results[0].frames == 6
+    rows = next(Path(at) for at, final in finished[0].renames if Path(final) == planned.rows)
+    assert rows.read_bytes() == (tmp_path / "alone" / "talk.emotions.csv").read_bytes()
+
+
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_the_chain_tags_each_frame_with_its_source_keeps_their_order_and_records_failures(tmp_path, parallel):
     sizes = {"a": 5, "b": 0, "c": 4, "d": 3}

@@ -5,6 +5,7 @@ rows writers as a worker writes them); one run with real worker processes checks
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 from dataclasses import replace
@@ -63,15 +64,34 @@ def test_parts_cover_the_run_s_stretch_once_each_behind_an_overlap(tmp_path):
     assert not names & {w.path for w in source.written()}  # no part writes a name of the video's own
 
 
-@pytest.mark.parametrize(("option", "why"), [({"smooth": 0.5}, "--smooth"), ({"detect_every": 2}, "--detect-every"),
-                                             ({"annotate": "mp4"}, "--annotate"), ({"max_frames": 100}, "--max-frames"),
-                                             ({"split": False}, "--no-split")])
+@pytest.mark.parametrize(("option", "why"), [({"smooth": 0.5}, "--smooth"), ({"annotate": "mp4"}, "--annotate"),
+                                             ({"max_frames": 100}, "--max-frames"), ({"split": False}, "--no-split")])
 def test_options_whose_rows_depend_on_where_a_part_begins_keep_videos_whole(tmp_path, option, why):
     config = RunConfig(**option)
     assert not_splittable(config) == why
     todo = plan_outputs([str(tmp_path / "a.mp4")], tmp_path, "csv")
     assert plan_parts(todo, 4, config, span_of=lambda uri: (600.0, 30.0)) == (todo, {})
-    assert not_splittable(RunConfig()) is None
+    assert not_splittable(RunConfig()) is None and not_splittable(RunConfig(detect_every=3)) is None
+
+
+@pytest.mark.parametrize("start", [None, 10.0, 10.02])
+def test_with_detect_every_parts_begin_on_one_process_s_key_frames_and_read_on_to_the_next(tmp_path, start):
+    source = plan_outputs([str(tmp_path / "talk.mp4")], tmp_path / "out", "csv")[0]
+    every, fps = 4, 30.0
+    config = RunConfig(start=start, end=200.0, detect_every=every)
+    pieces = cut(source, 3, 300.0, fps, config)
+    at = lambda seconds: int(np.ceil(seconds * fps - 1e-6))  # noqa: E731 (the first frame at or after)
+    first = at(start or 0.0)  # one process's first frame: a key frame, as every 4th after it
+    assert pieces[0].start_s == start and pieces[-1].end_s == 200.0 and pieces[-1].keep_until_s is None
+    for before, after in itertools.pairwise(pieces):
+        assert (at(after.start_s) - first) % every == 0  # the part's first frame: one of one process's key frames
+        assert at(after.keep_from_s) - at(after.start_s) >= parts.OVERLAP_FRAMES  # its overlap, as long at least
+        own_last, read_last = at(after.keep_from_s) - 1, at(before.end_s) - 1
+        assert before.keep_until_s == after.keep_from_s  # each frame's rows from exactly one part
+        assert (read_last - first) % every == 0 and 0 <= read_last - own_last < every  # on to the next key frame
+    plain = cut(source, 3, 300.0, fps, RunConfig(start=start, end=200.0))
+    assert [p.keep_from_s for p in plain] == [p.keep_from_s for p in pieces]  # the same stretches
+    assert all(p.keep_until_s is None for p in plain)
 
 
 def test_only_runs_with_workers_to_spare_are_cut_largest_first(tmp_path):
@@ -158,9 +178,10 @@ def _first_frame_at(seconds: float | None) -> int:
     return 0 if seconds is None else int(np.ceil(seconds * FPS))
 
 
-def _split_run(tmp_path: Path, fmt: str, count: int, seconds: float = 200.0):
+def _split_run(tmp_path: Path, fmt: str, count: int, seconds: float = 200.0, config: RunConfig | None = None):
     """The rows one process writes for a ``seconds``-long video, and those of ``count`` parts of it, as workers
-    write them: (the one-process file, the Split with its parts' results)."""
+    write them (each part its whole read: overlap, stretch and, with --detect-every, the frames after it): (the
+    one-process file, the Split with its parts' results)."""
     uri = str(tmp_path / "long.mp4")
     frames = int(seconds * FPS)
     boxes = _faces(frames)
@@ -168,14 +189,15 @@ def _split_run(tmp_path: Path, fmt: str, count: int, seconds: float = 200.0):
     whole.rows.parent.mkdir(parents=True)
     alone = tmp_path / f"alone{whole.rows.suffix}"
     _write_rows(alone, uri, boxes, 0, frames, fmt)
-    split = Split(whole, cut(whole, count, seconds, FPS, RunConfig()))
+    split = Split(whole, cut(whole, count, seconds, FPS, config or RunConfig()))
     for part in split.parts:
         first = _first_frame_at(part.start_s)
         last = frames if part.end_s is None else _first_frame_at(part.end_s)
         written = _write_rows(part.rows, uri, boxes, first, last, fmt)
         lead = _first_frame_at(part.keep_from_s) - first if part.keep_from_s is not None else 0
+        tail = last - _first_frame_at(part.keep_until_s) if part.keep_until_s is not None else 0
         split.results[part.key] = SourceResult(source=uri, status="ok", frames=written, part=part.key,
-                                               lead_frames=lead, outputs={"rows": str(part.rows)})
+                                               lead_frames=lead, tail_frames=tail, outputs={"rows": str(part.rows)})
     return alone, split, frames
 
 
@@ -206,6 +228,20 @@ def test_joined_parts_are_the_rows_one_process_writes_byte_for_byte(tmp_path, fm
     assert split.whole.segments.read_bytes() == (tmp_path / "alone.segments.csv").read_bytes()
 
 
+def test_parts_read_on_past_their_stretch_join_into_the_rows_one_process_writes(tmp_path):
+    """--detect-every: each part reads on to a key frame past its stretch; those frames' rows are the next part's."""
+    config = RunConfig(detect_every=7)
+    alone, split, frames = _split_run(tmp_path, "csv", 4, config=config)
+    assert sum(split.results[p.key].tail_frames for p in split.parts) > 0
+    result = join_parts(split, config)
+    assert result.status == "ok" and result.frames == frames
+    for partial, final in result.renames:
+        partial.replace(final)
+    assert split.whole.rows.read_bytes() == alone.read_bytes()
+    summary = json.loads(split.whole.summary.read_text())
+    assert summary["frames"] == summary["frames_detected"] == frames  # (no part summary here: its own frames)
+
+
 def test_tracks_that_cross_a_seam_keep_one_id_and_new_ones_are_numbered_in_order(tmp_path):
     alone, split, _ = _split_run(tmp_path, "csv", 5, seconds=250.0)
     result = join_parts(split, RunConfig())
@@ -234,6 +270,12 @@ def test_a_part_that_failed_ends_the_video_there_as_one_process_would(tmp_path):
         partial.replace(final)
     frames = [int(line.split(",")[1]) for line in split.whole.rows.read_text().splitlines()[1:]]
     assert frames and max(frames) < last_kept  # the third part's rows are not joined
+    # a part that failed past its stretch (reading on to a key frame) has its rows: the video goes on to the next
+    split.results[split.parts[0].key] = replace(split.results[split.parts[0].key], status="failed", tail_frames=2,
+                                                error="decoding failed at 2", exit_code=8)
+    assert join_parts(split, RunConfig()).error == "decoding failed"  # (the second part's, as before)
+    split.results[split.parts[0].key] = replace(split.results[split.parts[0].key], tail_frames=0)
+    assert join_parts(split, RunConfig()).error == "decoding failed at 2"
     # the first part failing before it wrote rows: the video failed, nothing joined
     first = split.parts[0]
     split.results[first.key] = SourceResult(source=first.uri, status="failed", error="cannot open", exit_code=2,
@@ -281,6 +323,28 @@ def test_a_video_over_two_workers_gives_the_rows_and_files_it_gives_whole(tmp_pa
     assert len(lines) == 1 and json.loads(lines[0])["status"] == "ok"
     summary = json.loads((tmp_path / "parts" / "talk.emotions.summary.json").read_text())
     assert summary["parts"] == 2 and summary["frames"] == 20 and summary["faces"] == cut_up.results[0].rows > 20
+
+
+@pytest.mark.slow
+def test_with_detect_every_a_video_over_two_workers_gives_the_rows_it_gives_whole(tmp_path, talk, short_parts):
+    """The parts begin on one process's key frames and read on to the next after their stretch: the boxes between
+    key frames are interpolated as one process interpolates them (frames 8 and 12 of 20 are key frames about the
+    seam at frame 10)."""
+    from emopipe.processes import run_on_processes
+
+    config = replace(talk[0], detect_every=4)
+    outcomes = {split: run_on_processes(replace(config, split=split), 2, output_dir=tmp_path / str(split))
+                for split in (True, False)}
+    assert [(r.status, r.frames) for r in outcomes[True].results] == [("ok", 20)]
+    same_as_whole(tmp_path / "True", tmp_path / "False")
+    cut_up, whole = (json.loads((tmp_path / str(split) / "talk.emotions.summary.json").read_text())
+                     for split in (True, False))
+    assert cut_up["parts"] == 2 and "parts" not in whole
+    assert cut_up["frames_detected"] == whole["frames_detected"] == 5  # frames 0, 4, 8, 12, 16
+    with open(tmp_path / "True" / "talk.emotions.csv", newline="") as file:
+        detected = {(int(row["frame"]), row["detected"]) for row in csv.DictReader(file)}
+    assert {frame for frame, was in detected if was == "1"} <= {0, 4, 8, 12, 16}
+    assert {10, 11} <= {frame for frame, was in detected if was == "0"}  # the seam's frames: interpolated
 
 
 @pytest.mark.slow

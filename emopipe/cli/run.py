@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--no-split", dest="split", action="store_false",
                       help="--processes, --ray: keep each video whole in one worker. By default, with fewer videos "
                            "than workers, long videos are cut into parts of 40 s or more, one worker each, and joined "
-                           "again: the rows one process writes, the same files (not with --smooth, --detect-every "
-                           "above 1, --annotate or --max-frames, which keep videos whole)")
+                           "again: the rows one process writes, the same files (not with --smooth, --annotate or "
+                           "--max-frames, which keep videos whole)")
     many.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                       help="spread the sources over a Ray cluster: ADDRESS (default: $RAY_ADDRESS or the cluster "
                            "on this machine), or 'local' to start one here; one worker per GPU, each warmed once; "

@@ -82,10 +82,13 @@ class PlannedSource:
     video: Path | None = None  # its annotated video (--annotate mp4|mkv|avi), beside its rows
     # A part of a long video (emopipe.pipeline.parts): (k, n), its stretch of the video (None: the run's --start and
     # --end), and from when its rows count (before it: the overlap with the part before, where tracks are matched)
+    # and until when (after it, with --detect-every: the frames up to the next key frame, which the boxes before it
+    # are interpolated towards)
     part: tuple[int, int] | None = None
     start_s: float | None = None
     end_s: float | None = None
     keep_from_s: float | None = None
+    keep_until_s: float | None = None
 
     @property
     def key(self) -> str:
@@ -383,6 +386,8 @@ class SourceChain:
         self._more = threading.Condition()
         self.feeding = feeding
         self.on_idle: Callable[[], None] | None = None  # called while a fed chain waits for more sources
+        # called (by the thread iterating) once a source's last frame is taken, before the next source's first
+        self.on_read: Callable[[int], None] | None = None
         # called once sources have begun (their reading started; no lock held): a cluster worker tells its driver
         # which source it is in, so one cut off before its first frame is written is recorded as one process does
         self.on_begin: Callable[[], None] | None = None
@@ -434,6 +439,8 @@ class SourceChain:
                     break
                 yield item
             del self._queues[position]
+            if self.on_read is not None:
+                self.on_read(position)
             position += 1
 
     # -- feeding -----------------------------------------------------------------------------------
@@ -599,6 +606,7 @@ class SourceResult:
     ended_early: str | None = None
     part: str | None = None  # a part of a video (PlannedSource.key): the driver joins the parts into the source's line
     lead_frames: int | None = None  # a part's: its frames before its rows count (the overlap)
+    tail_frames: int | None = None  # a part's: its frames after its rows count (up to a key frame, --detect-every)
     # (partial, final) renames still to do, the rows last: a cluster worker's, done by the driver once the source's
     # manifest line is written (:func:`publish`); empty once done, and never in the line
     renames: list[tuple[Path, Path]] = field(default_factory=list)
@@ -641,6 +649,7 @@ class PerSourceSink(Sink):
         self._faces = 0
         self._written = 0  # frames of the current source written
         self._lead = 0  # of them, a part's before its rows count (its overlap with the part before)
+        self._tail = 0  # and after (read up to the next key frame, --detect-every)
         self._detected = 0  # of them, frames the detector ran on (--detect-every: the key frames)
         # a source's time runs from the one before it finished; the first's from the end of the warm-ups (begin)
         self._last_finished_s = time.perf_counter()
@@ -667,10 +676,13 @@ class PerSourceSink(Sink):
                     self._video_error = exc
             self._faces += len(result.faces)
             self._written += 1
-            keep_from = self.chain.readings[stream].planned.keep_from_s
-            if keep_from is not None and result.frame.timestamp_s < keep_from:
+            planned = self.chain.readings[stream].planned
+            if planned.keep_from_s is not None and result.frame.timestamp_s < planned.keep_from_s:
                 self._lead += 1
-            self._detected += result.detected
+            elif planned.keep_until_s is not None and result.frame.timestamp_s >= planned.keep_until_s:
+                self._tail += 1
+            else:  # (a part's: of its own stretch only, so its video's sum is one process's)
+                self._detected += result.detected
             self._settle()
 
     def flush(self) -> None:
@@ -781,7 +793,7 @@ class PerSourceSink(Sink):
                               kind=type(error).__name__ if error else None, outputs=outputs,
                               ended_early=reading.ended_early)
         if planned.part is not None:
-            result.part, result.lead_frames = planned.key, self._lead
+            result.part, result.lead_frames, result.tail_frames = planned.key, self._lead, self._tail
         # Crash-safe at every instant (even SIGKILL): every file is written under its partial name, then any earlier
         # attempt's files are removed, then the manifest line claims the names, then the files take them, the rows
         # last. Killed before the line, a source has no file under a final name; after it, --resume finds its line
@@ -815,7 +827,7 @@ class PerSourceSink(Sink):
             publish(staged)
         self.results.append(result)
         self._sink = self._writer = self._tracks = self._video = self._video_error = None
-        self._faces = self._written = self._detected = self._lead = 0
+        self._faces = self._written = self._detected = self._lead = self._tail = 0
         self._next = position + 1
         # last, once the source is finished: a callback that raises (the caller's bug, raised from the run) cannot
         # leave it half done, to be finished again by close() with its published rows removed as an earlier attempt's

@@ -11,9 +11,10 @@ the overlap, and numbers the ids again in order of first appearance, as :class:`
 numbers them: the rows are one process's rows, and the tracks and segments files are made from them as one process
 makes them (docs/outputs.md).
 
-Not split: a run with ``--smooth`` (each track's average runs over its whole length), ``--detect-every`` above 1 (its
-key frames count from where a part begins), ``--annotate`` (one video file per source) or ``--max-frames``; images and
-videos shorter than two parts of :data:`MIN_PART_S`.
+With ``--detect-every N`` the parts begin on one process's key frames and read on to the next key frame after their
+stretch (:func:`cut`). Not split: a run with ``--smooth`` (each track's average runs over its whole length),
+``--annotate`` (one video file per source) or ``--max-frames``; images and videos shorter than two parts of
+:data:`MIN_PART_S`.
 
 Loads no PyTorch: the driver of a ``--processes`` or ``--ray`` run plans and joins.
 """
@@ -25,6 +26,7 @@ import csv
 import glob
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -60,8 +62,6 @@ def not_splittable(config: RunConfig) -> str | None:
         return "--no-split"
     if config.smooth:
         return "--smooth"
-    if config.detect_every > 1:
-        return "--detect-every"
     if config.annotate:
         return "--annotate"
     if config.max_frames is not None:
@@ -109,21 +109,35 @@ def _boundary(seconds: float, fps: float) -> float:
 
 
 def cut(source: PlannedSource, parts: int, length_s: float, fps: float, config: RunConfig) -> list[PlannedSource]:
-    """``source`` as ``parts`` parts over the run's stretch of it (``--start`` to ``--end``, or its ``length_s``)."""
+    """``source`` as ``parts`` parts over the run's stretch of it (``--start`` to ``--end``, or its ``length_s``).
+
+    With ``--detect-every N`` the key frames are one process's: a part begins on one (N frames apart from the run's
+    first frame: its overlap is longer by up to N - 1 frames) and reads on past its stretch up to the next one
+    (``keep_until_s``), so the boxes of its stretch's last frames are interpolated towards it, as one process's are."""
     first = config.start or 0.0
     last = min(config.end, length_s) if config.end is not None else length_s
     overlap = max(OVERLAP_S, OVERLAP_FRAMES / fps)
     bounds = [_boundary(first + (last - first) * k / parts, fps) for k in range(parts + 1)]
+    every = config.detect_every
+    first_frame = math.ceil(first * fps - 1e-6)  # the run's first frame: the first at or after --start, a key frame
     stem = _stem(source)
     ending = source.rows.name.removeprefix(stem)  # .emotions.csv or .emotions.jsonl
     cuts = []
     for k in range(parts):
         name = f"{stem}.part{k + 1}of{parts}"
+        start_s, end_s, until_s = bounds[k] - overlap, bounds[k + 1], None
+        if every > 1:
+            begin = round(bounds[k] * fps + 0.5) - math.ceil(overlap * fps - 1e-6)  # (a frame's index)
+            start_s = (first_frame + every * max(0, (begin - first_frame) // every) - 0.5) / fps
+            own_last = round(bounds[k + 1] * fps + 0.5) - 1
+            key_after = first_frame + every * -(-(own_last - first_frame) // every)
+            end_s, until_s = (key_after + 0.5) / fps, bounds[k + 1]
         cuts.append(replace(source, rows=source.rows.with_name(name + ending),
                             summary=source.summary.with_name(f"{name}.emotions.summary.json"), video=None,
-                            part=(k + 1, parts), start_s=config.start if k == 0 else max(0.0, bounds[k] - overlap),
-                            end_s=config.end if k == parts - 1 else bounds[k + 1],
-                            keep_from_s=None if k == 0 else bounds[k]))
+                            part=(k + 1, parts), start_s=config.start if k == 0 else max(0.0, start_s),
+                            end_s=config.end if k == parts - 1 else end_s,
+                            keep_from_s=None if k == 0 else bounds[k],
+                            keep_until_s=None if k == parts - 1 else until_s))
     return cuts
 
 
@@ -414,14 +428,15 @@ def join_parts(split: Split, config: RunConfig) -> SourceResult:
     began = time.perf_counter()
     whole = split.whole
     results = [split.results[part.key] for part in split.parts]
-    failed = next((r for r in results if r.status != "ok"), None)
+    # (a part that failed past its stretch, reading on to a key frame, has its rows: the next part meets the same)
+    failed = next((r for r in results if r.status != "ok" and not r.tail_frames), None)
     joined = results[:results.index(failed) + 1] if failed is not None else results
     joined = [r for r in joined if "rows" in r.outputs]
     seconds = time.perf_counter() - split.began if split.began is not None else sum(r.seconds for r in results)
     if not joined:  # (its first part failed before it wrote a row file: nothing to join)
         assert failed is not None
-        return replace(failed, source=whole.uri, part=None, lead_frames=None, outputs={}, renames=[], rows=0,
-                       faces=0, seconds=round(seconds, 4))
+        return replace(failed, source=whole.uri, part=None, lead_frames=None, tail_frames=None, outputs={},
+                       renames=[], rows=0, faces=0, seconds=round(seconds, 4))
     rows_partial = partial_path(whole.rows)
     try:
         rows_partial.parent.mkdir(parents=True, exist_ok=True)
@@ -434,7 +449,11 @@ def join_parts(split: Split, config: RunConfig) -> SourceResult:
                                          last=k == len(joined) - 1)
     except OSError as exc:
         raise OutputError(f"cannot write {whole.rows}: {exc.strerror or exc}") from None
-    frames = sum(r.frames - (r.lead_frames or 0) for r in joined)
+    frames = sum(r.frames - (r.lead_frames or 0) - (r.tail_frames or 0) for r in joined)
+    read = [_summary_of(part, result) for part, result in zip(split.parts, joined)]
+    # (each part counts its own stretch's key frames; where its summary is not there to read, its own frames)
+    detected = sum(f.get("frames_detected", r.frames - (r.lead_frames or 0) - (r.tail_frames or 0))
+                   for f, r in zip(read, joined))
     faces = joiner.faces
     outputs = {"rows": str(whole.rows)}
     staged: list[tuple[Path, Path]] = []
@@ -448,12 +467,12 @@ def join_parts(split: Split, config: RunConfig) -> SourceResult:
         tracks = [r.summary.as_dict() for r in reports]
     except (EmopipeError, ImportError, OSError, ValueError) as exc:
         logger.warning("%s: track summaries not written (the rows are complete): %s", whole.uri, exc)
-    decoders = sorted({d for part, result in zip(split.parts, joined) if (d := _decoder_of(part, result))})
+    decoders = sorted({d for f in read if isinstance(d := f.get("decoder"), str)})
     error = failed.error if failed is not None else None
     summary = RunSummary(source=whole.uri, decoder="+".join(decoders) or "opencv", frames=frames, faces=faces,
                          seconds=round(seconds, 4), fps=frames / seconds if seconds else 0.0,
                          faces_per_s=faces / seconds if seconds else 0.0, detect_every=config.detect_every,
-                         frames_detected=frames, ended_early=failed.ended_early if failed is not None else None,
+                         frames_detected=detected, ended_early=failed.ended_early if failed is not None else None,
                          outputs=dict(outputs), tracks=tracks)
     facts = {**summary.as_dict(), "parts": len(split.parts), "join_s": round(time.perf_counter() - began, 3)}
     summary_partial = partial_path(whole.summary)
@@ -476,12 +495,13 @@ def _rows_at(part: PlannedSource, result: SourceResult) -> Path:
     return next((Path(at) for at, final in result.renames if Path(final) == part.rows), part.rows)
 
 
-def _decoder_of(part: PlannedSource, result: SourceResult) -> str | None:
+def _summary_of(part: PlannedSource, result: SourceResult) -> dict[str, Any]:
+    """A part's summary as its worker wrote it (under its partial name); empty where there is none to read."""
     at = next((Path(at) for at, final in result.renames if Path(final) == part.summary), part.summary)
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        decoder = json.loads(at.read_text()).get("decoder")
-        return decoder if isinstance(decoder, str) else None
-    return None
+    with contextlib.suppress(OSError, ValueError):
+        facts = json.loads(at.read_text())
+        return facts if isinstance(facts, dict) else {}
+    return {}
 
 
 __all__ = ["PartResults", "Split", "join_parts", "match_tracks", "not_splittable", "parts_for", "plan_parts",

@@ -46,12 +46,20 @@ _END = object()  # sentinel closing a queue
 _DUE = object()  # live: no frame came before a partial face batch was due
 
 
+@dataclass(frozen=True)
+class _StreamRead:
+    """In the frame queue after a source's last frame (a chain of sources says when one is read to its end)."""
+
+    stream: int
+
+
 @dataclass
 class _FrameBatch:
     """Frames read, in order, and which of them go to the detector (all but with --detect-every)."""
 
     frames: list[Frame] = field(default_factory=list)
     keys: list[bool] = field(default_factory=list)
+    read: int | None = None  # (no frames) a stream read to its end: its frames after its last key frame go on
 
 
 @dataclass
@@ -278,6 +286,10 @@ class Pipeline:
     def _read(self) -> None:
         """Reader thread: decode ahead into the bounded frame queue."""
         try:
+            if self._keyframes is not None and hasattr(self.source, "on_read"):
+                # (--detect-every: a stream's last frames wait for a key frame after them, or for its end; a fed
+                # chain of sources may wait a long time for the next one, and its worker for these frames' rows)
+                self.source.on_read = lambda stream: self._put(self._frames, _StreamRead(stream))
             frames = iter(self.source)
             while not self._stop.is_set():
                 t = time.perf_counter()
@@ -387,6 +399,12 @@ class Pipeline:
                 continue
             if item is _END:
                 break
+            if isinstance(item, _StreamRead):
+                if batch.frames:
+                    yield batch
+                    batch = _FrameBatch()
+                yield _FrameBatch(read=item.stream)
+                continue
             self._taken[(item.stream, item.index)] = time.perf_counter()
             if batch.frames and (item.height, item.width) != (batch.frames[0].height, batch.frames[0].width):
                 yield batch
@@ -508,6 +526,11 @@ class Pipeline:
             for batch in self._frame_batches(batcher):
                 if self._stop.is_set():
                     break
+                if batch.read is not None and self._keyframes is not None:  # its last frames, boxes as at an end
+                    if in_flight is not None:
+                        self._complete(in_flight, batcher, assembler)
+                        in_flight = None
+                    self._cut(self._keyframes.end(batch.read), batcher, assembler)
                 if batch.frames:
                     # Software pipelining: the device detects this batch while the host finishes the
                     # previous one (NMS, crops, EmoNet), so the GPU does not wait for Python.

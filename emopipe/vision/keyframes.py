@@ -181,6 +181,11 @@ class StreamKeyframes(Generic[Item]):
                 out += self._schedules.pop(ended).flush()
         return out + self._schedules[stream].add(item, size, detections)
 
+    def end(self, stream: int) -> list[Located[Item]]:
+        """``stream`` was read to its end: its frames after its last key frame, located as at the end of a run."""
+        schedule = self._schedules.pop(stream, None)
+        return schedule.flush() if schedule is not None else []
+
     def flush(self) -> list[Located[Item]]:
         """Every stream's frames after its last key frame, stream by stream in the order they began."""
         out: list[Located[Item]] = []
