@@ -439,7 +439,7 @@ class _Run:
 
     def _record_left(self) -> None:
         """Cut off: the sources the workers held, as their files say (those not begun get no line). A video whose
-        parts are not all in is interrupted (``--resume`` runs it again), whether or not its parts had begun."""
+        parts went out but are not all in is interrupted (``--resume`` runs it again)."""
         from emopipe.pipeline.drivers import as_left
 
         for worker in self.crew.workers.values():
