@@ -548,7 +548,7 @@ class Worker:
 
 PER_RUN_OPTIONS = ("sources", "list_files", "recursive", "resume", "output", "summary", "report", "no_progress",
                    "ray", "ray_workers", "ray_retries", "ray_keep_warm",
-                   "split")  # what each run's plan carries to a worker (a part: its stretch)
+                   "split", "mps")  # what each run's plan carries to a worker (a part: its stretch)
 
 
 def _worker_options(config: RunConfig) -> RunConfig:

@@ -146,6 +146,8 @@ class RunConfig:
     processes: int | str | None = None
     # --processes with fewer videos than workers: long videos cut into parts over the workers (emopipe.pipeline.parts)
     split: bool = True
+    # --processes: where NVIDIA MPS does not run, start it for the workers, ended with the command (cuda_context.OwnMps)
+    mps: bool = False
     # the same run over a Ray cluster (emopipe.cluster)
     ray: str | None = None  # a cluster address, "auto" (RAY_ADDRESS), or "local" (start one here)
     ray_workers: int | None = None  # default: one per GPU of the cluster
@@ -230,6 +232,9 @@ class RunConfig:
         if self.processes is not None and self.ray:
             raise UsageError("--processes and --ray: the workers are either this machine's processes or Ray's; "
                              "choose one")
+        if self.mps and self.processes is None:
+            raise UsageError("--mps: for the workers of --processes (on a Ray cluster, start MPS on its machines: "
+                             "docs/cluster.md)")
         if self.ray_gpus_per_worker is not None and not (math.isfinite(self.ray_gpus_per_worker)
                                                          and self.ray_gpus_per_worker >= 0):
             raise UsageError(f"--ray-gpus-per-worker must be a number ≥ 0, got {self.ray_gpus_per_worker}")

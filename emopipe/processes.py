@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +36,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -84,7 +85,9 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
     directory = config.output_folder(output_dir)
     with hold_folder(directory), contextlib.ExitStack() as planned:
         started = time.perf_counter()
-        crew = _Crew(config, processes)
+        # (before the workers start: a process makes its CUDA context under the MPS that answers then, or none)
+        mps = planned.enter_context(_mps_for(config, processes))
+        crew = _Crew(config, processes, env=mps.env)
         try:
             from emopipe.pipeline.drivers import largest_first
             from emopipe.pipeline.many import finish_many, many_config, plan_sources, report_many
@@ -107,12 +110,57 @@ def run_on_processes(config: RunConfig, processes: int, *, sources: StrPath | Se
                 cut_up = f" ({len(splits)} of them in {parts} parts)" if splits else ""
                 logger.info("%d source(s)%s to do over %d worker processes …", len(plan.todo), cut_up,
                             len(crew.alive()))
-                outcome = _Run(plan, config, crew, on_result, started, timeline, progress, units, splits).run()
+                outcome = _Run(plan, config, crew, on_result, started, timeline, progress, units, splits,
+                               mps.state).run()
         except BaseException:
             crew.kill()  # (a run that ended leaves none: each ends on its own once it has said goodbye)
             raise
         report_many(plan, outcome)
     return outcome
+
+
+@dataclass
+class _Mps:
+    """NVIDIA MPS for a run's workers, with ``--mps``: ``state`` (summary.json's ``processes.mps``) ``"started"``
+    (the command's own) or ``"running"`` (the machine's answered), else None (not asked, or none could start; each
+    worker says whether it ran under MPS: ``worker_summaries[].mps``); ``env``: what the workers' environment needs
+    for the command's own."""
+
+    state: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _mps_for(config: RunConfig, processes: int) -> Iterator[_Mps]:
+    """The MPS a run's workers share their GPUs under; with ``--mps`` where none runs, the command's own, started
+    now and ended as the run ends (:class:`~emopipe.model.cuda_context.OwnMps`). A daemon that cannot start leaves
+    the run as it was without it (said in one line)."""
+    if not config.mps:  # (nothing asked before the workers start: each says whether MPS runs, worker_summaries)
+        yield _Mps()
+        return
+    devices = _devices(config.device)
+    if not devices:
+        logger.info("--mps: the workers run on the CPU; no MPS")
+        yield _Mps()
+        return
+    if cuda_context.mps_running():
+        logger.info("--mps: NVIDIA MPS runs here already: the workers share the GPU under it")
+        yield _Mps("running")
+        return
+    if processes <= len(devices):  # (a worker a GPU: nothing to share)
+        yield _Mps()
+        return
+    try:
+        own = cuda_context.OwnMps.start()
+    except cuda_context.MpsUnavailable as exc:
+        logger.warning("--mps: NVIDIA MPS could not be started (%s); the workers on a GPU take turns on it", exc)
+        yield _Mps()
+        return
+    logger.info("--mps: NVIDIA MPS started for this command's workers (ended with it)")
+    try:
+        yield _Mps("started", own.env)
+    finally:
+        own.stop()
 
 
 # --processes auto. Measured on H100 hosts of 16 cores with the 64-clip archive (docs/benchmarks.md): under MPS 4, 6 and
@@ -131,13 +179,15 @@ def workers_for(gpus: int, mps: bool, cores: int) -> int:
     return max(1, min(gpus * (WORKERS_PER_GPU_UNDER_MPS if mps else 1), cores // CORES_PER_WORKER))
 
 
-def auto_workers(device: str) -> tuple[int, str]:
-    """``--processes auto`` on this machine for ``device``: the count, and what it was chosen from (for the log)."""
+def auto_workers(device: str, start_mps: bool = False) -> tuple[int, str]:
+    """``--processes auto`` on this machine for ``device``: the count, and what it was chosen from (for the log).
+    ``start_mps`` (``--mps``): counted as under MPS where its tool is here to start it."""
     gpus = len(_devices(device))
     cores = _cores()
-    mps = gpus > 0 and cuda_context.mps_running()
-    why = (f"{gpus} GPU{'s' if gpus != 1 else ''}{' under NVIDIA MPS' if mps else ' without NVIDIA MPS'}, {cores} cores"
-           if gpus else f"the CPU, {cores} cores")
+    running = gpus > 0 and cuda_context.mps_running()
+    mps = running or (gpus > 0 and start_mps and shutil.which(cuda_context.MPS_CONTROL) is not None)
+    under = " under NVIDIA MPS" if running else " under NVIDIA MPS (--mps)" if mps else " without NVIDIA MPS"
+    why = f"{gpus} GPU{'s' if gpus != 1 else ''}{under}, {cores} cores" if gpus else f"the CPU, {cores} cores"
     return workers_for(gpus, mps, cores), why
 
 
@@ -201,11 +251,12 @@ class _Worker:
 class _Crew:
     """The worker processes of a run: started, told what to do, and killed where the run ends early."""
 
-    def __init__(self, config: RunConfig, count: int) -> None:
+    def __init__(self, config: RunConfig, count: int, env: dict[str, str] | None = None) -> None:
         from emopipe.pipeline.drivers import worker_metrics_port
 
         worker_metrics_port(config.metrics_port, count - 1)  # every first worker's port is valid before any starts
         self.config = config
+        self.env = env or {}  # the workers' environment beyond this process's (the command's own MPS)
         self.devices = _devices(config.device)
         cores = _cores()
         # a fresh machine's cuDNN plans are built by processes each worker's warm-up starts: the cores shared out
@@ -228,7 +279,7 @@ class _Crew:
         index = len(self.workers)
         name = WORKER_NAME.format(index)
         device = (self.devices or [self.config.device])[index % max(1, len(self.devices))]
-        env = {**os.environ, "OMP_NUM_THREADS": self.threads}
+        env = {**os.environ, **self.env, "OMP_NUM_THREADS": self.threads}
         if index:  # one writer of Python's compiled modules (emopipe.cli.bytecode): the others read what it writes
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         ours, theirs = socket.socketpair()
@@ -279,7 +330,8 @@ class _Run:
 
     def __init__(self, plan: ManyPlan, config: RunConfig, crew: _Crew,
                  on_result: Callable[[SourceResult], None] | None, started: float, timeline: dict[str, float],
-                 progress: bool, units: Sequence[PlannedSource], splits: dict[str, Split]) -> None:
+                 progress: bool, units: Sequence[PlannedSource], splits: dict[str, Split],
+                 mps: str | None = None) -> None:
         from emopipe.pipeline.parts import PartResults
         from emopipe.pipeline.progress import ProgressBar
 
@@ -295,6 +347,7 @@ class _Run:
         self.failures = 0  # workers that died
         self.start_deaths = 0  # of those, before they were warm
         self.warned_mps = False  # (a GPU shared without MPS: said once)
+        self.mps = mps  # "running", "started" (--mps) or None
 
     # -- the workers ---------------------------------------------------------------------------------------------
 
@@ -327,9 +380,9 @@ class _Run:
                 logger.info("%s (pid %s): metrics on %s", worker.name, body["pid"], body["metrics"])
             if len(self.crew.alive()) > len(self.crew.devices) and body.get("mps") is False and not self.warned_mps:
                 self.warned_mps = True
-                logger.warning("%s shares its GPU without NVIDIA MPS: the workers on a GPU take turns on it; start "
-                               "MPS (docs/cluster.md, \"Several workers on a GPU\") or use fewer --processes",
-                               worker.name)
+                logger.warning("%s shares its GPU without NVIDIA MPS: the workers on a GPU take turns on it; add "
+                               "--mps, start MPS (docs/cluster.md, \"Several workers on a GPU\") or use fewer "
+                               "--processes", worker.name)
         elif kind == "failed":  # its pipeline failed (the source it was in is recorded failed already)
             worker.failure = body
         elif kind == "error":  # a user error that stops every worker, as it stops one process
@@ -522,7 +575,7 @@ class _Run:
         if firsts:  # the first row any worker wrote, on this process's clock
             self.timeline["first_row_s"] = perf_counter_at(min(firsts)) - self.started
         run = [w for w in workers if w.needed]
-        return {"workers": self.count, "started": len(run), "worker_failures": self.failures,
+        return {"workers": self.count, "started": len(run), "worker_failures": self.failures, "mps": self.mps,
                 "devices": sorted({w.identity.get("device", "") for w in workers} - {""}),
                 "timeline": {k: round(v, 3) for k, v in self.timeline.items()},
                 "per_worker": {w.name: {**w.recorded, "pid": w.process.pid, "died": w.gone and not w.said_bye}

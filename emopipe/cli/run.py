@@ -122,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "under MPS, else one a GPU, at most one per 4 cores; on one GPU without MPS, or the CPU, "
                            "this process. Files only, not cameras; a dead worker's sources go to another "
                            "(--ray-retries times)")
+    many.add_argument("--mps", action="store_true",
+                      help="--processes: where NVIDIA MPS does not run, start it for the workers (a daemon of this "
+                           "command's own, which no other process uses, ended with it), so the workers on a GPU run "
+                           "side by side; 'auto' then counts 4 a GPU")
     many.add_argument("--no-split", dest="split", action="store_false",
                       help="--processes, --ray: keep each video whole in one worker. By default, with fewer videos "
                            "than workers, long videos are cut into parts of 40 s or more, one worker each, and joined "
@@ -386,10 +390,10 @@ def auto_processes(config: RunConfig) -> RunConfig:
 
     if config.fleet:  # (refused as --processes N is: files only)
         return config
-    count, why = auto_workers(config.device)
+    count, why = auto_workers(config.device, start_mps=config.mps)
     if count == 1:
         logger.info("--processes auto: the sources run in this process (%s)", why)
-        return replace(config, processes=None)
+        return replace(config, processes=None, mps=False)  # (--mps: nothing to share)
     logger.info("--processes auto: %d worker processes (%s)", count, why)
     return replace(config, processes=count)
 

@@ -174,22 +174,116 @@ def _primary_context(ordinal: int) -> int | None:
     return int(context.value or 0)
 
 
-def mps_running(tries: int = 1) -> bool:
+MPS_CONTROL = "nvidia-cuda-mps-control"  # NVIDIA's MPS control tool (the daemon and its client), with the driver
+MPS_VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")  # where a CUDA process looks for its daemon
+
+
+def mps_running(tries: int = 1, env: dict[str, str] | None = None) -> bool:
     """Whether NVIDIA's MPS control daemon answers on this machine (its pipe directory: ``CUDA_MPS_PIPE_DIRECTORY``,
-    else the default). Under MPS the processes sharing a GPU run their kernels side by side; without it they take
-    turns, so a second worker on a GPU adds ~8 % (docs/benchmarks.md). Asked of the daemon itself: a socket left by
-    one that stopped stays in its directory. ``tries``: asked that many times, a second apart, before it counts as
-    not running (workers starting at once ask it together: one of four once heard no answer, 2026-11-27)."""
-    control = shutil.which("nvidia-cuda-mps-control")
+    else the default; ``env``: the environment that names it, default this process's). Under MPS the processes
+    sharing a GPU run their kernels side by side; without it they take turns, so a second worker on a GPU adds ~8 %
+    (docs/benchmarks.md). Asked of the daemon itself: a socket left by one that stopped stays in its directory.
+    ``tries``: asked that many times, a second apart, before it counts as not running (workers starting at once ask
+    it together: one of four once heard no answer, 2026-11-27)."""
+    control = shutil.which(MPS_CONTROL)
     if control is None:
         return False
     for attempt in range(tries):
         if attempt:
             time.sleep(1.0)
-        try:
-            asked = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True, timeout=5)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if asked.returncode == 0:
+        if _ask_mps(control, "get_server_list", env) is not None:
             return True
     return False
+
+
+def _ask_mps(control: str, command: str, env: dict[str, str] | None = None, timeout: float = 5.0) -> str | None:
+    """The daemon's answer to ``command``, or None where no daemon answered."""
+    try:
+        asked = subprocess.run([control], input=command + "\n", capture_output=True, text=True, timeout=timeout,
+                               env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return asked.stdout if asked.returncode == 0 else None
+
+
+class MpsUnavailable(Exception):
+    """NVIDIA MPS could not be started here; the message says why, in a few words."""
+
+
+# The daemon's process: its parent-death signal set, then NVIDIA's tool run in its place (execv keeps the signal), so
+# a command killed outright takes its daemon with it — and the daemon's MPS server ends with its last client (the
+# workers die with the command too): nothing is left running (H200, session 38, s38c).
+_DIE_WITH_PARENT = ("import ctypes, os, signal, sys\n"
+                    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+                    "os.getppid() == int(sys.argv[1]) or sys.exit(1)\n"  # (its parent died before the signal was set)
+                    "os.execv(sys.argv[2], sys.argv[2:])\n")
+
+
+class OwnMps:
+    """NVIDIA MPS started by this command for its worker processes (``--mps``): the control daemon in the foreground
+    as this process's child, on a pipe directory of its own — only processes given :attr:`env` use it, so nothing
+    else on the machine changes (no GPU setting, no other process's MPS) — and ended by :meth:`stop`, or with this
+    process should it be killed. Measured on an H200 (session 38): the daemon answers ~0.1 s after it starts; its
+    server starts with the first worker's CUDA context; ``quit`` ends both in ~0.1 s once the workers are gone."""
+
+    START_S = 10.0  # how long a new daemon may take to answer
+    QUIT_S = 10.0  # how long ``quit`` may take (it waits for clients still attached) before the daemon is killed
+
+    def __init__(self, control: str, process: subprocess.Popen[bytes], folder: Path) -> None:
+        self.control, self.process, self.folder = control, process, folder
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a process needs in its environment to run under this daemon."""
+        return dict(zip(MPS_VARIABLES, (str(self.folder), str(self.folder / "log")), strict=True))
+
+    @classmethod
+    def start(cls) -> OwnMps:
+        """A new daemon, answering; :class:`MpsUnavailable` where there is none to start or it did not answer."""
+        import sys
+        import tempfile
+
+        control = shutil.which(MPS_CONTROL)
+        if control is None:
+            raise MpsUnavailable(f"{MPS_CONTROL} not found: it comes with NVIDIA's driver")
+        folder = Path(tempfile.mkdtemp(prefix="emopipe-mps-"))
+        (folder / "log").mkdir()
+        env = {**os.environ, **dict(zip(MPS_VARIABLES, (str(folder), str(folder / "log")), strict=True))}
+        try:
+            with open(folder / "daemon.err", "wb") as said:  # (a file: a pipe nobody read could stall it)
+                process = subprocess.Popen([sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()),
+                                            control, "-f"], env=env, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.DEVNULL, stderr=said)
+        except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise MpsUnavailable(f"{MPS_CONTROL} did not start: {exc.strerror or exc}") from None
+        own = cls(control, process, folder)
+        deadline = time.monotonic() + cls.START_S
+        while _ask_mps(control, "get_server_list", env) is None:
+            if process.poll() is not None or time.monotonic() > deadline:
+                said = own._said()
+                own.stop()
+                raise MpsUnavailable(f"its daemon {'ended' if process.returncode is not None else 'did not answer'}"
+                                     + (f": {said}" if said else ""))
+            time.sleep(0.02)
+        return own
+
+    def stop(self) -> None:
+        """The daemon (and its server) ended, its pipe directory removed. Call once its processes are gone: ``quit``
+        waits for clients still attached (up to QUIT_S; then the daemon is killed, and what they still ran fails)."""
+        if self.process.poll() is None:
+            _ask_mps(self.control, "quit", {**os.environ, **self.env}, timeout=self.QUIT_S)
+            try:
+                self.process.wait(self.QUIT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _said(self) -> str:
+        """The last line the ended daemon wrote on its standard error, if any."""
+        try:
+            lines = (self.folder / "daemon.err").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1].strip()[:200] if lines else ""
