@@ -121,6 +121,10 @@ def test_the_daemon_ends_with_a_command_killed_outright(mps_tool, tmp_path):
         command.kill()
         command.wait()
     assert _ended(daemon)
+    left = next(Path(tempfile.gettempdir()).glob(f"emopipe-mps-{command.pid}-*"))  # (its pipe directory)
+    own = OwnMps.start()  # the next command's daemon removes it
+    own.stop()
+    assert not left.exists()
 
 
 @pytest.fixture

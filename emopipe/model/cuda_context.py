@@ -219,6 +219,24 @@ _DIE_WITH_PARENT = ("import ctypes, os, signal, sys\n"
                     "os.execv(sys.argv[2], sys.argv[2:])\n")
 
 
+_MPS_FOLDER = "emopipe-mps-"  # an own daemon's pipe directory: emopipe-mps-PID-…, PID the command's
+
+
+def _remove_left_behind(temporary: Path) -> None:
+    """The pipe directories of commands that were killed outright (their daemons died with them; only the
+    directories, a few empty files, were left)."""
+    for folder in temporary.glob(f"{_MPS_FOLDER}*-*"):
+        pid = folder.name[len(_MPS_FOLDER):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # (another user's command, running)
+            continue
+
+
 class OwnMps:
     """NVIDIA MPS started by this command for its worker processes (``--mps``): the control daemon in the foreground
     as this process's child, on a pipe directory of its own — only processes given :attr:`env` use it, so nothing
@@ -246,7 +264,8 @@ class OwnMps:
         control = shutil.which(MPS_CONTROL)
         if control is None:
             raise MpsUnavailable(f"{MPS_CONTROL} not found: it comes with NVIDIA's driver")
-        folder = Path(tempfile.mkdtemp(prefix="emopipe-mps-"))
+        _remove_left_behind(Path(tempfile.gettempdir()))
+        folder = Path(tempfile.mkdtemp(prefix=f"{_MPS_FOLDER}{os.getpid()}-"))
         (folder / "log").mkdir()
         env = {**os.environ, **dict(zip(MPS_VARIABLES, (str(folder), str(folder / "log")), strict=True))}
         try:
