@@ -277,7 +277,8 @@ class OwnMps:
             shutil.rmtree(folder, ignore_errors=True)
             raise MpsUnavailable(f"{MPS_CONTROL} did not start: {exc.strerror or exc}") from None
         own = cls(control, process, folder)
-        deadline = time.monotonic() + cls.START_S
+        began = time.monotonic()
+        deadline = began + cls.START_S
         while _ask_mps(control, "get_server_list", env) is None:
             if process.poll() is not None or time.monotonic() > deadline:
                 said = own._said()
@@ -285,11 +286,13 @@ class OwnMps:
                 raise MpsUnavailable(f"its daemon {'ended' if process.returncode is not None else 'did not answer'}"
                                      + (f": {said}" if said else ""))
             time.sleep(0.02)
+        logger.debug("MPS: its daemon answered %.3f s after it started (%s)", time.monotonic() - began, folder)
         return own
 
     def stop(self) -> None:
         """The daemon (and its server) ended, its pipe directory removed. Call once its processes are gone: ``quit``
         waits for clients still attached (up to QUIT_S; then the daemon is killed, and what they still ran fails)."""
+        began = time.monotonic()
         if self.process.poll() is None:
             _ask_mps(self.control, "quit", {**os.environ, **self.env}, timeout=self.QUIT_S)
             try:
@@ -298,6 +301,7 @@ class OwnMps:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+        logger.debug("MPS: its daemon ended %.3f s after it was asked to", time.monotonic() - began)
 
     def _said(self) -> str:
         """The last line the ended daemon wrote on its standard error, if any."""
