@@ -55,6 +55,7 @@ from emopipe.pipeline.progress import ProgressBar
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder
 from emopipe.pipeline.summary import RunSummary
+from emopipe.report.outputs import check_report_outputs
 from emopipe.types import FaceRecord, FrameResult
 
 logger = logging.getLogger(__name__)
@@ -108,12 +109,15 @@ def _asked_metrics(given: RunConfig, resolved: RunConfig, metrics: Any, exporter
 
 
 RAY_OPTIONS = ("ray_workers", "ray_gpus_per_worker", "ray_retries", "ray_keep_warm")
-MANY_OPTIONS = ("resume", "parallel", *RAY_OPTIONS)
+# what only a run of several sources uses (run_many, the command line's collections, --processes, --ray)
+MANY_OPTIONS = ("sources", "list_files", "recursive", "resume", "parallel", "processes", "split", "mps", "ray",
+                *RAY_OPTIONS)
 
 
 def _given(config: RunConfig, names: Sequence[str]) -> str:
     """The options among ``names`` that ``config`` sets (not at their defaults), as the command line spells them."""
-    return ", ".join("--" + name.replace("_", "-") for name in names
+    spelled = {"split": "--no-split", "list_files": "--list", "sources": "sources"}
+    return ", ".join(spelled.get(name, "--" + name.replace("_", "-")) for name in names
                      if getattr(config, name) != getattr(RunConfig, name))
 
 
@@ -262,6 +266,8 @@ class Analyzer:
                              "Analyzer is made; make another Analyzer to change them")
         config = RunConfig.from_options(self.config, **options)
         if source is not None:
+            if options.get("webcam") is not None:
+                raise UsageError("webcam: a run has one source; give the file or the camera, not both")
             config = replace(config, source=str(source), webcam=None)
         resolved = config.resolved(self._device_type)
         return replace(resolved, **model_options(base))
@@ -281,7 +287,9 @@ class Analyzer:
         stream says it should (truncated, damaged) gives every frame that decodes, then raises
         :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
         """
-        _refuse_file_options(RunConfig.from_options(self.config, **options))
+        given = RunConfig.from_options(self.config, **options)
+        _refuse_file_options(given)
+        _refuse_many_options(given)
         with self._one_at_a_time("analyze()"):
             yield from self._analyze(source, **options)
 
@@ -371,6 +379,8 @@ class Analyzer:
             # they are (a run that held them until now has finished its files)
             stack.enter_context(hold_outputs(config.locked_outputs()))
             config.refuse_earlier_outputs()
+            if config.report:  # a page or thumbnails folder emopipe did not write is never replaced
+                check_report_outputs(config.report, without_thumbnails=None)
             _sigterm_as_ctrl_c(stack)
             run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
             opened = run.open()

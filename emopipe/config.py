@@ -11,6 +11,7 @@ Nothing here imports torch until a run is resolved on an ``auto`` device.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import re
 from collections.abc import Iterable
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from emopipe.errors import UsageError
+from emopipe.errors import OutputError, UsageError
 from emopipe.io.encode import choose_ffmpeg
 from emopipe.io.records import (
     MAX_NAME_BYTES,
@@ -215,6 +216,7 @@ class RunConfig:
                 object.__setattr__(self, name, os.fspath(value))
         object.__setattr__(self, "sources", path_items(self.sources, "sources"))
         object.__setattr__(self, "list_files", path_items(self.list_files, "list_files"))
+        _numbers(self)
         _positive("max_frames", self.max_frames)
         _positive("detect_size", self.detect_size)
         _positive("detect_batch", self.detect_batch)
@@ -253,10 +255,10 @@ class RunConfig:
         for name in ("open_timeout", "read_timeout", "reconnect_timeout"):
             if not getattr(self, name) > 0:  # (inf is allowed: keep trying)
                 raise UsageError(f"--{_flag(name)} must be > 0 seconds, got {getattr(self, name)}")
-        for name in ("threshold", "smooth"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= 1:
-                raise UsageError(f"--{name} must be between 0 and 1, got {value}")
+        if self.threshold is not None and not 0 <= self.threshold <= 1:
+            raise UsageError(f"--threshold must be between 0 and 1, got {self.threshold}")
+        if self.smooth is not None and not 0 < self.smooth <= 1:  # (0 would hold the first value for ever)
+            raise UsageError(f"--smooth must be above 0 and at most 1 (the newest value's weight), got {self.smooth}")
         if self.end is not None and self.start is not None and self.end <= self.start:
             raise UsageError(f"--end ({self.end}) must be after --start ({self.start})")
         _choice("decoder", self.decoder, DECODERS)
@@ -422,6 +424,9 @@ class RunConfig:
         written whole (:func:`written_as`). The live recording is written in place, under its own name only."""
         found = []
         for role, path in self.outputs().items():
+            if not Path(path).name:  # (".", "/": a folder, with no name to write beside)
+                raise OutputError(f"cannot write the {role.replace('_', ' ')} {path}: it is a directory; give a file "
+                                  "name")
             found += written_as(role, path, self._partial_name(role, Path(path)))
         return found
 
@@ -553,6 +558,19 @@ def _flag(name: str) -> str:
     return name.replace("_", "-")
 
 
+def _numbers(config: RunConfig) -> None:
+    """The options typed as numbers hold numbers (a string or a bool from Python would fail later, obscurely)."""
+    for field in fields(config):
+        kinds = {kind.strip() for kind in str(field.type).split("|")}
+        if not kinds & {"int", "float"} or kinds - {"int", "float", "None"}:
+            continue
+        value = getattr(config, field.name)
+        if value is None and "None" in kinds:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise UsageError(f"--{_flag(field.name)} must be a number, got {value!r}")
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is not None and (int(value) != value or value < 1):
         raise UsageError(f"--{_flag(name)} must be a whole number ≥ 1, got {value}")
@@ -564,7 +582,8 @@ def _choice(name: str, value: object, choices: tuple[object, ...]) -> None:
 
 
 def _beside(output: str, suffix: str) -> str:
-    return str(Path(output).with_suffix("")) + suffix
+    path = Path(output)
+    return str(path.with_suffix("") if path.name else path) + suffix  # (".", "/": refused as folders later)
 
 
 def video_container(value: str) -> str | None:

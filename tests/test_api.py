@@ -55,10 +55,23 @@ def test_defaults_are_resolved_for_the_device_and_the_kind_of_source():
     ({"webcam": -1}, "--webcam"),
     ({"open_timeout": 0.0}, "--open-timeout"),
     ({"backend": "onnxruntime", "compile": "default"}, "--compile .* is for the torch backend"),
+    # (was: a string or a bool from Python raised TypeError deep in the checks, or was taken as 1)
+    ({"threshold": "0.5"}, "--threshold must be a number, got '0.5'"),
+    ({"start": "abc"}, "--start must be a number"),
+    ({"batch_size": True}, "--batch-size must be a number, got True"),
+    ({"smooth": 0}, "--smooth must be above 0"),  # (was: taken as no smoothing, where the formula holds values)
 ])
 def test_bad_options_are_usage_errors_naming_the_option(options, message):
     with pytest.raises(UsageError, match=message):
         RunConfig(source="v.mp4", **options)
+
+
+@pytest.mark.parametrize("output", [".", "./", "/"])
+def test_a_folder_given_as_the_rows_file_is_refused_in_one_line(output):
+    # (was: "internal error: ValueError: PosixPath('.') has an empty name", exit 1; "-o .." said this already)
+    config = RunConfig(source="v.mp4", output=output).resolved("cpu")
+    with pytest.raises(OutputError, match=f"^cannot write the rows {re.escape(output)}: it is a directory; give a"):
+        config.check_outputs(earlier=False)
 
 
 def test_options_that_do_not_fit_together_are_refused_when_resolved():
@@ -381,6 +394,16 @@ def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypat
         list(emopipe.analyze(clip, metrics_port=0, device="cpu"))
     with pytest.raises(UsageError, match="--resume, --parallel, --ray-retries: for several sources"):
         emopipe.Analyzer(device="cpu").run(clip, resume=True, parallel=3, ray_retries=5)
+    # (was: analyze() took every one of these, and run() --ray, --processes and sources=, for one source, unused)
+    for options, named in (({"processes": 2}, "--processes"), ({"ray": "local"}, "--ray"),
+                           ({"sources": ["b.mp4"]}, "sources"), ({"list_files": "l.txt"}, "--list"),
+                           ({"resume": True}, "--resume"), ({"split": False}, "--no-split")):
+        with pytest.raises(UsageError, match=f"^{named}: for several sources in one run"):
+            list(emopipe.Analyzer(device="cpu").analyze(clip, **options))
+        with pytest.raises(UsageError, match=f"^{named}: for several sources in one run"):
+            emopipe.Analyzer(device="cpu").run(clip, **options)
+    with pytest.raises(UsageError, match="webcam: a run has one source; give the file or the camera, not both"):
+        list(emopipe.Analyzer(device="cpu").analyze(clip, webcam=0))
     # (was: several sources in this process, or cameras, took --ray-workers, --ray-retries … and ignored them)
     with pytest.raises(UsageError, match=r"^--ray-workers, --ray-retries: for a run over Ray \(add --ray\)"):
         emopipe.Analyzer(device="cpu").run_many([clip, clip + "2"], tmp_path / "out", ray_workers=2, ray_retries=5)

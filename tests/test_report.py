@@ -507,6 +507,96 @@ def test_the_report_command_replaces_only_its_own_earlier_files(tmp_path, monkey
     assert isinstance(error, UsageError) and "--tracks s.csv exists and does not begin with" in str(error)
 
 
+def test_the_library_refuses_what_the_report_command_refuses(tmp_path, monkeypatch):
+    # (was: write_report, write_collected_report and save_thumbnails replaced any file and any folder without a word:
+    # a page of the user's, the photos in NAME.thumbnails, the source video, the rows file just read)
+    from emopipe.report.outputs import write_collected_report, write_html
+
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
+    rows = rows_file(tmp_path / "clip.emotions.csv", source=str(video), n=3)
+    records = list(read_records(rows))
+    Path("mine.html").write_text("<html>my own page</html>")
+    Path("page.thumbnails").mkdir()
+    Path("page.thumbnails/holiday.png").write_bytes(b"a photo")
+    (tmp_path / ".hard.html.3.part").hardlink_to(rows)  # the rows at a temporary name the page is written under
+    kept = {p: p.read_bytes() for p in (video, rows, Path("mine.html"), Path("page.thumbnails/holiday.png"))}
+    cases = [(lambda: write_report(records, "mine.html"),
+              "the report mine.html exists and is not a page emopipe wrote: the report replaces only its own earlier "
+              "files; choose another name, or move or remove that file"),
+             (lambda: write_report(records, "mine.html", thumbnails=False), "the report mine.html exists and is not"),
+             (lambda: write_report(records, "page.html"),
+              "the report's thumbnails folder page.thumbnails (replaced whole) exists and holds holiday.png, which is "
+              "not a thumbnail emopipe wrote: name the report otherwise, write it with thumbnails=False, or move or "
+              "remove that folder"),
+             (lambda: write_report(records, video),  # a source of the records
+              f"the report output {video} is an input of this run: choose another name (outputs never overwrite "
+              "inputs)"),
+             (lambda: write_report(records, "clip.mp4"), f"the report output clip.mp4 is {video}, an input"),
+             (lambda: write_report(records, rows), f"the report {rows} exists and is not a page emopipe wrote"),
+             (lambda: write_report(read_records(rows), "clip.emotions.csv", inputs=[rows]),  # the rows, named so
+              f"the report output clip.emotions.csv is {rows}, an input of this run"),
+             (lambda: write_report(records, "hard.html", inputs=[rows]),
+              f"the report's temporary name .hard.html.3.part is {rows}, an input of this run"),
+             (lambda: write_collected_report(_collected(records), "page.html"),
+              "the report's thumbnails folder page.thumbnails (replaced whole) exists and holds holiday.png"),
+             (lambda: save_thumbnails("page.thumbnails", analyse(_collected(records), {
+                 (str(video), 1): np.zeros((112, 112, 3), np.uint8)})),
+              "the report's thumbnails folder page.thumbnails (replaced whole) exists and holds holiday.png, which is "
+              "not a thumbnail emopipe wrote: name the report otherwise, or move or remove that folder"),
+             (lambda: write_html("mine.html", analyse(_collected(records))), "the report mine.html exists and is not")]
+    for write, message in cases:
+        with pytest.raises(UsageError) as refused:
+            write()
+        assert str(refused.value).startswith(message) and "\n" not in str(refused.value), refused.value
+        assert refused.value.exit_code == 2
+    assert {p: p.read_bytes() for p in kept} == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hard.html.3.part", "clip.emotions.csv", "clip.mp4",
+                                                          "mine.html", "page.thumbnails"]  # nothing written
+    assert sorted(p.name for p in Path("page.thumbnails").iterdir()) == ["holiday.png"]
+    # an earlier page of emopipe's and its thumbnails are replaced; so are an empty file and an empty folder
+    Path("page.thumbnails/holiday.png").unlink()
+    Path("page.html").touch()
+    assert write_report(records, "page.html", inputs=[rows])[0].summary.thumbnail == "page.thumbnails/track-1.jpg"
+    Path("page.html").write_bytes(Path("page.html").read_bytes() + b"an earlier one")
+    Path("page.thumbnails/track-7.jpg").write_bytes(b"an earlier thumbnail")
+    write_report(records, "page.html", inputs=[rows])
+    assert b"an earlier one" not in Path("page.html").read_bytes()
+    assert sorted(p.name for p in Path("page.thumbnails").iterdir()) == ["track-1.jpg"]
+    assert {p: p.read_bytes() for p in (video, rows)} == {p: kept[p] for p in (video, rows)}
+
+
+def test_a_run_never_replaces_a_page_or_thumbnails_folder_emopipe_did_not_write(tmp_path, monkeypatch):
+    # (was: Analyzer().run(..., report="x/page.html") deleted a page of the user's and replaced x/page.thumbnails whole,
+    # the photos in it gone); refused once the run holds its names, before the source opens or a model loads
+    from emopipe.api import Analyzer
+    from emopipe.pipeline.analysis import SourceRun
+
+    def never_opened(self):
+        raise AssertionError("the run went on")
+
+    monkeypatch.setattr(SourceRun, "open", never_opened)
+    monkeypatch.chdir(tmp_path)
+    video = moving_face_video(tmp_path / "a.mp4", frames=3, empty=None).path
+    Path("x").mkdir()
+    Path("x/page.html").write_text("<html>my own page</html>")
+    with pytest.raises(UsageError) as refused:
+        Analyzer(device="cpu").run(str(video), output="x/rows.csv", report="x/page.html")
+    assert str(refused.value).startswith("the report x/page.html exists and is not a page emopipe wrote: ")
+    assert refused.value.exit_code == 2 and sorted(map(str, Path("x").rglob("*"))) == ["x/page.html"]
+    assert Path("x/page.html").read_text() == "<html>my own page</html>"
+    Path("x/page.html").unlink()
+    Path("x/page.thumbnails").mkdir()
+    Path("x/page.thumbnails/holiday.png").write_bytes(b"a photo")
+    with pytest.raises(UsageError) as refused:
+        Analyzer(device="cpu").run(str(video), output="x/rows.csv", report="x/page.html")
+    assert str(refused.value) == ("the report's thumbnails folder x/page.thumbnails (replaced whole) exists and holds "
+                                  "holiday.png, which is not a thumbnail emopipe wrote: name the report otherwise, or "
+                                  "move or remove that folder")
+    assert sorted(map(str, Path("x").rglob("*"))) == ["x/page.thumbnails", "x/page.thumbnails/holiday.png"]
+    assert Path("x/page.thumbnails/holiday.png").read_bytes() == b"a photo"
+
+
 def test_the_report_command_is_refused_a_page_a_run_is_writing_now(tmp_path, monkeypatch):
     # (was: no lock: the command and a run writing the same --report page at the same moment replaced each other's)
     from emopipe.io.records import hold_outputs, lock_path

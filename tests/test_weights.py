@@ -290,6 +290,11 @@ def test_models_cli_fetch_and_list(server, tmp_path, monkeypatch):
     unknown = subprocess.run([sys.executable, "-m", "emopipe", "models", "fetch", "nope"], capture_output=True,
                              text=True, env=env)
     assert unknown.returncode == 2 and "unknown model" in unknown.stderr and "Traceback" not in unknown.stderr
+    # --models-dir after the action too (was: "unrecognized arguments", exit 2); before it, as it was
+    for args in (["list", "--models-dir", str(tmp_path / "home")], ["--models-dir", str(tmp_path / "home"), "list"]):
+        listing = subprocess.run([sys.executable, "-m", "emopipe", "models", *args], capture_output=True, text=True)
+        assert listing.returncode == 0, listing.stderr
+        assert f"models directory: {tmp_path / 'home'}" in listing.stdout and "verified" in listing.stdout
 
 
 def test_models_cli_offline_exit_code(tmp_path):

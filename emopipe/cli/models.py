@@ -13,12 +13,16 @@ logger = logging.getLogger(__name__)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = new_parser("emopipe models", "List, verify and download the model weights.")
-    parser.add_argument("--models-dir", help="models directory (default: $EMOPIPE_HOME, the checkout's models/, "
-                                             "or ~/.cache/emopipe)")
+    where = "models directory (default: $EMOPIPE_HOME, the checkout's models/, or ~/.cache/emopipe)"
+    parser.add_argument("--models-dir", help=where)
+    # (after the action too, as it is naturally typed: "emopipe models list --models-dir DIR")
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("--models-dir", default=argparse.SUPPRESS, help=where)
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("list", help="show each model file: present and verified, missing, or mismatching")
-    fetch = sub.add_parser("fetch", help="download (and verify) one model, or all of them (each is tried; "
-                                         "the exit code is 6 if any failed)")
+    sub.add_parser("list", parents=[after], help="show each model file: present and verified, missing, or "
+                                                 "mismatching")
+    fetch = sub.add_parser("fetch", parents=[after], help="download (and verify) one model, or all of them (each is "
+                                                          "tried; the exit code is 6 if any failed)")
     fetch.add_argument("names", nargs="*", help="manifest names (default: all)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser

@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 from emopipe.cli.parsing import new_parser
-from emopipe.config import VIDEO_SUFFIXES, Written, annotated_beside, lockable, refuse_inputs, written_as
+from emopipe.config import VIDEO_SUFFIXES, annotated_beside, lockable
 from emopipe.errors import UsageError
-from emopipe.io.records import InputFiles, ensure_writable, hold_outputs, same_file
+from emopipe.io.records import ensure_writable, hold_outputs, same_file
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +46,22 @@ def _outputs(args: argparse.Namespace) -> dict[str, str]:
     return {role: path for role, path in found.items() if path}
 
 
-def _written(args: argparse.Namespace) -> list[Written]:
-    """Every name this command may write: each file's own and the temporary names it is written whole under (it has
-    no partial names: a file is written whole or not at all), and the thumbnails folder's (replaced whole)."""
-    from emopipe.report.outputs import thumbnails_folder
+_NAMED = {"report": "-o", "tracks": "--tracks", "segments": "--segments"}  # each output, as its option names it
 
-    names = [name for role, path in _outputs(args).items() for name in written_as(role, path)]
-    if not args.no_thumbnails:
-        names += written_as("thumbnails", str(thumbnails_folder(args.output)))
-    return names
+
+def _check_outputs(args: argparse.Namespace, inputs: list[str], earlier: bool = True) -> None:
+    """The library's checks of every name this command writes (:func:`~emopipe.report.outputs.check_report_outputs`):
+    no output, under its own name or a temporary one, is one of ``inputs``, nor is the thumbnails folder one or holds
+    one; and (``earlier``) what is at an output's name already is an earlier one of its kind that emopipe wrote."""
+    from emopipe.report.outputs import check_report_outputs, refuse_input_names, thumbnails_folder
+
+    outputs = _outputs(args)
+    others = {role: path for role, path in outputs.items() if role != "report"}
+    if earlier:
+        check_report_outputs(args.output, thumbnails=not args.no_thumbnails, inputs=inputs, others=others,
+                             named=_NAMED, without_thumbnails="give --no-thumbnails")
+    else:
+        refuse_input_names(outputs, inputs, None if args.no_thumbnails else thumbnails_folder(args.output))
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -73,8 +80,7 @@ def _check(args: argparse.Namespace) -> None:
             if same_file(path, other):
                 raise UsageError(f"the {role} and the {other_role} outputs are the same file ({path})")
         seen[role] = path
-    refuse_inputs(_written(args), InputFiles(args.rows), keep=list(outputs.values()), advice="choose another name",
-                  name_input=True)
+    _check_outputs(args, list(args.rows), earlier=False)  # (the sources, and what is there: once the rows are read)
     for role, path in outputs.items():
         ensure_writable(Path(path), f"the {role}")
 
@@ -83,32 +89,6 @@ def _locked(args: argparse.Namespace) -> list[str]:
     """The outputs held while this command runs, as a run holds its own (RunConfig.locked_outputs): each file's; the
     page's lock covers its thumbnails folder."""
     return [path for path in _outputs(args).values() if lockable(path)]
-
-
-def _check_sources(args: argparse.Namespace, sources: set[str]) -> None:
-    """No name this command may write is a source the rows name (a video, an image, a folder of images), nor is the
-    thumbnails folder one holding one: known once the rows are read, before anything is written."""
-    refuse_inputs(_written(args), InputFiles([*args.rows, *sorted(sources)]), keep=list(_outputs(args).values()),
-                  advice="choose another name", name_input=True)
-
-
-def _check_earlier(args: argparse.Namespace) -> None:
-    """A file already at an output's name is replaced only when it is of its kind and emopipe's — an earlier report's,
-    or a run's: any other is the user's or another tool's (checked after the inputs: an input there is named so)."""
-    from emopipe.report.outputs import not_an_earlier_output, thumbnails_folder
-
-    named = {"report": "-o", "tracks": "--tracks", "segments": "--segments"}
-    for role, path in _outputs(args).items():
-        why = not_an_earlier_output(role, path)
-        if why is not None:
-            raise UsageError(f"{named[role]} {path} exists and {why}: the report replaces only its own earlier "
-                             "files; choose another name, or move or remove that file")
-    if not args.no_thumbnails:
-        folder = thumbnails_folder(args.output)
-        why = not_an_earlier_output("thumbnails", folder)
-        if why is not None:
-            raise UsageError(f"the report's thumbnails folder {folder} (replaced whole) exists and {why}: name the "
-                             "report otherwise, give --no-thumbnails, or move or remove that folder")
 
 
 def _video_beside(rows: Path) -> Path | None:
@@ -129,15 +109,17 @@ def run(args: argparse.Namespace) -> int:
         collector = TrackCollector()
         file_of: dict[str, Path] = {}
         collector.add(read_rows_files(args.rows, file_of))
-        _check_sources(args, {series.source for series in collector.series()})
-        _check_earlier(args)
+        # no name this command writes is a source the rows name (a video, an image, a folder of images), known once
+        # the rows are read; then a file already at an output's name is replaced only when it is of its kind and
+        # emopipe's (checked after the inputs: an input there is named so). Before anything is written.
+        _check_outputs(args, [*args.rows, *sorted({series.source for series in collector.series()})])
         videos = {} if args.no_videos else {source: video for source, rows in file_of.items()
                                             if (video := _video_beside(rows)) is not None}
         # tracks.csv names each thumbnail relative to its own folder, as the main command's does
         reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
                                          short_track_s=args.short_track,
                                          thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None,
-                                         videos=videos, start_s=args.start)
+                                         videos=videos, start_s=args.start, inputs=args.rows)
         if args.tracks:
             write_tracks_csv(args.tracks, reports)
         if args.segments:

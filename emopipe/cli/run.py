@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "it, with or without --report")
     out.add_argument("--landmarks", action="store_true", help="add the 68 landmarks (frame pixels) to each row")
     out.add_argument("--smooth", type=float, default=None, metavar="ALPHA",
-                     help="per-track exponential smoothing; weight of the newest value (off by default)")
+                     help="per-track exponential smoothing: the newest value's weight, above 0 and at most 1 "
+                          "(off by default)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     many = parser.add_argument_group(

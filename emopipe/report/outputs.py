@@ -2,7 +2,9 @@
 
 Every file is written under a temporary name in its folder and renamed into place once complete, so
 a failed or interrupted write never leaves half a file, nor replaces a previous good one
-(:func:`~emopipe.io.records.written_whole`, which also removes what a killed write left).
+(:func:`~emopipe.io.records.written_whole`, which also removes what a killed write left). Nor is any written over
+an input, nor over anything but an earlier file of its kind that emopipe wrote (:func:`check_report_outputs`, which
+``emopipe report``, a run's ``--report`` and :func:`write_report` share).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import quote
 import numpy as np
 
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.records import describe_os_error, staging_folder, written_whole
+from emopipe.io.records import InputFiles, describe_os_error, staging_folder, temporary_names, written_whole
 from emopipe.report.html import GENERATOR_META, SourceVideo, TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
@@ -30,6 +32,8 @@ from emopipe.types import FaceRecord
 TRACK_COLUMNS = ("source", "track_id", "first_s", "last_s", "duration_s", "frames", "gaps", "gap_s",
                  "valence_mean", "valence_median", "valence_p10", "valence_p90",
                  "arousal_mean", "arousal_median", "arousal_p10", "arousal_p90", "dominant", "short")
+StrPath = str | os.PathLike[str]
+OUTPUT_NAMES = {"report": "the report", "tracks": "the tracks", "segments": "the segments"}  # in the library's words
 
 
 def analyse(collector: TrackCollector, thumbnails: dict[tuple[str, int], np.ndarray] | None = None, *,
@@ -134,6 +138,68 @@ def not_an_earlier_output(role: str, path: str | os.PathLike[str]) -> str | None
     return f"does not begin with the header of the {role} file emopipe writes"
 
 
+def refuse_input_names(outputs: Mapping[str, StrPath], inputs: Iterable[StrPath],
+                       thumbnails: StrPath | None = None) -> None:
+    """No file the report writes is an input: ``outputs`` (by role: ``report``, ``tracks``, ``segments``) neither under
+    its own name nor under a temporary one it is written whole under (``.NAME.0.part``…), however spelled or linked;
+    nor is the ``thumbnails`` folder (replaced whole), nor one of its temporary names where there, an input or an
+    output, nor holds one (:func:`check_thumbnails_folder`). ``inputs``: the rows files, and the sources the rows name.
+    UsageError naming the name and the input (a file in the thumbnails folder's way: OutputError)."""
+    files = InputFiles(inputs)
+    for role, path in outputs.items():
+        owner = f"{role}'" if role.endswith("s") else f"{role}'s"
+        names = [(str(path), f"the {role} output {path}"),
+                 *((str(t), f"the {owner} temporary name {t}") for t in temporary_names(Path(path)))]
+        for name, described in names:
+            found = files.named_by(name)
+            if found is not None:
+                which = f"{found}, " if found != name else ""
+                raise UsageError(f"{described} is {which}an input of this run: choose another name (outputs never "
+                                 "overwrite inputs)")
+    if thumbnails is not None:
+        keep = [*files.paths, *outputs.values()]
+        check_thumbnails_folder(thumbnails, keep=keep)
+        # (a temporary folder that is not there holds nothing; one that is, a killed write's, goes whole)
+        for temporary in temporary_names(Path(thumbnails)):
+            if temporary.is_dir():
+                check_thumbnails_folder(temporary, keep=keep)
+
+
+def refuse_other_files(outputs: Mapping[str, StrPath], thumbnails: StrPath | None = None, *,
+                       named: Mapping[str, str] = OUTPUT_NAMES,
+                       without_thumbnails: str | None = "write it with thumbnails=False") -> None:
+    """A file already at an output's name (``outputs`` by role, as :func:`not_an_earlier_output` knows them) is
+    replaced only when it is of its kind and emopipe's, an earlier report's or a run's; so is the ``thumbnails`` folder:
+    any other is the user's or another tool's, refused (UsageError, naming it as ``named`` does, and telling how to
+    write no thumbnails: ``without_thumbnails``, None where there is no way)."""
+    for role, path in outputs.items():
+        why = not_an_earlier_output(role, path)
+        if why is not None:
+            raise UsageError(f"{named.get(role, f'the {role}')} {path} exists and {why}: the report replaces only its "
+                             "own earlier files; choose another name, or move or remove that file")
+    if thumbnails is not None:
+        why = not_an_earlier_output("thumbnails", thumbnails)
+        if why is not None:
+            ways = ", ".join(["name the report otherwise", *([without_thumbnails] if without_thumbnails else []),
+                              "or move or remove that folder"])
+            raise UsageError(f"the report's thumbnails folder {thumbnails} (replaced whole) exists and {why}: {ways}")
+
+
+def check_report_outputs(page: StrPath, *, thumbnails: bool = True, inputs: Iterable[StrPath] = (),
+                         others: Mapping[str, StrPath] | None = None, named: Mapping[str, str] = OUTPUT_NAMES,
+                         without_thumbnails: str | None = "write it with thumbnails=False") -> None:
+    """What :func:`write_report`, ``emopipe report`` and a run's ``--report`` check before anything is written (the
+    outputs never overwrite an input, nor anything but an earlier file of their kind that emopipe wrote): the
+    ``page``, its thumbnails folder (``thumbnails``: written) and the ``others`` (``tracks``, ``segments``) are no
+    input (:func:`refuse_input_names`; ``inputs``: the rows files and the sources), then what is at their names is
+    emopipe's (:func:`refuse_other_files`). UsageError, one line (a file at the thumbnails folder's name:
+    OutputError)."""
+    outputs = {"report": page, **(others or {})}
+    folder = thumbnails_folder(page) if thumbnails else None
+    refuse_input_names(outputs, inputs, thumbnails=folder)
+    refuse_other_files(outputs, folder, named=named, without_thumbnails=without_thumbnails)
+
+
 def _within(path: Path, folder: Path) -> bool:
     """Is ``path`` ``folder`` or in it, as spelled or with links followed?"""
     try:
@@ -144,14 +210,18 @@ def _within(path: Path, folder: Path) -> bool:
 
 
 def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackReport],
-                    relative_to: str | os.PathLike[str] | None = None) -> list[TrackReport]:
-    """Each track's thumbnail as a JPEG in ``folder`` (replaced whole, once all are written); the reports
-    again, their summaries naming the files (relative to ``relative_to``, else as written)."""
+                    relative_to: str | os.PathLike[str] | None = None,
+                    keep: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
+    """Each track's thumbnail as a JPEG in ``folder`` (replaced whole, once all are written: never a file, a folder
+    that is or holds a path of ``keep``, nor one emopipe did not make — :func:`check_thumbnails_folder`,
+    :func:`refuse_other_files`); the reports again, their summaries naming the files (relative to ``relative_to``,
+    else as written)."""
     folder = Path(folder)
     with_pictures = [r for r in reports if r.thumbnail_jpeg]
     if not with_pictures:
         return list(reports)
-    check_thumbnails_folder(folder)
+    check_thumbnails_folder(folder, keep=keep)
+    refuse_other_files({}, folder, without_thumbnails=None)
     sources = list(dict.fromkeys(r.summary.source for r in reports))
     names = {}
     for r in with_pictures:
@@ -199,7 +269,9 @@ def video_links(page: str | os.PathLike[str], videos: VideoPaths | None,
 def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report",
                sources_run: Sequence[str] = (), videos: VideoPaths | None = None, start_s: float = 0.0) -> int:
     """The self-contained page (``sources_run``: see :func:`render`; ``videos``: each source's annotated video,
-    whose first frame is ``start_s`` into its source); returns its size in bytes."""
+    whose first frame is ``start_s`` into its source); returns its size in bytes. A file at ``path`` that is not a page
+    emopipe wrote is never replaced (:func:`refuse_other_files`: UsageError)."""
+    refuse_other_files({"report": path})
     data = render(reports, title=title, sources_run=sources_run,
                   videos=video_links(path, videos, start_s)).encode("utf-8")
     _write_atomically(Path(path), data)
@@ -217,27 +289,36 @@ def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *,
                  short_track_s: float = SHORT_TRACK_S,
                  thumbnails_relative_to: str | os.PathLike[str] | None = None,
                  sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
-                 start_s: float = 0.0) -> list[TrackReport]:
+                 start_s: float = 0.0, inputs: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
     """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
     ``path``; thumbnails, when asked for, are cut from each source (video, image or folder of images) that can
     still be read, and also saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the
     summaries name the thumbnails relative to ``thumbnails_relative_to``, by default the page's folder).
     ``sources_run``: every source of the run, in order; the page lists those without a face too. ``videos``: each
     source's annotated video (by source; its first frame ``start_s`` into the source), shown in its section and
-    linked from its times."""
+    linked from its times.
+
+    It refuses, as ``emopipe report`` does, before anything is written (:func:`check_report_outputs`: UsageError,
+    one line): to write over a source of the records or one of ``inputs`` (the rows files they were read from), a
+    file that is not a page emopipe wrote, or a thumbnails folder emopipe did not make; an earlier page of emopipe's
+    (and its thumbnails) is replaced."""
     collector = TrackCollector()
     collector.add(records)
     return write_collected_report(collector, path, thumbnails=thumbnails, short_track_s=short_track_s,
                                   thumbnails_relative_to=thumbnails_relative_to, sources_run=sources_run,
-                                  videos=videos, start_s=start_s)
+                                  videos=videos, start_s=start_s, inputs=inputs)
 
 
 def write_collected_report(collector: TrackCollector, path: str | os.PathLike[str], *, thumbnails: bool = True,
                            short_track_s: float = SHORT_TRACK_S,
                            thumbnails_relative_to: str | os.PathLike[str] | None = None,
                            sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
-                           start_s: float = 0.0) -> list[TrackReport]:
+                           start_s: float = 0.0, inputs: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
     """:func:`write_report` of tracks already collected."""
+    # never written over: the rows files, every source (those without a face too), the annotated videos shown
+    known = [*inputs, *sources_run, *sorted({series.source for series in collector.series()}),
+             *(videos or {}).values()]
+    check_report_outputs(path, thumbnails=thumbnails, inputs=known)
     crops: dict[tuple[str, int], np.ndarray] = {}
     if thumbnails:
         by_source: dict[str, list[TrackSeries]] = {}
@@ -248,6 +329,6 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
-        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base)
+        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base, keep=[*known, path])
     write_html(path, reports, sources_run=sources_run, videos=videos, start_s=start_s)
     return reports
