@@ -14,6 +14,7 @@ import math
 import numbers
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -362,14 +363,14 @@ class RunConfig:
         output = values["output"]
         values["format"] = output_format(output, self.format)  # ("-" and no extension: csv)
         values["summary"] = self.summary if self.summary is not None else (
-            None if output == STDOUT else _beside(output, ".summary.json"))
+            None if _a_stream(output) else _beside(output, ".summary.json"))
         for role in ("annotate", "record"):  # a container alone (--annotate mp4): the video beside the rows
             video = values.get(role, getattr(self, role))
             container = video_container(video) if video else None
             if container is not None:
-                if output == STDOUT:
-                    raise UsageError(f"--{role} {video}: with -o - the video has no rows file to go beside; give it "
-                                     "a file name (out.mp4)")
+                if _a_stream(output):
+                    raise UsageError(f"--{role} {video}: with -o {output} the video has no rows file to go beside; "
+                                     "give it a file name (out.mp4)")
                 values[role] = annotated_beside(output, container)
         if live and self.metrics_port is None:
             values["metrics_port"] = DEFAULT_METRICS_PORT
@@ -410,7 +411,7 @@ class RunConfig:
         """The files this run writes, by role (on a resolved config)."""
         found = {"rows": self.output, "summary": self.summary, "annotated_video": self.annotate,
                  "recording": self.record, "report": self.report}
-        if self.output and self.output != STDOUT:  # the track summaries and segments, beside the rows
+        if self.output and not _a_stream(self.output):  # the track summaries and segments, beside the rows
             found.update(tracks=_beside(self.output, ".tracks.csv"), segments=_beside(self.output, ".segments.csv"))
         if self.report:  # the report's pictures: a folder beside it, replaced whole
             from emopipe.report.outputs import thumbnails_folder
@@ -579,6 +580,18 @@ def _positive(name: str, value: int | None) -> None:
 def _choice(name: str, value: object, choices: tuple[object, ...]) -> None:
     if value is not None and value not in choices:
         raise UsageError(f"unknown {name} {value!r}; choose from {', '.join(str(c) for c in choices)}")
+
+
+def _a_stream(output: str) -> bool:
+    """Rows written to standard output (``-``) or to a device or pipe (``/dev/null``, ``/dev/stdout``, ``>(…)``):
+    written in place, with no files named after them (/dev/null.summary.json was written in /dev)."""
+    if output == STDOUT:
+        return True
+    try:
+        kind = os.stat(output).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(kind) or stat.S_ISDIR(kind))
 
 
 def _beside(output: str, suffix: str) -> str:

@@ -74,6 +74,21 @@ def test_a_folder_given_as_the_rows_file_is_refused_in_one_line(output):
         config.check_outputs(earlier=False)
 
 
+def test_rows_to_a_device_or_pipe_name_no_files_after_them(tmp_path):
+    # (was: -o /dev/null wrote /dev/null.summary.json, /dev/null.tracks.csv and /dev/null.segments.csv in /dev)
+    pipe = tmp_path / "rows"
+    os.mkfifo(pipe)
+    for output in ("/dev/null", str(pipe)):
+        config = RunConfig(source="v.mp4", output=output).resolved("cpu")
+        assert config.summary is None and config.outputs() == {"rows": output}
+        with pytest.raises(UsageError, match=f"--annotate mp4: with -o {re.escape(output)} the video has no rows"):
+            RunConfig(source="v.mp4", output=output, annotate="mp4").resolved("cpu")
+    given = RunConfig(source="v.mp4", output="/dev/null", summary=str(tmp_path / "s.json")).resolved("cpu")
+    assert given.summary == str(tmp_path / "s.json")  # (one asked for is written)
+    assert RunConfig(source="v.mp4", output=str(tmp_path / "r.csv")).resolved("cpu").summary == str(
+        tmp_path / "r.summary.json")
+
+
 def test_options_that_do_not_fit_together_are_refused_when_resolved():
     with pytest.raises(UsageError, match="--show"):
         RunConfig(source="v.mp4", show=True).resolved("cpu")
