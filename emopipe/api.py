@@ -283,7 +283,7 @@ class Analyzer:
         """The faces of ``source``, frame by frame, as they are computed (a generator).
 
         The pipeline runs on a background thread; stopping early (``break``, closing the generator) stops
-        it. :attr:`summaries` gets the run's summary when the generator ends. A file that ends before its
+        it. :attr:`summaries` gets the run's summary when the generator ends or is closed. A file that ends before its
         stream says it should (truncated, damaged) gives every frame that decodes, then raises
         :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
         """
@@ -346,10 +346,11 @@ class Analyzer:
                 with contextlib.suppress(queue.Empty):
                     records.get(timeout=0.05)
             thread.join()
+            if outcome:  # (a caller that stopped early — break, close() — has the summary of what ran too)
+                self.summaries.append(outcome[0].summary)
         if failure:
             raise failure[0]
         if outcome:
-            self.summaries.append(outcome[0].summary)
             if outcome[0].lost is not None:
                 raise outcome[0].lost
             if outcome[0].summary.ended_early and read_to_end:  # every decodable frame's records came first

@@ -339,7 +339,9 @@ def test_one_source_at_a_time_per_analyzer_and_no_file_options_for_analyze(clip,
         with pytest.raises(UsageError, match="already running a source"):
             analyzer.run(clip.path)
         first.close()
+        assert len(analyzer.summaries) == 1  # (was: none for a generator closed early)
         assert [r.frame for r in analyzer.analyze(clip.path, max_frames=1)] == [0]  # free again
+        assert len(analyzer.summaries) == 2 and analyzer.summaries[1].frames == 1
 
 
 def test_the_source_given_to_analyze_or_run_decides_live_or_file_defaults(tmp_path, monkeypatch):
