@@ -32,6 +32,7 @@ from emopipe.io.records import (
     partial_path,
     same_file,
     temporary_names,
+    text_name,
 )
 from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
 from emopipe.types import PRECISION_NAMES
@@ -631,5 +632,6 @@ def default_output(uri: str, fmt: str | None = None) -> str:
         stem = name.rsplit(".", 1)[0] if "." in name else name
     # room for the longest name derived from it: NAME.emotions.summary.json
     room = MAX_NAME_BYTES - len(".emotions.summary.json")
-    stem = stem.encode()[:room].decode(errors="ignore")
+    # (a name that is not UTF-8 is written as the rows' source column writes it: zz\xe9)
+    stem = text_name(stem).encode()[:room].decode(errors="ignore")
     return stem + rows_suffix(fmt)

@@ -182,6 +182,14 @@ def test_a_very_long_input_name_still_gets_a_valid_default_output_name():
     assert len(Path(config.output).name.encode()) <= 255 and len(Path(config.summary).name.encode()) <= 255
 
 
+def test_an_input_name_that_is_not_utf8_gets_a_default_output_name_as_its_rows_write_it(tmp_path):
+    # (was: "internal error: UnicodeEncodeError" for `emopipe $'zz\xe9.mp4'`: its bytes reach Python as surrogates)
+    source = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"zz\xe9.mp4"))
+    config = RunConfig(source=source).resolved("cpu")
+    assert (config.output, config.summary) == ("zz\\xe9.emotions.csv", "zz\\xe9.emotions.summary.json")
+    config.check_outputs(earlier=False)  # (names measured and locked as any other)
+
+
 def test_paths_may_be_pathlib_paths_and_are_held_as_str(tmp_path):
     # (was: a Path output ran the whole source, then its summary failed "PosixPath is not JSON serializable";
     # a Path weights or source, an AttributeError)

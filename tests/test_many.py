@@ -227,6 +227,36 @@ def test_hidden_files_are_no_sources_but_a_link_to_nothing_fails_as_one(tmp_path
     assert expand_inputs([str(tmp_path / "v" / "*")]).sources == (*expected, str(tmp_path / "v/s/b.mp4"))
 
 
+def test_no_folder_or_glob_gives_emopipes_own_outputs_but_a_file_named_is_a_source(tmp_path, monkeypatch, caplog):
+    # (a rerun with -o in the input tree analysed out/a.annotated.mp4, writing out/out/a.annotated.annotated.mp4…)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level("INFO")
+    for name in ("a.mp4", "b.mkv", "out/sub/c.annotated.mp4", "out/a.annotated.partial.mp4",
+                 "out/cam.annotated.2.MKV", "out/listed.mp4", "out/a.emotions.csv", "out/r.thumbnails/t.jpg",
+                 "keep/x.annotated.mp4"):  # (keep/: no output folder, so another tool's video: a source)
+        touch(tmp_path / name)
+    touch(tmp_path / "out" / FOLDER_LOCK, b"")
+    manifest = Manifest(Path("out"), files=True)  # (a video the manifest lists as an output, whatever its name)
+    manifest.append({"source": "z.mp4", "status": "ok", "outputs": {"annotated_video": "out/listed.mp4"}})
+    touch(tmp_path / "out" / "annotated.mp4")  # (in the output folder, but neither listed nor named so: a source)
+    everything = ("a.mp4", "b.mkv", "keep/x.annotated.mp4", "out/annotated.mp4")
+    assert expand_inputs(["."], recursive=True).sources == everything
+    assert "left out 4 file(s) emopipe wrote" in caplog.text and "out/listed.mp4" in caplog.text
+    assert expand_inputs(["out/**"], recursive=True).sources == ("out/annotated.mp4",)
+    assert expand_inputs(["out/*.mp4"]).sources == ("out/annotated.mp4",)
+    with pytest.raises(InputNotFoundError, match="matches no video or image"):
+        expand_inputs(["out/sub/*"])
+    # its manifest alone marks an output folder too (its lock file removed); -o the input folder itself
+    (tmp_path / "out" / FOLDER_LOCK).unlink()
+    assert expand_inputs(["out"]).sources == ("out/annotated.mp4",)
+    caplog.clear()
+    assert expand_inputs(["."]).sources == ("a.mp4", "b.mkv")
+    assert "left out (--recursive" in caplog.text  # (out/ holds a video of its own; sub/ holds only emopipe's)
+    assert expand_inputs(["out"], recursive=True).sources == ("out/annotated.mp4",)
+    named = ["out/a.annotated.partial.mp4", "out/listed.mp4", "out/sub/c.annotated.mp4"]
+    assert expand_inputs(named).sources == tuple(named)
+
+
 def test_a_list_file_from_windows_or_with_a_home_folder_reads_as_meant(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     touch(tmp_path / "v" / "a.mp4")
@@ -707,6 +737,26 @@ def test_the_command_refuses_a_folder_another_run_is_writing_with_one_line_and_e
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in out.iterdir()) == [FOLDER_LOCK]  # nothing of the refused run's
 
+
+
+def test_a_many_source_run_is_refused_where_a_one_source_run_writes_one_of_its_names(tmp_path, monkeypatch):
+    # (a one-source run that began before the folder had its lock file to share holds its own names: a many-source
+    # run taking the folder meanwhile finds them held, and is refused as the one-source run would refuse it)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.mp4", "b.mp4"):
+        touch(tmp_path / name)
+    out = tmp_path / "out"
+    out.mkdir()
+    with hold_outputs([out / "a.emotions.csv", out / "a.emotions.summary.json"]):  # the one-source run
+        with pytest.raises(OutputError, match=r"out/a\.emotions\.csv is in use by another emopipe run \(it holds "
+                                              r"\.a\.emotions\.csv\.lock\)"):
+            Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "out")
+        assert not held(out) and not (out / "manifest.jsonl").exists()
+    with Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], "out") as plan:  # it has ended
+        assert len(plan.todo) == 2 and held(out)
+        # the run's own --report page in its folder is held by it alone, not refused by its own hold of the folder
+        with hold_outputs([out / "r.html"]):
+            assert held_output(out / "r.html")
 
 
 def test_the_command_refused_after_taking_a_new_folder_leaves_no_folder(tmp_path):
@@ -1355,3 +1405,71 @@ def test_a_many_source_run_is_running_for_its_metrics_while_its_sources_finish(t
     outcome = analyzer.run_many([str(tmp_path / "v")], tmp_path / "out", metrics=metrics,
                                 on_result=lambda result: states.append(metrics.state))
     assert [r.status for r in outcome.results] == ["ok"] and states == ["running"]
+
+
+@pytest.mark.slow
+def test_sources_whose_names_are_not_utf8_are_analysed_or_fail_alone_and_named_as_valid_utf8(tmp_path, models_home,
+                                                                                             checkpoints):
+    # (OpenCV handed such a name crashed the process: a segmentation fault, no manifest line even for the others)
+    folder = tmp_path / "v"
+    folder.mkdir()
+    moving_face_video(folder / "a.mp4", frames=1, empty=None)
+    raw = os.fsencode(str(folder))
+    with open(os.path.join(raw, b"zz\xe9.mp4"), "wb") as file:
+        file.write((folder / "a.mp4").read_bytes())
+    with open(os.path.join(raw, b"bad\xff.mp4"), "wb") as file:
+        file.write(b"not a video" * 50)
+    options = ("--weights", checkpoints[8], *MODEL)
+    done = emopipe("v", "-o", "out", *options, cwd=tmp_path, check=9)
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    lines = [json.loads(line) for line in (tmp_path / "out" / "manifest.jsonl").read_bytes().decode().splitlines()]
+    status = {m["source"]: m for m in lines}  # (read as strict UTF-8: the odd bytes written as \xNN)
+    assert set(status) == {"v/a.mp4", "v/zz\\xe9.mp4", "v/bad\\xff.mp4"}
+    assert status["v/a.mp4"]["status"] == status["v/zz\\xe9.mp4"]["status"] == "ok"
+    bad = status["v/bad\\xff.mp4"]
+    assert (bad["status"], bad["exit_code"]) == ("failed", 4) and "v/bad\\xff.mp4: not a video" in bad["error"]
+    ours = rows(tmp_path / "out" / status["v/zz\\xe9.mp4"]["files"]["rows"])
+    assert [r["source"] for r in ours] == ["v/zz\\xe9.mp4"]
+    assert [r["x1"] for r in ours] == [r["x1"] for r in rows(tmp_path / "out" / "a.emotions.csv")]
+    # --resume knows the file by its name's very bytes: done, skipped; the one that failed is tried again, alone
+    again = emopipe("v", "-o", "out", "--resume", *options, cwd=tmp_path, check=9)
+    assert "Traceback" not in again.stderr
+    latest = [json.loads(line) for line in (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()][3:]
+    assert {m["source"]: m["status"] for m in latest} == {"v/a.mp4": "skipped", "v/zz\\xe9.mp4": "skipped",
+                                                          "v/bad\\xff.mp4": "failed"}
+
+
+@pytest.mark.slow
+def test_resume_with_the_output_folder_in_the_input_tree_analyses_none_of_its_outputs(tmp_path, models_home,
+                                                                                      checkpoints):
+    # (each --resume analysed emopipe-out/a.annotated.mp4 as a new source, one folder deeper every time)
+    moving_face_video(tmp_path / "a.mp4", frames=1, empty=None)
+    options = (".", "--recursive", "--annotate", "mp4", "--weights", checkpoints[8], *MODEL)
+    emopipe(*options, cwd=tmp_path)
+    out = tmp_path / "emopipe-out"
+    assert (out / "a.annotated.mp4").is_file()
+    shutil.copy(out / "a.annotated.mp4", out / "b.annotated.partial.mp4")  # (as a run cut off leaves one)
+    again = emopipe(*options, "--resume", cwd=tmp_path)
+    assert "left out 2 file(s) emopipe wrote" in again.stderr
+    assert [(m["source"], m["status"]) for m in manifest_lines(out)] == [("a.mp4", "ok"), ("a.mp4", "skipped")]
+    assert not (out / "emopipe-out").exists() and not list(out.glob("*.annotated.annotated*"))
+
+
+def test_a_report_page_emopipe_did_not_write_is_refused_before_any_source_runs(tmp_path, monkeypatch):
+    # (was: refused only once every source had run, by the report's writer at the end)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.mp4", "b.mp4"):
+        (tmp_path / name).write_bytes(b"not read")
+    mine = tmp_path / "mine.html"
+    mine.write_text("<html><body>my notes</body></html>")
+    with pytest.raises(UsageError, match=r"mine\.html"):
+        Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], tmp_path / "out", report=str(mine))
+    assert mine.read_text() == "<html><body>my notes</body></html>"
+    photos = tmp_path / "page.thumbnails"
+    photos.mkdir()
+    (photos / "holiday.png").write_bytes(b"a photo")
+    with pytest.raises(UsageError, match=r"page\.thumbnails"):
+        Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], tmp_path / "out2", report=str(tmp_path / "page.html"))
+    assert (photos / "holiday.png").read_bytes() == b"a photo"
+    with Analyzer(device="cpu").plan_many(["a.mp4", "b.mp4"], tmp_path / "out3", report=str(tmp_path / "new.html")):
+        pass  # (a new page: planned)

@@ -729,3 +729,19 @@ def test_a_file_in_the_way_of_a_lock_file_is_refused_and_kept(tmp_path):
     assert refused.value.exit_code == 5
     assert [p.name for p in tmp_path.iterdir()] == [".rows.csv.lock"]
     assert (tmp_path / ".rows.csv.lock").read_text() == "not a lock"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_names_that_are_not_utf8_are_written_as_valid_utf8(tmp_path, fmt):
+    # (a folder of images with such a file: "internal error: UnicodeEncodeError", a header-only rows file left)
+    odd = os.fsdecode(b"v/zz\xe9.mp4")
+    record = dataclasses.replace(make_record(source=odd), file=os.fsdecode(b"\xe9t\xe9.png"))
+    path = tmp_path / f"rows.{fmt}"
+    with open_writer(path, labels=LABELS[8], files=True) as writer:
+        writer.write([record])
+    text = path.read_bytes().decode("utf-8")  # (strict: valid UTF-8)
+    if fmt == "csv":
+        row = next(csv.DictReader(io.StringIO(text)))
+    else:
+        row = json.loads(text)
+    assert (row["source"], row["file"]) == ("v/zz\\xe9.mp4", "\\xe9t\\xe9.png")

@@ -268,6 +268,26 @@ def test_a_second_run_of_the_same_names_is_refused_while_the_first_writes_them(t
     assert sorted(os.listdir(out)) == ["rows.csv", "rows.segments.csv", "rows.summary.json", "rows.tracks.csv"]
     assert rows.read_text().startswith("source,frame,timestamp_s,track_id")
 
+def test_a_one_source_run_into_a_folder_a_many_source_run_holds_is_refused(tmp_path, checkpoints, models_home):
+    # (was: the many-source run held only out/.emopipe.lock, this run only out/.clip.emotions.csv.lock; both exit 0,
+    # out/clip.emotions.csv left with whichever run finished last)
+    from emopipe.io.records import FOLDER_LOCK, hold_folder
+
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=1, empty=None)
+    out = tmp_path / "out"
+    out.mkdir()
+    command = (clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+               "-o", out / "clip.emotions.csv")
+    with hold_folder(out):  # a many-source run writing out/ (clip.emotions.csv among its names)
+        before = sorted(os.listdir(out))
+        one_line_error(emopipe(*command), 5, f"{out} is in use by another emopipe run writing several sources there "
+                                             f"(it holds {FOLDER_LOCK}); wait for that run to end")
+        assert sorted(os.listdir(out)) == before  # nothing of the refused run's
+    done = emopipe(*command)  # that run has ended: this one runs (beside the folder's lock file, left as it is)
+    assert done.returncode == 0, done.stderr
+    assert len(rows(out / "clip.emotions.csv")) == 1 and (out / FOLDER_LOCK).exists()
+
+
 def test_weights_missing_offline(moving, tmp_path, models_home):
     manifest = json.loads((REPO / "models" / "manifest.json").read_text())
     manifest["emonet_8"]["url"] = "http://127.0.0.1:9/emonet_8.pth"  # nothing listens there
@@ -531,6 +551,24 @@ def test_the_command_prints_every_threads_stack_when_it_crashes(ending):
     assert printed == (ending == "command"), done.stderr
     if printed:
         assert "in run_and_exit" in done.stderr  # where it was
+
+
+HANGING = """
+import atexit, threading
+from emopipe.cli import app
+app.EXIT_GRACE_S = 1.0
+hung = threading.Event()
+atexit.register(hung.wait)  # an exit handler that never returns (a native decoder's end, as it were)
+app._run_command = lambda argv=None: 0
+app.run_and_exit()
+"""
+
+
+def test_a_command_whose_exit_hangs_prints_every_threads_stack_and_ends():
+    # (was: the process waited for ever once its outputs were committed; session 38 saw a GPU run do so)
+    done = subprocess.run([sys.executable, "-c", HANGING], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "Timeout (0:00:01)!" in done.stderr and "in run_and_exit" in done.stderr, done.stderr
 
 
 def test_the_installed_command_and_python_m_emopipe_end_that_way():

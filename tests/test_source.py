@@ -568,3 +568,47 @@ def test_source_info_validation(kwargs, message):
                                                (3723.456, "1:02:03.46")])
 def test_format_time(seconds, text):
     assert format_time(seconds) == text
+
+
+# -- names that are not UTF-8 ------------------------------------------------------------------
+
+def bytes_named(folder: Path, name: bytes, data: bytes) -> Path:
+    """A file whose name is ``name``'s bytes (not UTF-8: Python holds them as lone surrogates)."""
+    with open(os.path.join(os.fsencode(str(folder)), name), "wb") as file:
+        file.write(data)
+    return folder / os.fsdecode(name)
+
+
+def test_a_video_whose_name_is_not_utf8_is_read_by_its_bytes_and_named_as_valid_utf8(videos, tmp_path):
+    # (OpenCV was handed the name with its surrogates: a segmentation fault, the whole run gone)
+    path = bytes_named(tmp_path, b"zz\xe9.avi", videos["avi"].read_bytes())
+    with open_source(path, max_frames=3) as source:
+        assert source.info.uri == str(tmp_path / "zz") + "\\xe9.avi"  # (its odd byte as \xNN: valid UTF-8)
+        source.info.uri.encode("utf-8")
+        frames = list(source)
+    with open_source(videos["avi"], max_frames=3) as same:
+        assert [f.bgr.tobytes() for f in frames] == [f.bgr.tobytes() for f in same]
+    bad = bytes_named(tmp_path, b"bad\xff.mp4", b"not a video" * 50)  # (fails alone, with the usual error)
+    with pytest.raises(InputUnreadableError, match=r"not a video"):
+        open_source(bad)
+
+
+def test_images_whose_names_are_not_utf8_are_read_and_named_as_valid_utf8(tmp_path):
+    _, data = cv2.imencode(".png", synth.background(16, 16))
+    bytes_named(tmp_path, b"\xe9t\xe9.png", data.tobytes())
+    with open_source(tmp_path) as source:
+        assert [f.file for f in source] == ["\\xe9t\\xe9.png"]
+    with open_source(tmp_path / os.fsdecode(b"\xe9t\xe9.png")) as one:
+        assert one.info.uri.endswith("\\xe9t\\xe9.png") and len(list(one)) == 1
+
+
+def test_nvdec_is_never_handed_a_name_that_is_not_utf8(tmp_path, monkeypatch):
+    nvdec = pytest.importorskip("emopipe.io.nvdec")
+
+    def native(*args, **kwargs):
+        raise AssertionError("PyNvVideoCodec was handed the name")
+
+    monkeypatch.setattr(nvdec, "_pynvvideocodec", native)
+    path = bytes_named(tmp_path, b"zz\xe9.mp4", b"x")
+    with pytest.raises(InputUnreadableError, match=r"zz\\xe9\.mp4 with NVDEC: its name is not valid UTF-8"):
+        nvdec._read_container(path, 0)  # (every NVDEC step starts here; --decoder auto then decodes with OpenCV)

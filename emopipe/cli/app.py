@@ -44,6 +44,11 @@ def _command(name: str) -> tuple[Callable[[], argparse.ArgumentParser], Callable
 _BYTECODE: str | None = None  # where the command's compiled Python modules are kept (emopipe.cli.bytecode)
 _INTERRUPTED = threading.Event()  # a first Ctrl-C or SIGTERM was seen: the run is finishing its files
 _PROCESS_ENDS = threading.Event()  # the emopipe command runs: the process ends once the run returns (run_and_exit)
+# Every output is committed when the run returns: what is left (threads that are not daemons, exit handlers — NVDEC's
+# decoders ended among them) may not hold the process longer. Past this, every thread's stack is printed and the
+# process ends with status 1 (faulthandler's watchdog, which needs no interpreter lock: a native call that hangs
+# holding it cannot stop it). A GPU run over a folder did not end after its summary line, once (session 38, s38h).
+EXIT_GRACE_S = 60.0
 
 
 def process_ends_after_run() -> bool:
@@ -99,6 +104,8 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
     _PROCESS_ENDS.set()
     code = _run_command(argv)  # (not main: the command line's signal handlers stay, so a second signal exits
     # at once also while the threads below finish and the exit handlers run)
+    with contextlib.suppress(RuntimeError, ValueError, OSError):
+        faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)
     try:
         for thread in threading.enumerate():  # as Python's exit, wait for the threads that are not daemons
             if thread is not threading.current_thread() and not thread.daemon:

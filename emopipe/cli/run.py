@@ -25,6 +25,7 @@ from emopipe.config import (
 from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError, UsageError
 from emopipe.io.encode import WRITERS
 from emopipe.io.inputs import expand_inputs
+from emopipe.io.records import text_name
 from emopipe.io.uris import redact_uri
 from emopipe.model import cuda_context, early_plans
 from emopipe.model.places import cache_root
@@ -346,8 +347,8 @@ def _let_go(analyzer: Analyzer) -> None:
 
 def _report(result: SourceResult) -> None:
     detail = f": {result.error}" if result.error else ""
-    logger.info("%s %s — %d frames, %d faces%s", result.status, redact_uri(result.source), result.frames,
-                result.faces, detail)
+    logger.info("%s %s — %d frames, %d faces%s", result.status, redact_uri(text_name(result.source)),
+                result.frames, result.faces, detail)  # (a name that is not UTF-8 as the rows write it: zz\xe9)
 
 
 def _exit_code(outcome: ManyOutcome) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
 from emopipe.io.inputs import VIDEO_FILE_SUFFIXES
+from emopipe.io.records import text_name
 from emopipe.io.sources import Source, _as_bgr, _check_arguments, _check_file, _SourceBase
 from emopipe.io.uris import IMAGE_SUFFIXES
 from emopipe.types import Frame, HostFrame, SourceInfo
@@ -49,7 +50,7 @@ class ImageSource(_SourceBase):
         if image is None:
             raise InputUnreadableError(f"cannot read {self.path}: not an image OpenCV can decode")
         self._image: np.ndarray | None = image
-        self.info = SourceInfo(uri=str(path), kind="image", fps=None, frame_count=1,
+        self.info = SourceInfo(uri=text_name(path), kind="image", fps=None, frame_count=1,
                                width=image.shape[1], height=image.shape[0])
 
     @property
@@ -109,7 +110,7 @@ class FolderSource(_SourceBase):
         if first is None:
             raise InputUnreadableError(f"none of the {len(self.paths)} image files in {self.path} can be decoded")
         self._pending.append(first)
-        self.info = SourceInfo(uri=str(path), kind="images", fps=None, frame_count=len(self.paths),
+        self.info = SourceInfo(uri=text_name(path), kind="images", fps=None, frame_count=len(self.paths),
                                width=first.width, height=first.height)
 
     @property
@@ -129,7 +130,7 @@ class FolderSource(_SourceBase):
             image = read_image(file)
             if image is not None:
                 return HostFrame(index=index, timestamp_s=float(index), bgr=image, read_time=time.perf_counter(),
-                                 file=file.name)
+                                 file=text_name(file.name))  # (as valid UTF-8: it is written in the rows)
             self.skipped.append(file)
             logger.warning("skipping %s: not an image OpenCV can decode", file)
         return None

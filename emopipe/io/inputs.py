@@ -20,6 +20,7 @@ source of its own, named after the link.
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import re
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError
+from emopipe.io.records import FOLDER_LOCK, MANIFEST
 from emopipe.io.uris import IMAGE_SUFFIXES, is_url, webcam_index
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,65 @@ _GLOB_CHARACTERS = frozenset("*?[")
 _WILDCARDS = frozenset("*?")  # (brackets alone are common in file names: take[1].mp4)
 # --report writes its pictures in NAME.thumbnails/: emopipe's own output, never an image sequence to analyse
 _THUMBNAILS = ".thumbnails"
+# the videos a many-source run writes in its output folder, beside each source's rows (emopipe.pipeline.archive):
+# NAME.annotated.mp4, under NAME.annotated.partial.mp4 until done; a camera's later parts NAME.annotated.2.mp4…
+_ANNOTATED = re.compile(r"\.annotated(\.partial|\.\d+)?\.(mp4|mkv|avi)$", re.IGNORECASE)
+
+
+class _OwnOutputs:
+    """Which files are emopipe's own outputs, never a source a folder or a glob gives (a run whose -o is in its input
+    tree, or is its input folder, would otherwise analyse its own annotated videos when run again: ``--resume``, one
+    level deeper each time). They are those in an output folder of a many-source run — a folder holding its lock file
+    or its manifest (the folder this run writes, made by an earlier run, or any other's) — or in a folder of one:
+    the files its manifest lists, and its annotated videos (:data:`_ANNOTATED`: those of a run cut off too, which
+    are in no manifest line). A file named on the command line is a source all the same. One per expansion: what
+    each folder is, read once."""
+
+    def __init__(self) -> None:
+        self._folders: dict[Path, frozenset[str] | None] = {}  # an output folder's listed files; None: not one
+        self.left_out: list[str] = []
+
+    def _listed(self, folder: Path) -> frozenset[str] | None:
+        if folder not in self._folders:
+            marked = any(os.path.lexists(folder / mark) for mark in (FOLDER_LOCK, MANIFEST))
+            self._folders[folder] = _manifest_files(folder) if marked else None
+        return self._folders[folder]
+
+    def owns(self, path: Path) -> bool:
+        """Whether ``path`` is an output of emopipe's in an output folder (said, once, in :meth:`say`)."""
+        absolute = Path(os.path.abspath(path))
+        for folder in absolute.parents:
+            listed = self._listed(folder)
+            if listed is not None and (_ANNOTATED.search(absolute.name) or str(absolute) in listed):
+                if absolute.suffix.lower() in VIDEO_FILE_SUFFIXES | IMAGE_SUFFIXES:  # (no other file is a source)
+                    self.left_out.append(str(path))
+                return True
+        return False
+
+    def say(self) -> None:
+        if self.left_out:
+            names = sorted(set(self.left_out))
+            logger.info("left out %d file(s) emopipe wrote in an output folder (annotated videos), which are no "
+                        "sources; name such a file to analyse it anyway: %s", len(names), _examples(names))
+
+
+def _manifest_files(folder: Path) -> frozenset[str]:
+    """The absolute names of the files a many-source run's manifest in ``folder`` lists (its lines' ``files``,
+    relative to the folder); none where it has no readable manifest."""
+    try:
+        text = (folder / MANIFEST).read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    names: set[str] = set()
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        files = entry.get("files") if isinstance(entry, dict) else None
+        if isinstance(files, dict):
+            names.update(os.path.abspath(folder / name) for name in files.values() if isinstance(name, str))
+    return frozenset(names)
 
 
 @dataclass(frozen=True)
@@ -60,15 +121,17 @@ def _listed(path: Path) -> bool:
     return path.is_file() or (path.is_symlink() and not path.exists())
 
 
-def _files(folder: Path, recursive: bool) -> Iterator[Path]:
-    """The files that may be ``folder``'s sources (its own, or ``recursive`` its tree's), found as they are read."""
-    return (p for p in folder.glob("**/*" if recursive else "*") if not _skipped(p, folder) and _listed(p))
+def _files(folder: Path, recursive: bool, own: _OwnOutputs) -> Iterator[Path]:
+    """The files that may be ``folder``'s sources (its own, or ``recursive`` its tree's), found as they are read;
+    never emopipe's own outputs (``own``)."""
+    return (p for p in folder.glob("**/*" if recursive else "*")
+            if not _skipped(p, folder) and _listed(p) and not own.owns(p))
 
 
-def _media_in(folder: Path, recursive: bool) -> dict[Path, tuple[list[Path], list[Path]]]:
+def _media_in(folder: Path, recursive: bool, own: _OwnOutputs) -> dict[Path, tuple[list[Path], list[Path]]]:
     """Each folder's own videos and images, by folder, in name order: ``folder``'s alone, or (``recursive``)
     those of every folder in its tree; a folder holding neither is left out."""
-    files = sorted(_files(folder, recursive), key=lambda p: str(p).lower())
+    files = sorted(_files(folder, recursive, own), key=lambda p: str(p).lower())
     found: dict[Path, tuple[list[Path], list[Path]]] = {}
     for file in files:
         suffix = file.suffix.lower()
@@ -78,12 +141,12 @@ def _media_in(folder: Path, recursive: bool) -> dict[Path, tuple[list[Path], lis
     return found
 
 
-def _folder(item: str, recursive: bool) -> list[str] | None:
+def _folder(item: str, recursive: bool, own: _OwnOutputs) -> list[str] | None:
     """A folder's sources: its videos, or the folder itself when it holds images and no video (an image
     sequence: FolderSource reads a folder's own images); ``recursive``: the same for each folder of its tree.
     None when it holds neither."""
     sources: list[tuple[str, str]] = []  # (sort key, source)
-    for place, (videos, images) in _media_in(Path(item), recursive).items():
+    for place, (videos, images) in _media_in(Path(item), recursive, own).items():
         if videos:
             if images:
                 logger.warning("%s: %d video(s) analysed; its %d image(s) are not (give the images a folder of "
@@ -94,22 +157,23 @@ def _folder(item: str, recursive: bool) -> list[str] | None:
     return [source for _, source in sorted(sources)] or None
 
 
-def _holds_videos(folder: Path) -> bool:
+def _holds_videos(folder: Path, own: _OwnOutputs) -> bool:
     """Whether ``folder`` has videos of its own: then its images are none of its sources (see :func:`_folder`),
     nor a glob's that matches them."""
-    return bool(_media_in(folder, recursive=False).get(folder, ([], []))[0])
+    return bool(_media_in(folder, False, own).get(folder, ([], []))[0])
 
 
-def _say_left_out(item: str, own: bool, taken: set[Path] | frozenset[Path] = frozenset()) -> bool:
+def _say_left_out(item: str, found: bool, outputs: _OwnOutputs,
+                  taken: set[Path] | frozenset[Path] = frozenset()) -> bool:
     """Without --recursive, say how many of the folder ``item``'s subfolders (but those in ``taken``) hold a video
     or image in their tree, left out; whether any does. (Each subfolder is read up to its first one only.)"""
     media = VIDEO_FILE_SUFFIXES | IMAGE_SUFFIXES
     subfolders = (p for p in Path(item).glob("*") if p.is_dir() and p not in taken and not p.name.startswith(".")
                   and not p.name.endswith(_THUMBNAILS))
-    left = sum(1 for sub in subfolders if any(p.suffix.lower() in media for p in _files(sub, recursive=True)))
+    left = sum(1 for sub in subfolders if any(p.suffix.lower() in media for p in _files(sub, True, outputs)))
     if left:
         logger.warning("%s: %sits %d subfolder(s) holding videos or images are left out (--recursive takes them)",
-                       item, "" if own else "no video or image of its own; ", left)
+                       item, "" if found else "no video or image of its own; ", left)
     return bool(left)
 
 
@@ -118,7 +182,7 @@ def _inside(path: Path, folders: set[Path], recursive: bool) -> bool:
     return path.parent in folders or (recursive and any(p in folders for p in path.parents))
 
 
-def _globbed(pattern: str, recursive: bool) -> list[str] | None:
+def _globbed(pattern: str, recursive: bool, own: _OwnOutputs) -> list[str] | None:
     """A glob's sources, taken as a folder takes its contents (the folders it matches as if named; a file in one
     of them is not taken again: ``dir/**`` is ``dir`` and each of its folders, never one image twice; an image
     beside videos in its folder is not taken, as that folder named does not take it); what it matches but does
@@ -131,12 +195,13 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
         raise InputNotFoundError(f"no file matches {pattern}")
     skipped = [m for m in matches if any(p.endswith(_THUMBNAILS) for p in Path(m).parts)]  # a report's pictures
     matches = [m for m in matches if m not in skipped]
+    matches = [m for m in matches if Path(m).is_dir() or not own.owns(Path(m))]  # (emopipe's outputs: said apart)
     folders = {Path(m) for m in matches if Path(m).is_dir()}
     taken = {m for m in matches if _inside(Path(m), folders, recursive)}
     files = [m for m in matches if not Path(m).is_dir() and _listed(Path(m)) and m not in taken]
     videos = {m for m in files if Path(m).suffix.lower() in VIDEO_FILE_SUFFIXES}
     images = {m for m in files if Path(m).suffix.lower() in IMAGE_SUFFIXES}
-    with_videos = {p for p in {Path(m).parent for m in images} if _holds_videos(p)}
+    with_videos = {p for p in {Path(m).parent for m in images} if _holds_videos(p, own)}
     beside = sorted(m for m in images if Path(m).parent in with_videos)
     images -= set(beside)
     sources: list[str] = []
@@ -145,8 +210,8 @@ def _globbed(pattern: str, recursive: bool) -> list[str] | None:
         if Path(match).is_dir() and recursive and match in taken:
             continue  # (a folder in a folder taken with its tree: taken, and said, once)
         if Path(match).is_dir():
-            found = _folder(match, recursive)
-            said = not recursive and _say_left_out(str(Path(match)), found is not None, folders)
+            found = _folder(match, recursive, own)
+            said = not recursive and _say_left_out(str(Path(match)), found is not None, own, folders)
             if found is None:  # (its trailing / says it is a folder)
                 (leaving if said else skipped).append(os.path.join(match, ""))
             sources += found or []
@@ -223,6 +288,7 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
     found: list[str] = []
     collection = False
     entries: list[str] = []
+    own = _OwnOutputs()
     for list_file in list_files:
         entries += read_list(list_file)
         collection = True
@@ -232,14 +298,15 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
             continue
         if item.startswith("~") and not Path(item).exists():  # a list's line, or a quoted glob: no shell expanded it
             item = os.path.expanduser(item)
-        expanded = _globbed(item, recursive) if _GLOB_CHARACTERS & set(item) and not Path(item).exists() else None
+        expanded = _globbed(item, recursive, own) if _GLOB_CHARACTERS & set(item) and not Path(item).exists() \
+            else None
         if expanded is not None:
             collection = True
         elif Path(item).is_dir():
-            own = _folder(item, recursive)
+            given = _folder(item, recursive, own)
             if not recursive:
-                _say_left_out(item, own is not None)
-            expanded = own or [item]  # (a folder with nothing to read fails as a source)
+                _say_left_out(item, given is not None, own)
+            expanded = given or [item]  # (a folder with nothing to read fails as a source)
             collection |= [Path(s) for s in expanded] != [Path(item)]  # its videos, not one image sequence
         else:
             found.append(item)  # (a file, or a missing path, named: as given)
@@ -247,6 +314,7 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
         # what a folder or a glob gives is spelled one way, whatever the spelling of the folder or of what the glob
         # matched (./s/** gave ./s/d1 for a folder of images but s/v/a.mp4 for a video in s/v)
         found += [str(Path(source)) for source in expanded]
+    own.say()
     first: dict[str, str] = {}
     for uri in found:
         first.setdefault(source_key(uri), uri)

@@ -42,8 +42,9 @@ import cv2
 import torch
 
 from emopipe.errors import InputUnreadableError, UsageError
+from emopipe.io.records import text_name
 from emopipe.io.sources import Source, _quiet_ffmpeg_logs, open_source, source_kind
-from emopipe.io.video import VideoSource
+from emopipe.io.video import VideoSource, utf8_name
 from emopipe.types import DeviceFrame
 
 logger = logging.getLogger(__name__)
@@ -243,6 +244,10 @@ class _Container:
 
 
 def _read_container(path: Path, gpu: int) -> _Container:
+    if not utf8_name(path):  # (every NVDEC step after this one, and OpenCV's here, take the name this one took)
+        # PyNvVideoCodec and OpenCV take names as UTF-8, and crash on one that is not: the file is left to OpenCV's
+        # reader, which opens it by its bytes (emopipe.io.video.native_name)
+        raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: its name is not valid UTF-8")
     demuxer = _pynvvideocodec().CreateDemuxer(str(path))
     seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
     codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())

@@ -40,6 +40,7 @@ from emopipe.types import INPUT_SIZE, NUM_LANDMARKS, FaceRecord
 
 STDOUT = "-"
 FOLDER_LOCK = ".emopipe.lock"  # in an output folder: locked by the run writing the folder (hold_folder)
+MANIFEST = "manifest.jsonl"  # in a many-source run's output folder: a line per source (emopipe.pipeline.archive)
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 PIXEL_DECIMALS = 2  # box corners and landmarks: sub-pixel detail beyond 0.01 px is noise
 VALUE_DECIMALS = 6  # scores, probabilities, valence, arousal; timestamps (µs)
@@ -60,6 +61,20 @@ def landmarks_to_frame(landmarks: np.ndarray, boxes: np.ndarray, crop_size: int 
     origin = boxes[..., None, 0:2]
     scale = (boxes[..., None, 2:4] - boxes[..., None, 0:2]) / crop_size
     return origin + landmarks * scale
+
+
+def text_name(name: str | os.PathLike[str]) -> str:
+    """A file name as text to show or write (valid UTF-8): the bytes of a name that are not UTF-8 (Latin-1 from an old
+    camera or archive), which Python holds as lone surrogates, as ``\\xNN`` (``zz\\xe9.mp4``), as Python prints them."""
+    text = os.fspath(name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
+        except UnicodeEncodeError:  # (a surrogate no file name's byte gives: as \\udNNN)
+            return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
+    return text
 
 
 def record_columns(labels: Sequence[str], landmarks: bool, detected: bool = False, files: bool = False) -> list[str]:
@@ -106,6 +121,9 @@ def ensure_writable(path: Path, what: str = "output") -> None:
 
 
 LOCK_TRIES = 8  # a folder's lock file removed under a run about to lock it: that run tries again (hold_folder)
+# the FOLDER_LOCK files this process holds (hold_folder), by (device, inode): its own outputs in such a folder (a
+# many-source run's --report page) take no shared lock of the folder (hold_outputs), which its own would refuse
+_FOLDERS_HELD_HERE: set[tuple[int, int]] = set()
 
 
 @contextlib.contextmanager
@@ -132,9 +150,13 @@ def hold_folder(directory: Path) -> Iterator[None]:
     else:  # (each time, the run that held the folder removed it as this one came to lock it)
         raise OutputError(f"{directory} is in use by other emopipe runs, which keep removing it; wait for them to "
                           "end, or choose another output folder")
+    locked = os.fstat(fd)
+    held_here = (locked.st_dev, locked.st_ino)
+    _FOLDERS_HELD_HERE.add(held_here)
     try:
         yield
     finally:
+        _FOLDERS_HELD_HERE.discard(held_here)
         try:
             if made and [p.name for p in directory.iterdir()] == [FOLDER_LOCK]:
                 (directory / FOLDER_LOCK).unlink()  # (still locked: a run that locks it now sees it gone)
@@ -226,22 +248,80 @@ def hold_outputs(paths: Iterable[str | os.PathLike[str]]) -> Iterator[None]:
     Each lock file is removed when the block ends, while still locked (a run that locks it then sees it gone and
     tries again, as with hold_folder): a run leaves none behind. The kernel drops the locks when the process ends,
     even killed: the next run takes over the lock file a killed one left, and removes it. Where the file system has
-    no locks, a name goes unlocked, as written_whole's temporary names do."""
+    no locks, a name goes unlocked, as written_whole's temporary names do.
+
+    A name in a many-source run's output folder (one with a FOLDER_LOCK) is also held against that run: the folder's
+    lock is taken shared (refused, exit 5, while a many-source run holds it, exclusively: :func:`hold_folder`), and a
+    many-source run that takes the folder meanwhile finds the name's own lock held (:func:`refuse_outputs_in_use`)."""
     wanted: dict[Path, Path] = {}
     for path in map(Path, paths):  # (one lock a file, however spelled: two opens of it would refuse each other)
         wanted.setdefault(Path(os.path.realpath(path.parent)) / lock_path(path).name, path)
-    held: list[tuple[Path, int]] = []
+    held: list[tuple[Path | None, int]] = []
     try:
         for lock in sorted(wanted):  # (one order for every run: of two wanting the same names, one gets them all)
             fd = _lock_output(lock, wanted[lock])
             if fd is not None:
                 held.append((lock, fd))
+        for folder in sorted({lock.parent for lock in wanted}):  # (after the names: see refuse_outputs_in_use)
+            fd = _share_folder(folder)
+            if fd is not None:
+                held.append((None, fd))
         yield
     finally:
-        for lock, fd in reversed(held):
-            with contextlib.suppress(OSError):
-                lock.unlink()  # (still locked: a run that locks it now sees it gone)
+        for held_lock, fd in reversed(held):
+            if held_lock is not None:
+                with contextlib.suppress(OSError):
+                    held_lock.unlink()  # (still locked: a run that locks it now sees it gone)
             os.close(fd)  # (releases the lock)
+
+
+def _share_folder(folder: Path) -> int | None:
+    """The FOLDER_LOCK of ``folder``, opened and locked shared; None where it has none (no many-source run writes
+    there), where this process holds it, or where the file system has no locks. OutputError while a many-source run
+    holds it."""
+    try:
+        fd = os.open(folder / FOLDER_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # (none; or one that cannot be read: no lock taken, as where there are none)
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) in _FOLDERS_HELD_HERE:
+            os.close(fd)
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(f"{folder} is in use by another emopipe run writing several sources there (it holds "
+                              f"{FOLDER_LOCK}); wait for that run to end, or choose another name") from None
+        except OSError:  # (no locks on this file system)
+            os.close(fd)
+            return None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd
+
+
+def refuse_outputs_in_use(paths: Iterable[Path]) -> None:
+    """OutputError (exit 5) when another run holds one of ``paths`` (:func:`hold_outputs`: a one-source run writing
+    it). For a many-source run once it holds its folder (:func:`hold_folder`): a one-source run that looked for the
+    folder's lock before it was made holds its names by then. A lock file nobody holds (a killed run's) is no one's."""
+    for path in paths:
+        lock = lock_path(path)
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(f"{path} is in use by another emopipe run (it holds {lock.name}); wait for that run "
+                              "to end, or choose another output folder") from None
+        except OSError:  # (no locks on this file system)
+            pass
+        finally:
+            os.close(fd)
 
 
 def _lock_output(lock: Path, path: Path) -> int | None:
@@ -752,7 +832,9 @@ class CsvRecordWriter(RecordWriter):
         c = _columns_of(records, self.landmarks)
         rows = []
         for i, r in enumerate(records):
-            row = [r.source, r.frame, *([r.file or ""] if self.files else []), c["timestamp"][i], r.track_id,
+            # (names as valid UTF-8: a file name's bytes that are not, as \\xNN)
+            row = [text_name(r.source), r.frame, *([text_name(r.file or "")] if self.files else []),
+                   c["timestamp"][i], r.track_id,
                    *c["box"][i], c["score"][i],
                    *([int(r.detected)] if self.detected else []), r.label,
                    *c["probabilities"][i], c["valence"][i], c["arousal"][i]]
@@ -772,7 +854,8 @@ class JsonlRecordWriter(RecordWriter):
         for i, r in enumerate(records):
             x1, y1, x2, y2 = c["box"][i]
             row: dict[str, Any] = {
-                "source": r.source, "frame": r.frame, **({"file": r.file} if self.files else {}),
+                "source": text_name(r.source), "frame": r.frame,
+                **({"file": r.file if r.file is None else text_name(r.file)} if self.files else {}),
                 "timestamp_s": c["timestamp"][i], "track_id": r.track_id,
                 "x1": x1, "y1": y1, "x2": x2, "y2": y2, "score": c["score"][i],
                 **({"detected": r.detected} if self.detected else {}), "label": r.label,

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import cv2
 import numpy as np
 
 from emopipe.errors import InputUnreadableError, UsageError
+from emopipe.io.records import text_name
 from emopipe.io.sources import (
     Source,
     _as_bgr,
@@ -77,6 +79,38 @@ def _mp4_tracks(path: Path) -> set[str] | None:
             f.seek(size - 8, os.SEEK_CUR)
 
 
+def utf8_name(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is valid UTF-8 text, as native code (OpenCV, FFmpeg, PyNvVideoCodec) takes a name. A file
+    name whose bytes are not (Latin-1 from an old camera or archive: ``zz\\xe9.mp4``) reaches Python with those
+    bytes as lone surrogates, which OpenCV does not refuse but crashes on (a segmentation fault)."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@contextmanager
+def native_name(path: Path) -> Iterator[str]:
+    """A name of ``path`` that native code may be given, good while the block runs: its own where it is valid
+    UTF-8; else ``/proc/self/fd/N`` of the file opened by its bytes (it opens the file itself, not a name); where
+    there is no /proc, InputUnreadableError (the file fails alone, never a crash)."""
+    if utf8_name(path):
+        yield str(path)
+        return
+    if not os.path.isdir("/proc/self/fd"):
+        raise InputUnreadableError(f"cannot read {text_name(path)}: its name is not valid UTF-8, which OpenCV "
+                                   "cannot open here; rename the file")
+    try:
+        fd = os.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputUnreadableError(f"cannot read {text_name(path)}: {exc.strerror or exc}") from None
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
 def _open_capture(path: Path) -> cv2.VideoCapture:
     _quiet_ffmpeg_logs()
     quiet_opencv = "OPENCV_LOG_LEVEL" not in os.environ
@@ -84,7 +118,8 @@ def _open_capture(path: Path) -> cv2.VideoCapture:
         previous = cv2.utils.logging.getLogLevel()
         cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
     try:
-        cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+        with native_name(path) as name:  # (FFmpeg opens the file while the capture is made, and keeps it open)
+            cap = cv2.VideoCapture(name, cv2.CAP_FFMPEG)
     finally:
         if quiet_opencv:
             cv2.utils.logging.setLogLevel(previous)
@@ -145,7 +180,7 @@ class VideoSource(_SourceBase):
             raise
         first = self._pending[0]
         self._start_index = first.index
-        self.info = SourceInfo(uri=str(path), kind="video", fps=self._fps, frame_count=self._declared,
+        self.info = SourceInfo(uri=text_name(path), kind="video", fps=self._fps, frame_count=self._declared,
                                width=first.width, height=first.height)
 
     # -- the decoder: OpenCV here; emopipe.io.nvdec overrides these to decode on the GPU ----------------

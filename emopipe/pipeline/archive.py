@@ -40,6 +40,7 @@ from typing import Any
 from emopipe.config import RunConfig, Written, default_output, rows_suffix
 from emopipe.errors import EmopipeError, InputTruncatedError, OutputError, UsageError
 from emopipe.io.inputs import source_key
+from emopipe.io.records import MANIFEST as MANIFEST  # (named here for the run's other modules too)
 from emopipe.io.records import (
     MAX_NAME_BYTES,
     RecordWriter,
@@ -47,6 +48,7 @@ from emopipe.io.records import (
     partial_path,
     remove_earlier,
     temporary_names,
+    text_name,
 )
 from emopipe.io.sources import Source, open_source, source_kind
 from emopipe.io.uris import is_live, is_url, redact_uri
@@ -59,7 +61,6 @@ from emopipe.vision.annotate import AnnotatedVideoWriter
 
 logger = logging.getLogger(__name__)
 
-MANIFEST = "manifest.jsonl"
 RUN_SUMMARY = "summary.json"
 STATUSES = ("ok", "failed", "interrupted", "skipped")
 DONE = frozenset({"ok", "skipped"})
@@ -316,6 +317,11 @@ class Manifest:
                     files[role] = Path(output).resolve().relative_to(where).as_posix()
             if files:
                 entry["files"] = files
+        # A name whose bytes are not UTF-8 (Python holds them as lone surrogates) is written as valid UTF-8 all the
+        # same: the source and the error, for people, with those bytes as \\xNN; any other field (the ``path`` that
+        # --resume knows the file by) exactly, as a JSON escape (\\udcNN) that reads back as the name.
+        entry = {key: text_name(value) if key in ("source", "error") and isinstance(value, str) else value
+                 for key, value in entry.items()}
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
             try:
@@ -324,7 +330,7 @@ class Manifest:
                         file.seek(-1, os.SEEK_END)
                         if file.read(1) != b"\n":  # a line a killed run cut: the next one starts on its own line
                             line = "\n" + line
-                    file.write(line.encode("utf-8"))
+                    file.write(line.encode("utf-8", errors="backslashreplace"))  # (only a lone surrogate fails)
                     file.flush()
                     os.fsync(file.fileno())
             except OSError as exc:

@@ -34,7 +34,16 @@ from emopipe.errors import (
 )
 from emopipe.io.encode import choose_ffmpeg
 from emopipe.io.inputs import expand_inputs, warn_linked
-from emopipe.io.records import InputFiles, ensure_writable, hold_folder, hold_outputs, lock_path, partial_path
+from emopipe.io.records import (
+    InputFiles,
+    ensure_writable,
+    hold_folder,
+    hold_outputs,
+    lock_path,
+    partial_path,
+    refuse_outputs_in_use,
+    text_name,
+)
 from emopipe.io.uris import is_live, redact_uri
 from emopipe.pipeline.archive import (
     MANIFEST,
@@ -115,6 +124,10 @@ def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPat
             # held as a one-source run holds it: a run into another folder with the same page is refused now, not
             # replaced by (or replacing) this one's page at the end
             held.enter_context(hold_outputs(RunConfig(report=given.report).locked_outputs()))
+            # a page or thumbnails folder emopipe did not write is refused now, not after every source has run
+            from emopipe.report.outputs import check_report_outputs
+
+            check_report_outputs(given.report, inputs=found, without_thumbnails=None)
         plan = _plan_folder(found, directory, config, given, input_files)
         plan.held = held.pop_all()
     return plan
@@ -142,6 +155,9 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
     source_files = (name for p in todo for name in p.written(temporaries=input_files.at_temporary_names))
     refuse_inputs([*run_files, *source_files], input_files, keep=(),
                   advice="choose another output folder, or move that input")
+    # a one-source run writing one of these names now (it found no folder lock here to share: it began before this
+    # run made it) holds the name: refused, exit 5, as it would refuse this run had it come second (hold_outputs)
+    refuse_outputs_in_use([*(path for p in todo for path in p.files), directory / RUN_SUMMARY])
     # a file in the way is replaced only when it is a source's own, by the manifest's word (an earlier run gave
     # it that name); any other is somebody else's — another tool's, or one the user put there
     for p in todo:
@@ -225,9 +241,10 @@ def report_many(plan: ManyPlan, outcome: ManyOutcome) -> None:
     rows = [r.outputs["rows"] for r in done]
     # every completed source has its section, those where no face was found too (the page and this line agree)
     try:
+        # (the sources as their rows name them: a name's bytes that are not UTF-8 as \\xNN, io.records.text_name)
         reports = write_report(itertools.chain.from_iterable(read_records(path) for path in rows), plan.report,
-                               sources_run=[r.source for r in done], start_s=plan.config.start or 0.0,
-                               videos={r.source: r.outputs["annotated_video"] for r in done
+                               sources_run=[text_name(r.source) for r in done], start_s=plan.config.start or 0.0,
+                               videos={text_name(r.source): r.outputs["annotated_video"] for r in done
                                        if "annotated_video" in r.outputs})
     except KeyboardInterrupt:  # (the page is written whole or not at all) exit 130: what was asked is not all done
         logger.warning("interrupted while writing the report %s: it is not written (each source is as the manifest "
