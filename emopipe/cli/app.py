@@ -107,9 +107,7 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
     with contextlib.suppress(RuntimeError, ValueError, OSError):
         faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)
     try:
-        for thread in threading.enumerate():  # as Python's exit, wait for the threads that are not daemons
-            if thread is not threading.current_thread() and not thread.daemon:
-                thread.join()
+        _end_threads()
     except KeyboardInterrupt:  # Ctrl-C while waiting for them: wait no more
         code = INTERRUPTED_EXIT_CODE
     try:
@@ -120,6 +118,21 @@ def run_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
         with contextlib.suppress(OSError, ValueError):  # (a closed pipe: nothing more can be said there)
             stream.flush()
     os._exit(code)
+
+
+def _end_threads() -> None:
+    """Python's own exit's first step: tell the thread pools to end (``concurrent.futures`` registers that with
+    ``threading``, not ``atexit``), then wait for every thread that is not a daemon.
+
+    Joining the threads alone waited for ever on a pool's idle workers — the frame copiers' pool of a GPU run
+    decoding on the CPU (s39a: every such command hung after its summary)."""
+    shutdown = getattr(threading, "_shutdown", None)  # (CPython's; the exit calls it before the atexit handlers)
+    if shutdown is not None:
+        shutdown()
+        return
+    for thread in threading.enumerate():  # (another Python: join them as its exit would)
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
