@@ -56,6 +56,7 @@ _PUBLIC = {
     "EmopipeError": "emopipe.errors",
     "UsageError": "emopipe.errors",
     "InputNotFoundError": "emopipe.errors",
+    "Interrupted": "emopipe.errors",
     "InputUnreadableError": "emopipe.errors",
     "InputTruncatedError": "emopipe.errors",
     "OutputError": "emopipe.errors",
@@ -68,7 +69,7 @@ __all__ = [  # noqa: RUF022 (grouped: the API, then the errors)
     "__version__", "analyze", "Analyzer", "RunConfig", "FaceRecord", "load_emonet", "summarize", "TrackSummary",
     "read_records",
     "EmopipeError", "UsageError", "InputNotFoundError", "InputUnreadableError", "InputTruncatedError", "OutputError",
-    "WeightsError", "CheckpointError", "SourceUnavailableError",
+    "WeightsError", "CheckpointError", "SourceUnavailableError", "Interrupted",
 ]
 
 

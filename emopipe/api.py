@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 
 from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
-from emopipe.errors import InputTruncatedError, UsageError
+from emopipe.errors import InputTruncatedError, Interrupted, UsageError
 from emopipe.io.nvdec import decoded_frame_size, open_input
 from emopipe.io.records import STDOUT, hold_outputs, partial_path
 from emopipe.model.devices import resolve_device
@@ -407,7 +407,7 @@ class Analyzer:
                 state = "interrupted" if outcome.interrupted else "failed" if outcome.lost else "finished"
                 exporter.finish(linger_after=not outcome.interrupted, state=state)
         self.summaries.append(outcome.summary)
-        return outcome
+        return _raised_if_incomplete(outcome, opened.info.uri)
 
 
     @_exclusive
@@ -456,6 +456,8 @@ class Analyzer:
             if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
                 state = "interrupted" if interrupted else "failed" if outcome.exit_code else "finished"
                 exporter.finish(linger_after=not interrupted, state=state)
+        if interrupted:  # (Ctrl-C, SIGTERM — a live run's usual end: every camera's files and line written)
+            raise Interrupted(outcome)
         return outcome
 
     def process_fleet(self, fleet: Fleet, stack: ExitStack, *, metrics: Any = None,
@@ -533,6 +535,8 @@ class Analyzer:
             outcome = finish_many(plan, plan.skipped + results, summary, interrupted, time.perf_counter() - started,
                                   self.summaries)
             report_many(plan, outcome)
+        if outcome.interrupted:  # (Ctrl-C, SIGTERM: every file and the manifest written)
+            raise Interrupted(outcome)
         return outcome
 
     def plan_many(self, sources: StrPath | Iterable[StrPath] | None = None, output_dir: StrPath | None = None, *,
@@ -673,6 +677,22 @@ class _QueueSink(Sink):
 
     def close(self) -> None:
         pass
+
+
+def _raised_if_incomplete(outcome: Outcome, uri: str) -> Outcome:
+    """A run's outcome, once its files are written: raised as what ended it early — Ctrl-C or SIGTERM
+    (:class:`Interrupted`), a stream lost for good, a file that ended before its stream said (as ``analyze()`` raises
+    them) — each carrying it as ``outcome``."""
+    if outcome.interrupted:
+        raise Interrupted(outcome)
+    if outcome.lost is not None:
+        outcome.lost.outcome = outcome
+        raise outcome.lost
+    if outcome.summary.ended_early:
+        error = InputTruncatedError(f"{uri}: input ended early: {outcome.summary.ended_early}")
+        error.outcome = outcome
+        raise error
+    return outcome
 
 
 def _interrupt(signum: int, frame: Any) -> None:

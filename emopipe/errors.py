@@ -24,9 +24,11 @@ from __future__ import annotations
 
 
 class EmopipeError(Exception):
-    """Base class: the message is one line a user can act on."""
+    """Base class: the message is one line a user can act on. ``outcome``: where an ``Analyzer`` run raised it after
+    writing every output (a truncated file, a stream lost for good), what the run would have returned."""
 
     exit_code = 1
+    outcome: object | None = None
 
 
 class UsageError(EmopipeError, ValueError):
@@ -68,3 +70,16 @@ class InputTruncatedError(EmopipeError):
 SOME_SOURCES_FAILED_EXIT_CODE = 9
 INTERRUPTED_EXIT_CODE = 130
 STDOUT_CLOSED_EXIT_CODE = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM ended an ``Analyzer`` run (``run``, ``run_many``, ``run_fleet``) after it had written every
+    row it computed, its summary and manifest: ``outcome`` is what the run would have returned. A KeyboardInterrupt,
+    so that a script's loop over sources stops there as any Python program stops at Ctrl-C (the run returning its
+    outcome let the loop go on to the next source)."""
+
+    exit_code = INTERRUPTED_EXIT_CODE
+
+    def __init__(self, outcome: object) -> None:
+        super().__init__("interrupted: every row computed until then was written")
+        self.outcome = outcome

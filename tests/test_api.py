@@ -17,6 +17,7 @@ import pytest
 import emopipe
 from emopipe.config import RunConfig
 from emopipe.errors import CheckpointError, OutputError, UsageError
+from tests.support.rows import rows
 from tests.support.synth import moving_face_video
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,12 +59,27 @@ def test_defaults_are_resolved_for_the_device_and_the_kind_of_source():
     # (was: a string or a bool from Python raised TypeError deep in the checks, or was taken as 1)
     ({"threshold": "0.5"}, "--threshold must be a number, got '0.5'"),
     ({"start": "abc"}, "--start must be a number"),
-    ({"batch_size": True}, "--batch-size must be a number, got True"),
+    ({"batch_size": True}, "--batch-size must be a whole number, got True"),
+    # (was: NaN and infinity a bare ValueError / OverflowError, a fraction kept, any value taken for a bool, a
+    # device or a video writer by any name accepted until used; QA pass, session 39)
+    ({"batch_size": math.nan}, "--batch-size must be a whole number, got nan"),
+    ({"max_frames": math.inf}, "--max-frames must be a whole number, got inf"),
+    ({"webcam": 0.5}, "--webcam must be a whole number, got 0.5"),
+    ({"ray_retries": 1.5}, "--ray-retries must be a whole number"),
+    ({"landmarks": "no"}, "--landmarks is True or False, got 'no'"),
+    ({"no_warmup": 1}, "--no-warmup is True or False, got 1"),
+    ({"device": 123}, "--device must be a string, got 123"),
+    ({"video_writer": "gstreamer"}, "unknown video_writer 'gstreamer'; choose from auto, ffmpeg, opencv"),
     ({"smooth": 0}, "--smooth must be above 0"),  # (was: taken as no smoothing, where the formula holds values)
 ])
 def test_bad_options_are_usage_errors_naming_the_option(options, message):
     with pytest.raises(UsageError, match=message):
         RunConfig(source="v.mp4", **options)
+
+
+def test_a_whole_number_given_as_a_float_is_held_as_the_int():
+    config = RunConfig(source="v.mp4", batch_size=64.0, max_frames=3.0)
+    assert (config.batch_size, config.max_frames) == (64, 3) and type(config.batch_size) is int
 
 
 @pytest.mark.parametrize("output", [".", "./", "/"])
@@ -296,6 +312,40 @@ def test_a_truncated_file_gives_every_record_that_decodes_then_its_error(checkpo
         for record in emopipe.analyze(cut, detector="blazeface", weights=str(checkpoints[8]), device="cpu"):
             records.append(record)
     assert 3 <= len(records) < 20 and raised.value.exit_code == 8
+
+
+@pytest.mark.slow
+def test_run_raises_what_ended_it_early_once_its_files_are_written(checkpoints, models_home, tmp_path, monkeypatch):
+    # run() returned these as a normal outcome: a script's loop over videos went on after Ctrl-C / SIGTERM (exit 0),
+    # and a truncated file passed for complete (the command exits 8 and analyze() raises; QA pass, session 39)
+    from emopipe.pipeline.runner import Pipeline
+
+    whole = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(whole.path.read_bytes()[: len(whole.path.read_bytes()) // 2])
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        with pytest.raises(emopipe.InputTruncatedError, match=r"cut\.avi: input ended early") as truncated:
+            analyzer.run(cut, output=str(tmp_path / "cut.csv"))
+        said = truncated.value.outcome.summary
+        assert said.frames == len(rows(Path(said.outputs["rows"]))) >= 3
+        assert json.loads(Path(said.outputs["summary"]).read_text())["ended_early"]
+
+        run = Pipeline.run
+
+        def ctrl_c_as_it_ends(self):  # (the pipeline's own Ctrl-C: its rows written as far as they went)
+            run(self)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(Pipeline, "run", ctrl_c_as_it_ends)
+        ran = []
+        with pytest.raises(emopipe.Interrupted) as interrupted:
+            for n in range(3):  # a script's loop over its videos: it stops at the first
+                ran.append(n)
+                analyzer.run(whole.path, output=str(tmp_path / f"r{n}.csv"), max_frames=2)
+    assert ran == [0] and isinstance(interrupted.value, KeyboardInterrupt) and interrupted.value.exit_code == 130
+    said = interrupted.value.outcome.summary
+    assert interrupted.value.outcome.interrupted and len(rows(Path(said.outputs["rows"]))) == 2
+    assert json.loads(Path(said.outputs["summary"]).read_text())["interrupted"] is True
 
 
 @pytest.mark.slow

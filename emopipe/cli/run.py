@@ -22,7 +22,7 @@ from emopipe.config import (
     DETECTOR_NAMES,
     RunConfig,
 )
-from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, InputTruncatedError, UsageError
+from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE, Interrupted, UsageError
 from emopipe.io.encode import WRITERS
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.records import text_name
@@ -303,18 +303,12 @@ def run(args: argparse.Namespace) -> int:
     config = analyzer.source_config()
     metrics, exporter = run_metrics(config, batch_sizes=(int(config.batch_size or 1),),
                                     mode="live" if config.live else "file")
-    try:
-        outcome = analyzer.run(metrics=metrics, exporter=exporter,
-                               progress=not config.no_progress and sys.stderr.isatty())
+    try:  # (a truncated file, a stream lost for good: raised once every file is written; said as errors are)
+        analyzer.run(metrics=metrics, exporter=exporter, progress=not config.no_progress and sys.stderr.isatty())
+    except Interrupted:  # every row computed is written
+        return INTERRUPTED_EXIT_CODE
     finally:
         _let_go(analyzer)
-    if outcome.lost is not None:
-        raise outcome.lost
-    if outcome.interrupted:
-        return INTERRUPTED_EXIT_CODE
-    if outcome.summary.ended_early:
-        say(f"emopipe: error: {InputTruncatedError(outcome.summary.ended_early)}")
-        return InputTruncatedError.exit_code
     return 0
 
 
@@ -423,6 +417,8 @@ def run_fleet(config: RunConfig) -> int:
     try:
         outcome = analyzer.run_fleet(metrics=metrics, exporter=exporter,
                                      progress=not config.no_progress and sys.stderr.isatty())
+    except Interrupted as stop:  # Ctrl-C, SIGTERM: a live run's usual end (130)
+        outcome = stop.outcome
     finally:
         _let_go(analyzer)
     return _fleet_exit_code(outcome)
@@ -448,6 +444,8 @@ def run_many(config: RunConfig) -> int:
     try:  # (metrics_port / pushgateway: Analyzer.run_many makes the metrics they ask for)
         outcome = analyzer.run_many(on_result=_report,
                                     progress=not config.no_progress and sys.stderr.isatty())
+    except Interrupted as stop:  # (130: every source's files and manifest line written)
+        outcome = stop.outcome
     finally:
         _let_go(analyzer)
     return _exit_code(outcome)
