@@ -544,7 +544,9 @@ def test_the_library_refuses_what_the_report_command_refuses(tmp_path, monkeypat
                  (str(video), 1): np.zeros((112, 112, 3), np.uint8)})),
               "the report's thumbnails folder page.thumbnails (replaced whole) exists and holds holiday.png, which is "
               "not a thumbnail emopipe wrote: name the report otherwise, or move or remove that folder"),
-             (lambda: write_html("mine.html", analyse(_collected(records))), "the report mine.html exists and is not")]
+             (lambda: write_html("mine.html", analyse(_collected(records))), "the report mine.html exists and is not"),
+             (lambda: write_report(records, "notes.txt"), "notes.txt: the report is a web page; name it .html"),
+             (lambda: write_report(records, "."), ".: the report is a web page; name it .html")]  # (was a ValueError)
     for write, message in cases:
         with pytest.raises(UsageError) as refused:
             write()

@@ -194,10 +194,14 @@ def check_report_outputs(page: StrPath, *, thumbnails: bool = True, inputs: Iter
     input (:func:`refuse_input_names`; ``inputs``: the rows files and the sources), then what is at their names is
     emopipe's (:func:`refuse_other_files`). UsageError, one line (a file at the thumbnails folder's name:
     OutputError)."""
+    if Path(page).name in ("", ".", ".."):  # (".", "/": a folder, no page's name)
+        raise UsageError(f"{page}: the report is a web page; name it .html")
     outputs = {"report": page, **(others or {})}
     folder = thumbnails_folder(page) if thumbnails else None
     refuse_input_names(outputs, inputs, thumbnails=folder)
     refuse_other_files(outputs, folder, named=named, without_thumbnails=without_thumbnails)
+    if Path(page).suffix.lower() not in (".html", ".htm"):  # (as emopipe report's -o: a browser opens it by its name)
+        raise UsageError(f"{page}: the report is a web page; name it .html")
 
 
 def _within(path: Path, folder: Path) -> bool:
