@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.errors import OutputError, UsageError
-from emopipe.io.encode import choose_ffmpeg
+from emopipe.io.encode import WRITERS, choose_ffmpeg
 from emopipe.io.records import (
     MAX_NAME_BYTES,
     STDOUT,
@@ -218,7 +218,7 @@ class RunConfig:
                 object.__setattr__(self, name, os.fspath(value))
         object.__setattr__(self, "sources", path_items(self.sources, "sources"))
         object.__setattr__(self, "list_files", path_items(self.list_files, "list_files"))
-        _numbers(self)
+        _typed(self)
         _positive("max_frames", self.max_frames)
         _positive("detect_size", self.detect_size)
         _positive("detect_batch", self.detect_batch)
@@ -264,6 +264,7 @@ class RunConfig:
         if self.end is not None and self.start is not None and self.end <= self.start:
             raise UsageError(f"--end ({self.end}) must be after --start ({self.start})")
         _choice("decoder", self.decoder, DECODERS)
+        _choice("video_writer", self.video_writer, WRITERS)
         _choice("detector", self.detector, DETECTOR_NAMES)
         _choice("backend", self.backend, BACKEND_NAMES)
         if self.compile is not None and self.backend == "onnxruntime":
@@ -560,17 +561,30 @@ def _flag(name: str) -> str:
     return name.replace("_", "-")
 
 
-def _numbers(config: RunConfig) -> None:
-    """The options typed as numbers hold numbers (a string or a bool from Python would fail later, obscurely)."""
+def _typed(config: RunConfig) -> None:
+    """Each option holds the kind of value its type names: a string, a bool or a float given from Python where
+    another kind is meant failed later, obscurely (NaN as a batch size), or was taken for true (``landmarks="no"``).
+    A whole number given as a float (``64.0``) is held as the int."""
     for field in fields(config):
-        kinds = {kind.strip() for kind in str(field.type).split("|")}
-        if not kinds & {"int", "float"} or kinds - {"int", "float", "None"}:
-            continue
+        kinds = {kind.strip() for kind in str(field.type).split("|")} - {"None"}
         value = getattr(config, field.name)
-        if value is None and "None" in kinds:
+        if value is None and "None" in str(field.type):
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise UsageError(f"--{_flag(field.name)} must be a number, got {value!r}")
+        flag = f"--{_flag(field.name)}"
+        if kinds == {"bool"}:
+            if not isinstance(value, bool):
+                raise UsageError(f"{flag} is True or False, got {value!r}")
+        elif kinds == {"int"}:
+            if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
+                    and math.isfinite(value) and int(value) == value:
+                object.__setattr__(config, field.name, int(value))
+            elif isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise UsageError(f"{flag} must be a whole number, got {value!r}")
+        elif kinds in ({"float"}, {"int", "float"}):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise UsageError(f"{flag} must be a number, got {value!r}")
+        elif kinds == {"str"} and not isinstance(value, str):
+            raise UsageError(f"{flag} must be a string, got {value!r}")
 
 
 def _positive(name: str, value: int | None) -> None:
