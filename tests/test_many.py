@@ -238,21 +238,30 @@ def test_no_folder_or_glob_gives_emopipes_own_outputs_but_a_file_named_is_a_sour
     touch(tmp_path / "out" / FOLDER_LOCK, b"")
     manifest = Manifest(Path("out"), files=True)  # (a video the manifest lists as an output, whatever its name)
     manifest.append({"source": "z.mp4", "status": "ok", "outputs": {"annotated_video": "out/listed.mp4"}})
+    manifest.append({"source": "c.mp4", "status": "ok", "outputs": {"annotated_video": "out/sub/c.annotated.mp4"}})
     touch(tmp_path / "out" / "annotated.mp4")  # (in the output folder, but neither listed nor named so: a source)
-    everything = ("a.mp4", "b.mkv", "keep/x.annotated.mp4", "out/annotated.mp4")
+    # a user's recordings named as emopipe names its videos, in the output folder, that no manifest line lists as an
+    # output — one listed as a source: sources (taken for emopipe's, talk.annotated.mp4 was left out, then written
+    # over by --resume --annotate mp4 as talk.mp4's annotated video; QA pass, session 39)
+    touch(tmp_path / "out" / "talk.annotated.mp4")
+    touch(tmp_path / "out" / "user.annotated.mp4")
+    manifest.append({"source": "out/talk.annotated.mp4", "status": "ok",
+                     "path": str(tmp_path / "out/talk.annotated.mp4"), "outputs": {}})
+    users = ("out/talk.annotated.mp4", "out/user.annotated.mp4")
+    everything = ("a.mp4", "b.mkv", "keep/x.annotated.mp4", "out/annotated.mp4", *users)
     assert expand_inputs(["."], recursive=True).sources == everything
     assert "left out 4 file(s) emopipe wrote" in caplog.text and "out/listed.mp4" in caplog.text
-    assert expand_inputs(["out/**"], recursive=True).sources == ("out/annotated.mp4",)
-    assert expand_inputs(["out/*.mp4"]).sources == ("out/annotated.mp4",)
+    assert expand_inputs(["out/**"], recursive=True).sources == ("out/annotated.mp4", *users)
+    assert expand_inputs(["out/*.mp4"]).sources == ("out/annotated.mp4", *users)
     with pytest.raises(InputNotFoundError, match="matches no video or image"):
         expand_inputs(["out/sub/*"])
     # its manifest alone marks an output folder too (its lock file removed); -o the input folder itself
     (tmp_path / "out" / FOLDER_LOCK).unlink()
-    assert expand_inputs(["out"]).sources == ("out/annotated.mp4",)
+    assert expand_inputs(["out"]).sources == ("out/annotated.mp4", *users)
     caplog.clear()
     assert expand_inputs(["."]).sources == ("a.mp4", "b.mkv")
     assert "left out (--recursive" in caplog.text  # (out/ holds a video of its own; sub/ holds only emopipe's)
-    assert expand_inputs(["out"], recursive=True).sources == ("out/annotated.mp4",)
+    assert expand_inputs(["out"], recursive=True).sources == ("out/annotated.mp4", *users)
     named = ["out/a.annotated.partial.mp4", "out/listed.mp4", "out/sub/c.annotated.mp4"]
     assert expand_inputs(named).sources == tuple(named)
 

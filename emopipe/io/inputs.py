@@ -43,7 +43,9 @@ _WILDCARDS = frozenset("*?")  # (brackets alone are common in file names: take[1
 _THUMBNAILS = ".thumbnails"
 # the videos a many-source run writes in its output folder, beside each source's rows (emopipe.pipeline.archive):
 # NAME.annotated.mp4, under NAME.annotated.partial.mp4 until done; a camera's later parts NAME.annotated.2.mp4…
-_ANNOTATED = re.compile(r"\.annotated(\.partial|\.\d+)?\.(mp4|mkv|avi)$", re.IGNORECASE)
+# Unlisted in a manifest, only the partial names and the parts are taken for emopipe's: a finished NAME.annotated.mp4
+# is listed (its line is written before the renames), and one a manifest does not list may be a user's recording.
+_ANNOTATED_UNLISTED = re.compile(r"\.annotated(\.\d+(\.partial)?|\.partial)\.(mp4|mkv|avi)$", re.IGNORECASE)
 
 
 class _OwnOutputs:
@@ -51,15 +53,17 @@ class _OwnOutputs:
     tree, or is its input folder, would otherwise analyse its own annotated videos when run again: ``--resume``, one
     level deeper each time). They are those in an output folder of a many-source run — a folder holding its lock file
     or its manifest (the folder this run writes, made by an earlier run, or any other's) — or in a folder of one:
-    the files its manifest lists, and its annotated videos (:data:`_ANNOTATED`: those of a run cut off too, which
-    are in no manifest line). A file named on the command line is a source all the same. One per expansion: what
-    each folder is, read once."""
+    the files its manifest lists, and the annotated videos of a run cut off (:data:`_ANNOTATED_UNLISTED`), which are in
+    no manifest line; never a file a manifest lists as a source (a user's ``talk.annotated.mp4`` beside ``talk.mp4``
+    was left out, then written over by ``--resume --annotate mp4``: QA pass, session 39). A file named on the
+    command line is a source all the same. One per expansion: what each folder is, read once."""
 
     def __init__(self) -> None:
-        self._folders: dict[Path, frozenset[str] | None] = {}  # an output folder's listed files; None: not one
+        # an output folder's listed files, and the sources it lists; None: not an output folder
+        self._folders: dict[Path, tuple[frozenset[str], frozenset[str]] | None] = {}
         self.left_out: list[str] = []
 
-    def _listed(self, folder: Path) -> frozenset[str] | None:
+    def _listed(self, folder: Path) -> tuple[frozenset[str], frozenset[str]] | None:
         if folder not in self._folders:
             marked = any(os.path.lexists(folder / mark) for mark in (FOLDER_LOCK, MANIFEST))
             self._folders[folder] = _manifest_files(folder) if marked else None
@@ -70,7 +74,10 @@ class _OwnOutputs:
         absolute = Path(os.path.abspath(path))
         for folder in absolute.parents:
             listed = self._listed(folder)
-            if listed is not None and (_ANNOTATED.search(absolute.name) or str(absolute) in listed):
+            if listed is None:
+                continue
+            files, sources = listed
+            if str(absolute) not in sources and (str(absolute) in files or _ANNOTATED_UNLISTED.search(absolute.name)):
                 if absolute.suffix.lower() in VIDEO_FILE_SUFFIXES | IMAGE_SUFFIXES:  # (no other file is a source)
                     self.left_out.append(str(path))
                 return True
@@ -83,23 +90,28 @@ class _OwnOutputs:
                         "sources; name such a file to analyse it anyway: %s", len(names), _examples(names))
 
 
-def _manifest_files(folder: Path) -> frozenset[str]:
+def _manifest_files(folder: Path) -> tuple[frozenset[str], frozenset[str]]:
     """The absolute names of the files a many-source run's manifest in ``folder`` lists (its lines' ``files``,
-    relative to the folder); none where it has no readable manifest."""
+    relative to the folder), and of the sources it lists (their ``path``); none where it has no readable manifest."""
     try:
         text = (folder / MANIFEST).read_bytes().decode("utf-8", errors="replace")
     except OSError:
-        return frozenset()
+        return frozenset(), frozenset()
     names: set[str] = set()
+    sources: set[str] = set()
     for line in text.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        files = entry.get("files") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            continue
+        files = entry.get("files")
         if isinstance(files, dict):
             names.update(os.path.abspath(folder / name) for name in files.values() if isinstance(name, str))
-    return frozenset(names)
+        if isinstance(entry.get("path"), str):
+            sources.add(os.path.abspath(entry["path"]))
+    return frozenset(names), frozenset(sources)
 
 
 @dataclass(frozen=True)
