@@ -626,6 +626,67 @@ def test_a_run_that_fails_is_served_as_failed_while_it_lingers_and_an_interrupte
         assert scraped == []
 
 
+@pytest.mark.parametrize(("state", "linger_after"), [("interrupted", False), ("finished", True), ("failed", True)])
+def test_a_scraped_run_ends_only_once_a_scrape_has_seen_how_it_ended(registry, monkeypatch, state, linger_after):
+    # (its last scrape said running: every scraped live run's end — even a SIGTERM or --end as asked — fired
+    # EmopipeTargetDown, "crashed or killed", and a failed run's state and errors were never seen; QA pass, session 39)
+    monkeypatch.setattr(x, "FINAL_SCRAPE_FLOOR_S", 600.0)  # (only the scrape ends the wait here, whatever the load)
+    monkeypatch.setattr(x, "FINAL_SCRAPE_CAP_S", 600.0)
+    pm = PipelineMetrics(registry, mode="live")
+    exporter = MetricsExporter(registry, port=0, host="127.0.0.1", run_state=pm.set_run_state)
+    exporter.start()
+    pm.set_run_state("running")
+    assert 'state="running"} 1.0' in fetch(exporter.server.url)  # Prometheus scrapes the run
+    ending = threading.Thread(target=exporter.finish, kwargs={"linger_after": linger_after, "state": state})
+    ending.start()
+    ending.join(0.5)
+    assert ending.is_alive()  # waiting for the scrape that sees how it ended
+    assert f'emopipe_run_state{{mode="live",state="{state}"}} 1.0' in fetch(exporter.server.url)
+    ending.join(60)
+    assert not ending.is_alive()
+    exporter.close()
+
+
+def test_a_run_nothing_scraped_ends_at_once_and_a_push_is_no_scrape(registry, monkeypatch):
+    import http.server
+
+    monkeypatch.setattr(x, "FINAL_SCRAPE_FLOOR_S", 600.0)
+    monkeypatch.setattr(x, "FINAL_SCRAPE_CAP_S", 600.0)
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802 — (the Pushgateway's method)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    gateway = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    try:
+        pm = PipelineMetrics(registry, mode="live")
+        for scraped_before in (False, True):
+            exporter = MetricsExporter(registry, port=0, host="127.0.0.1", run_state=pm.set_run_state,
+                                       pushgateway=f"http://127.0.0.1:{gateway.server_port}")
+            exporter.start()
+            if scraped_before:
+                fetch(exporter.server.url)
+            ending = threading.Thread(target=exporter.finish, kwargs={"linger_after": False, "state": "interrupted"})
+            ending.start()
+            ending.join(0.5 if scraped_before else 60)
+            # never scraped: no wait; scraped, and pushed at the end: the push did not count as the final scrape
+            assert ending.is_alive() == scraped_before
+            if scraped_before:
+                fetch(exporter.server.url)
+                ending.join(60)
+                assert not ending.is_alive()
+            exporter.close()
+    finally:
+        gateway.shutdown()
+        gateway.server_close()
+
+
 def test_a_file_run_that_fails_pushes_failed_its_source_not_up_and_its_error_as_the_models(
         tmp_path, checkpoints, models_home, monkeypatch):
     from emopipe.errors import WeightsError

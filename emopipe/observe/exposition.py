@@ -10,6 +10,7 @@ defined in :mod:`emopipe.observe.metrics`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import socket
@@ -151,6 +152,63 @@ def grouping_key() -> dict[str, str]:
     return {"instance": socket.gethostname()}
 
 
+# How long a run that Prometheus scrapes waits, after it ends, for a scrape that sees how it ended: 1.5 scrape
+# intervals and a second (the interval as seen between the last two scrapes), at least FLOOR and at most CAP seconds;
+# CAP where only one scrape was seen (Prometheus' default interval is a minute).
+FINAL_SCRAPE_FLOOR_S = 2.0
+FINAL_SCRAPE_CAP_S = 90.0
+
+
+class ScrapeWatch(Collector):
+    """Collects nothing: notes when a scraper reads the registry it is in (a push, :meth:`muted`, is no scrape), so
+    that a run can wait for the scrape that sees how it ended (:meth:`MetricsExporter.finish`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._times: list[float] = []  # the last two scrapes (time.monotonic)
+        self._after: float | None = None
+        self.seen_after = threading.Event()  # a scrape after :meth:`watch_from`'s moment
+        self._local = threading.local()
+
+    def describe(self) -> list[Metric]:  # (registered without being collected)
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        if not getattr(self._local, "muted", False):
+            now = time.monotonic()
+            with self._lock:
+                self._times = [*self._times[-1:], now]
+                if self._after is not None and now > self._after:
+                    self.seen_after.set()
+        return iter(())
+
+    @contextlib.contextmanager
+    def muted(self) -> Iterator[None]:
+        self._local.muted = True
+        try:
+            yield
+        finally:
+            self._local.muted = False
+
+    @property
+    def scraped(self) -> bool:
+        return bool(self._times)
+
+    def wait_bound(self) -> float:
+        """Seconds to wait for the next scrape (FINAL_SCRAPE_*)."""
+        with self._lock:
+            times = list(self._times)
+        if len(times) < 2:
+            return FINAL_SCRAPE_CAP_S
+        return min(FINAL_SCRAPE_CAP_S, max(FINAL_SCRAPE_FLOOR_S, 1.5 * (times[1] - times[0]) + 1.0))
+
+    def watch_from(self) -> None:
+        """From now on, the next scrape sets :attr:`seen_after`."""
+        with self._lock:
+            self._after = time.monotonic()
+            self.seen_after.clear()
+
+
 class MetricsExporter:
     """Exposes a run's metrics as the ``--metrics-*`` and ``--pushgateway`` flags ask.
 
@@ -159,6 +217,11 @@ class MetricsExporter:
     on an exception marks the run ``failed`` and pushes and lingers as a finished run does, so a scraped run is
     seen to have failed; Ctrl-C or SIGTERM mark it ``interrupted``, push, and end at once).
     ``run_state`` receives how the run ended (e.g. :meth:`PipelineMetrics.set_run_state`), before any push.
+
+    A run that was scraped waits, after it ends, for one more scrape (up to 1.5 intervals; not after Ctrl-C or
+    SIGTERM a second time): its last scrape said ``running``, so every scraped live run ended as a crash would —
+    ``EmopipeTargetDown`` fired at each end, even of a run stopped as asked, and a failed run's state and errors were
+    never seen (QA pass, session 39). A run nothing scrapes ends at once.
     """
 
     def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = DEFAULT_HOST,
@@ -179,10 +242,13 @@ class MetricsExporter:
         self.run_state = run_state
         self.server: MetricsServer | None = None
         self.finished = False
+        self.scrapes: ScrapeWatch | None = None
 
     def start(self) -> None:
         if self.port is not None and self.server is None:
             self.server = serve_metrics(self.registry, self.port, self.host)
+            self.scrapes = ScrapeWatch()
+            self.registry.register(self.scrapes)
             logger.info("metrics on %s", self.server.url)
 
     def finish(self, linger_after: bool = True, state: str = "finished") -> None:
@@ -190,6 +256,8 @@ class MetricsExporter:
         them ``linger_s`` seconds (not after an interrupted run: Ctrl-C or SIGTERM means stop now, e.g.
         ``docker stop``)."""
         self.finished = True
+        if self.scrapes is not None:
+            self.scrapes.watch_from()  # (before the state changes: a scrape now may not see it)
         if self.run_state is not None:
             self.run_state(state)
         self._push()
@@ -197,19 +265,28 @@ class MetricsExporter:
             logger.info("run %s; serving final metrics on %s for up to %g s (Ctrl-C or SIGTERM ends this)%s",
                         state, self.server.url, self.linger_s, "; its error follows then" if state == "failed" else "")
             linger(self.linger_s)
+        elif self.server is not None and self.scrapes is not None and self.scrapes.scraped:
+            bound = self.scrapes.wait_bound()
+            logger.info("run %s; waiting up to %.0f s for the scrape that sees it on %s (Ctrl-C or SIGTERM ends "
+                        "this)", state, bound, self.server.url)
+            linger(bound, stop=self.scrapes.seen_after)  # (its response is sent whole: close() joins its thread)
 
     def _push(self) -> None:
         if self.pushgateway:
             try:
-                push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
+                with self.scrapes.muted() if self.scrapes is not None else contextlib.nullcontext():
+                    push_metrics(self.registry, self.pushgateway, job=self.job, grouping_key=self.grouping_key)
                 logger.info("metrics pushed to %s", self.pushgateway)
             except OutputError as exc:  # the results are written and complete: the metrics alone are lost
                 logger.warning("%s; the results are complete, only their metrics were not pushed", exc)
 
     def close(self) -> None:
         if self.server is not None:
-            self.server.close()
+            self.server.close()  # (a scrape being answered is answered whole first)
             self.server = None
+        if self.scrapes is not None:
+            self.registry.unregister(self.scrapes)
+            self.scrapes = None
 
     def __enter__(self) -> MetricsExporter:
         self.start()
