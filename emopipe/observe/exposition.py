@@ -153,8 +153,8 @@ def grouping_key() -> dict[str, str]:
 
 
 # How long a run that Prometheus scrapes waits, after it ends, for a scrape that sees how it ended: 1.5 scrape
-# intervals and a second (the interval as seen between the last two scrapes), at least FLOOR and at most CAP seconds;
-# CAP where only one scrape was seen (Prometheus' default interval is a minute).
+# intervals and a second (the interval as seen between the last two scrapes), at least FLOOR and at most CAP seconds.
+# Scraped means twice at least: a scraper comes back; one look (curl, a test) is no reason to wait.
 FINAL_SCRAPE_FLOOR_S = 2.0
 FINAL_SCRAPE_CAP_S = 90.0
 
@@ -192,15 +192,14 @@ class ScrapeWatch(Collector):
 
     @property
     def scraped(self) -> bool:
-        return bool(self._times)
+        """Whether something scrapes the registry: read twice at least."""
+        return len(self._times) >= 2
 
     def wait_bound(self) -> float:
         """Seconds to wait for the next scrape (FINAL_SCRAPE_*)."""
         with self._lock:
-            times = list(self._times)
-        if len(times) < 2:
-            return FINAL_SCRAPE_CAP_S
-        return min(FINAL_SCRAPE_CAP_S, max(FINAL_SCRAPE_FLOOR_S, 1.5 * (times[1] - times[0]) + 1.0))
+            interval = self._times[-1] - self._times[0]
+        return min(FINAL_SCRAPE_CAP_S, max(FINAL_SCRAPE_FLOOR_S, 1.5 * interval + 1.0))
 
     def watch_from(self) -> None:
         """From now on, the next scrape sets :attr:`seen_after`."""
@@ -218,10 +217,10 @@ class MetricsExporter:
     seen to have failed; Ctrl-C or SIGTERM mark it ``interrupted``, push, and end at once).
     ``run_state`` receives how the run ended (e.g. :meth:`PipelineMetrics.set_run_state`), before any push.
 
-    A run that was scraped waits, after it ends, for one more scrape (up to 1.5 intervals; not after Ctrl-C or
-    SIGTERM a second time): its last scrape said ``running``, so every scraped live run ended as a crash would —
-    ``EmopipeTargetDown`` fired at each end, even of a run stopped as asked, and a failed run's state and errors were
-    never seen (QA pass, session 39). A run nothing scrapes ends at once.
+    A run that was scraped (twice at least) waits, after it ends, for one more scrape (up to 1.5 intervals; a
+    second Ctrl-C or SIGTERM ends the wait): its last scrape said ``running``, so every scraped live run ended as a
+    crash would — ``EmopipeTargetDown`` fired at each end, even of a run stopped as asked, and a failed run's state
+    and errors were never seen (QA pass, session 39). A run nothing scrapes ends at once.
     """
 
     def __init__(self, registry: CollectorRegistry, *, port: int | None = None, host: str = DEFAULT_HOST,
