@@ -365,7 +365,8 @@ class Analyzer:
         in this process or another, is refused: OutputError, exit 5; :func:`~emopipe.io.records.hold_outputs`), then
         the source opens (a bad input fails before any weights load), then ``exporter`` starts serving metrics (so
         scrapes see start-up), then the engines are built and warmed. Ctrl-C (and, on the main thread, SIGTERM) ends
-        it with every computed row written (``Outcome.interrupted``). ``metrics`` is a
+        it with every computed row written, then raises :class:`~emopipe.errors.Interrupted`; a stream lost for good and
+        a truncated file raise their errors once the files are written (each with ``.outcome``). ``metrics`` is a
         :class:`~emopipe.observe.metrics.PipelineMetrics`.
         """
         given = RunConfig.from_options(self.config, **options)
@@ -416,7 +417,8 @@ class Analyzer:
         """Several cameras and streams in one pipeline (emopipe.pipeline.fleet): a rows file and a summary per
         camera in ``output_dir``, ``manifest.jsonl`` (a line per camera as it ends) and ``summary.json`` with a
         ``cameras`` list. Runs until every camera has ended (``--end``, ``--max-frames``, or lost past
-        ``--reconnect-timeout``), or Ctrl-C / SIGTERM (``FleetOutcome.interrupted``)."""
+        ``--reconnect-timeout``), or Ctrl-C / SIGTERM: then :class:`~emopipe.errors.Interrupted` is raised once every
+        camera's files are written, its ``outcome`` the FleetOutcome."""
         given = RunConfig.from_options(self.config, **options)
         _refuse_ray_options(given)
         if given.ray:
