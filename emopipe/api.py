@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import numbers
 import queue
 import signal
 import threading
@@ -199,12 +200,17 @@ class Analyzer:
         """Build the engines and warm every static shape now (otherwise the first source does). ``frame_size``: the
         (height, width) of the first source's frames, or a function that tells it (None: unknown) once the engines
         are built, before they warm (a worker reads its first source's container meanwhile): the detector is warmed
-        for it too, its cuDNN plans found with EmoNet's, and the source's first frames do not wait for its warm-up."""
+        for it too, its cuDNN plans found with EmoNet's, and the source's first frames do not wait for its warm-up.
+        A size that is not two whole numbers above 0 is a UsageError: one given, before anything is built; one the
+        function returns, when it returns it (engines it stopped from warming are let go of)."""
+        if not callable(frame_size):  # (checked before the engines are built: a bad size failed in torch after them)
+            frame_size = _checked_frame_size(frame_size, "frame_size")
         asked: list[FrameSize | None] = []
 
         def first_size() -> FrameSize | None:  # (asked once: before EmoNet's warm-up, or now if already open)
             if not asked:
-                asked.append(frame_size() if callable(frame_size) else frame_size)
+                asked.append(_checked_frame_size(frame_size(), "frame_size() returned") if callable(frame_size)
+                             else frame_size)
             return asked[0]
 
         self._open(first_size)
@@ -219,9 +225,14 @@ class Analyzer:
         needs: :meth:`Models.warm_engine`)."""
         if self.models is None:
             with quick_handoff():  # (Triton's cache key is hashed on a thread beside the model's copy)
-                self.models = load_models(self._base)
+                self.models = models = load_models(self._base)
             if not self._base.no_warmup:
-                self.models.warm_engine(frame_size() if frame_size is not None else None)
+                try:
+                    models.warm_engine(frame_size() if frame_size is not None else None)
+                except BaseException:  # (a bad size told, Ctrl-C: engines never warmed are not kept as if they were)
+                    self.models = None
+                    models.close()
+                    raise
         return self
 
     def close(self) -> None:
@@ -648,6 +659,16 @@ class Analyzer:
             if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
                 exporter.finish(linger_after=not interrupted, state="interrupted" if interrupted else "finished")
         return sink.results, summary, interrupted
+
+
+def _checked_frame_size(size: object, what: str) -> FrameSize | None:
+    """``size`` as a (height, width) of whole pixels above 0, or None; anything else a UsageError naming ``what``."""
+    if size is None:
+        return None
+    if isinstance(size, tuple | list) and len(size) == 2 and all(
+            isinstance(n, numbers.Integral) and not isinstance(n, bool) and int(n) > 0 for n in size):
+        return int(size[0]), int(size[1])
+    raise UsageError(f"{what} {size!r}: give the frames' (height, width), two whole numbers of pixels above 0, or None")
 
 
 def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None) -> Callable[[SourceResult], None]:

@@ -302,6 +302,31 @@ def test_an_analyzer_opened_for_a_frame_size_warms_the_detector_for_it_with_emon
     assert analyzer.summaries[0].startup["detector_warmups"] == 1  # the source's size was warm: none of its own
 
 
+@pytest.mark.parametrize("size", [(240,), "x", (-1, 5), (240.5, 320), (True, 320), (240, 320, 3)])
+def test_a_bad_frame_size_is_refused_in_one_line_before_the_engines_are_built(size, checkpoints):
+    # (was: ~8 s of engine build, then a raw TypeError / RuntimeError from torch; QA pass)
+    analyzer = emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu",
+                                models_dir="/nonexistent")  # (nothing is loaded: the check comes first)
+    with pytest.raises(UsageError, match=rf"^frame_size {re.escape(repr(size))}: give the frames' \(height, width\)"):
+        analyzer.open(frame_size=size)
+    assert analyzer.models is None
+
+
+@pytest.mark.slow
+def test_a_bad_frame_size_told_by_a_function_is_refused_and_leaves_no_unwarmed_engines(clip, checkpoints, models_home):
+    analyzer = emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu")
+    with pytest.raises(UsageError, match=r"^frame_size\(\) returned \(240,\): give the frames' \(height, width\)"):
+        analyzer.open(frame_size=lambda: (240,))
+    assert analyzer.models is None  # (not kept unwarmed: the next open builds and warms them whole)
+    width, height = clip.size
+    with analyzer.open(frame_size=lambda: [height, width]):  # a list and a function returning one are fine
+        assert analyzer.models is not None and analyzer.models.warmed_frame_sizes == {(height, width)}
+        assert analyzer.models.engine_warmups == 1
+        with pytest.raises(UsageError, match="frame_size"):
+            analyzer.open(frame_size=(0, width))  # already open: refused all the same, the engines kept
+        assert analyzer.models is not None
+
+
 @pytest.mark.slow
 def test_a_truncated_file_gives_every_record_that_decodes_then_its_error(checkpoints, models_home, tmp_path):
     whole = moving_face_video(tmp_path / "whole.avi", frames=20, empty=None)
