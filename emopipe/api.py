@@ -27,7 +27,7 @@ from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.engines.base import check_compile_mode
 from emopipe.errors import InputTruncatedError, Interrupted, UsageError
 from emopipe.io.nvdec import decoded_frame_size, open_input
-from emopipe.io.records import STDOUT, hold_outputs, partial_path
+from emopipe.io.records import STDOUT, hold_outputs, partial_path, written_timestamp
 from emopipe.model.devices import resolve_device
 from emopipe.observe.metrics import build_info
 from emopipe.pipeline.analysis import MetricsObserver, Outcome, SourceRun, write_summary
@@ -691,6 +691,10 @@ class _QueueSink(Sink):
 
     def write(self, result: FrameResult) -> None:
         found = self.recorder.records(result)
+        if found:  # the time as the rows file writes it: the caller's records are the rows, read back or not
+            at = written_timestamp(result.frame.timestamp_s)
+            if at != found[0].timestamp_s:
+                found = [replace(record, timestamp_s=at) for record in found]
         while found and not self.stop.is_set():
             try:
                 self.records.put(found, timeout=0.1)

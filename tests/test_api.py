@@ -259,12 +259,25 @@ def test_analyze_yields_the_same_records_as_the_command_lines_csv(clip, checkpoi
     assert len(rows) == len(records)
     for row, record in zip(rows, records):
         assert (int(row["frame"]), int(row["track_id"]), row["label"]) == (record.frame, record.track_id, record.label)
-        assert float(row["timestamp_s"]) == pytest.approx(record.timestamp_s, abs=1e-6)
+        assert float(row["timestamp_s"]) == record.timestamp_s  # (the value written: rounded to the microsecond)
         assert float(row["valence"]) == pytest.approx(record.valence, abs=1e-5)
         assert float(row["arousal"]) == pytest.approx(record.arousal, abs=1e-5)
         assert [float(row[k]) for k in ("x1", "y1", "x2", "y2")] == pytest.approx(record.box, abs=0.01)
         for label, p in record.probabilities_by_label.items():
             assert float(row[f"p_{label}"]) == pytest.approx(p, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_analyzes_timestamps_are_the_values_the_rows_file_writes(checkpoints, models_home, tmp_path):
+    # (was: 0.03333333333333333 from analyze(), where the rows file writes 0.033333; QA pass)
+    clip = moving_face_video(tmp_path / "clip30.mp4", frames=3, fps=30.0, empty=None)  # 1/30 s: no exact float
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        records = list(analyzer.analyze(clip.path))
+        analyzer.run(clip.path, output=str(tmp_path / "rows.csv"))
+    written = rows(tmp_path / "rows.csv")
+    assert len(written) == len(records) >= 3 and len({r.timestamp_s for r in records}) == 3
+    assert [r.timestamp_s for r in records] == [float(row["timestamp_s"]) for row in written]
+    assert [str(r.timestamp_s) for r in records] == [row["timestamp_s"] for row in written]  # printed alike too
 
 
 @pytest.mark.slow

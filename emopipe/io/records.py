@@ -797,6 +797,12 @@ def _rounded(values: np.ndarray, decimals: int) -> np.ndarray:
         return np.where(np.abs(values) < 1e300, values.round(decimals), values)
 
 
+def written_timestamp(seconds: float) -> float:
+    """A timestamp as the rows files write it (rounded as :func:`_columns_of` rounds it): the API's records carry
+    what reading the rows back gives (0.3, not 0.30000000000000004)."""
+    return float(_rounded(np.array([seconds], dtype=np.float64), VALUE_DECIMALS)[0])
+
+
 def _columns_of(records: Sequence[FaceRecord], landmarks: bool) -> dict[str, Any]:
     """The batch's numbers, rounded once for all its rows (vectorised: rounding per value is slow); one
     rounding call per precision, as the writer thread does this every frame."""
