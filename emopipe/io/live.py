@@ -51,6 +51,7 @@ from emopipe.types import Frame, HostFrame, SourceInfo
 logger = logging.getLogger(__name__)
 
 _FPS_WINDOW = 64  # capture times kept to measure the current frame rate
+_INFINITE_READ_CLOSE_WAIT_S = 5.0  # how long closing waits for a capture thread whose read may never time out
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,23 @@ def _why_unreachable(uri: str, timeout_s: float) -> str:
             "(check the path and any credentials)")
 
 
+_LONGEST_MSEC = 2**31 - 1  # OpenCV takes its timeouts as a C int of milliseconds: 24.8 days at most
+
+
+def _msec(seconds: float) -> int:
+    # never 0 ms, which OpenCV takes as no limit: a reopening cut to the little time left stays a time limit;
+    # inf (wait for ever) and anything past a C int (OpenCV refuses it) become the longest OpenCV allows
+    return max(1, round(seconds * 1000)) if seconds * 1000 < _LONGEST_MSEC else _LONGEST_MSEC
+
+
+def _join_s(seconds: float) -> float | None:
+    """A wait for threading: None (for ever) for inf, which its locks refuse (OverflowError)."""
+    return seconds if math.isfinite(seconds) else None
+
+
 def open_stream(uri: str, options: LiveOptions) -> Capture:
-    # (never 0 ms, which OpenCV takes as no limit: a reopening cut to the little time left stays a time limit)
-    params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, max(1, round(options.open_timeout_s * 1000)),
-              cv2.CAP_PROP_READ_TIMEOUT_MSEC, max(1, round(options.read_timeout_s * 1000))]
+    params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, _msec(options.open_timeout_s),
+              cv2.CAP_PROP_READ_TIMEOUT_MSEC, _msec(options.read_timeout_s)]
     cap = _quietly(lambda: cv2.VideoCapture(uri, cv2.CAP_FFMPEG, params))
     if not cap.isOpened():
         cap.release()
@@ -259,7 +273,7 @@ class NewestFrame:
     def closed(self) -> bool:
         return self._closed
 
-    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: ready() or self._closed, timeout)
 
@@ -312,7 +326,7 @@ class LiveSource(_SourceBase):
         self._thread = threading.Thread(target=self._capture, name="emopipe-capture", daemon=True)
         self._thread.start()
         o = self.options
-        self._newest.wait_until(lambda: self.captured > 0, o.open_timeout_s + o.read_timeout_s + 2.0)
+        self._newest.wait_until(lambda: self.captured > 0, _join_s(o.open_timeout_s + o.read_timeout_s + 2.0))
         first = self._newest.peek()
         if first is None:
             error = self._newest.error or SourceUnavailableError(
@@ -522,7 +536,10 @@ class LiveSource(_SourceBase):
         self.stop()
         thread = getattr(self, "_thread", None)
         if thread is not None and thread is not threading.current_thread() and thread.is_alive():
-            thread.join(timeout=self.options.read_timeout_s + 1.0 if wait_s is None else wait_s)
+            wait = self.options.read_timeout_s + 1.0 if wait_s is None else wait_s
+            # (--read-timeout inf: a frozen stream's read may block for weeks; the thread is a daemon, not waited for
+            # longer than a container's stop allows)
+            thread.join(timeout=wait if math.isfinite(wait) else _INFINITE_READ_CLOSE_WAIT_S)
 
 
 # -- registration with open_source ---------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""Live mode's options at their edges (QA pass): infinite and huge timeouts, the first connection's read timeout,
+the page over IPv6, a malformed webcam, and the summary's frame counts adding up."""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import pytest
+
+from emopipe.errors import SourceUnavailableError
+from emopipe.io import live as live_io
+from emopipe.io.live import LiveOptions, LiveSource
+from tests.support.streams import free_port
+from tests.test_live import PacedCamera, run_cli
+
+# -- timeouts: inf and beyond what OpenCV takes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("open_s", "read_s", "expected"), [
+    (math.inf, math.inf, (2**31 - 1, 2**31 - 1)),  # wait for ever: as long as OpenCV's C int allows
+    (3_000_000, 5, (2**31 - 1, 5000)),  # 3e9 ms: past a C int (OpenCV refused it, -5:Bad argument)
+    (10, 1e-6, (10_000, 1)),  # never 0 ms, which OpenCV takes as no limit
+])
+def test_stream_timeouts_reach_opencv_as_milliseconds_it_takes(open_s, read_s, expected, monkeypatch):
+    given = []
+
+    class Refused:
+        def isOpened(self) -> bool:  # (OpenCV's name)
+            return False
+
+        def release(self) -> None:
+            pass
+
+    def capture(uri, backend, params):  # type: ignore[no-untyped-def]
+        given.append(params)
+        return Refused()
+
+    monkeypatch.setattr(live_io.cv2, "VideoCapture", capture)
+    port = free_port()
+    with pytest.raises(SourceUnavailableError, match="nothing is listening"):
+        live_io.open_stream(f"http://127.0.0.1:{port}/x.mjpg", LiveOptions(open_timeout_s=open_s,
+                                                                           read_timeout_s=read_s))
+    params = dict(zip(given[0][::2], given[0][1::2], strict=True))
+    assert (params[cv2.CAP_PROP_OPEN_TIMEOUT_MSEC], params[cv2.CAP_PROP_READ_TIMEOUT_MSEC]) == expected
+    assert all(isinstance(v, int) for v in params.values())
+
+
+def test_a_source_with_infinite_timeouts_opens_and_closes():
+    """inf reaches the waits for the first frame and for the capture thread at close (threading refuses inf)."""
+    options = LiveOptions(open_timeout_s=math.inf, read_timeout_s=math.inf, reconnect_timeout_s=math.inf,
+                          max_frames=3)
+    with LiveSource("paced://x", opener=lambda uri, o: PacedCamera(fps=500), options=options) as source:
+        assert len(list(source)) == 3
+    assert not source._thread.is_alive()
+
+
+@pytest.mark.parametrize("option", ["--read-timeout", "--open-timeout"])
+@pytest.mark.parametrize("value", ["inf", "3000000"])
+def test_the_command_takes_an_infinite_or_huge_open_or_read_timeout(option, value, tmp_path, capsys):
+    """Nothing listening: the one-line 'cannot open' (exit 7), not an internal OverflowError (exit 1) or OpenCV's
+    Bad argument."""
+    port = free_port()
+    code, err = run_cli([f"http://127.0.0.1:{port}/x.mjpg", option, value, "-o", str(tmp_path / "x.csv"),
+                         "--metrics-port", "0"], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert code == 7 and len(lines) == 1 and "nothing is listening" in lines[0], err
