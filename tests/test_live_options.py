@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 
 import cv2
+import numpy as np
 import pytest
 
 from emopipe.errors import SourceUnavailableError
 from emopipe.io import live as live_io
 from emopipe.io.live import LiveOptions, LiveSource
 from tests.support.streams import free_port
-from tests.test_live import PacedCamera, run_cli
+from tests.test_live import Gate, GatedCamera, PacedCamera, SteppedClock, run_cli
 
 # -- timeouts: inf and beyond what OpenCV takes ---------------------------------------------------------
 
@@ -65,3 +66,56 @@ def test_the_command_takes_an_infinite_or_huge_open_or_read_timeout(option, valu
                          "--metrics-port", "0"], capsys)
     lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
     assert code == 7 and len(lines) == 1 and "nothing is listening" in lines[0], err
+
+
+# -- the first connection gives up on time ---------------------------------------------------------------
+
+class FreezingCamera(GatedCamera):
+    """``frames`` frames, then silence: each read waits the read timeout the capture was opened with, and fails
+    (a server stopped with SIGSTOP: the connection stays open)."""
+
+    def __init__(self, clock: SteppedClock, gate: Gate, fps: float, frames: int, read_timeout_s: float) -> None:
+        super().__init__(clock, gate, fps)
+        self.last, self.read_timeout_s = frames, read_timeout_s
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        if self.reads >= self.last:
+            self.clock.advance(self.read_timeout_s)
+            return False, None
+        return super().read()
+
+
+def test_a_stream_that_freezes_on_its_first_connection_is_given_up_after_the_reconnect_timeout():
+    """--read-timeout 20 --reconnect-timeout 8: the first connection's read timeout is cut to 8 s as reopenings'
+    are, so the run gives up 8 s after the last frame (it was 20 s)."""
+    clock, gate = SteppedClock(), Gate(permits=3)
+    given: list[float] = []
+
+    def opener(uri: str, options: LiveOptions) -> FreezingCamera:
+        given.append(options.read_timeout_s)
+        if len(given) > 1:
+            raise SourceUnavailableError("the server does not answer")
+        return FreezingCamera(clock, gate, fps=128, frames=3, read_timeout_s=options.read_timeout_s)
+
+    options = LiveOptions(read_timeout_s=20, reconnect_timeout_s=8, backoff_s=(1 / 16, 1 / 8))
+    with LiveSource("http://127.0.0.1:8080/cam.mjpg", options=options, opener=opener,
+                    clock=clock.live()) as source, pytest.raises(SourceUnavailableError, match="lost the stream"):
+        list(source)
+    last_frame = 1024.0 + 3 / 128
+    assert given[0] == 8
+    assert 8 < clock.now() - last_frame <= 8 + 0.01 + 1e-9
+
+
+def test_a_first_connection_keeps_a_read_timeout_shorter_than_the_reconnect_timeout():
+    clock, gate = SteppedClock(), Gate(permits=3)
+    given: list[float] = []
+
+    def opener(uri: str, options: LiveOptions) -> GatedCamera:
+        given.append(options.read_timeout_s)
+        return GatedCamera(clock, gate, fps=128)
+
+    with LiveSource("paced://x", options=LiveOptions(read_timeout_s=2, reconnect_timeout_s=8, max_frames=1),
+                    opener=opener, clock=clock.live()) as source:
+        list(source)
+        gate.allow(1000)
+    assert given == [2]

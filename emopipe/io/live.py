@@ -346,7 +346,7 @@ class LiveSource(_SourceBase):
         cap: Capture | None = None
         declared: int | None = None  # frames a finite stream says it has
         read_since_open = 0
-        read_timeout = self.options.read_timeout_s  # the one the capture was opened with
+        read_timeout = self.options.read_timeout_s  # the one the capture was opened with (set at each opening)
         attempt = 0
         reconnecting = False  # the stream was lost after giving frames
         last_problem = ""
@@ -372,6 +372,10 @@ class LiveSource(_SourceBase):
                         # cut short here stays short (a slow stream may then be taken for stalled once, and reopened)
                         options = replace(options, open_timeout_s=min(options.open_timeout_s, left),
                                           read_timeout_s=min(options.read_timeout_s, left))
+                    else:  # the first connection's read timeout is fixed now too: one that stalls after its first
+                        # frames is given up on after the reconnect timeout, not after a longer read timeout
+                        options = replace(options,
+                                          read_timeout_s=min(options.read_timeout_s, options.reconnect_timeout_s))
                     try:
                         cap = self._opener(self.uri, options)
                     except SourceUnavailableError as exc:
@@ -392,7 +396,7 @@ class LiveSource(_SourceBase):
                         raise SourceUnavailableError(
                             f"{self._name()} opened but gave no frame"
                             + (": another program may be using the camera" if self.kind == "camera" else
-                               f" within {self.options.read_timeout_s:g} s"))
+                               f" within {read_timeout:g} s"))
                     if declared is not None and read_since_open >= declared - 1:
                         logger.info("%s ended after its %d frames", self._name(), declared)
                         self._set_state("ended")
