@@ -3,15 +3,19 @@ the page over IPv6, a malformed webcam, and the summary's frame counts adding up
 
 from __future__ import annotations
 
+import json
 import math
+import socket
+import urllib.request
 
 import cv2
 import numpy as np
 import pytest
 
-from emopipe.errors import SourceUnavailableError
+from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io import live as live_io
 from emopipe.io.live import LiveOptions, LiveSource
+from emopipe.observe.livepage import FrameHub, LiveServer, parse_address
 from tests.support.streams import free_port
 from tests.test_live import Gate, GatedCamera, PacedCamera, SteppedClock, run_cli
 
@@ -119,3 +123,40 @@ def test_a_first_connection_keeps_a_read_timeout_shorter_than_the_reconnect_time
         list(source)
         gate.allow(1000)
     assert given == [2]
+
+
+# -- the page over IPv6 -----------------------------------------------------------------------------------
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
+def test_the_page_is_served_on_an_ipv6_address():
+    hub = FrameHub()
+    host, port = parse_address("[::1]:0")
+    server = LiveServer(host, port, hub, lambda: {"state": "live"})
+    try:
+        assert server.url == f"http://[::1]:{server.port}/"
+        with urllib.request.urlopen(server.url + "stats.json", timeout=30) as response:
+            assert json.loads(response.read()) == {"state": "live"}
+    finally:
+        server.close()
+        hub.close()
+
+
+def test_the_page_on_an_ipv4_name_or_address_stays_ipv4():
+    hub = FrameHub()
+    server = LiveServer("127.0.0.1", 0, hub, lambda: {})
+    try:
+        assert server.httpd.address_family == socket.AF_INET
+    finally:
+        server.close()
+        hub.close()
+    with pytest.raises(UsageError, match=r"cannot serve the live page on no-such-host\.invalid:0"):
+        LiveServer("no-such-host.invalid", 0, hub, lambda: {})

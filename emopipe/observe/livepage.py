@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import re
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
@@ -370,6 +371,16 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
     return host, port
 
 
+def _server_for(host: str) -> type[ThreadingHTTPServer]:
+    """The server class for ``host``'s address family: the standard one listens on IPv4 only, so ``[::1]:8080``
+    (which parse_address takes) needs an IPv6 one. A name with an IPv4 address keeps it, as before (localhost)."""
+    families = {found[0] for found in socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)}
+    if not families or socket.AF_INET in families:
+        return ThreadingHTTPServer
+    return type("ThreadingHTTPServer6", (ThreadingHTTPServer,), {"address_family": families.pop()})
+
+
 class LiveServer:
     """The live page, its MJPEG stream, the numbers and /metrics, on a threaded standard-library server.
 
@@ -391,7 +402,7 @@ class LiveServer:
         self.closing = threading.Event()
         handler = type("LiveHandler", (_Handler,), {"live": self})
         try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
+            self.httpd = _server_for(host)((host, port), handler)
         except OSError as exc:
             for encoder in self.encoders:
                 encoder.close()
