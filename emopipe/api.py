@@ -380,6 +380,7 @@ class Analyzer:
         a truncated file raise their errors once the files are written (each with ``.outcome``). ``metrics`` is a
         :class:`~emopipe.observe.metrics.PipelineMetrics`.
         """
+        began = time.perf_counter()  # (a later source's start-up counts from here: SourceRun.since)
         given = RunConfig.from_options(self.config, **options)
         _refuse_many_options(given)
         config = self._start_config(source, **options)
@@ -395,7 +396,7 @@ class Analyzer:
             if config.report:  # a page or thumbnails folder emopipe did not write is never replaced
                 check_report_outputs(config.report, without_thumbnails=None)
             _sigterm_as_ctrl_c(stack)
-            run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics)
+            run = SourceRun(config, resolve_device(config.device), stack, metrics=metrics, began=began)
             opened = run.open()
             if exporter is not None:
                 stack.enter_context(exporter)
@@ -482,13 +483,16 @@ class Analyzer:
         run was interrupted."""
         pipeline: Pipeline | None = None
         models = None
+        since = None
         interrupted = False
+        began = time.perf_counter()
         try:
             source = fleet.open(stack, None if metrics is None else metrics.registry)
             # each camera's series from now (at zero), not only once the models are warm
             watching: list[Any] = fleet.observers(metrics)
             models = self.open().models
             assert models is not None
+            since = models.begin_run(began)
             if not fleet.config.no_warmup:
                 for height, width in fleet.frame_sizes():
                     models.warm_detector(height, width)
@@ -515,8 +519,9 @@ class Analyzer:
         results = fleet.finish_all(interrupted)
         summary = None
         if pipeline is not None and models is not None:
-            summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
-                                       startup=models.startup(pipeline.first_written_at))
+            load_s, warmup_s = models.load_and_warmup_s(since)
+            summary = pipeline.summary(load_s=load_s, warmup_s=warmup_s, interrupted=interrupted,
+                                       startup=models.startup(pipeline.first_written_at, since))
         return results, summary, interrupted
 
     @_exclusive
@@ -599,6 +604,7 @@ class Analyzer:
         with the frames written so far, none then — as a Ray run's driver records the source its worker was in."""
         interrupted = False
         pipeline: Pipeline | None = None
+        began = time.perf_counter()
         with ExitStack() as stack:
             _sigterm_as_ctrl_c(stack)
             chain = stack.enter_context(todo if isinstance(todo, SourceChain) else self.source_chain(todo, config))
@@ -607,6 +613,7 @@ class Analyzer:
                 stack.enter_context(exporter)
             models = self._open(chain.opened_frame_size).models
             assert models is not None
+            since = models.begin_run(began)
             if metrics is not None:  # each source that fails counts as an error (errors_total, its alert)
                 on_result = _counting_failures(metrics, on_result)
             # before the first source is waited for and the detector warmed: a signal then finishes that source too
@@ -653,9 +660,10 @@ class Analyzer:
             except KeyboardInterrupt:
                 interrupted = True
                 sink.close()  # (once: a pipeline that ran closed it; before it ran, the source begun gets its line)
+            load_s, warmup_s = models.load_and_warmup_s(since)
             summary = None if pipeline is None else \
-                pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
-                                 startup=models.startup(pipeline.first_written_at))
+                pipeline.summary(load_s=load_s, warmup_s=warmup_s, interrupted=interrupted,
+                                 startup=models.startup(pipeline.first_written_at, since))
             if exporter is not None:  # push, then linger — not after Ctrl-C/SIGTERM: then exit now
                 exporter.finish(linger_after=not interrupted, state="interrupted" if interrupted else "finished")
         return sink.results, summary, interrupted

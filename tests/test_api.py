@@ -290,9 +290,43 @@ def test_an_analyzer_warms_up_once_for_several_sources(clip, checkpoints, models
     assert {r.frame for r in first} == {0, 1} and {r.frame for r in second} == {0, 1, 2}
     assert [r.valence for r in second[:len(first)]] == pytest.approx([r.valence for r in first])
     startups = [s.startup for s in analyzer.summaries]
-    assert [s["engine_warmups"] for s in startups] == [1, 1]  # the second source reused the warm engines
-    assert [s["detector_warmups"] for s in startups] == [1, 1]  # same frame size: the detector too
+    assert [s["engine_warmups"] for s in startups] == [1, 0]  # the second source reused the warm engines
+    assert [s["detector_warmups"] for s in startups] == [1, 0]  # same frame size: the detector too
     assert analyzer.models is None  # closed: the engines (and their GPU memory) are released
+
+
+@pytest.mark.slow
+def test_a_later_sources_startup_is_what_that_source_waited_for(clip, checkpoints, models_home, tmp_path):
+    # (was: each later source repeated the one-off load and warm-ups, and counted its first row from `import emopipe`:
+    # 30 s on an analyzer's 9th source; QA pass)
+    import time
+
+    small = moving_face_video(tmp_path / "small.mp4", frames=2, size=(160, 120), empty=None)
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        list(analyzer.analyze(clip.path, max_frames=1))
+        began = time.perf_counter()
+        list(analyzer.analyze(clip.path, max_frames=1))
+        second_took = time.perf_counter() - began
+        analyzer.run(small.path, output=str(tmp_path / "small.csv"))  # frames of a size not warmed yet
+    first, second, third = analyzer.summaries
+    # the first source's as the command line's: the load and the first warm-ups, from the import
+    said = first.startup
+    assert said["load_s"] > 0 and said["before_load_s"] > 0 and said["engine_warmups"] == 1
+    assert said["first_row_s"] > said["before_load_s"] + said["load_s"] + said["warmup_s"] - 1e-3
+    assert (first.load_s, first.warmup_s) == pytest.approx((said["load_s"], said["warmup_s"]), abs=1e-4)
+    # a later source's: nothing loaded, no warm-up for a size already warm, its first row from its own start
+    said = second.startup
+    assert (said["load_s"], said["before_load_s"], said["warmup_s"]) == (0.0, None, 0.0)
+    assert (said["engine_warmups"], said["detector_warmups"]) == (0, 0) and (second.load_s, second.warmup_s) == (0, 0)
+    assert 0 < said["first_row_s"] <= second_took
+    assert "startup: load 0.00 s, warmup 0.00 s" in second.describe()
+    # one of a new frame size: the detector's warm-up for it, and nothing else
+    said = third.startup
+    assert (said["load_s"], said["engine_warmups"], said["detector_warmups"]) == (0.0, 0, 1)
+    assert said["engine_warmup_s"] == 0 and said["detector_warmup_s"] > 0
+    assert said["warmup_s"] == pytest.approx(said["detector_warmup_s"], abs=2e-4)
+    assert third.warmup_s == pytest.approx(said["warmup_s"], abs=1e-4)
+    assert json.loads((tmp_path / "small.summary.json").read_text())["startup"] == said  # (the file says the same)
 
 
 @pytest.mark.slow

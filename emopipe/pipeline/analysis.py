@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ from emopipe.io.records import open_writer, partial_path, remove_earlier, writte
 from emopipe.io.sources import Source
 from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import LiveMode
-from emopipe.pipeline.models import Models
+from emopipe.pipeline.models import Models, RunStart
 from emopipe.pipeline.progress import ProgressBar
 from emopipe.pipeline.runner import Pipeline, PipelineSettings
 from emopipe.pipeline.sinks import FaceRecorder, RecordSink, TrackWatcher
@@ -72,6 +73,8 @@ class SourceRun:
     earlier: list[str] | None = None  # the earlier run's files that kept this one's aside (decided: not None)
     rows_at: str | None = None  # where the rows are, once committed
     cancel: threading.Event = field(default_factory=threading.Event)  # set when the caller stops it (analyze())
+    began: float = field(default_factory=time.perf_counter)  # when the run began: a later run's start-up counts from it
+    since: RunStart | None = None  # where its start-up counts from (Models.begin_run; None: the models' first run)
 
     def open(self) -> Source:
         """Open the source (live: serve the page and open the window first)."""
@@ -89,6 +92,7 @@ class SourceRun:
         """Use ``models``, warming the detector for this source's frame size (once per size)."""
         assert self.source is not None
         self.models = models
+        self.since = models.begin_run(self.began)
         if not self.config.no_warmup:
             self.warmup_s = models.warm_detector(self.source.info.height, self.source.info.width)
 
@@ -230,10 +234,11 @@ class SourceRun:
             interrupted = True
         except SourceUnavailableError as exc:  # a stream lost for good: its rows are written; so is the summary
             lost = exc
-        summary = pipeline.summary(load_s=models.load_s, warmup_s=models.warmup_s, interrupted=interrupted,
+        load_s, warmup_s = models.load_and_warmup_s(self.since)
+        summary = pipeline.summary(load_s=load_s, warmup_s=warmup_s, interrupted=interrupted,
                                    outputs=dict(self.outputs),
                                    live=self.live.summary(pipeline) if self.live is not None else None,
-                                   startup=models.startup(pipeline.first_written_at),
+                                   startup=models.startup(pipeline.first_written_at, self.since),
                                    skipped_files=[str(p) for p in getattr(self.source, "skipped_files", ())])
         for finish in self.finishers:
             finish(summary)

@@ -30,6 +30,18 @@ from emopipe.vision.detectors import FaceDetector, create_detector
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """Where a run on models an earlier run used counts its start-up from (:meth:`Models.begin_run`): when it began,
+    and the warm-ups done by then."""
+
+    at: float  # time.perf_counter() when the run began
+    warmup_s: float
+    detector_warmup_s: float
+    engine_warmups: int
+    detector_warmups: int
+
+
 @dataclass
 class Models:
     """Engines of one configuration, on one device, with what building and warming them cost."""
@@ -45,6 +57,7 @@ class Models:
     engine_warmups: int = 0  # how many times EmoNet's static shapes were warmed (once per Analyzer)
     detector_warmups: int = 0
     warmed_frame_sizes: set[tuple[int, int]] = field(default_factory=set)
+    runs: int = 0  # runs begun on these models (begin_run)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -99,11 +112,43 @@ class Models:
         if frame.device.type == "cuda":
             torch.cuda.synchronize(frame.device)
 
-    def startup(self, first_row_at: float | None = None) -> dict[str, float | int | None]:
+    def begin_run(self, began: float) -> RunStart | None:
+        """A run that began at ``began`` (a ``time.perf_counter()``) uses these models from now: where its start-up
+        is counted from (:meth:`startup`). None for the first run on them, whose start-up is theirs — the load and the
+        first warm-ups, from the process's start —; for a later one, what they had done by now: its start-up is what
+        it waited for itself (an Analyzer's ninth source repeated the load and counted its first row from the import).
+        """
+        self.runs += 1
+        if self.runs == 1:
+            return None
+        return RunStart(began, self.warmup_s, self.detector_warmup_s, self.engine_warmups, self.detector_warmups)
+
+    def load_and_warmup_s(self, since: RunStart | None = None) -> tuple[float, float]:
+        """The seconds a run spent loading and warming the models (``since``: :meth:`begin_run`'s; None: all of it)."""
+        if since is None:
+            return self.load_s, self.warmup_s
+        return 0.0, self.warmup_s - since.warmup_s
+
+    def startup(self, first_row_at: float | None = None,
+                since: RunStart | None = None) -> dict[str, float | int | None]:
         """The summary's ``startup`` section: each phase in seconds, from the command's start (``emopipe._clock``)
-        to the first row written (``first_row_at``, a ``time.perf_counter()``)."""
+        to the first row written (``first_row_at``, a ``time.perf_counter()``). ``since``: a later run's start
+        (:meth:`begin_run`): its own phases only — no load (``before_load_s`` None), the warm-ups it waited for, the
+        first row from its start."""
         from emopipe._clock import STARTED
 
+        if since is not None:
+            return {
+                "before_load_s": None,  # (the models were there: nothing loaded)
+                "load_s": 0.0,
+                "warmup_s": round(self.warmup_s - since.warmup_s, 4),
+                "engine_warmup_s": round(max(0.0, self.warmup_s - self.detector_warmup_s  # (never -0.0)
+                                             - (since.warmup_s - since.detector_warmup_s)), 4),
+                "detector_warmup_s": round(self.detector_warmup_s - since.detector_warmup_s, 4),
+                "first_row_s": round(first_row_at - since.at, 4) if first_row_at else None,
+                "engine_warmups": self.engine_warmups - since.engine_warmups,
+                "detector_warmups": self.detector_warmups - since.detector_warmups,
+            }
         return {
             "before_load_s": round(self.load_started - STARTED, 4) if self.load_started >= STARTED else None,
             "load_s": round(self.load_s, 4),  # weights read, engine and detector built
