@@ -996,6 +996,8 @@ def test_the_command_reads_a_stream_serves_the_page_reconnects_and_closes_cleanl
     assert summary["interrupted"] is True and live["reconnects"] >= 1
     assert live["frames_dropped"] > 0 and 0 < live["drop_rate"] < 1
     assert live["frames_processed"] == summary["frames"] >= len({r["frame"] for r in rows})
+    assert live["frames_captured"] == (live["frames_skipped_at_start"] + live["frames_processed"]
+                                       + live["frames_dropped"] + live["frames_unprocessed_at_end"])
     assert 0 < live["capture_latency_p50_s"] <= live["capture_latency_p99_s"] < 30
     assert live["capture_fps"] == pytest.approx(10.0, rel=0.25)
     cap = cv2.VideoCapture(str(recording))  # complete, playable, at the measured rate, in real time
@@ -1093,6 +1095,9 @@ def test_a_stream_lost_for_good_ends_the_command_with_exit_code_7_and_everything
     assert len(lines) >= 3 and all(line.count(",") == lines[0].count(",") for line in lines)
     summary = json.loads(summary_path.read_text())
     assert summary["frames"] >= 2 and summary["live"]["frames_processed"] == summary["frames"]
+    live = summary["live"]  # every frame counted once (lost for good: none left waiting)
+    assert live["frames_captured"] == (live["frames_skipped_at_start"] + live["frames_processed"]
+                                       + live["frames_dropped"] + live["frames_unprocessed_at_end"])
 
 
 @pytest.mark.slow

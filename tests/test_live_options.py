@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import signal
 import socket
+import subprocess
+import sys
 import urllib.request
 
 import cv2
@@ -16,8 +20,10 @@ from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io import live as live_io
 from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.observe.livepage import FrameHub, LiveServer, parse_address
-from tests.support.streams import free_port
-from tests.test_live import Gate, GatedCamera, PacedCamera, SteppedClock, run_cli
+from tests.support import synth
+from tests.support.processes import interruptible, wait_for
+from tests.support.streams import MjpegServer, free_port
+from tests.test_live import REPO, Gate, GatedCamera, PacedCamera, SteppedClock, run_cli
 
 # -- timeouts: inf and beyond what OpenCV takes ---------------------------------------------------------
 
@@ -160,3 +166,68 @@ def test_the_page_on_an_ipv4_name_or_address_stays_ipv4():
         hub.close()
     with pytest.raises(UsageError, match=r"cannot serve the live page on no-such-host\.invalid:0"):
         LiveServer("no-such-host.invalid", 0, hub, lambda: {})
+
+
+# -- the frame counts add up --------------------------------------------------------------------------------
+
+def _adds_up(source: LiveSource) -> bool:
+    return source.captured == source.skipped + source.dropped + source.yielded + source.left
+
+
+def test_every_frame_captured_is_yielded_skipped_dropped_or_left_however_the_source_ends():
+    # --end: the frame captured past the end ended iteration; it is left, not lost
+    clock, gate = SteppedClock(), Gate()
+    with LiveSource("paced://x", opener=lambda uri, o: GatedCamera(clock, gate, fps=128),
+                    options=LiveOptions(duration_s=0.125), clock=clock.live()) as source:
+        frames = []
+        for frame in source:
+            frames.append(frame)
+            gate.allow(1)  # one frame at a time: none dropped
+        gate.allow(1000)  # (read after the end: not the run's)
+    assert len(frames) == 16 and source.left == 1 and source.dropped == 0 and _adds_up(source)
+
+    # stopped (Ctrl-C) with frames waiting, some dropped, some skipped before iteration began
+    clock, gate = SteppedClock(), Gate(permits=4)
+    with LiveSource("paced://x", opener=lambda uri, o: GatedCamera(clock, gate, fps=128), clock=clock.live()) as source:
+        gate.wait_until_waiting_after(4)  # four frames before anyone takes one: three skipped
+        for frame in source:
+            read = gate.reads
+            gate.allow(3)  # three come while this one is analysed: two dropped, the newest waits
+            gate.wait_until_waiting_after(read + 3)
+            if frame.index >= 10:
+                break
+        source.stop()
+        assert source._newest.waiting == 1  # the newest, never taken
+        gate.allow(1)  # a frame read as the source stops is not the run's
+        source._thread.join(timeout=60)
+    assert source.skipped == 3 and source.dropped > 0 and source.left == 1 and _adds_up(source)
+    assert source.captured == 4 + 3 * source.yielded
+
+
+@pytest.mark.slow
+def test_the_summary_of_a_live_run_ended_by_end_or_ctrl_c_counts_every_frame(tmp_path, models_home, checkpoints):
+    """captured = skipped + processed + dropped + unprocessed at the end (two frames were counted nowhere)."""
+    clip = synth.moving_face_video(tmp_path / "clip.mp4", frames=40, size=(160, 120), fps=10.0, empty=None)
+    runs = {"end": ["--end", "3"], "ctrl-c": []}
+    for name, options in runs.items():
+        rows, log = tmp_path / f"{name}.csv", tmp_path / f"{name}.log"
+        with MjpegServer(clip.path) as server, open(log, "w") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "emopipe", server.url, "--weights", str(checkpoints[8]), "-o", str(rows),
+                 "--metrics-port", "0", *options], cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT,
+                preexec_fn=interruptible)
+            try:
+                if name == "ctrl-c":
+                    wait_for(lambda rows=rows: rows.exists() and len(rows.read_text().splitlines()) >= 4, 90, proc,
+                             log, "no rows")
+                    proc.send_signal(signal.SIGINT)
+                assert proc.wait(timeout=120) == (130 if name == "ctrl-c" else 0), log.read_text()[-3000:]
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        live = json.loads((tmp_path / f"{name}.summary.json").read_text())["live"]
+        assert live["frames_processed"] > 0, live
+        assert live["frames_captured"] == (live["frames_skipped_at_start"] + live["frames_processed"]
+                                           + live["frames_dropped"] + live["frames_unprocessed_at_end"]), (name, live)
+        assert re.search(rf"{live['frames_unprocessed_at_end']} unprocessed at the end", log.read_text())

@@ -220,7 +220,8 @@ class NewestFrame:
     """A one-frame hand-over: the producer replaces, the consumer takes each frame at most once.
 
     A frame replaced before it was taken is *dropped* once counting has started (the consumer is
-    running) and *skipped* before (frames that arrived while the models were loading).
+    running) and *skipped* before (frames that arrived while the models were loading). ``accepted`` counts
+    every frame put before the close; one put after it is refused (False), counted nowhere.
     """
 
     def __init__(self) -> None:
@@ -231,12 +232,14 @@ class NewestFrame:
         self.error: BaseException | None = None
         self.dropped = 0
         self.skipped = 0
+        self.accepted = 0
 
     def put(self, frame: Frame) -> bool:
         """Offer the newest frame; True when it replaced one that was never taken."""
         with self._cond:
             if self._closed:
-                return False  # (the consumer has stopped: a frame read meanwhile is neither taken nor dropped)
+                return False  # (the consumer has stopped: a frame read meanwhile is not the run's)
+            self.accepted += 1
             replaced = self._frame is not None
             if replaced:
                 if self._counting:
@@ -254,6 +257,12 @@ class NewestFrame:
     def peek(self) -> Frame | None:
         with self._cond:
             return self._frame
+
+    @property
+    def waiting(self) -> int:
+        """1 while a frame waits to be taken, else 0."""
+        with self._cond:
+            return int(self._frame is not None)
 
     def take(self, timeout: float) -> Frame | None:
         """The newest frame not taken yet, waiting up to ``timeout``; None if none came (or closed)."""
@@ -312,7 +321,8 @@ class LiveSource(_SourceBase):
         self.on_reconnect = on_reconnect
         self.on_state: Callable[[str], None] | None = None
         self.on_reopen_failed: Callable[[], None] | None = None
-        self.captured = 0
+        self.yielded = 0  # frames iteration handed out
+        self._past_end = 0  # taken, but captured after --end: not handed out
         self.reconnects = 0
         self.reopen_failures = 0  # attempts to reopen a lost stream that failed (refused, no frame)
         self.state = "opening"  # (up from the first frame, before the constructor returns)
@@ -451,7 +461,6 @@ class LiveSource(_SourceBase):
             if self.on_reconnect is not None:
                 self.on_reconnect()
         self._set_state("up")  # (before the count: the constructor, waiting for a first frame, finds it up)
-        self.captured += 1
         if self._last_capture is not None and not reopened:
             self._streaming_s += now - self._last_capture
             self._intervals += 1
@@ -469,6 +478,18 @@ class LiveSource(_SourceBase):
         return self._silence() > self.options.reconnect_timeout_s
 
     # -- what the pipeline and the views read -----------------------------------------------------
+
+    @property
+    def captured(self) -> int:
+        """Frames read from the camera before the source stopped (one read as it stopped is not the run's)."""
+        return self._newest.accepted
+
+    @property
+    def left(self) -> int:
+        """Frames captured that were neither handed out, skipped nor dropped: the one waiting now (once the source
+        has stopped: never taken) and the one captured after ``--end``, which ended iteration. Once stopped,
+        ``captured == skipped + dropped + yielded + left``."""
+        return self._newest.waiting + self._past_end
 
     @property
     def dropped(self) -> int:
@@ -521,8 +542,10 @@ class LiveSource(_SourceBase):
                 continue
             first = frame.timestamp_s if first is None else first
             if duration is not None and frame.timestamp_s - first >= duration:
+                self._past_end += 1
                 break
             yielded += 1
+            self.yielded += 1
             yield frame
         # ended as asked (--max-frames, --end): capture stops, so later frames are not counted as drops
         self.stop()

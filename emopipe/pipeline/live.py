@@ -233,10 +233,15 @@ class LiveMode:
         """The live part of the run summary."""
         assert self.source is not None and self.stats is not None
         source = self.source
+        source.stop()  # the run is over (Ctrl-C leaves it capturing): a frame read from now on is not the run's
         latencies = np.sort(self.stats.run_latencies())
         processed = int(latencies.size)
         dropped = pipeline.frames_dropped + source.dropped
         offered = processed + dropped
+        # captured, but neither processed nor dropped: waiting for the source's or the GPU thread's slot, or being
+        # processed, when the run ended (Ctrl-C abandons those in flight), or captured after --end
+        in_pipeline = max(0, source.yielded - pipeline.frames_dropped - processed)
+        unprocessed = source.left + in_pipeline
         p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
         fps = source.run_fps
         facts: dict[str, Any] = {
@@ -246,6 +251,7 @@ class LiveMode:
             "frames_dropped": dropped,
             "drop_rate": dropped / offered if offered else 0.0,
             "frames_skipped_at_start": source.skipped,
+            "frames_unprocessed_at_end": unprocessed,
             "capture_fps": fps,
             "reconnects": source.reconnects,
             "capture_latency_p50_s": p50,
@@ -263,7 +269,8 @@ class LiveMode:
 
         facts["description"] = (
             f"live: {source.captured} frames captured at {fps or 0:.1f} fps, {processed} processed, {dropped} "
-            f"dropped ({facts['drop_rate']:.1%}), {source.reconnects} reconnection(s); "
+            f"dropped ({facts['drop_rate']:.1%}), {source.skipped} skipped while loading, {unprocessed} unprocessed "
+            f"at the end, {source.reconnects} reconnection(s); "
             f"capture → result p50 {ms(p50)}, p99 {ms(p99)}")
         return facts
 
