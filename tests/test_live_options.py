@@ -19,6 +19,7 @@ import pytest
 from emopipe.errors import SourceUnavailableError, UsageError
 from emopipe.io import live as live_io
 from emopipe.io.live import LiveOptions, LiveSource
+from emopipe.io.uris import check_url, is_live
 from emopipe.observe.livepage import FrameHub, LiveServer, parse_address
 from tests.support import synth
 from tests.support.processes import interruptible, wait_for
@@ -166,6 +167,18 @@ def test_the_page_on_an_ipv4_name_or_address_stays_ipv4():
         hub.close()
     with pytest.raises(UsageError, match=r"cannot serve the live page on no-such-host\.invalid:0"):
         LiveServer("no-such-host.invalid", 0, hub, lambda: {})
+
+
+# -- a camera written wrong ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("uri", ["webcam:abc", "webcam:", "webcam:-1", "webcam:1.5"])
+def test_a_webcam_not_written_webcam_n_is_a_usage_error(uri, tmp_path, capsys):
+    assert is_live(uri)
+    with pytest.raises(UsageError, match=r"a camera is written webcam:N"):
+        check_url(uri)
+    code, err = run_cli([uri, "-o", str(tmp_path / "x.csv"), "--metrics-port", "0"], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
+    assert code == 2 and len(lines) == 1 and "webcam:N" in lines[0] and "not found" not in lines[0], err
 
 
 # -- the frame counts add up --------------------------------------------------------------------------------

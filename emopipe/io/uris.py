@@ -52,8 +52,9 @@ def is_url(uri: str) -> bool:
 
 
 def is_live(uri: str) -> bool:
-    """Is ``uri`` a camera or network stream (rather than a file, image or folder)?"""
-    if webcam_index(uri) is not None:
+    """Is ``uri`` a camera or network stream (rather than a file, image or folder)? Anything written
+    ``webcam:…`` is meant as a camera: :func:`check_url` refuses one that is not ``webcam:N``."""
+    if uri.strip().startswith(WEBCAM_PREFIX):
         return True
     found = scheme(uri)
     return found is not None and (found in STREAM_SCHEMES or found in CAPTURES)
@@ -86,7 +87,13 @@ def redact_uri(uri: str) -> str:
 
 
 def check_url(uri: str) -> None:
-    """UsageError for a stream URL that cannot be parsed (an unclosed IPv6 bracket, a port out of range)."""
+    """UsageError for a stream URL that cannot be parsed (an unclosed IPv6 bracket, a port out of range), or a
+    camera not written webcam:N."""
+    if uri.strip().startswith(WEBCAM_PREFIX):
+        if webcam_index(uri) is None:  # (not "input not found", exit 3: the form is wrong, not a file missing)
+            raise UsageError(f"a camera is written webcam:N (N = 0, 1, …: its index), got {uri!r}; a file of "
+                             f"that name: ./{uri.strip()}")
+        return
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - parsing the port is the check
