@@ -215,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="address the metrics server listens on (0.0.0.0: every interface, for a "
                               "Prometheus on another machine or outside a container)")
     metrics.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
-                         help="after a file run (finished or failed), keep serving /metrics this long so "
+                         help="after a run that finished or failed (a file's, or a live one's at --end, "
+                              "--max-frames or a stream lost for good), keep serving /metrics this long so "
                               "Prometheus scrapes the final values (SIGTERM or Ctrl-C ends it early)")
     metrics.add_argument("--metrics-max-sources", type=int, default=RunConfig.metrics_max_sources, metavar="N",
                          help="per-source series (emopipe_source_*) carry a `source` label for the first N sources; "
