@@ -509,6 +509,37 @@ def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp
     assert [p.uri for p in plan.todo] == ["v/b.mp4"] and plan.todo[0].rows == Path("copy/b.emotions.csv")
 
 
+def test_resume_with_options_that_change_the_results_is_refused_and_the_lines_say_them(tmp_path, monkeypatch):
+    # (was: --resume with another detector, threshold or format skipped the done sources and wrote the rest
+    # otherwise — a folder of mixed results, and an old .csv left beside a source's new .jsonl; QA pass, session 39)
+    touch(tmp_path / "v" / "a.mp4")
+    touch(tmp_path / "v" / "b.mp4")
+    monkeypatch.chdir(tmp_path)
+    out = Path("out")
+    with Analyzer(device="cpu", detector="blazeface_back", threshold=0.7).plan_many(["v"], out) as plan:
+        write_done(plan.manifest, "v/a.mp4", out / "a.emotions.csv")  # (a line as the run writes it)
+    (line,) = map(json.loads, (out / "manifest.jsonl").read_text().splitlines())
+    assert line["options"] == {"detector": "blazeface_back", "threshold": 0.7, "format": "csv"}
+    for options, message in [
+            ({"detector": "blazeface", "threshold": 0.7}, "made with --detector blazeface_back (its manifest says), "
+                                                          "not --detector blazeface"),
+            ({"detector": "blazeface_back"}, "made with --threshold 0.7 (its manifest says), not the default "
+                                             "--threshold"),
+            ({"detector": "blazeface_back", "threshold": 0.7, "format": "jsonl"}, "--format csv"),
+            ({"detector": "blazeface_back", "threshold": 0.7, "landmarks": True}, "the default --landmarks (its "
+                                                                                  "manifest says), not --landmarks")]:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            Analyzer(device="cpu", **options).plan_many(["v"], out, resume=True)
+    # the same options (the engine's own may differ: a run resumed on another machine): resumed
+    with Analyzer(device="cpu", detector="blazeface_back", threshold=0.7, batch_size=4).plan_many(
+            ["v"], out, resume=True) as plan:
+        assert [p.uri for p in plan.todo] == ["v/b.mp4"] and [r.source for r in plan.skipped] == ["v/a.mp4"]
+    # a manifest an earlier version wrote (no options): resumed as before
+    old = Path("old")
+    write_done(Manifest(old, files=True), "v/a.mp4", old / "a.emotions.csv")
+    assert [p.uri for p in Analyzer(device="cpu", threshold=0.9).plan_many(["v"], old, resume=True).todo] == ["v/b.mp4"]
+
+
 def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "v" / "a.mp4")

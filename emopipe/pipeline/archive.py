@@ -233,6 +233,7 @@ class Manifest:
         self.directory = directory
         self.path = directory / MANIFEST
         self.files = files
+        self.options: dict[str, Any] | None = None  # a many-file run's results options, on each line it writes
         self._lock = threading.Lock()
 
     def previous(self) -> dict[str, dict[str, Any]]:
@@ -305,6 +306,8 @@ class Manifest:
         return own, reserved
 
     def append(self, entry: dict[str, Any]) -> None:
+        if self.options is not None:
+            entry = {**entry, "options": self.options}
         if self.files:
             entry = dict(entry)
             source = entry.get("source", "")

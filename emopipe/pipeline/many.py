@@ -80,6 +80,44 @@ def annotated_container(annotate: str, what: str = "several sources", file_flag:
     return suffix
 
 
+# The options that shape a source's results (which frames, which faces, what each row holds, the file's format):
+# a run's manifest lines record those given otherwise than by default, and --resume refuses to finish a run with
+# other ones (it skipped the done sources and wrote the rest otherwise: a folder of mixed results, the old rows
+# file of another format left beside the new; QA pass, session 39). Not the engine's (device, precision, batch):
+# a run resumed on another machine gives the same results within a precision's rounding.
+RESULT_OPTIONS = ("format", "start", "end", "max_frames", "detector", "detect_size", "detect_every", "threshold",
+                  "min_face", "max_faces", "margin", "classes", "landmarks", "smooth")
+
+
+def result_options(given: RunConfig) -> dict[str, Any]:
+    """``given``'s :data:`RESULT_OPTIONS` that are not the defaults, and the format, as a manifest line records them."""
+    default = RunConfig()
+    chosen = {name: getattr(given, name) for name in RESULT_OPTIONS}
+    chosen["format"] = given.format or "csv"
+    return {name: value for name, value in chosen.items() if name == "format" or value != getattr(default, name)}
+
+
+def _refuse_other_options(previous: dict[str, dict[str, Any]], mine: dict[str, Any], directory: Path) -> None:
+    """--resume: the earlier lines that say their options (from this version on) say these."""
+    for entry in previous.values():
+        theirs = entry.get("options")
+        if isinstance(theirs, dict) and theirs != mine:
+            changed = sorted(name for name in set(theirs) | set(mine) if theirs.get(name) != mine.get(name))
+            said = ", ".join(_option(name, theirs) for name in changed)
+            now = ", ".join(_option(name, mine) for name in changed)
+            raise UsageError(f"--resume: {directory} holds results made with {said} (its manifest says), not {now}: "
+                             "a resumed run finishes the run with its own options; give those, or choose another "
+                             "output folder")
+
+
+def _option(name: str, options: dict[str, Any]) -> str:
+    """How the command line gives option ``name`` as ``options`` (:func:`result_options`) hold it."""
+    flag = "--" + name.replace("_", "-")
+    if name not in options:
+        return f"the default {flag}"
+    return flag if options[name] is True else f"{flag} {options[name]}"
+
+
 def plan_sources(sources: StrPath | Iterable[StrPath] | None, output_dir: StrPath | None, config: RunConfig,
                  given: RunConfig, *, folder_held: bool = False) -> ManyPlan:
     """What a many-source run will do, checked before anything loads (:meth:`emopipe.Analyzer.plan_many` says how);
@@ -142,6 +180,8 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
         raise UsageError(f"{directory} holds an earlier run ({MANIFEST}); add --resume to finish it, or choose "
                          "another output folder")
     previous = manifest.previous() if config.resume else {}
+    manifest.options = result_options(given)
+    _refuse_other_options(previous, manifest.options, directory)
     mine = {uri: manifest.entry_for(previous, uri) for uri in sources}
     own, reserved = manifest.names(previous, sources)
     planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved,
