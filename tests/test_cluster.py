@@ -621,9 +621,10 @@ def test_a_source_cut_off_by_ctrl_c_is_recorded_as_its_files_say(tmp_path):
     sent = time.time() - 5  # the share went out before the files were written
     done.rows.write_text("source,frame\nx,0\nx,1\n")
     done.summary.write_text(json.dumps({"frames": 2, "faces": 2, "seconds": 0.5}))
-    partial_path(cut.rows).write_text("source,frame\nx,0\nx,1\nx,2\n")  # three rows kept
-    results = [as_left(p, sent) for p in (done, cut)]
-    assert [(r.status, r.frames, r.rows) for r in results] == [("ok", 2, 2), ("interrupted", 0, 3)]
+    partial_path(cut.rows).write_text("source,frame\nx,0\nx,1\nx,1\nx,2\nx")  # four faces in three frames kept,
+    results = [as_left(p, sent) for p in (done, cut)]  # and a row cut short
+    # (was: the frames and faces 0 beside its rows; QA pass, session 39)
+    assert [(r.status, r.frames, r.faces, r.rows) for r in results] == [("ok", 2, 2, 2), ("interrupted", 3, 4, 4)]
     assert results[1].outputs == {"rows": str(partial_path(cut.rows))}
     # one its worker had not begun has no line (was: interrupted), as in one process; nor one whose partial rows
     # are an earlier attempt's
