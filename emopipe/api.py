@@ -17,7 +17,8 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -181,6 +182,8 @@ class Analyzer:
         self.models: Models | None = None
         self.summaries: list[RunSummary] = []
         self._busy = threading.Lock()
+        self._readings: weakref.WeakSet[_Reading] = weakref.WeakSet()  # what analyze() returned: close() stops them
+        self._readings_lock = threading.Lock()
 
     @contextlib.contextmanager
     def _one_at_a_time(self, what: str) -> Iterator[None]:
@@ -236,10 +239,25 @@ class Analyzer:
         return self
 
     def close(self) -> None:
-        """Free the engines and their GPU memory; the analyzer can be opened again."""
-        if self.models is not None:
-            self.models.close()
-            self.models = None
+        """Free the engines and their GPU memory; the analyzer can be opened again.
+
+        An :meth:`analyze` begun and not read to its end is stopped first, as ``break`` stops it (its summary kept),
+        and then ends — from any thread: a step of it under way in another thread ends first, then the engines go.
+        A :meth:`run`, :meth:`run_many` or :meth:`run_fleet` under way in another thread is refused (UsageError):
+        its engines would go from under it."""
+        with self._readings_lock:
+            begun = [reading for reading in self._readings if reading.begun]
+        for reading in begun:  # (one not begun runs when it is read: on the engines opened again)
+            reading.close()
+        if not self._busy.acquire(blocking=False):  # (every analyze() has ended: a run holds it)
+            raise UsageError("close(): this Analyzer is running a source in another thread (run(), run_many() or "
+                             "run_fleet()); close it once that has returned")
+        try:
+            if self.models is not None:
+                self.models.close()
+                self.models = None
+        finally:
+            self._busy.release()
 
     def __enter__(self) -> Analyzer:
         return self.open()
@@ -291,20 +309,28 @@ class Analyzer:
         return config
 
     def analyze(self, source: StrPath, **options: Any) -> Iterator[FaceRecord]:
-        """The faces of ``source``, frame by frame, as they are computed (a generator).
+        """The faces of ``source``, frame by frame, as they are computed (an iterator, run as it is first read).
 
-        The pipeline runs on a background thread; stopping early (``break``, closing the generator) stops
-        it. :attr:`summaries` gets the run's summary when the generator ends or is closed. A file that ends before its
-        stream says it should (truncated, damaged) gives every frame that decodes, then raises
-        :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good, :class:`SourceUnavailableError`.
+        The pipeline runs on a background thread; stopping early (``break``, the iterator's ``close()``, the
+        analyzer's :meth:`close`, from any thread) stops it. :attr:`summaries` gets the run's summary when the
+        iteration ends or is stopped. A file that ends before its stream says it should (truncated, damaged) gives
+        every frame that decodes, then raises :class:`~emopipe.errors.InputTruncatedError`; a stream lost for good,
+        :class:`SourceUnavailableError`.
         """
+        reading = _Reading(lambda closing: self._read(source, closing, options))
+        with self._readings_lock:
+            self._readings.add(reading)
+        return reading
+
+    def _read(self, source: StrPath, closing: threading.Event, options: dict[str, Any]
+              ) -> Generator[FaceRecord, None, None]:
         given = RunConfig.from_options(self.config, **options)
         _refuse_file_options(given)
         _refuse_many_options(given)
         with self._one_at_a_time("analyze()"):
-            yield from self._analyze(source, **options)
+            yield from self._analyze(source, closing, **options)
 
-    def _analyze(self, source: StrPath, **options: Any) -> Iterator[FaceRecord]:
+    def _analyze(self, source: StrPath, closing: threading.Event, **options: Any) -> Iterator[FaceRecord]:
         config = self._start_config(str(source), **options)
         stack = ExitStack()
         run = SourceRun(config, resolve_device(config.device), stack)
@@ -343,8 +369,11 @@ class Analyzer:
         thread.start()
         read_to_end = False
         try:
-            while True:
-                item = records.get()
+            while not closing.is_set():  # (Analyzer.close() from another thread while this waits: it ends)
+                try:
+                    item = records.get(timeout=CLOSE_POLL_S)
+                except queue.Empty:
+                    continue
                 if item is _END:
                     read_to_end = True
                     break
@@ -359,6 +388,8 @@ class Analyzer:
             thread.join()
             if outcome:  # (a caller that stopped early — break, close() — has the summary of what ran too)
                 self.summaries.append(outcome[0].summary)
+        if closing.is_set():  # closed: ended as a break ends it
+            return
         if failure:
             raise failure[0]
         if outcome:
@@ -687,6 +718,39 @@ def _counting_failures(metrics: Any, then: Callable[[SourceResult], None] | None
             then(result)
 
     return on_result
+
+
+CLOSE_POLL_S = 0.1  # how often an analyze() waiting for its next frame looks whether the analyzer was closed
+
+
+class _Reading(Iterator[FaceRecord]):
+    """What :meth:`Analyzer.analyze` returns: its generator, stepped one at a time (a lock), so that a close() from
+    any thread — the analyzer's or its own — comes between two steps, never beside one, and no record follows it.
+    (A bare generator closed while another thread was inside it raised "generator already executing"; one paused
+    kept its pipeline running under the engines the analyzer freed.)"""
+
+    def __init__(self, steps: Callable[[threading.Event], Generator[FaceRecord, None, None]]) -> None:
+        self.closing = threading.Event()  # set by close(): a step waiting for records ends
+        self.begun = False
+        self._steps = steps(self.closing)
+        self._step = threading.Lock()
+
+    def __iter__(self) -> _Reading:
+        return self
+
+    def __next__(self) -> FaceRecord:
+        self.begun = True
+        with self._step:
+            if self.closing.is_set():  # (closed while this waited for its turn)
+                self._steps.close()
+                raise StopIteration
+            return next(self._steps)
+
+    def close(self) -> None:
+        """Stop the run as ``break`` does (its pipeline stopped, its summary kept); then it ends."""
+        self.closing.set()
+        with self._step:
+            self._steps.close()
 
 
 class _QueueSink(Sink):

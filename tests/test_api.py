@@ -474,6 +474,82 @@ def test_one_source_at_a_time_per_analyzer_and_no_file_options_for_analyze(clip,
         assert len(analyzer.summaries) == 2 and analyzer.summaries[1].frames == 1
 
 
+@pytest.mark.slow
+def test_close_stops_an_unfinished_analyze_then_frees_the_engines(clip, checkpoints, models_home, monkeypatch):
+    # (was: close() freed the engines under a paused or running analyze(), whose frames kept coming after it; QA pass)
+    import threading
+    import time
+
+    analyzer = emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu")
+    with analyzer:
+        paused = analyzer.analyze(clip.path)  # paused in this thread
+        assert next(paused).frame == 0
+        analyzer.close()
+        assert analyzer.models is None and list(paused) == []  # (was: the clip's 3 other frames' records)
+        assert len(analyzer.summaries) == 1  # stopped as a break stops it: its summary kept
+        assert [r.frame for r in analyzer.analyze(clip.path, max_frames=1)] == [0]  # the analyzer free, opened again
+
+        write = emopipe.api._QueueSink.write
+
+        def slow_after_the_first_frame(self, result):  # the next frame's records come only once the run is stopped
+            if result.frame.index > 0:
+                self.stop.wait(120)
+            write(self, result)
+
+        monkeypatch.setattr(emopipe.api._QueueSink, "write", slow_after_the_first_frame)
+        running = analyzer.analyze(clip.path)  # read in another thread, waiting inside next() for a frame
+        got: list = []
+        asked = threading.Event()
+
+        def read() -> None:
+            got.append(next(running))
+            asked.set()
+            got.extend(running)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        assert asked.wait(120)
+        for _ in range(1200):  # (until that thread is inside its next step: close() must not free the engines under it)
+            if running._step.locked():
+                break
+            time.sleep(0.05)
+        analyzer.close()
+        assert analyzer.models is None
+        reader.join(60)
+        assert not reader.is_alive() and [r.frame for r in got] == [0]  # ended, no record after close()
+        assert len(analyzer.summaries) == 3
+
+
+@pytest.mark.slow
+def test_close_refuses_while_a_run_goes_on_in_another_thread(clip, checkpoints, models_home, monkeypatch, tmp_path):
+    import threading
+
+    from emopipe.pipeline.runner import Pipeline
+
+    began, go_on = threading.Event(), threading.Event()
+    run = Pipeline.run
+
+    def held(self):
+        began.set()
+        assert go_on.wait(120)
+        run(self)
+
+    monkeypatch.setattr(Pipeline, "run", held)
+    analyzer = emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu")
+    running = threading.Thread(target=analyzer.run, args=(clip.path,), kwargs={"output": str(tmp_path / "r.csv")},
+                               daemon=True)
+    running.start()
+    assert began.wait(120)
+    with pytest.raises(UsageError, match=r"^close\(\): this Analyzer is running a source in another thread"):
+        analyzer.close()  # (was: the engines freed under the run)
+    assert analyzer.models is not None
+    go_on.set()
+    running.join(120)
+    assert not running.is_alive() and len(rows(tmp_path / "r.csv")) == 4
+    analyzer.close()
+    assert analyzer.models is None
+
+
 def test_the_source_given_to_analyze_or_run_decides_live_or_file_defaults(tmp_path, monkeypatch):
     # (was: an analyzer made without its source resolved its engines as for a file: S3FD, and batch 64 on CUDA,
     # for a stream given to emopipe.analyze or Analyzer().run)
