@@ -534,6 +534,14 @@ def test_resume_with_options_that_change_the_results_is_refused_and_the_lines_sa
     with Analyzer(device="cpu", detector="blazeface_back", threshold=0.7, batch_size=4).plan_many(
             ["v"], out, resume=True) as plan:
         assert [p.uri for p in plan.todo] == ["v/b.mp4"] and [r.source for r in plan.skipped] == ["v/a.mp4"]
+    # nothing left to run (a resume that writes the --report page, say): other options mix nothing, and the skipped
+    # lines say the options their results were made with
+    write_done(Manifest(out, files=True), "v/b.mp4", out / "b.emotions.csv")
+    with Analyzer(device="cpu").plan_many(["v"], out, resume=True) as plan:
+        assert plan.todo == [] and len(plan.skipped) == 2
+    skipped = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()][-2:]
+    assert [(e["status"], e.get("options")) for e in skipped] == [
+        ("skipped", {"detector": "blazeface_back", "threshold": 0.7, "format": "csv"}), ("skipped", None)]
     # a manifest an earlier version wrote (no options): resumed as before
     old = Path("old")
     write_done(Manifest(old, files=True), "v/a.mp4", old / "a.emotions.csv")

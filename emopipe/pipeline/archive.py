@@ -305,9 +305,12 @@ class Manifest:
         reserved = {name for entry in previous.values() if not current(entry) and (name := self.name_of(entry))}
         return own, reserved
 
-    def append(self, entry: dict[str, Any]) -> None:
-        if self.options is not None:
-            entry = {**entry, "options": self.options}
+    def append(self, entry: dict[str, Any], *, as_line: dict[str, Any] | None = None) -> None:
+        """Add ``entry`` as a line (with the run's :attr:`options`; ``as_line``: an earlier line's instead, for a
+        source that line's run did — a ``--resume``'s ``skipped`` line)."""
+        options = self.options if as_line is None else as_line.get("options")
+        if isinstance(options, dict):
+            entry = {**entry, "options": options}
         if self.files:
             entry = dict(entry)
             source = entry.get("source", "")

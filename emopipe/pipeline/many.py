@@ -98,7 +98,7 @@ def result_options(given: RunConfig) -> dict[str, Any]:
 
 
 def _refuse_other_options(previous: dict[str, dict[str, Any]], mine: dict[str, Any], directory: Path) -> None:
-    """--resume: the earlier lines that say their options (from this version on) say these."""
+    """--resume with sources to run: the earlier lines that say their options (from this version on) say these."""
     for entry in previous.values():
         theirs = entry.get("options")
         if isinstance(theirs, dict) and theirs != mine:
@@ -181,13 +181,14 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
                          "another output folder")
     previous = manifest.previous() if config.resume else {}
     manifest.options = result_options(given)
-    _refuse_other_options(previous, manifest.options, directory)
     mine = {uri: manifest.entry_for(previous, uri) for uri in sources}
     own, reserved = manifest.names(previous, sources)
     planned = plan_outputs(sources, directory, given.format or "csv", own=own, reserved=reserved,
                            video=annotated_container(given.annotate) if given.annotate else None)
     todo = [p for p in planned if not manifest.done(mine[p.uri], wanted=[role for role, _ in p.roles()
                                                                           if role == "annotated_video"])]
+    if todo:  # (one with nothing left to run — its --report page written, say — mixes nothing)
+        _refuse_other_options(previous, manifest.options, directory)
     # no name the run writes is a source (nor the weights): a source's files under their own, partial and
     # temporary names, the manifest, the run's summary.json
     run_files = [Written("manifest", str(manifest.path)), Written("summary", str(directory / RUN_SUMMARY)),
@@ -227,7 +228,7 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
             outputs = {role: str(path) for role, path in manifest.outputs_of(entry).items()}
             done = SourceResult(source=p.uri, status="skipped", outputs=outputs, frames=_figure(entry, "frames"),
                                 faces=_figure(entry, "faces"), rows=_figure(entry, "rows"))
-            manifest.append(done.as_dict())
+            manifest.append(done.as_dict(), as_line=entry)  # (the options its results were made with)
             skipped.append(done)
     return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
                     skipped, report=given.report)
