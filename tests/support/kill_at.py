@@ -37,11 +37,11 @@ def main() -> None:
     if step == "manifest":
         append = Manifest.append
 
-        def killing_append(self: Manifest, entry: dict[str, Any]) -> None:
+        def killing_append(self: Manifest, entry: dict[str, Any], **options: Any) -> None:
             if Path(entry.get("source", "")).stem == name:
-                around(append, self, entry)
+                around(lambda: append(self, entry, **options))
             else:
-                append(self, entry)
+                append(self, entry, **options)
 
         Manifest.append = killing_append  # type: ignore[method-assign]
     else:
