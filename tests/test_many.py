@@ -548,6 +548,32 @@ def test_resume_with_options_that_change_the_results_is_refused_and_the_lines_sa
     assert [p.uri for p in Analyzer(device="cpu", threshold=0.9).plan_many(["v"], old, resume=True).todo] == ["v/b.mp4"]
 
 
+def test_resume_naming_a_default_option_finishes_a_run_that_named_none(tmp_path, monkeypatch):
+    # (was: --resume --detector sfd against a run given no --detector was refused as "other options", though every
+    # source of both runs is detected by sfd — the options were compared as given, not as resolved)
+    touch(tmp_path / "v" / "a.mp4")
+    touch(tmp_path / "v" / "b.mp4")
+    monkeypatch.chdir(tmp_path)
+    for first, then in [({}, {"detector": "sfd", "format": "csv"}), ({"detector": "sfd"}, {})]:
+        out = Path(f"out{len(first)}")
+        with Analyzer(device="cpu", **first).plan_many(["v"], out) as plan:
+            write_done(plan.manifest, "v/a.mp4", out / "a.emotions.csv")
+        (line,) = map(json.loads, (out / "manifest.jsonl").read_text().splitlines())
+        assert line["options"] == {"format": "csv"}  # a default named is recorded as none named
+        with Analyzer(device="cpu", **then).plan_many(["v"], out, resume=True) as plan:
+            assert [p.uri for p in plan.todo] == ["v/b.mp4"]
+        with pytest.raises(UsageError, match=re.escape("made with the default --detector (its manifest says), not "
+                                                       "--detector blazeface")):
+            Analyzer(device="cpu", detector="blazeface").plan_many(["v"], out, resume=True)
+    # a line an earlier version wrote with the default named: the same as none named
+    lines = (out / "manifest.jsonl").read_text().splitlines()
+    first_line = json.loads(lines[0])
+    first_line["options"] = {"detector": "sfd", "format": "csv"}
+    (out / "manifest.jsonl").write_text("\n".join([json.dumps(first_line), *lines[1:]]) + "\n")
+    with Analyzer(device="cpu").plan_many(["v"], out, resume=True) as plan:
+        assert [p.uri for p in plan.todo] == ["v/b.mp4"]
+
+
 def test_resume_into_a_folder_without_a_manifest_refuses_a_rows_file_in_the_way(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     touch(tmp_path / "v" / "a.mp4")

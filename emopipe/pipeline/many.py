@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.config import (
+    FILE_DETECTOR,
     VIDEO_SUFFIXES,
     RunConfig,
     StrPath,
@@ -90,18 +91,26 @@ RESULT_OPTIONS = ("format", "start", "end", "max_frames", "detector", "detect_si
 
 
 def result_options(given: RunConfig) -> dict[str, Any]:
-    """``given``'s :data:`RESULT_OPTIONS` that are not the defaults, and the format, as a manifest line records them."""
+    """``given``'s :data:`RESULT_OPTIONS` that are not the defaults, and the format, as a manifest line records them
+    (a default named — ``--detector sfd`` — is a default: the same results as a run that named none)."""
+    return _not_defaults({name: getattr(given, name) for name in RESULT_OPTIONS})
+
+
+def _not_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` less those a run given none resolves to (the format kept: a rows file's is always said)."""
     default = RunConfig()
-    chosen = {name: getattr(given, name) for name in RESULT_OPTIONS}
-    chosen["format"] = given.format or "csv"
-    return {name: value for name, value in chosen.items() if name == "format" or value != getattr(default, name)}
+    resolved = {"format": "csv", "detector": FILE_DETECTOR}  # (what None resolves to for every source a run holds)
+    chosen = {name: value if value is not None else resolved.get(name) for name, value in options.items()}
+    chosen.setdefault("format", "csv")
+    return {name: value for name, value in chosen.items()
+            if name == "format" or value != resolved.get(name, getattr(default, name, None))}
 
 
 def _refuse_other_options(previous: dict[str, dict[str, Any]], mine: dict[str, Any], directory: Path) -> None:
     """--resume with sources to run: the earlier lines that say their options (from this version on) say these."""
     for entry in previous.values():
         theirs = entry.get("options")
-        if isinstance(theirs, dict) and theirs != mine:
+        if isinstance(theirs, dict) and (theirs := _not_defaults(theirs)) != mine:
             changed = sorted(name for name in set(theirs) | set(mine) if theirs.get(name) != mine.get(name))
             said = ", ".join(_option(name, theirs) for name in changed)
             now = ", ".join(_option(name, mine) for name in changed)
