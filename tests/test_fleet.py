@@ -544,6 +544,9 @@ def test_a_fleet_run_writes_each_cameras_files_and_finishes_a_lost_camera_while_
     # c went on after b died (frames read from the camera: how many were analysed depends on the CPU's speed)
     assert by_source["fleettest://b"]["frames_captured"] == 6 < by_source["fleettest://c"]["frames_captured"]
     assert by_source["fleettest://a"]["faces"] == len(rows) and by_source["fleettest://a"]["latency_p50_s"] > 0
+    for camera in summary["cameras"]:  # every frame captured is accounted for, as one camera's summary does it
+        assert camera["frames_captured"] == (camera["frames_skipped_at_start"] + camera["frames"]
+                                             + camera["frames_dropped"] + camera["frames_unprocessed_at_end"]), camera
     assert all(c["latency_p99_s"] >= c["latency_p50_s"] for c in summary["cameras"] if c["frames"])
     assert summary["failed"] == 1 and summary["ok"] == 2 and summary["frames"] == sum(
         c["frames"] for c in summary["cameras"])

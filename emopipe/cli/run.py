@@ -244,9 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run a face batch that is not full once its first face waited this long "
                            "(matters with --batch-size > 1)")
     live.add_argument("--open-timeout", type=float, default=RunConfig.open_timeout, metavar="SECONDS",
-                      help="give up opening the camera or stream after this long")
+                      help="give up opening the camera or stream after this long ('inf': as long as OpenCV allows, "
+                           "24.8 days)")
     live.add_argument("--read-timeout", type=float, default=RunConfig.read_timeout, metavar="SECONDS",
-                      help="a stream that sends nothing for this long has stalled: reconnect")
+                      help="a stream that sends nothing for this long has stalled: reconnect ('inf': as long as "
+                           "OpenCV allows)")
     live.add_argument("--reconnect-timeout", type=float, default=RunConfig.reconnect_timeout,
                       metavar="SECONDS", help="stop (exit code 7) after this long without a frame despite "
                                               "reconnecting; 'inf' keeps trying")

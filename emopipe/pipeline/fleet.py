@@ -497,6 +497,10 @@ class Fleet:
         # a camera moved from a Ray worker that died counts its earlier workers' frames (as last told) and faces
         # (the rows they wrote) too; its other figures are this worker's
         moved = camera.so_far or CameraSoFar()
+        # captured, but neither written nor dropped when it finished: waiting in its source or in the fleet (the
+        # run stopped under it, say), or captured after --end — so captured = skipped + written + dropped + these
+        in_fleet = max(0, camera.offered - camera.written - camera.inbox_dropped - camera.slot_dropped)
+        unprocessed = (source.left if source is not None else 0) + in_fleet
         return {
             "source": camera.name,
             "rows_file": str(camera.planned.rows),
@@ -507,6 +511,7 @@ class Fleet:
             "frames_captured": source.captured if source is not None else 0,
             "frames_dropped": camera.dropped,
             "frames_skipped_at_start": source.skipped if source is not None else 0,  # while the models loaded
+            "frames_unprocessed_at_end": unprocessed,
             "drop_rate": camera.dropped / offered if offered else 0.0,
             "reconnects": source.reconnects if source is not None else 0,
             "reopen_failures": source.reopen_failures if source is not None else 0,
