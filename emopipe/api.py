@@ -435,7 +435,7 @@ class Analyzer:
             assert models is not None
             run.warm(models)
             if metrics is not None:
-                metrics.observe_startup(models.load_s, models.warmup_s)
+                metrics.observe_startup(*models.load_and_warmup_s(run.since))
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
                 metrics.set_run_state("running")
             run.write_files()
@@ -528,7 +528,7 @@ class Analyzer:
                 for height, width in fleet.frame_sizes():
                     models.warm_detector(height, width)
             if metrics is not None:
-                metrics.observe_startup(models.load_s, models.warmup_s)
+                metrics.observe_startup(*models.load_and_warmup_s(since))
                 metrics.set_info(build_info(models.engine.info(), model=models.model_name))
                 watching += [MetricsObserver(metrics, [c.name for c in fleet.cameras]),
                              CaptureLatencyMetrics(metrics)]
@@ -664,7 +664,7 @@ class Analyzer:
                     models.warm_detector(info.height, info.width)
                 sink.begin()  # (the first source's time runs from the end of the warm-ups)
                 if metrics is not None:
-                    metrics.observe_startup(models.load_s, models.warmup_s)
+                    metrics.observe_startup(*models.load_and_warmup_s(since))
                     metrics.set_info(build_info(models.engine.info(), model=models.model_name))
                     metrics.set_run_state("running")  # (the alerts on a running run's rates and sources watch from now)
                 chain.on_idle = sink.settle  # a fed chain waiting for sources: those written meanwhile finish

@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 import emopipe
 from emopipe.config import RunConfig
 from emopipe.errors import CheckpointError, OutputError, UsageError
+from emopipe.observe.metrics import PipelineMetrics
 from tests.support.rows import rows
 from tests.support.synth import moving_face_video
 
@@ -307,7 +309,9 @@ def test_a_later_sources_startup_is_what_that_source_waited_for(clip, checkpoint
         began = time.perf_counter()
         list(analyzer.analyze(clip.path, max_frames=1))
         second_took = time.perf_counter() - began
-        analyzer.run(small.path, output=str(tmp_path / "small.csv"))  # frames of a size not warmed yet
+        registry = CollectorRegistry()
+        analyzer.run(small.path, output=str(tmp_path / "small.csv"),  # frames of a size not warmed yet
+                     metrics=PipelineMetrics(registry))
     first, second, third = analyzer.summaries
     # the first source's as the command line's: the load and the first warm-ups, from the import
     said = first.startup
@@ -327,6 +331,10 @@ def test_a_later_sources_startup_is_what_that_source_waited_for(clip, checkpoint
     assert said["warmup_s"] == pytest.approx(said["detector_warmup_s"], abs=2e-4)
     assert third.warmup_s == pytest.approx(said["warmup_s"], abs=1e-4)
     assert json.loads((tmp_path / "small.summary.json").read_text())["startup"] == said  # (the file says the same)
+    # and its metrics (was: the first run's load and warm-ups, which this run never waited for)
+    assert registry.get_sample_value("emopipe_startup_seconds", {"step": "load"}) == 0.0
+    assert registry.get_sample_value("emopipe_startup_seconds", {"step": "warmup"}) == pytest.approx(
+        said["warmup_s"], abs=2e-4)
 
 
 @pytest.mark.slow
