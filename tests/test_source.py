@@ -250,6 +250,34 @@ def test_truncated_faststart_mp4_is_reported(faststart_mp4, tmp_path):
         assert source.ended_early is not None and f"of {COUNT}" in source.ended_early
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to write transport streams")
+@pytest.mark.parametrize("name, packet", [("clip.ts", 188), ("clip.m2ts", 192)])
+def test_a_transport_stream_cut_inside_a_packet_is_reported_truncated(videos, tmp_path, name, packet):
+    # (was: read as complete — FFmpeg estimates a transport stream's length from its bytes, so a cut-off download
+    # is a shorter video that ends where it "should")
+    whole = tmp_path / name
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-i", str(videos["mp4"]), "-c:v", "libx264", "-g", "5",
+                    *(["-mpegts_m2ts_mode", "1"] if packet == 192 else []), "-f", "mpegts", str(whole)],
+                   check=True, timeout=60)
+    assert whole.stat().st_size % packet == 0
+    with VideoSource(whole) as source:
+        assert len(list(source)) == COUNT and source.ended_early is None  # whole packets: complete
+    data = whole.read_bytes()
+    middle = len(data) // 2 // packet * packet
+    for cut_at, truncated in [(middle + 7, True), (middle, False)]:
+        cut = tmp_path / f"cut{cut_at}{whole.suffix}"
+        cut.write_bytes(data[:cut_at])
+        with VideoSource(cut) as source:
+            frames = list(source)
+            assert 0 < len(frames) < COUNT
+            if truncated:  # a cut at a packet's end is a stream that ends there: nothing tells it from a short one
+                assert source.ended_early == (f"decoding stopped at frame {len(frames)}: it ends 7 bytes into a "
+                                              f"{packet}-byte transport-stream packet: the file is truncated (an "
+                                              "incomplete download or copy)")
+            else:
+                assert source.ended_early is None
+
+
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to make an audio-only MP4")
 def test_an_audio_only_mp4_says_it_has_no_video_not_that_it_is_truncated(tmp_path):
     audio = tmp_path / "talk.mp4"

@@ -46,14 +46,34 @@ _ESTIMATED_COUNT_SLACK_S = 1.0  # tolerated shortfall where the frame count is e
 def _container(path: Path) -> str:
     """The container family from the file's first bytes: "mp4", "avi", "matroska" or "other"."""
     with open(path, "rb") as f:
-        head = f.read(12)
+        head = f.read(2 * _M2TS_PACKET)
     if head[4:8] in (b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip"):
         return "mp4"
     if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
         return "avi"
     if head[:4] == b"\x1a\x45\xdf\xa3":
         return "matroska"
+    for name, size, sync in (("mpegts", _TS_PACKET, 0), ("m2ts", _M2TS_PACKET, 4)):
+        if len(head) >= size + sync + 1 and head[sync] == head[size + sync] == 0x47:
+            return name
     return "other"
+
+
+# An MPEG transport stream is a run of fixed-size packets, each opening with the sync byte 0x47 (M2TS, Blu-ray and
+# AVCHD's: 4 bytes of timestamp first). Its duration, hence the frame count FFmpeg gives, is estimated from the bytes
+# there are, so a cut-off download reads as a complete, shorter video; but a cut at any byte but a packet's end
+# leaves a part of a packet — the one sign a truncated stream gives.
+_TS_PACKET, _M2TS_PACKET = 188, 192
+
+
+def _cut_packet(path: Path, container: str) -> str | None:
+    """For a transport stream that ends inside a packet: how it ends (else None)."""
+    size = {"mpegts": _TS_PACKET, "m2ts": _M2TS_PACKET}.get(container)
+    if size is None:
+        return None
+    extra = path.stat().st_size % size
+    return None if extra == 0 else (f"it ends {extra} bytes into a {size}-byte transport-stream packet: "
+                                    "the file is truncated (an incomplete download or copy)")
 
 
 def _mp4_tracks(path: Path) -> set[str] | None:
@@ -384,7 +404,14 @@ class VideoSource(_SourceBase):
 
     def _check_complete(self) -> None:
         """After the last decodable frame: did the video end where its container said it would?"""
-        if self._declared is None or self._cap is None:
+        if self._cap is None:
+            return
+        cut = _cut_packet(self.path, self._container)
+        if cut is not None:
+            self.ended_early = f"decoding stopped at frame {self._next_index}: {cut}"
+            logger.debug("%s: %s", self.path.name, self.ended_early)
+            return
+        if self._declared is None:
             return
         missing = self._declared - self._next_index
         slack = 0
