@@ -28,9 +28,11 @@ COPY deploy/constraints.txt deploy/constraints.txt
 COPY models/manifest.json models/manifest.json
 COPY emopipe emopipe
 # [nvdec]: PyNvVideoCodec, so videos are decoded by the GPU's NVDEC (--decoder auto); [cudnn]: the
-# cuDNN frontend, for EmoNet's fused convolutions; [ray]: --ray workers use this image too.
+# cuDNN frontend, for EmoNet's fused convolutions; [ray]: --ray workers use this image too, and ray[default]
+# (Ray's dashboard and job server) so that KubeRay can run deploy/kuberay/rayjob.yaml on it: its submitter runs
+# `ray job submit`, which plain `ray` refuses ("require the ray[default] installation"), as the head's job server.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir -c deploy/constraints.txt ".[nvdec,cudnn,ray,video]"
+RUN pip install --no-cache-dir -c deploy/constraints.txt ".[nvdec,cudnn,ray,video]" "ray[default]"
 
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
