@@ -39,7 +39,17 @@ def test_table_shows_the_ratios():
     r = BenchResult("static, benchmark on, warmup on", "cpu", "fp32", 4, 3.0, 1.0, 1.0, first_batch_ms=30.0,
                     p50_ms=10.0, p99_ms=20.0, max_ms=25.0, faces_per_s=100.0, batches=5, faces=17)
     table = format_table([r])
-    assert "| 3.0× | 2.00× | 100 |" in table and "static batch 4, 5 batches / 17 faces" in table
+    assert "| 3.0× | 2.00× | 100 |" in table
+    assert "static batch 4, 17 faces per configuration (5 static batches)" in table
+
+
+def test_the_footer_gives_static_and_varying_batching_their_own_number_of_batches():
+    # the same 17 faces: 5 static batches of 4, but one batch per frame (12) when varying; the footer once said
+    # "5 batches per configuration" from the first row, for the varying rows too
+    static = BenchResult(CONFIGS[0].name, "cpu", "fp32", 4, 3.0, 1.0, 1.0, 30.0, 10.0, 20.0, 25.0, 100.0, 5, 17)
+    varying = BenchResult(CONFIGS[4].name, "cpu", "fp32", 4, 3.0, 1.0, 1.0, 30.0, 10.0, 20.0, 25.0, 100.0, 12, 17)
+    footer = format_table([static, varying]).splitlines()[-1]
+    assert footer == "cpu, fp32, static batch 4, 17 faces per configuration (5 static batches, 12 varying batches)"
 
 
 def test_bench_on_cpu_runs_static_and_varying_configurations(tmp_path):
@@ -178,3 +188,50 @@ def test_json_is_written_whole_in_place_of_an_earlier_one(workers, tmp_path, cap
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json"]  # no partial file left beside it
     table = capsys.readouterr().out
     assert f"| 5 | {CONFIGS[4].name} |" in table and f"| 1 | {CONFIGS[0].name} |" in table
+
+
+def test_debug_shows_the_workers_traceback_and_quiet_reaches_the_workers(monkeypatch, capsys):
+    """A worker's error says "rerun with --debug for the traceback": --debug must then show the worker's traceback
+    (it once showed only this process's, re-raising the one line), and -q silences the progress lines."""
+    from emopipe.cli import bench
+
+    commands: list[list[str]] = []
+    said = {"stderr": ""}
+
+    def worker(cmd, **kwargs):  # type: ignore[no-untyped-def]
+        commands.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1, "", said["stderr"])
+
+    monkeypatch.setattr(bench.subprocess, "run", worker)
+    said["stderr"] = "emopipe: internal error: RuntimeError: boom (rerun with --debug for the traceback)\n"
+    with pytest.raises(EmopipeError) as caught:
+        bench_run("--configs", "1")
+    assert "--debug" not in commands[-1] and "-q" not in commands[-1]
+    assert str(caught.value).endswith("failed: internal error: RuntimeError: boom (rerun with --debug for the "
+                                      "traceback)")
+    assert "running: " in capsys.readouterr().err
+
+    said["stderr"] = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nRuntimeError: boom\n'
+    with pytest.raises(EmopipeError) as caught:
+        bench_run("--debug", "--configs", "1")
+    worker_argv = commands[-1][commands[-1].index("bench") + 1:]
+    assert "--debug" in worker_argv[:worker_argv.index("--worker")]
+    assert str(caught.value).endswith("failed: RuntimeError: boom")
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last):" in err and 'File "x.py", line 1' in err
+
+    said["stderr"] = "emopipe: error: cannot read x.pth\n"
+    with pytest.raises(EmopipeError):
+        bench_run("-q", "--configs", "1")
+    assert "-q" in commands[-1] and "--debug" not in commands[-1]
+    assert capsys.readouterr().err == ""  # no progress line (the one-line error is the command line's to print)
+
+
+def test_a_failed_benchmark_leaves_an_earlier_json_as_it_was(workers, tmp_path):
+    _, outcome = workers
+    out = tmp_path / "bench.json"
+    out.write_text("earlier\n")
+    outcome["run"] = lambda job: subprocess.CompletedProcess([], 6, "", "emopipe: error: cannot read x.pth\n")
+    with pytest.raises(EmopipeError):
+        bench_run("--configs", "1", "--json", str(out))
+    assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == ["bench.json"]

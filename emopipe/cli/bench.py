@@ -120,11 +120,18 @@ def run(args: argparse.Namespace) -> int:
     for config in configs:
         job = {"config": asdict(config), "device": args.device, "precision": args.precision, "batch": batch,
                "frames": frames, "seed": args.seed, "cache_dir": cache_dir, "t0": time.time()}
-        print(f"running: {config.name} …", file=sys.stderr, flush=True)
-        done = subprocess.run([sys.executable, "-m", "emopipe", "bench", "--worker", json.dumps(job)],
+        if not args.quiet:  # (-q: only warnings and errors on stderr)
+            print(f"running: {config.name} …", file=sys.stderr, flush=True)
+        # --debug and -q reach the worker: its error says "rerun with --debug for the traceback", and the traceback
+        # is the worker's, not this process's
+        flags = [flag for flag, on in (("--debug", args.debug), ("-q", args.quiet)) if on]
+        done = subprocess.run([sys.executable, "-m", "emopipe", "bench", *flags, "--worker", json.dumps(job)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("emopipe: error: ")
+            if args.debug and done.stderr.strip():  # the worker's whole stderr (its traceback), then the one line
+                print(done.stderr.rstrip("\n"), file=sys.stderr, flush=True)
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            last = last.removeprefix("emopipe: error: ").removeprefix("emopipe: ")
             error = EmopipeError(f"benchmark configuration {config.name!r} failed: {last}")
             error.exit_code = done.returncode if done.returncode > 0 else 1  # the worker's own code (a signal: 1)
             raise error
@@ -167,8 +174,14 @@ def format_table(results: list[BenchResult]) -> str:
     ]
     if results:
         r = results[0]
-        rows.append(f"\n{r.device}, {r.precision}, static batch {r.batch_size}, {r.batches} batches / {r.faces} faces "
-                    "per configuration")
+        # static and varying batching cut the same faces into different numbers of batches: each its own
+        batching = {c.name: c.batching for c in CONFIGS}
+        batches: dict[str, int] = {}
+        for result in results:
+            batches.setdefault(batching.get(result.config, result.config), result.batches)
+        how = ", ".join(f"{n} {kind} batches" for kind, n in batches.items())
+        rows.append(f"\n{r.device}, {r.precision}, static batch {r.batch_size}, {r.faces} faces per configuration "
+                    f"({how})")
     return "\n".join([head, rule, *rows])
 
 
