@@ -324,3 +324,43 @@ def test_models_cli_fetch_tries_every_model_and_names_each_failure(server, tmp_p
     assert len(errors) == 3 and "HTTP 404" in errors[0] and "sha256 mismatch" in errors[1], out.stderr
     assert errors[2] == "emopipe: error: 2 of 3 models not fetched (gone, bad): see above"
     assert out.stdout.strip() == f"toy: {tmp_path / 'home' / 'toy.bin'} (verified)" and "Traceback" not in out.stderr
+
+
+def test_a_full_disk_during_the_download_is_said_as_the_models_directorys_not_the_servers(server, tmp_path,
+                                                                                         monkeypatch):
+    # a write error while saving (disk full, quota) was reported as "cannot download toy from URL (No space left on
+    # device); download URL yourself and put it at …": a failed download, with advice that cannot help
+    real = weights.written_whole
+
+    @contextlib.contextmanager
+    def full_disk(path, **kwargs):
+        with real(path, **kwargs) as out:
+            def write(_data):
+                raise OSError(28, "No space left on device")
+            monkeypatch.setattr(out, "write", write)
+            yield out
+
+    monkeypatch.setattr(weights, "written_whole", full_disk)
+    with pytest.raises(WeightsError) as info:
+        weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=False)
+    message = str(info.value)
+    assert message.startswith(f"cannot write to the models directory {tmp_path}: No space left on device"), message
+    assert "cannot download" not in message and "yourself" not in message
+    assert not (tmp_path / "toy.bin").exists() and _no_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_file_in_the_models_directorys_place_is_said_so(server, tmp_path, below):
+    # was "cannot write to the models directory DIR: File exists" (or "Not a directory")
+    (tmp_path / "models").write_bytes(b"not a folder")
+    directory = tmp_path / "models" / "sub" if below else tmp_path / "models"
+    with pytest.raises(WeightsError, match=rf"the models directory {directory} is not a directory: a file is in its "
+                                           rf"place.*--models-dir"):
+        weights.download(_spec(f"{server}/toy.bin"), directory, progress=False)
+    assert _Handler.hits == {} and (tmp_path / "models").read_bytes() == b"not a folder"
+
+
+def test_user_file_that_is_a_directory_is_said_so(tmp_path):
+    # was "weights file not found: DIR", of a folder that is there
+    with pytest.raises(WeightsError, match=rf"weights file {tmp_path} is a directory: give the checkpoint file"):
+        weights.user_file(tmp_path)

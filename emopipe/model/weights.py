@@ -161,6 +161,13 @@ def download(spec: WeightSpec, directory: Path, *, progress: bool = True) -> Pat
     target = directory / spec.file
     if target.is_dir():  # said now, not after the whole download
         raise WeightsError(f"{target} is a directory, where the {spec.name} weights file must go: move it away")
+    for folder in (directory, *directory.parents):  # the first that is there must be a folder (mkdir: "File exists")
+        if folder.exists():
+            if not folder.is_dir():
+                where = f" ({folder} is)" if folder != directory else ""
+                raise WeightsError(f"the models directory {directory} is not a directory: a file is in its place"
+                                   f"{where}; give a folder with --models-dir or $EMOPIPE_HOME")
+            break
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -178,12 +185,22 @@ def download(spec: WeightSpec, directory: Path, *, progress: bool = True) -> Pat
             if not spec.hash_matches(digest):
                 raise WeightsError(f"sha256 mismatch for {spec.file} from {spec.url}: expected {spec.expected_hash}, "
                                    f"found {digest}; the download was discarded")
-    except OSError as exc:  # (the download's own errors are WeightsErrors: this is the models directory's)
-        raise WeightsError(f"cannot write to the models directory {directory}: {exc.strerror or exc}") from None
+    except (OSError, _WriteFailed) as exc:  # (the download's own errors are WeightsErrors: these are the directory's)
+        cause = exc.error if isinstance(exc, _WriteFailed) else exc
+        raise WeightsError(f"cannot write to the models directory {directory}: {cause.strerror or cause}; "
+                           "nothing was saved") from None
     with contextlib.suppress(OSError):  # (as check_file's: without it, the next start hashes the file again)
         _sidecar(target).write_text(f"{_stamp(target)}\n{digest}\n")
     logger.info("saved %s (sha256 %s verified)", target, digest)
     return target
+
+
+class _WriteFailed(Exception):
+    """Writing the download to the models directory failed (``error``): said as that, not as a failed download."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _stream(spec: WeightSpec, out: IO[bytes], progress: bool, target: Path) -> tuple[str, int, int | None]:
@@ -200,9 +217,12 @@ def _stream(spec: WeightSpec, out: IO[bytes], progress: bool, target: Path) -> t
                 if received > limit:  # stopped now: without a Content-Length, a wrong URL could send anything
                     raise WeightsError(f"download of {spec.file} from {spec.url} sent more than the {limit} bytes "
                                        f"expected and was discarded; {_manual_hint(spec, target)}")
-                out.write(chunk)
+                try:
+                    out.write(chunk)
+                except OSError as exc:  # the models directory's (disk full, quota), not the download's
+                    raise _WriteFailed(exc) from None
                 digest.update(chunk)
-    except WeightsError:
+    except (WeightsError, _WriteFailed):
         raise
     except urllib.error.HTTPError as exc:
         hint = _manual_hint(spec, target)
@@ -253,6 +273,8 @@ def ensure(name: str, directory: str | os.PathLike[str] | None = None, *, allow_
 def user_file(path: str | os.PathLike[str]) -> Path:
     """A user's own weights file (``--weights``): used as given, its hash reported but not required."""
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise WeightsError(f"weights file {p} is a directory: give the checkpoint file (.pth) itself")
     if not p.is_file():
         raise WeightsError(f"weights file not found: {p}")
     logging.getLogger(YOURS_LOGGER).warning("using your weights file %s (sha256 %s) — not checked against the manifest",
