@@ -430,6 +430,25 @@ def test_rotation_metadata_is_applied_as_opencv_applies_it(fake_nvdec, clip, tmp
         np.testing.assert_array_equal(b.bgr, a.bgr)
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to write a transport stream")
+def test_a_transport_stream_is_left_to_opencv(monkeypatch, fake_nvdec, clip, tmp_path):
+    # (was: NVDEC's threaded decoder gave 50 of a 300-frame .ts file's frames, and one pointed at a .ts after an MP4 of
+    # the same format — a folder holding both — aborted the process; H200, session 40)
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    stream = tmp_path / "camera.mts"  # (told by its bytes, whatever its name)
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-i", str(clip), "-c:v", "libx264", "-f", "mpegts", str(stream)],
+                   check=True, timeout=60)
+    with open_input(clip, decoder="nvdec", device="cuda") as source:  # an MP4-like file first: a decoder is kept
+        assert len(list(source)) == COUNT
+    made = len(_ThreadedDecoder.instances)
+    with open_input(stream, decoder="auto", device="cuda") as source:
+        assert type(source) is VideoSource and len(list(source)) == COUNT and source.ended_early is None
+    with pytest.raises(InputUnreadableError, match=r"camera\.mts with NVDEC: an MPEG transport stream"):
+        open_input(stream, decoder="nvdec", device="cuda")
+    assert nvdec.decoded_frame_size(stream, device="cuda") is None  # (a worker warms for it as OpenCV decodes it)
+    assert len(_ThreadedDecoder.instances) == made and all(not d.reconfigured for d in _ThreadedDecoder.instances)
+
+
 def test_a_stream_nvdec_cannot_decode_is_refused_before_the_threaded_decoder_starts(monkeypatch, fake_nvdec, clip):
     # PyNvVideoCodec's threaded decoder throws in its own thread on such a stream, which aborts the process.
     monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)

@@ -44,7 +44,7 @@ import torch
 from emopipe.errors import InputUnreadableError, UsageError
 from emopipe.io.records import text_name
 from emopipe.io.sources import Source, _quiet_ffmpeg_logs, open_source, source_kind
-from emopipe.io.video import VideoSource, utf8_name
+from emopipe.io.video import VideoSource, transport_stream, utf8_name
 from emopipe.types import DeviceFrame
 
 logger = logging.getLogger(__name__)
@@ -248,6 +248,11 @@ def _read_container(path: Path, gpu: int) -> _Container:
         # PyNvVideoCodec and OpenCV take names as UTF-8, and crash on one that is not: the file is left to OpenCV's
         # reader, which opens it by its bytes (emopipe.io.video.native_name)
         raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: its name is not valid UTF-8")
+    if transport_stream(path):
+        # PyNvVideoCodec 2.2.4 (H200, session 40): its threaded decoder gives 50 of a 300-frame stream's frames, and
+        # one pointed at a stream after an MP4 of the same format aborts the process in FFmpegDemuxer
+        raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: an MPEG transport stream, which "
+                                   "PyNvVideoCodec does not read whole")
     demuxer = _pynvvideocodec().CreateDemuxer(str(path))
     seconds_per_tick = demuxer.GetTimebaseNum() / demuxer.GetTimebaseDen()
     codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())

@@ -66,6 +66,11 @@ def _container(path: Path) -> str:
 _TS_PACKET, _M2TS_PACKET = 188, 192
 
 
+def transport_stream(path: Path) -> bool:
+    """Whether ``path`` is an MPEG transport stream (``.ts``, ``.m2ts``…), told by its sync bytes, not its name."""
+    return _container(path) in ("mpegts", "m2ts")
+
+
 def _cut_packet(path: Path, container: str) -> str | None:
     """For a transport stream that ends inside a packet: how it ends (else None)."""
     size = {"mpegts": _TS_PACKET, "m2ts": _M2TS_PACKET}.get(container)
