@@ -3,18 +3,23 @@
     python3 deploy/metrics_demo.py --port 9478            # then point Prometheus/Grafana at it
     python3 deploy/metrics_demo.py --port 0 --duration 30 # a free port (printed), 30 s
 
-Two threads drive :class:`emopipe.metrics.PipelineMetrics` the way the pipeline does — a reader
+Two threads drive :class:`emopipe.observe.metrics.PipelineMetrics` the way the pipeline does — a reader
 (decode, queue depth, drops) and a worker (detect, crop, inference batches, write, frame latency) —
 at ``--fps`` frames per second, with latencies shaped like the H100 figures in shared/anchors.md
 (a slow first frame, then tens of milliseconds). The build-info labels say ``backend="demo"``,
-so nobody mistakes these values for a measurement.
+so nobody mistakes these values for a measurement. It ends as emopipe does (its MetricsExporter): ``finished``
+after ``--duration``, then pushed and lingering; Ctrl-C or SIGTERM ``interrupted``, exit 130; and a scraped demo
+waits for the scrape that sees how it ended — so stopping it raises no EmopipeTargetDown, as stopping emopipe raises
+none (it once ended as a crash does: its last scrape said running).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import queue
 import random
+import signal
 import sys
 import threading
 import time
@@ -24,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from prometheus_client import CollectorRegistry
 
-from emopipe.observe.exposition import grouping_key, linger, push_metrics, serve_metrics
+from emopipe.observe.exposition import MetricsExporter, grouping_key
 from emopipe.observe.metrics import PipelineMetrics
 
 BATCH_SIZE = 8
@@ -112,6 +117,7 @@ def simulate(metrics: PipelineMetrics, fps: float, stop: threading.Event, seed: 
         t.start()
     for t in threads:
         t.join()
+    metrics.set_source_state(source, "ended")  # as emopipe's: read to its end, or the run stopped
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,30 +137,39 @@ def main(argv: list[str] | None = None) -> int:
     metrics = PipelineMetrics(registry, queues=("frames", "faces"), mode="file" if args.file else "live", info={
         "version": "demo", "model": "demo (synthetic values)", "backend": "demo", "precision": "fp16",
         "device": "cuda:0", "gpu": "none (simulated)", "batch_size": str(BATCH_SIZE), "cudnn_benchmark": "true"})
-    server = serve_metrics(registry, args.port, args.host)
-    print(f"serving synthetic emopipe metrics on {server.url}", flush=True)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # (the exporter says where it waits, what it pushed)
+    exporter = MetricsExporter(registry, port=args.port, host=args.host, linger_s=args.linger,
+                               pushgateway=args.pushgateway, grouping_key=grouping_key(),
+                               run_state=metrics.set_run_state)
+    signal.signal(signal.SIGTERM, _interrupt)  # docker stop, kill: as Ctrl-C, as emopipe takes it
     stop = threading.Event()
     worker = threading.Thread(target=simulate, args=(metrics, args.fps, stop, args.seed, not args.file), daemon=True)
-    worker.start()
-    try:
-        if args.duration > 0:
-            stop.wait(args.duration)
-        else:
-            while worker.is_alive():
-                worker.join(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stop.set()
-        worker.join()
-    metrics.set_run_state("finished")
-    if args.pushgateway:
-        push_metrics(registry, args.pushgateway, grouping_key=grouping_key())
-        print(f"pushed to {args.pushgateway}", flush=True)
-    if args.linger:
-        linger(args.linger)
-    server.close()
+    with exporter:
+        assert exporter.server is not None
+        print(f"serving synthetic emopipe metrics on {exporter.server.url}", flush=True)
+        worker.start()
+        try:
+            if args.duration > 0:
+                stop.wait(args.duration)
+            else:
+                while worker.is_alive():
+                    worker.join(0.5)
+        except KeyboardInterrupt:
+            _end(stop, worker)
+            exporter.finish(linger_after=False, state="interrupted")  # pushed; a scraped demo waits for one scrape
+            return 130
+        _end(stop, worker)
+        exporter.finish()  # finished: pushed, then --linger
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _end(stop: threading.Event, worker: threading.Thread) -> None:
+    stop.set()
+    worker.join()
 
 
 if __name__ == "__main__":

@@ -6,11 +6,24 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
+import subprocess
+import sys
+import time
 
 import yaml
 
 from emopipe.observe import metrics as m
-from tests.support.prometheus_helpers import DEPLOY, REPO, dashboard_expressions, rules
+from tests.support.prometheus_helpers import (
+    DEPLOY,
+    REPO,
+    dashboard_expressions,
+    free_port,
+    rules,
+    scrape,
+    stop,
+    wait_until_ready,
+)
 from tests.test_metrics_prometheus import a_metrics_registry
 
 # a metric, optionally with its matchers: emopipe_run_state{state="running"}
@@ -110,3 +123,42 @@ def test_every_file_compose_and_prometheus_name_is_there():
     mounts = dict(v.split(":")[:2] for v in compose["services"]["grafana"]["volumes"] if v.startswith("./"))
     (folder,) = [source for source, target in mounts.items() if home.startswith(target + "/")]
     assert (DEPLOY / folder / home.rsplit("/", 1)[1]).is_file()
+
+
+def _run_state(url: str) -> str | None:
+    """The run state a scrape of ``url`` says (None: nothing answers)."""
+    try:
+        values = scrape(url)
+    except OSError:
+        return None
+    states = [dict(labels)["state"] for (name, labels), value in values.items()
+              if name == "emopipe_run_state" and value == 1]
+    return states[0] if states else ""
+
+
+def test_the_demo_stopped_by_sigterm_ends_as_emopipe_does_not_as_a_crash():
+    """deploy/metrics_demo.py is for alert work: stopped (docker stop, Ctrl-C) it must say ``interrupted`` to the
+    scrape after the signal, as emopipe does, not vanish with its last scrape saying ``running`` (EmopipeTargetDown,
+    critical, fired a minute after every demo was stopped), and exit 130."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    demo = subprocess.Popen([sys.executable, str(DEPLOY / "metrics_demo.py"), "--port", str(port), "--duration", "120"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_ready(url, demo)
+        deadline = time.monotonic() + 30
+        while _run_state(url) != "running":  # (start-up observed, then running)
+            assert time.monotonic() < deadline and demo.poll() is None
+            time.sleep(0.05)
+        time.sleep(3)  # two scrapes 3 s apart: it waits ~5.5 s for the next one after it ends
+        assert _run_state(url) == "running"
+        demo.send_signal(signal.SIGTERM)
+        seen = "running"
+        deadline = time.monotonic() + 30
+        while seen == "running" and time.monotonic() < deadline:
+            seen = _run_state(url)
+            time.sleep(0.02)
+        assert seen == "interrupted"
+        assert demo.wait(timeout=30) == 130
+    finally:
+        stop(demo)
