@@ -28,7 +28,7 @@ from emopipe.errors import EmopipeError, InputNotFoundError, InputUnreadableErro
 from emopipe.io.records import open_writer
 from emopipe.pipeline.archive import SourceResult
 from emopipe.pipeline.many import report_many
-from emopipe.report.html import AROUSAL_COLOUR, EXPRESSION_COLOURS, VALENCE_COLOUR, track_chart_svg
+from emopipe.report.html import AROUSAL_COLOUR, EXPRESSION_COLOURS, VALENCE_COLOUR, render, track_chart_svg
 from emopipe.report.outputs import analyse, save_thumbnails, write_report
 from emopipe.report.rows import read_records
 from emopipe.report.segments import change_points
@@ -366,6 +366,15 @@ def rows_file(path: Path, *, labels: tuple[str, ...] = LABELS8, source: str = "c
     return path
 
 
+def test_the_report_command_refuses_a_start_that_is_no_time_in_the_source(tmp_path):
+    # --start nan linked every time to "#t=nan", and a negative one past the video's moments
+    rows = rows_file(tmp_path / "rows.csv")
+    for start in ("nan", "-1", "inf"):
+        error = report_command(rows, "-o", tmp_path / "r.html", "--start", start)
+        assert isinstance(error, UsageError) and "--start must be" in str(error), start
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_a_rows_file_given_twice_is_refused_in_any_spelling(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rows_file(tmp_path / "rows.csv")
@@ -686,6 +695,23 @@ def test_the_report_command_cuts_thumbnails_from_a_folder_of_images_and_from_one
     assert cv2.imread(track["thumbnail"]).std() < 5
 
 
+def test_the_thumbnails_are_numbered_as_the_pages_sources(tmp_path):
+    import cv2
+
+    # a source without a face before those with one: the page's sections counted it (#source-2-track-1 for the
+    # second source) while the pictures did not (source-1-track-1.jpg)
+    for name in ("one.png", "two.png"):
+        cv2.imwrite(str(tmp_path / name), _picture(False))
+    records = [r for name in ("one.png", "two.png")
+               for r in read_records(_image_rows(tmp_path / f"{name}.csv", str(tmp_path / name), [None]))]
+    sources = [str(tmp_path / "none.mp4"), str(tmp_path / "one.png"), str(tmp_path / "two.png")]
+    reports = write_report(records, tmp_path / "r.html", sources_run=sources)
+    assert [r.summary.thumbnail for r in reports] == ["r.thumbnails/source-2-track-1.jpg",
+                                                      "r.thumbnails/source-3-track-1.jpg"]
+    page = (tmp_path / "r.html").read_text()
+    assert "id='source-2-track-1'" in page and "id='source-3-track-1'" in page and "id='source-1'" in page
+
+
 def test_the_thumbnails_never_replace_a_file_of_their_folder_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
@@ -915,6 +941,58 @@ def test_a_many_source_report_shows_the_sources_without_a_face_and_its_line_says
     assert text.count("<section class='source'") == 2 and ">a.mp4</h2><p class='meta'>no face found" in text
     assert "2 source(s), 1 track(s)" in text
     assert "1 track(s) of 2 source(s), 1 of them without a face" in caplog.text
+
+
+def test_the_report_command_lists_a_source_where_no_face_was_found(tmp_path, monkeypatch, caplog):
+    # a source with no face has a rows file of the header alone: the run's page said "no face found", while the page
+    # of emopipe report of the same rows files left the source out (its name is in the run's summary beside them)
+    monkeypatch.chdir(tmp_path)
+    with open_writer(tmp_path / "a.emotions.csv", labels=LABELS8):
+        pass
+    (tmp_path / "a.emotions.summary.json").write_text(json.dumps(
+        {"source": "videos/a&<b>.mp4", "faces": 0, "outputs": {"rows": "out/a.emotions.csv"}}))
+    with open_writer(tmp_path / "b.emotions.csv", labels=LABELS8) as writer:
+        writer.write(synthesized_track([("happy", 0.4, 0.5, 0.5)], source="b.mp4"))
+    with open_writer(tmp_path / "c.emotions.csv", labels=LABELS8):
+        pass  # (no summary beside it to name its source)
+    with caplog.at_level("INFO", logger="emopipe"):
+        assert report_command("a.emotions.csv", "b.emotions.csv", "c.emotions.csv", "-o", "r.html") is None
+    text = (tmp_path / "r.html").read_text()
+    assert text.count("<section class='source'") == 2
+    assert "<h2>videos/a&amp;&lt;b&gt;.mp4</h2><p class='meta'>no face found" in text
+    assert text.index("videos/a&amp;&lt;b&gt;.mp4") < text.index("b.mp4</a>")  # in the files' order
+    assert "1 track(s) of 2 source(s) (1 of them without a face)" in caplog.text
+    assert "c.emotions.csv holds no row" in caplog.text
+
+
+def test_the_index_spans_the_faces_as_their_durations_do():
+    # the index said a source's faces spanned last − first (a track of two frames at 25 fps: "over 0.0 s") where
+    # the track's own duration counts its last frame's interval (0.1 s)
+    records = synthesized_track([("happy", 2 * FRAME, 0.4, -0.3)])
+    text = render(analyse(_collected(records)))
+    assert "1 track(s) over 0.1 s" in text and "<td>0.1 s</td>" in text
+
+
+def test_class_labels_are_charted_as_written_and_coloured_as_in_the_charts():
+    # a label with "$" was parsed as Matplotlib's mathematics (an internal error for "$\\frac$"), one beginning
+    # with "_" was left out of the legend, and a label emopipe has no colour for had another colour in the tracks
+    # table than in its charts
+    labels = ("neutral", "$\\frac$", "_mine a$b", "odd")
+    rng = np.random.default_rng(2)
+    records = [FaceRecord.create(labels=labels, probabilities=(p := np.array([0.1, 0.1, 0.1, 0.7])
+                                 + rng.uniform(0, 0.01, 4)) / p.sum(), source="s.mp4", frame=i, timestamp_s=i * FRAME,
+                                 track_id=1, box=(40.0, 30.0, 140.0, 150.0), score=0.9, valence=0.1, arousal=0.2)
+               for i in range(10)]
+    (report,) = analyse(_collected(records))
+    svg = track_chart_svg(report, 0.0)
+    legend = [t.text for t in ET.fromstring(svg).iter(f"{SVG}text")]
+    for label in labels:
+        assert any(text is not None and text.lstrip("\u200b") == label for text in legend), (label, legend)
+    text = render([report])
+    swatch = re.search(r"<span class='swatch' style='background:(#[0-9a-f]{6})'></span>odd<", text)
+    assert swatch is not None
+    odd = [e for e in _drawn(svg, "axes_2") if e.tag == f"{SVG}path" and f"fill: {swatch[1]}" in e.get("style", "")]
+    assert odd  # the chart's "odd" is the swatch's colour
 
 
 def _collected(records: list[FaceRecord]) -> TrackCollector:

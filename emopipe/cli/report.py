@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
 from pathlib import Path
 
 from emopipe.cli.parsing import new_parser
@@ -71,6 +73,8 @@ def _check(args: argparse.Namespace) -> None:
         path = getattr(args, role)
         if path and Path(path).suffix.lower() != ".csv":
             raise UsageError(f"--{role} {path}: the {role} are CSV; name it .csv")
+    if not (math.isfinite(args.start) and args.start >= 0):  # (as the run's --start: a time in the source)
+        raise UsageError(f"--start must be a finite number of seconds ≥ 0, got {args.start}")
     if not args.short_track >= 0:
         raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
     outputs = _outputs(args)
@@ -97,6 +101,40 @@ def _video_beside(rows: Path) -> Path | None:
     return next((video for video in found if video.is_file()), None)
 
 
+def _faceless_source(rows: Path) -> str | None:
+    """The source of a rows file that holds no row (no face was found in it), as the run's summary beside the file
+    names it (``NAME.summary.json`` beside ``NAME.csv``, whose ``outputs`` name this rows file); None when there is
+    no such summary to tell."""
+    summary = rows.with_name(rows.name.rsplit(".", 1)[0] + ".summary.json")
+    try:
+        with open(summary, encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("source"), str):
+        return None
+    written = (found.get("outputs") or {}).get("rows") if isinstance(found.get("outputs"), dict) else None
+    return found["source"] if isinstance(written, str) and Path(written).name == rows.name else None
+
+
+def _sources_run(rows: list[str], file_of: dict[str, Path]) -> list[str]:
+    """Every source of the rows files, in the files' order: those of their rows, and those where no face was found
+    (a file of no row whose run summary names its source: the page lists it, saying so)."""
+    sources = []
+    for name in rows:
+        path = Path(name)
+        held = [source for source, file in file_of.items() if file == path]
+        if not held:
+            source = _faceless_source(path)
+            if source is None:
+                logger.warning("%s holds no row (no face found?), and no run summary beside it names its source: "
+                               "it is not on the page", name)
+            elif source not in file_of:  # (a source with rows in another file has its section)
+                held = [source]
+        sources += held
+    return list(dict.fromkeys(sources))
+
+
 def run(args: argparse.Namespace) -> int:
     from emopipe.report.outputs import write_collected_report, write_segments_csv, write_tracks_csv
     from emopipe.report.rows import read_rows_files
@@ -112,21 +150,23 @@ def run(args: argparse.Namespace) -> int:
         # no name this command writes is a source the rows name (a video, an image, a folder of images), known once
         # the rows are read; then a file already at an output's name is replaced only when it is of its kind and
         # emopipe's (checked after the inputs: an input there is named so). Before anything is written.
-        _check_outputs(args, [*args.rows, *sorted({series.source for series in collector.series()})])
+        sources_run = _sources_run(list(args.rows), file_of)
+        _check_outputs(args, [*args.rows, *sources_run])
         videos = {} if args.no_videos else {source: video for source, rows in file_of.items()
                                             if (video := _video_beside(rows)) is not None}
         # tracks.csv names each thumbnail relative to its own folder, as the main command's does
         reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
                                          short_track_s=args.short_track,
                                          thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None,
-                                         videos=videos, start_s=args.start, inputs=args.rows)
+                                         sources_run=sources_run, videos=videos, start_s=args.start,
+                                         inputs=args.rows)
         if args.tracks:
             write_tracks_csv(args.tracks, reports)
         if args.segments:
             write_segments_csv(args.segments, reports)
-    sources = len({r.summary.source for r in reports})
+    faceless = len(sources_run) - len({r.summary.source for r in reports})
     pictures = sum(1 for r in reports if r.thumbnail_jpeg)
     size = Path(args.output).stat().st_size
-    logger.info("%s: %d track(s) of %d source(s), %d thumbnail(s), %.1f kB", args.output, len(reports), sources,
-                pictures, size / 1000)
+    logger.info("%s: %d track(s) of %d source(s)%s, %d thumbnail(s), %.1f kB", args.output, len(reports),
+                len(sources_run), f" ({faceless} of them without a face)" if faceless else "", pictures, size / 1000)
     return 0

@@ -86,8 +86,22 @@ def binned(values: np.ndarray, max_points: int) -> np.ndarray:
     return np.ldexp(np.add.reduceat(np.ldexp(values, -e), starts, axis=0) / counts, e)  # type: ignore[no-any-return]
 
 
+def _legend_text(label: str) -> str:
+    """A class label as Matplotlib draws it literally: a ``$`` is not the start of mathematics (a label with one is
+    drawn as written, not refused with a parse error), and a leading ``_`` does not hide it from the legend."""
+    text = label.replace("$", r"\$")
+    return f"\u200b{text}" if text.startswith("_") else text
+
+
 def _colour(label: str, i: int) -> str:
     return EXPRESSION_COLOURS.get(label, _SPARE_COLOURS[i % len(_SPARE_COLOURS)])
+
+
+def _label_colour(summary: TrackSummary) -> str:
+    """The colour of the track's dominant expression, as its charts draw it (a label emopipe has no colour for takes a
+    spare one by its place among the model's classes)."""
+    labels = summary.labels or tuple(summary.shares)
+    return _colour(summary.dominant, labels.index(summary.dominant) if summary.dominant in labels else 0)
 
 
 def track_chart_svg(track: TrackReport, origin_s: float) -> str:
@@ -134,9 +148,9 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         colours = [_colour(label, i) for i, label in enumerate(series.labels)]
         if single:  # the shares stacked in one bar (an area over one instant has no width)
             area.bar(np.repeat(t_area, len(colours)), shares[0], bottom=np.cumsum(shares[0]) - shares[0],
-                     width=SINGLE_FRAME_AXIS_S / 3, color=colours, label=list(series.labels))
+                     width=SINGLE_FRAME_AXIS_S / 3, color=colours, label=[_legend_text(x) for x in series.labels])
         else:
-            area.stackplot(t_area, shares.T, labels=series.labels, colors=colours, lw=0)
+            area.stackplot(t_area, shares.T, labels=[_legend_text(x) for x in series.labels], colors=colours, lw=0)
         for segment in (s for s in track.segments if s.kind == "expression"):
             if segment.index:
                 area.axvline(segment.start_s - origin_s, color="white", lw=1)
@@ -259,7 +273,9 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
         if not items:
             parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {NO_FACES}</li>")
             continue
-        longest = max(t.summary.last_s for t in items) - min(t.summary.first_s for t in items)
+        # from the first face's first frame to the end of the last one's last (its own interval counted, as each
+        # track's duration counts it)
+        longest = max(t.summary.first_s + t.summary.duration_s for t in items) - min(t.summary.first_s for t in items)
         parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {len(items)} track(s) over "
                      f"{_duration(longest)}</li>")
     parts.append("</ul></nav>")
@@ -281,7 +297,7 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
             parts.append(f"<tr><td><a href='#{_track_anchor(k, s.track_id)}'>{s.track_id}</a></td>"
                          f"<td>{_time_cell(s.first_s, origin, video)}</td><td>{_duration(s.duration_s)}</td>"
                          f"<td>{s.frames}</td>"
-                         f"<td><span class='swatch' style='background:{_colour(s.dominant, 0)}'></span>"
+                         f"<td><span class='swatch' style='background:{_label_colour(s)}'></span>"
                          f"{html.escape(s.dominant)}</td><td>{_fmt(s.valence_median)}</td>"
                          f"<td>{_fmt(s.arousal_median)}</td><td>{'short' if s.short else ''}</td></tr>")
         parts.append("</table>")

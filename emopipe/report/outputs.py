@@ -215,18 +215,20 @@ def _within(path: Path, folder: Path) -> bool:
 
 def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackReport],
                     relative_to: str | os.PathLike[str] | None = None,
-                    keep: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
+                    keep: Iterable[str | os.PathLike[str]] = (), sources_run: Sequence[str] = ()) -> list[TrackReport]:
     """Each track's thumbnail as a JPEG in ``folder`` (replaced whole, once all are written: never a file, a folder
     that is or holds a path of ``keep``, nor one emopipe did not make — :func:`check_thumbnails_folder`,
     :func:`refuse_other_files`); the reports again, their summaries naming the files (relative to ``relative_to``,
-    else as written)."""
+    else as written). Of several sources, ``source-N-track-M.jpg``: N is the source's place on the page (``sources_run``
+    first, those without a face too, as :func:`~emopipe.report.html.render` numbers them), so the picture of the page's
+    ``#source-N-track-M`` is ``source-N-track-M.jpg``."""
     folder = Path(folder)
     with_pictures = [r for r in reports if r.thumbnail_jpeg]
     if not with_pictures:
         return list(reports)
     check_thumbnails_folder(folder, keep=keep)
     refuse_other_files({}, folder, without_thumbnails=None)
-    sources = list(dict.fromkeys(r.summary.source for r in reports))
+    sources = list(dict.fromkeys([*sources_run, *(r.summary.source for r in reports)]))
     names = {}
     for r in with_pictures:
         prefix = f"source-{sources.index(r.summary.source) + 1}-" if len(sources) > 1 else ""
@@ -333,6 +335,7 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
-        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base, keep=[*known, path])
+        reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base, keep=[*known, path],
+                                  sources_run=sources_run)
     write_html(path, reports, sources_run=sources_run, videos=videos, start_s=start_s)
     return reports
