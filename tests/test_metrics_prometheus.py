@@ -373,6 +373,11 @@ def test_pushed_final_values_reach_prometheus_through_the_pushgateway(prometheus
         got = wait_for_data(prom, [Expression("pushed", f'emopipe_frames_total{{job="{x.PUSH_JOB}"}} == 21')],
                             since, timeout=20, instance="batch-host")
         assert not got, got
+        # EmopipeErrors reads a pushed run by the gateway's push time of its group: the run's job and instance
+        pushed_at = Expression("push time", f'time() - max by (job, instance) '
+                                            f'(push_time_seconds{{job="{x.PUSH_JOB}"}}) < 3600')
+        got = wait_for_data(prom, [pushed_at], since, timeout=20, instance="batch-host")
+        assert not got, got
         # the dashboard's whole-run panels (no rate windows) work for a pushed run
         whole_run = [e for e in dashboard_expressions({"datasource": "p", "job": x.PUSH_JOB,
                                                        "instance": "batch-host", "source": ".*"})
