@@ -429,11 +429,13 @@ class VideoSource(_SourceBase):
         interval = 1.0 / self._fps if self._fps else 0.0
         expected_end = (self._declared - 1) * interval
         reached_the_end = bool(self._fps) and last >= expected_end - 1.5 * interval
-        if reached_the_end and slack and self._gaps > max(3, self._next_index // 10):
-            # Jumps all over a file whose count is only an estimate (duration × nominal rate): a variable
-            # frame rate (screen recorders' MKV), not damage, which leaves a few jumps where it hit.
-            logger.debug("%s: variable frame rate (%d timestamp jumps); decoded to the end", self.path.name,
-                         self._gaps)
+        if reached_the_end and (slack or self._container == "avi") and self._gaps > max(3, self._next_index // 10):
+            # Jumps all over a file whose count is only an estimate (duration × nominal rate): a variable frame rate
+            # (screen recorders' MKV), not damage, which leaves a few jumps where it hit. An AVI's count is exact
+            # but counts empty frame slots too: FFmpeg stores H.264 with B-frames at twice the rate, every other
+            # slot empty (header: 600 frames at 60/s for 300 at 30/s)
+            logger.debug("%s: variable frame rate or empty frame slots (%d timestamp jumps); decoded to the end",
+                         self.path.name, self._gaps)
             return
         if reached_the_end:  # damage skipped, the end reached: reported, not an early end (exit 0)
             where = f" around {format_time(self._first_gap)}" if self._first_gap is not None else ""
