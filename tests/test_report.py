@@ -300,6 +300,25 @@ def test_rows_files_read_back_equal_the_records_written(tmp_path, suffix, files)
     # an unfinished run's rows (NAME.partial: docs/outputs.md) read as the format before .partial
     partial = path.rename(path.with_name(path.name + ".partial"))
     assert [r.frame for r in read_records(partial)] == [r.frame for r in records]
+    # saved again by a spreadsheet or an editor that begins it with a byte-order mark: the same rows (was: "no
+    # column source", or line 1 not JSON)
+    marked = tmp_path / f"marked{suffix}"
+    marked.write_bytes(b"\xef\xbb\xbf" + partial.read_bytes())
+    assert [(r.frame, r.source, r.track_id) for r in read_records(marked)] == [
+        (r.frame, r.source, r.track_id) for r in records]
+
+
+def test_a_tracks_or_segments_file_given_as_rows_is_refused_saying_what_it_is(tmp_path):
+    # `emopipe report results/*.csv` takes the tracks and segments files beside the rows too: exit 4, saying which
+    # file it is rather than only the columns it lacks
+    reports = analyse(_collected(synthesized_track([("happy", 1.0, 0.5, 0.5)])))
+    from emopipe.report.outputs import write_segments_csv, write_tracks_csv
+
+    write_tracks_csv(tmp_path / "a.emotions.tracks.csv", reports)
+    write_segments_csv(tmp_path / "a.emotions.segments.csv", reports)
+    for kind in ("tracks", "segments"):
+        with pytest.raises(InputUnreadableError, match=f"it is the {kind} file emopipe writes beside the rows"):
+            list(read_records(tmp_path / f"a.emotions.{kind}.csv"))
 
 
 def test_rows_that_are_not_emopipe_rows_are_refused_with_the_line(tmp_path):

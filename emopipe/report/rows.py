@@ -41,7 +41,8 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[FaceRecord]:
     if not path.is_file():
         raise InputNotFoundError(f"rows file not found: {path}")
     try:
-        with open(path, newline="" if fmt == "csv" else None, encoding="utf-8") as f:
+        # (utf-8-sig: a file saved again by a spreadsheet or an editor that begins it with a byte-order mark is read)
+        with open(path, newline="" if fmt == "csv" else None, encoding="utf-8-sig") as f:
             yield from (_read_csv(path, f) if fmt == "csv" else _read_jsonl(path, f))
     except UnicodeDecodeError:
         raise InputUnreadableError(f"{path}: not a text file (expected emopipe {fmt} rows)") from None
@@ -93,7 +94,11 @@ def _csv_records(path: Path, reader: Any) -> Iterator[FaceRecord]:
         return
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
-        raise InputUnreadableError(f"{path}: not an emopipe rows file (no column {', '.join(missing)})")
+        made = next((f"; it is the {kind} file emopipe writes beside the rows: give the rows file itself"
+                     for kind, first in (("tracks", ["source", "track_id", "first_s"]),
+                                         ("segments", ["source", "track_id", "kind", "segment"]))
+                     if header[:len(first)] == first), "")
+        raise InputUnreadableError(f"{path}: not an emopipe rows file (no column {', '.join(missing)}){made}")
     labels = tuple(c[2:] for c in header if c.startswith("p_"))
     where = {name: i for i, name in enumerate(header)}
     p_columns = [where[f"p_{label}"] for label in labels]
