@@ -63,7 +63,8 @@ def test_spec_metadata_round_trip_and_file_name():
 
 @pytest.mark.parametrize(("fields", "message"), [
     ({"classes": 6}, "8 or 5 expression classes"),
-    ({"batch_size": 0}, "at least 1"),
+    ({"batch_size": 0}, "batch size must be 1 to 4096, got 0"),
+    ({"batch_size": 4097}, "batch size must be 1 to 4096, got 4097"),
     ({"precision": "bf16"}, "fp32 or fp16, not 'bf16'"),
 ])
 def test_spec_rejects(fields, message):
@@ -173,7 +174,10 @@ def isolated_logging(monkeypatch):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--batch-size", "0"], "batch sizes must be at least 1"),
+    (["--batch-size", "0"], "batch sizes must be 1 to 4096, got '0'"),
+    # (were internal errors, exit 1, once the weights had loaded: an overflow in torch.zeros, an allocation of 786 GB)
+    (["--batch-size", "1,99999999999999999999"], "batch sizes must be 1 to 4096"),
+    (["--batch-size", "1000000"], "batch sizes must be 1 to 4096"),
     (["--batch-size", "1,x"], "--batch-size takes whole numbers"),
     (["--precision", "bf16"], "--precision takes fp32 and/or fp16"),
 ])
@@ -319,6 +323,27 @@ def test_a_failed_export_keeps_what_was_there_and_no_unchecked_file_takes_the_na
     failing.clear()  # one that passes takes the name
     assert cli.main([*argv, "--force"]) == 0
     assert onnx.load(str(final)).doc_string == "the new export" and list(out.iterdir()) == [final]
+
+
+def test_a_folder_at_an_exports_name_is_said_before_anything_is_exported(checkpoints, tmp_path, capsys, monkeypatch,
+                                                                         isolated_logging):
+    # (was: every file before it exported and checked, then this one exported, ~20 s each on a CPU, before
+    # "cannot write …: Is a directory")
+    out = tmp_path / "out"
+    name = f"emonet8-{sha256_of(checkpoints[8])[:16]}-b2-fp32.onnx"
+    (out / name).mkdir(parents=True)
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported before the folder in the way was found")
+
+    monkeypatch.setattr("emopipe.cli.export.export_emonet", no_export)
+    argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1,2", "--precision", "fp32",
+            "--output", str(out)]
+    assert cli.main(argv) == 5
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"emopipe: error: cannot write {out / name}: a folder has its name; move it away "
+                   "(nothing was exported)")
+    assert sorted(p.name for p in out.iterdir()) == [name]
 
 
 def test_cli_missing_weights(tmp_path, capsys, isolated_logging):

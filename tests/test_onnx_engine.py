@@ -345,6 +345,23 @@ def test_a_failed_write_leaves_no_file_under_the_final_name(tmp_path, monkeypatc
     assert list(target.parent.iterdir()) == []
 
 
+def test_a_folder_at_the_caches_name_is_said_before_exporting(tmp_path, monkeypatch, checkpoints, model8):
+    # (was: the whole export and its check, then "cannot write …: Is a directory")
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported before the folder in the way was found")
+
+    monkeypatch.setattr(export, "export_emonet", no_export)
+    sha = sha256_of(checkpoints[8])
+    folder = tmp_path / "models" / "cache" / "onnx" / export.OnnxSpec(sha, 8, 1, "fp32").file_name
+    folder.mkdir(parents=True)
+    monkeypatch.delenv("EMOPIPE_CACHE", raising=False)
+    with pytest.raises(OutputError, match=rf"^cannot write {re.escape(str(folder))}: a folder has its name in the ONNX "
+                                          r"cache; move it away"):
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=sha,
+                  models_dir=tmp_path / "models")
+    assert folder.is_dir()
+
+
 def test_emopipe_cache_moves_the_cache_off_a_read_only_models_dir(tmp_path, ort_fp32, checkpoints, model8,
                                                                  monkeypatch):
     models = tmp_path / "models"

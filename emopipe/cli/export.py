@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from emopipe.cli.parsing import new_parser
 from emopipe.config import refuse_inputs, written_as
-from emopipe.engines.export import ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet, unusable
+from emopipe.engines.export import MAX_BATCH, ONNX_PRECISIONS, OnnxSpec, cache_dir, export_emonet, unusable
 from emopipe.engines.parity import TOLERANCES, Parity, Tolerance, check_parity, verification_crops
-from emopipe.errors import OnnxModelError, UsageError
+from emopipe.errors import OnnxModelError, OutputError, UsageError
 from emopipe.io.records import InputFiles
 from emopipe.types import LABELS
 
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="which published model: 8 or 5 expressions")
     parser.add_argument("--models-dir", help="models directory (default: $EMOPIPE_HOME, the checkout's models/, "
                                              "or ~/.cache/emopipe)%(default).0s")
-    parser.add_argument("--batch-size", default="32", help="static batch shape(s), comma-separated, e.g. 1,32")
+    parser.add_argument("--batch-size", default="32",
+                        help=f"static batch shape(s), comma-separated, e.g. 1,32 (each 1 to {MAX_BATCH})")
     parser.add_argument("--precision", default="fp32,fp16", help="fp32 and/or fp16, comma-separated")
     parser.add_argument("--landmarks", action="store_true", help="also output 68 landmark positions per face")
     parser.add_argument("--output", type=Path,
@@ -72,8 +73,8 @@ def _batch_sizes(text: str) -> list[int]:
         sizes = [int(t) for t in _csv(text, "batch-size")]
     except ValueError:
         raise UsageError(f"--batch-size takes whole numbers, e.g. 1,32; got {text!r}") from None
-    if min(sizes) < 1:
-        raise UsageError(f"batch sizes must be at least 1, got {text!r}")
+    if not all(1 <= size <= MAX_BATCH for size in sizes):
+        raise UsageError(f"batch sizes must be 1 to {MAX_BATCH}, got {text!r}")
     return sizes
 
 
@@ -131,6 +132,11 @@ def run(args: argparse.Namespace) -> int:
     out_dir = args.output if args.output is not None else cache_dir(args.models_dir)
     _check_outputs(out_dir, weights, digest, batch_sizes, precisions, args.landmarks)
     model = build_emonet(read_checkpoint(weights)).to(device)
+    for precision in precisions:  # a folder at a file's name: said now, not after exporting what came before it
+        for batch in batch_sizes:
+            path = out_dir / OnnxSpec(digest, model.num_classes, batch, precision, args.landmarks).file_name
+            if path.is_dir():
+                raise OutputError(f"cannot write {path}: a folder has its name; move it away (nothing was exported)")
     faces = sum(len(crops) for name, crops in crop_sets.items() if name.startswith("real faces"))
     print(f"source: {weights} (sha256 {digest}, {model.num_classes} classes); checking on {device} with "
           f"{args.random_crops} random crop(s) and {faces} real face(s)")

@@ -63,6 +63,10 @@ INPUT_NAME = "crops"
 OUTPUT_NAMES = ("probabilities", "valence", "arousal")
 LANDMARKS_OUTPUT = "landmarks"
 ONNX_PRECISIONS = ("fp32", "fp16")  # ORT's CUDA EP lacks bf16 kernels for EmoNet
+# The largest static batch of a file: its example input alone is 0.8 MB a face in float32 (3.2 GB at this size), and
+# the export and its check run whole batches. Beyond it a typo (1000000, or a number past 64 bits) was an internal
+# error after the checkpoint loaded: an allocation of hundreds of GB, or an overflow in torch.zeros.
+MAX_BATCH = 4096
 FORMAT_VERSION = "1"
 _META = "emopipe."
 
@@ -86,8 +90,8 @@ class OnnxSpec:
             raise ValueError("OnnxSpec needs the checkpoint's sha256")
         if self.classes not in LABELS:
             raise UsageError(f"EmoNet has 8 or 5 expression classes, got {self.classes}")
-        if self.batch_size < 1:
-            raise UsageError(f"batch size must be at least 1, got {self.batch_size}")
+        if not 1 <= self.batch_size <= MAX_BATCH:
+            raise UsageError(f"batch size must be 1 to {MAX_BATCH}, got {self.batch_size}")
         if self.precision not in ONNX_PRECISIONS:
             raise UsageError(f"ONNX files are exported in {' or '.join(ONNX_PRECISIONS)}, not {self.precision!r}")
 

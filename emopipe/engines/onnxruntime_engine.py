@@ -297,6 +297,8 @@ class OrtEngine:
     def _cached_session(self, spec: export.OnnxSpec) -> _Session:
         """The cache's file for ``spec``, exported when it is missing, damaged or from another emopipe format."""
         path = export.cache_dir(self.models_dir) / spec.file_name
+        if path.is_dir():  # said now, not after the export it cannot take the name of (~20-40 s on a CPU)
+            raise OutputError(f"cannot write {path}: a folder has its name in the ONNX cache; move it away")
         if path.is_file():
             try:
                 return self._open(path, spec, "exporting it again")
