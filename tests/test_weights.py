@@ -364,3 +364,23 @@ def test_user_file_that_is_a_directory_is_said_so(tmp_path):
     # was "weights file not found: DIR", of a folder that is there
     with pytest.raises(WeightsError, match=rf"weights file {tmp_path} is a directory: give the checkpoint file"):
         weights.user_file(tmp_path)
+
+
+def test_a_seeded_file_of_another_model_is_named(tmp_path, monkeypatch):
+    # the 5-class weights copied in under the 8-class name: "does not match the manifest (… found HASH)" did not say
+    # the file is another model's
+    other = b"the other model"
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({
+        "toy": {"file": "toy.bin", "url": "http://127.0.0.1:9/toy.bin", "sha256": DIGEST, "licence": "x"},
+        "toy_5": {"file": "toy_5.bin", "url": "http://127.0.0.1:9/toy_5.bin",
+                  "sha256": hashlib.sha256(other).hexdigest(), "licence": "x"}}))
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(manifest))
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "toy.bin").write_bytes(other)
+    with pytest.raises(WeightsError, match=rf"found {hashlib.sha256(other).hexdigest()}, the toy_5 file\): delete it"):
+        weights.ensure("toy", home, allow_download=False)
+    (home / "toy.bin").write_bytes(b"nobody's")
+    with pytest.raises(WeightsError, match=r"found [0-9a-f]{64}\): delete it"):
+        weights.ensure("toy", home, allow_download=False)

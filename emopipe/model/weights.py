@@ -261,9 +261,11 @@ def ensure(name: str, directory: str | os.PathLike[str] | None = None, *, allow_
     if found.state == "verified":
         return found.path
     if found.state == "mismatch":
+        other = next((e.name for e in load_manifest().values() if found.digest and e.hash_matches(found.digest)), None)
+        which = f", the {other} file" if other else ""  # (the 5-class weights copied in under the 8-class name)
         raise WeightsError(
-            f"{found.path} does not match the manifest (expected sha256 {entry.expected_hash}, found {found.digest}): "
-            f"delete it to download it again, or replace it with {entry.url}"
+            f"{found.path} does not match the manifest (expected sha256 {entry.expected_hash}, found {found.digest}"
+            f"{which}): delete it to download it again, or replace it with {entry.url}"
         )
     if not allow_download:
         raise WeightsError(f"{entry.name} is not in {where}; {_manual_hint(entry, found.path)}")
