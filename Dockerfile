@@ -65,8 +65,10 @@ WORKDIR /data
 # Prometheus /metrics (--metrics-port; the default port in live mode)
 EXPOSE 9478
 # Healthy while /metrics answers, for runs that serve it (EMOPIPE_HEALTH_URL, set by deploy/compose.yaml);
-# a run without metrics has nothing to probe and counts as healthy.
+# a run without metrics has nothing to probe and counts as healthy. The probe asks OPTIONS, which the server answers
+# without reading the metrics: a GET is a scrape to emopipe, which after its run's end waits for the one scrape that
+# sees how it ended — the probe's GET could be that one, and Prometheus never saw the end (EmopipeTargetDown).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python3", "-c", "import os, sys, urllib.request as r; u = os.environ.get('EMOPIPE_HEALTH_URL'); sys.exit(0 if not u or r.urlopen(u, timeout=4).status == 200 else 1)"]
+    CMD ["python3", "-c", "import os, sys, urllib.request as r; u = os.environ.get('EMOPIPE_HEALTH_URL'); sys.exit(0 if not u or r.urlopen(r.Request(u, method='OPTIONS'), timeout=4).status == 200 else 1)"]
 ENTRYPOINT ["tini", "--", "emopipe"]
 CMD ["--help"]

@@ -4,6 +4,8 @@ and every file compose mounts is there. (tests/test_metrics_prometheus.py runs t
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import signal
@@ -162,3 +164,43 @@ def test_the_demo_stopped_by_sigterm_ends_as_emopipe_does_not_as_a_crash():
         assert demo.wait(timeout=30) == 130
     finally:
         stop(demo)
+
+
+def _healthcheck() -> list[str]:
+    """The image's HEALTHCHECK command (exec form), with this Python for the image's."""
+    text = (REPO / "Dockerfile").read_text()
+    block = re.search(r"^HEALTHCHECK .*\\\n\s*CMD (\[.*\])$", text, re.M)
+    assert block, "no HEALTHCHECK … CMD [...] in the Dockerfile"
+    command = json.loads(block.group(1))
+    assert command[0] == "python3"
+    return [sys.executable, *command[1:]]
+
+
+def test_the_healthcheck_probes_the_metrics_server_without_being_taken_for_a_scrape():
+    """A run waits after its end for the scrape that sees how it ended; the health probe (every 30 s in compose)
+    must not be that scrape, or Prometheus never sees the end and EmopipeTargetDown fires for a run stopped as
+    asked. Healthy while the server answers, unhealthy once it does not, healthy with nothing to probe."""
+    from prometheus_client import CollectorRegistry
+
+    from emopipe.observe.exposition import MetricsExporter
+    from emopipe.observe.metrics import PipelineMetrics
+
+    probe = _healthcheck()
+    env = {k: v for k, v in os.environ.items() if k != "EMOPIPE_HEALTH_URL"}
+    assert subprocess.run(probe, env=env, timeout=60).returncode == 0  # no metrics served: nothing to probe
+    registry = CollectorRegistry()
+    metrics = PipelineMetrics(registry, info={})
+    exporter = MetricsExporter(registry, port=0, host="127.0.0.1", run_state=metrics.set_run_state)
+    exporter.start()
+    try:
+        assert exporter.server is not None and exporter.scrapes is not None
+        url = exporter.server.url
+        exporter.scrapes.watch_from()  # as a run that ended does
+        for _ in range(2):
+            done = subprocess.run(probe, env={**env, "EMOPIPE_HEALTH_URL": url}, capture_output=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+        assert not exporter.scrapes.scraped and not exporter.scrapes.seen_after.is_set()
+    finally:
+        exporter.close()
+    done = subprocess.run(probe, env={**env, "EMOPIPE_HEALTH_URL": url}, capture_output=True, timeout=60)
+    assert done.returncode == 1  # nothing answers: unhealthy
