@@ -716,7 +716,17 @@ def _join(address: str) -> None:
     import ray
 
     if address == LOCAL:
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+        # Ray warns that the cluster it starts takes tokens (RAY_AUTH_MODE unset): this run's own, ended with it —
+        # a line in every run's log that asks nothing of the user
+        setup = _token_auth_module()
+        log = logging.getLogger(setup.__name__) if setup is not None else None
+        if log is not None:
+            log.addFilter(_no_token_auth_note)
+        try:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+        finally:
+            if log is not None:
+                log.removeFilter(_no_token_auth_note)
         return
     given = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address  # ("": Ray looks for one here itself)
     option = "--ray (RAY_ADDRESS)" if address == "auto" else f"--ray {address}"
@@ -795,6 +805,10 @@ def _init_meanwhile_free(option: str, **init: Any) -> None:
 
 def _no_sigterm_note(record: logging.LogRecord) -> bool:
     return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _no_token_auth_note(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
 
 
 AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch for token authentication: token, disabled, or unset
