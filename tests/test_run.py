@@ -726,3 +726,21 @@ def test_main_in_process_gives_back_the_handlers_and_disarms_however_the_run_end
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
     assert not app._INTERRUPTED.is_set()
+
+
+def test_a_long_many_source_run_in_one_process_on_a_gpu_suggests_worker_processes(caplog):
+    from emopipe.cli.run import SUGGEST_WORKERS_AFTER_S, _suggest_workers
+
+    def said(device: str, wall_s: float, **run) -> bool:
+        caplog.clear()
+        with caplog.at_level("INFO", logger="emopipe"):
+            _suggest_workers({"processed": 2, "wall_s": wall_s, "run_interrupted": False,
+                              "pipeline": {"engine": {"device": device}}, **run})
+        return "--processes auto --mps" in caplog.text
+
+    assert said("cuda:0", SUGGEST_WORKERS_AFTER_S)
+    assert not said("cuda:0", SUGGEST_WORKERS_AFTER_S - 1)  # a short run: workers would each start up first
+    assert not said("cpu", 1000.0)  # (MPS shares a GPU)
+    assert not said("cuda:0", 1000.0, run_interrupted=True)
+    assert not said("cuda:0", 1000.0, processed=0)  # every source done before: nothing ran
+    _suggest_workers({"processed": 1, "wall_s": 1.0})  # (no pipeline: the run loaded nothing)
