@@ -1217,6 +1217,30 @@ def test_the_report_command_shows_the_annotated_video_written_beside_a_rows_file
     assert _video_srcs((tmp_path / "plain.html").read_text()) == []
 
 
+def test_the_report_command_warns_when_the_times_would_link_past_the_annotated_videos_end(tmp_path, monkeypatch,
+                                                                                         caplog):
+    import cv2
+
+    # a run made with --start 2 (its rows from 2 s, its annotated video from there): written without --start, every
+    # link of the page landed 2 s late, past the video's end for the last faces, and nothing said so
+    monkeypatch.chdir(tmp_path)
+    records = synthesized_track([("happy", 3.0, 0.5, 0.5)], source="a.mp4", first_frame=round(2 * FPS))
+    with open_writer(tmp_path / "a.emotions.csv", labels=LABELS8) as writer:
+        writer.write(records)
+    video = cv2.VideoWriter(str(tmp_path / "a.annotated.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), FPS, (32, 32))
+    for _ in range(round(3 * FPS)):
+        video.write(np.zeros((32, 32, 3), np.uint8))
+    video.release()
+    with caplog.at_level("INFO", logger="emopipe"):
+        assert report_command("a.emotions.csv", "-o", "late.html", "--no-thumbnails") is None
+    assert "a.annotated.mp4 lasts 3.00 s, but the faces of a.mp4 are seen until 4.96 s into it" in caplog.text
+    assert "give the same --start here" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="emopipe"):
+        assert report_command("a.emotions.csv", "-o", "right.html", "--no-thumbnails", "--start", "2") is None
+    assert "--start" not in caplog.text and "a.annotated.mp4#t=0.00" in (tmp_path / "right.html").read_text()
+
+
 _VIDEO_PROBE = """<script>
 window.addEventListener('load', () => {
   const videos = Array.from(document.querySelectorAll('video'));

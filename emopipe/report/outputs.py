@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 import re
 import stat
@@ -23,11 +24,13 @@ import numpy as np
 
 from emopipe.errors import OutputError, UsageError
 from emopipe.io.records import InputFiles, describe_os_error, staging_folder, temporary_names, written_whole
-from emopipe.report.html import GENERATOR_META, SourceVideo, TrackReport, render
+from emopipe.report.html import GENERATOR_META, UNIX_TIME_S, SourceVideo, TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
 from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
 from emopipe.types import FaceRecord
+
+logger = logging.getLogger(__name__)
 
 TRACK_COLUMNS = ("source", "track_id", "first_s", "last_s", "duration_s", "frames", "gaps", "gap_s",
                  "valence_mean", "valence_median", "valence_p10", "valence_p90",
@@ -272,6 +275,44 @@ def video_links(page: str | os.PathLike[str], videos: VideoPaths | None,
     return links
 
 
+def video_length(path: str | os.PathLike[str]) -> tuple[float, float] | None:
+    """How long a video lasts and its frame interval, in seconds, from its container's frame count and rate (None
+    when it does not say)."""
+    import cv2
+
+    capture = cv2.VideoCapture(os.fspath(path))
+    try:
+        frames, fps = capture.get(cv2.CAP_PROP_FRAME_COUNT), capture.get(cv2.CAP_PROP_FPS)
+    finally:
+        capture.release()
+    return (frames / fps, 1 / fps) if frames > 0 and fps > 0 else None
+
+
+def warn_links_past_the_end(series: Iterable[TrackSeries], videos: VideoPaths | None, start_s: float = 0.0) -> None:
+    """A warning for each annotated video that the page's times would link past the end of: its rows reach further
+    into it than it lasts, as when it was made with ``--start S`` and the page is written without (its first frame is
+    then taken for the source's first, and every link lands S seconds late)."""
+    reach: dict[str, float] = {}
+    first: dict[str, float] = {}
+    for s in series:
+        if len(s):
+            reach[s.source] = max(reach.get(s.source, -np.inf), float(s.times[-1]) - start_s)
+            first[s.source] = min(first.get(s.source, np.inf), float(s.times[0]))
+    for source, video in (videos or {}).items():
+        # (a live source's times are the wall clock's: the page links none of them)
+        if source not in reach or first[source] > UNIX_TIME_S or not Path(video).is_file():
+            continue
+        length = video_length(video)
+        if length is None:
+            continue
+        seconds, interval = length
+        # (the last frame's time is seconds − interval; a container's count may be an estimate: some slack)
+        if reach[source] > seconds + max(2 * interval, 0.5):
+            logger.warning("%s lasts %.2f s, but the faces of %s are seen until %.2f s into it (its first frame taken "
+                           "as %g s into the source): its links would land past its end; was it made with --start? "
+                           "give the same --start here", video, seconds, source, reach[source], start_s)
+
+
 def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report",
                sources_run: Sequence[str] = (), videos: VideoPaths | None = None, start_s: float = 0.0) -> int:
     """The self-contained page (``sources_run``: see :func:`render`; ``videos``: each source's annotated video,
@@ -337,5 +378,6 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
         reports = save_thumbnails(thumbnails_folder(path), reports, relative_to=base, keep=[*known, path],
                                   sources_run=sources_run)
+    warn_links_past_the_end(collector.series(), videos, start_s)
     write_html(path, reports, sources_run=sources_run, videos=videos, start_s=start_s)
     return reports
