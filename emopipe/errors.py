@@ -6,7 +6,7 @@ The codes are part of the interface (scripts rely on them) and are listed in the
 code  meaning
 ====  ==========================================================================
 0     success (also: a video with no faces — the output then has only a header)
-1     unexpected internal error (a bug: rerun with ``--debug`` for the traceback)
+1     unexpected internal error (a bug: rerun with ``--debug`` for the traceback); or the GPU out of memory
 2     invalid command line or option value
 3     input not found
 4     input unreadable: not a video or image, no decodable frame

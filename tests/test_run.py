@@ -744,3 +744,25 @@ def test_a_long_many_source_run_in_one_process_on_a_gpu_suggests_worker_processe
     assert not said("cuda:0", 1000.0, run_interrupted=True)
     assert not said("cuda:0", 1000.0, processed=0)  # every source done before: nothing ran
     _suggest_workers({"processed": 1, "wall_s": 1.0})  # (no pipeline: the run loaded nothing)
+
+
+def test_the_gpu_out_of_memory_is_said_as_such_with_what_to_change(monkeypatch, capsys):
+    # (was: "emopipe: internal error: OutOfMemoryError: CUDA out of memory. … (rerun with --debug …)", as for a bug)
+    import torch
+
+    from emopipe.cli import app, run
+
+    def out_of_memory(args):  # type: ignore[no-untyped-def]
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity\nof "
+                                     "79.19 GiB of which 1.2 GiB is free.")
+
+    monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, out_of_memory))
+    monkeypatch.setattr(app, "_handle_signals", lambda: None)
+    assert app.main(["clip.mp4", "--batch-size", "100000"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == ("emopipe: error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 "
+                    "has a total capacity); give a smaller --batch-size or --detect-batch, run fewer --processes on "
+                    "it, or free what other programs hold")
+    monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, lambda args: 1 / 0))  # a bug is still one
+    assert app.main(["clip.mp4"]) == 1
+    assert "internal error: ZeroDivisionError" in capsys.readouterr().err

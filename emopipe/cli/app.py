@@ -201,6 +201,11 @@ def _stdout_reader_gone() -> bool:
         return False
 
 
+def _gpu_out_of_memory(exc: BaseException) -> bool:
+    """PyTorch's CUDA out-of-memory error (told by its class, without importing PyTorch for it)."""
+    return type(exc).__name__ == "OutOfMemoryError" and type(exc).__module__.split(".")[0] == "torch"
+
+
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-V", "--version"):
@@ -240,6 +245,10 @@ def _main(argv: Sequence[str] | None) -> int:
             raise  # not a bug: the reader of standard output has gone (main ends quietly)
         if args.debug:
             raise
+        if _gpu_out_of_memory(exc):  # not a bug: the options (or other programs) ask more than the GPU has
+            say(f"emopipe: error: the GPU ran out of memory ({str(exc).splitlines()[0]}); give a smaller "
+                "--batch-size or --detect-batch, run fewer --processes on it, or free what other programs hold")
+            return 1
         message = f"{type(exc).__name__}: {exc}".split("\n")[0]
         say(f"emopipe: internal error: {message} (rerun with --debug for the traceback)")
         return 1
