@@ -456,7 +456,7 @@ def run_many(config: RunConfig) -> int:
     return code
 
 
-SUGGEST_WORKERS_AFTER_S = 20.0  # a shorter run gains little from workers that each start up first
+SUGGEST_WORKERS_AFTER_S = 10.0  # a shorter run gains little from workers that each start up first
 
 
 def _suggest_workers(run: dict[str, Any]) -> None:
