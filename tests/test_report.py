@@ -1202,6 +1202,11 @@ def test_a_live_sources_times_are_not_linked_to_its_recording(tmp_path):
     write_report(records, tmp_path / "report.html", thumbnails=False, videos={"rtsp://cam": video})
     text = (tmp_path / "report.html").read_text()
     assert _video_srcs(text) == [] and "#t=" not in text
+    # its times are from its first face, and the page says so, and when that was (it said "from the start of the
+    # source", and gave no clock time anywhere)
+    assert "a live source's: from its first face" in text
+    assert "its times are seconds from its first face, seen at 2023-11-14 22:13:20.00 UTC" in text
+    assert "<td style='text-align:left'>0.00 – 0.96 s" in text
 
 
 def test_the_report_command_shows_the_annotated_video_written_beside_a_rows_file(tmp_path, monkeypatch):

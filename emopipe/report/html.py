@@ -264,10 +264,13 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
     for track in tracks:
         sources.setdefault(track.summary.source, []).append(track)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    live = any(items and min(t.summary.first_s for t in items) > UNIX_TIME_S for items in sources.values())
+    times = "Times are seconds from the start of the source" + (
+        " (a live source's: from its first face, whose clock time its section gives)" if live else "") + "."
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"{GENERATOR_META}{__version__}'><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1><p class='meta'>{len(sources)} source(s), {len(tracks)} track(s); "
-             f"made by emopipe {__version__} on {generated}. Times are seconds from the start of the source.</p>"]
+             f"made by emopipe {__version__} on {generated}. {times}</p>"]
     parts.append("<nav id='index'><h2>Sources</h2><ul>")
     for k, (source, items) in enumerate(sources.items(), start=1):
         if not items:
@@ -288,6 +291,10 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
         origin = first if first > UNIX_TIME_S else 0.0
         video = videos.get(source) if origin == 0.0 else None  # (a live source's clock is not its recording's)
         parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>")
+        if origin:
+            clock = datetime.fromtimestamp(origin, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
+            parts.append(f"<p class='meta'>A live source: its times are seconds from its first face, seen at {clock} "
+                         "UTC.</p>")
         if video is not None:
             parts.append(_video_block(video))
         parts.append("<table class='tracks'><tr><th>track</th><th>from (s)</th><th>duration</th><th>frames</th>"
