@@ -121,9 +121,12 @@ def _sources_run(rows: list[str], file_of: dict[str, Path]) -> list[str]:
     """Every source of the rows files, in the files' order: those of their rows, and those where no face was found
     (a file of no row whose run summary names its source: the page lists it, saying so)."""
     sources = []
+    held_by: dict[Path, list[str]] = {}
+    for source, file in file_of.items():
+        held_by.setdefault(file, []).append(source)
     for name in rows:
         path = Path(name)
-        held = [source for source, file in file_of.items() if file == path]
+        held = held_by.get(path, [])
         if not held:
             source = _faceless_source(path)
             if source is None:

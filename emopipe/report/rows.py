@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError, UsageError
-from emopipe.io.records import FORMATS, same_file
+from emopipe.io.records import FORMATS
 from emopipe.types import NUM_LANDMARKS, FaceRecord
 
 _REQUIRED = ("source", "frame", "timestamp_s", "track_id", "x1", "y1", "x2", "y2", "score", "label", "valence",
@@ -61,10 +61,12 @@ def read_rows_files(paths: Sequence[str | os.PathLike[str]],
     :class:`~emopipe.errors.UsageError` naming the files.
     """
     files = [Path(p) for p in paths]
+    seen: dict[object, int] = {}  # each file by its identity (device and inode, else its resolved name): one look a
+    # file, not one a pair of them (an archive's thousands of rows files)
     for i, path in enumerate(files):
-        for j in range(i):
-            if same_file(path, files[j]):
-                raise UsageError(f"{os.fspath(paths[i])} is {os.fspath(paths[j])} again: give each rows file once")
+        j = seen.setdefault(_identity(path), i)
+        if j != i:
+            raise UsageError(f"{os.fspath(paths[i])} is {os.fspath(paths[j])} again: give each rows file once")
     file_of = {} if file_of is None else file_of
     for path in files:
         for record in read_records(path):
@@ -74,6 +76,18 @@ def read_rows_files(paths: Sequence[str | os.PathLike[str]],
                                  "belong to one run, so they cannot be merged (one run's .csv and .jsonl, or two "
                                  "runs of it?); report each file on its own")
             yield record
+
+
+def _identity(path: Path) -> object:
+    """What one file is, however spelled or linked (as :func:`~emopipe.io.records.same_file` tells)."""
+    try:
+        info = os.stat(path)
+        return info.st_dev, info.st_ino
+    except (OSError, ValueError):  # (not there: known by its name)
+        try:
+            return str(path.resolve())
+        except (OSError, ValueError, RuntimeError):
+            return str(path.absolute())
 
 
 def _broken(path: Path, line: int, reason: object) -> InputUnreadableError:
