@@ -228,6 +228,32 @@ def test_cli_exports_again_a_damaged_or_outdated_file(ort_fp32, checkpoints, tmp
     assert export.read_spec(out / name).checkpoint_sha256 == sha256_of(checkpoints[8])
 
 
+def test_cli_exports_again_a_file_whose_graph_does_not_fit_its_metadata(ort_fp32, checkpoints, tmp_path, capsys,
+                                                                        monkeypatch, isolated_logging):
+    # docs/backends.md: "export-onnx treats a file already at its destination the same way" as the engine its cache —
+    # a graph that does not fit its name is exported again. It was exit 6, "export it again with --force".
+    import onnx
+
+    name = ort_fp32.model_file.name
+    out = tmp_path / "out"
+    out.mkdir()
+    odd = onnx.load(str(ort_fp32.model_file))  # metadata as its name says; its input renamed
+    odd.graph.input[0].name = "images"
+    for node in odd.graph.node:
+        node.input[:] = ["images" if i == export.INPUT_NAME else i for i in node.input]
+    onnx.save(odd, out / name)
+    exports = _good_export_stands_in(ort_fp32, monkeypatch)
+    argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
+            "--output", str(out), "--random-crops", "1"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert [spec.file_name for spec in exports] == [name]
+    assert (f"{out / name} has inputs ['images'], expected ['crops']; exporting it again" in captured.err
+            and "--force" not in captured.err), captured.err
+    assert f"{out / name} (exported in" in captured.out
+    assert [i.name for i in onnx.load(str(out / name)).graph.input] == [export.INPUT_NAME]
+
+
 def _good_export_stands_in(ort_fp32, monkeypatch, doc: str | None = None) -> list[export.OnnxSpec]:
     """The session's good export stands in for a new one (~20 s on this CPU): the graph's; the file is written (and
     checked) as any export's. ``doc``: the new graph's doc string, to tell it from the file it replaces. Returns the

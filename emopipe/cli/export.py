@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", default="fp32,fp16", help="fp32 and/or fp16, comma-separated")
     parser.add_argument("--landmarks", action="store_true", help="also output 68 landmark positions per face")
     parser.add_argument("--output", type=Path,
-                        help="folder for the .onnx files "
-                             "(default: <models dir>/cache/onnx, where the engine looks)%(default).0s")
+                        help="folder for the .onnx files (default: <models dir>/cache/onnx, or $EMOPIPE_CACHE/onnx "
+                             "when that is set: where the engine looks)%(default).0s")
     parser.add_argument("--device", default="auto",
                         help="where the check runs: auto, cpu, cuda or cuda:N (ONNX Runtime's CUDA provider there)")
     parser.add_argument("--force", action="store_true",
@@ -114,6 +114,7 @@ def _check_outputs(out_dir: Path, weights: Path, digest: str, batch_sizes: list[
 
 def run(args: argparse.Namespace) -> int:
     from emopipe.engines.base import EngineOptions
+    from emopipe.engines.onnxruntime_engine import ONNX_PATH_HINT
     from emopipe.model.devices import resolve_device
     from emopipe.model.emonet import build_emonet, read_checkpoint
 
@@ -160,13 +161,19 @@ def run(args: argparse.Namespace) -> int:
                     fresh = True
             t0 = time.perf_counter()
             try:
+                if not fresh:
+                    try:
+                        check(path)
+                    except OnnxModelError as exc:  # its graph does not fit its metadata, or ONNX Runtime cannot
+                        # load it: exported again, as the engine treats its cache (was exit 6, "… with --force")
+                        print(f"{str(exc).removesuffix(f'; {ONNX_PATH_HINT}')}; exporting it again", file=sys.stderr,
+                              flush=True)
+                        fresh, check, t0 = True, _Check(model, spec, options, crop_sets, tolerance), time.perf_counter()
                 if fresh:
                     # checked under its temporary name: only a file that passes takes the final name, so a failed
                     # export leaves what was there (an earlier good export, with --force) as it was
                     print(f"exporting {precision}, batch {batch} …", file=sys.stderr, flush=True)
                     export_emonet(model, spec, path, check=check)
-                else:
-                    check(path)
             except _Differs:
                 pass
             if fresh:

@@ -56,6 +56,7 @@ CPU_PROVIDER = "CPUExecutionProvider"
 _TENSORRT_LIBRARIES = ("libnvinfer.so.10", "libnvinfer.so", "nvinfer_10.dll")
 _NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}
 _ORT_TYPES = {"tensor(float)": "fp32", "tensor(float16)": "fp16"}
+ONNX_PATH_HINT = "export it again with `emopipe export-onnx --force`"  # (a file given with onnx_path that is unusable)
 CACHE_HINT = "set EMOPIPE_CACHE to a writable folder, or fill this cache ahead with `emopipe export-onnx`"
 _NO_GRAPHS = {CUDA_PROVIDER: {"enable_cuda_graph": "0"}, TENSORRT_PROVIDER: {"trt_cuda_graph_enable": "0"}}
 
@@ -288,7 +289,7 @@ class OrtEngine:
             return self._sessions[batch]
         spec = self._spec(batch)
         if self.onnx_path is not None:
-            session = self._open(self.onnx_path, spec, "export it again with `emopipe export-onnx --force`")
+            session = self._open(self.onnx_path, spec, ONNX_PATH_HINT)
         else:
             session = self._cached_session(spec)
         self._sessions[batch] = session
