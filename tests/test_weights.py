@@ -384,3 +384,31 @@ def test_a_seeded_file_of_another_model_is_named(tmp_path, monkeypatch):
     (home / "toy.bin").write_bytes(b"nobody's")
     with pytest.raises(WeightsError, match=r"found [0-9a-f]{64}\): delete it"):
         weights.ensure("toy", home, allow_download=False)
+
+
+def test_a_mirrors_manifest_with_the_hash_in_capitals_verifies(server, tmp_path, monkeypatch):
+    # (was: every download refused, "sha256 mismatch: expected 9F2C…, found 9f2c…", the same hash)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"toy": {"file": "toy.bin", "url": f"{server}/toy.bin", "sha256": DIGEST.upper(),
+                                            "size": len(PAYLOAD), "licence": "test licence"}}))
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(manifest))
+    assert weights.ensure("toy", tmp_path / "home", progress=False).read_bytes() == PAYLOAD
+    assert weights.status(weights.spec("toy"), tmp_path / "home").state == "verified"
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("size", str(len(PAYLOAD)), "size must be a whole number ≥ 1, not '300000'"),  # (was a TypeError mid-download)
+    ("size", 0, "size must be a whole number ≥ 1, not 0"),
+    ("sha256", "not-a-hash", "sha256 must be hexadecimal digits"),
+    ("sha256", DIGEST[:40], "sha256 must have 64 hexadecimal digits, not 40"),
+    ("url", None, "url must be a string"),
+], ids=["size as text", "size 0", "sha256 not hex", "sha256 short", "url null"])  # (ids: PAYLOAD is random)
+def test_a_manifest_entry_of_the_wrong_types_is_said_before_downloading(server, tmp_path, monkeypatch, field, value,
+                                                                        message):
+    entry = {"file": "toy.bin", "url": f"{server}/toy.bin", "sha256": DIGEST, "size": len(PAYLOAD), "licence": "x"}
+    entry[field] = value
+    (tmp_path / "manifest.json").write_text(json.dumps({"toy": entry}))
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(tmp_path / "manifest.json"))
+    with pytest.raises(WeightsError, match=rf"cannot read the weights manifest .*: manifest entry 'toy': {message}"):
+        weights.ensure("toy", tmp_path / "home", progress=False)
+    assert _Handler.hits == {}

@@ -15,6 +15,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -55,6 +56,25 @@ class WeightSpec:
     classes: int | None = None
 
     def __post_init__(self) -> None:
+        # A mirror's own manifest (EMOPIPE_MANIFEST) is written by hand: a size given as "56087163" was an internal
+        # error (TypeError) mid-download, and a hash in capitals (as some tools print it) refused every download as
+        # "expected A59…, found a59…" — the same hash.
+        for field in ("file", "url", "licence", "description"):
+            if not isinstance(getattr(self, field), str):
+                raise ValueError(f"manifest entry {self.name!r}: {field} must be a string")
+        for field in ("size", "classes"):
+            value = getattr(self, field)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"manifest entry {self.name!r}: {field} must be a whole number ≥ 1, not {value!r}")
+        for field in ("sha256", "sha256_prefix"):
+            value = getattr(self, field)
+            if value is not None:
+                if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]+", value.strip()):
+                    raise ValueError(f"manifest entry {self.name!r}: {field} must be hexadecimal digits, not {value!r}")
+                object.__setattr__(self, field, value.strip().lower())
+        if self.sha256 is not None and len(self.sha256) != 64:
+            raise ValueError(f"manifest entry {self.name!r}: sha256 must have 64 hexadecimal digits, "
+                             f"not {len(self.sha256)}")
         if not (self.sha256 or self.sha256_prefix):
             raise ValueError(f"manifest entry {self.name!r} needs sha256 or sha256_prefix")
 
