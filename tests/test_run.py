@@ -753,16 +753,19 @@ def test_the_gpu_out_of_memory_is_said_as_such_with_what_to_change(monkeypatch, 
     from emopipe.cli import app, run
 
     def out_of_memory(args):  # type: ignore[no-untyped-def]
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity\nof "
-                                     "79.19 GiB of which 1.2 GiB is free.")
+        # (as the H200 said it, on one line; session 40)
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 292.97 GiB. GPU 0 has a total capacity of "
+                                     "139.80 GiB of which 138.90 GiB is free. Including non-PyTorch memory, this "
+                                     "process has 910.15 MiB memory in use. Of the allocated memory 69.23 MiB is "
+                                     "allocated by PyTorch, and 2.77 MiB is reserved by PyTorch but unallocated.")
 
     monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, out_of_memory))
     monkeypatch.setattr(app, "_handle_signals", lambda: None)
     assert app.main(["clip.mp4", "--batch-size", "100000"]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == ("emopipe: error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 "
-                    "has a total capacity); give a smaller --batch-size or --detect-batch, run fewer --processes on "
-                    "it, or free what other programs hold")
+    assert line == ("emopipe: error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 292.97 GiB. GPU "
+                    "0 has a total capacity of 139.80 GiB of which 138.90 GiB is free.); give a smaller --batch-size "
+                    "or --detect-batch, run fewer --processes on it, or free what other programs hold")
     monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, lambda args: 1 / 0))  # a bug is still one
     assert app.main(["clip.mp4"]) == 1
     assert "internal error: ZeroDivisionError" in capsys.readouterr().err

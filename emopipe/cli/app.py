@@ -13,6 +13,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import re
 import select
 import signal
 import sys
@@ -246,7 +247,9 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.debug:
             raise
         if _gpu_out_of_memory(exc):  # not a bug: the options (or other programs) ask more than the GPU has
-            say(f"emopipe: error: the GPU ran out of memory ({str(exc).splitlines()[0]}); give a smaller "
+            # (PyTorch's line goes on about its allocator for 600 characters: what was asked and what was free)
+            said = " ".join(re.split(r"(?<=\.) ", (str(exc).splitlines() or [""])[0])[:3])
+            say(f"emopipe: error: the GPU ran out of memory ({said}); give a smaller "
                 "--batch-size or --detect-batch, run fewer --processes on it, or free what other programs hold")
             return 1
         message = f"{type(exc).__name__}: {exc}".split("\n")[0]
