@@ -753,6 +753,27 @@ def test_the_thumbnails_are_numbered_as_the_pages_sources(tmp_path):
     assert "id='source-2-track-1'" in page and "id='source-3-track-1'" in page and "id='source-1'" in page
 
 
+def test_the_report_command_finds_a_many_source_runs_sources_from_another_folder(tmp_path, monkeypatch):
+    import cv2
+
+    # a many-source run names its sources relative to the folder it ran in: emopipe report run from another folder
+    # found none of them ("the source video is not there": no thumbnails), though the run's manifest says where each is
+    (tmp_path / "shoot" / "v").mkdir(parents=True)
+    cv2.imwrite(str(tmp_path / "shoot" / "v" / "a.png"), _picture(False))
+    out = tmp_path / "shoot" / "out"
+    (out / "v").mkdir(parents=True)
+    rows = _image_rows(out / "v" / "a.emotions.csv", "v/a.png", [None])
+    (out / "manifest.jsonl").write_text(
+        "not json\n" + json.dumps({"source": "v/a.png", "status": "ok", "path": str(tmp_path / "shoot" / "v" / "a.png"),
+                                   "files": {"rows": "v/a.emotions.csv"}}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert report_command(rows, "-o", "r.html", "--tracks", "t.csv") is None
+    with open("t.csv", newline="") as f:
+        (track,) = csv.DictReader(f)
+    assert track["source"] == "v/a.png" and track["thumbnail"] == "r.thumbnails/track-1.jpg"
+    assert cv2.imread(track["thumbnail"]).std() > 60
+
+
 def test_the_thumbnails_never_replace_a_file_of_their_folder_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
 from emopipe.cli.parsing import new_parser
@@ -138,6 +139,38 @@ def _sources_run(rows: list[str], file_of: dict[str, Path]) -> list[str]:
     return list(dict.fromkeys(sources))
 
 
+def _manifest_paths(rows: list[str], sources: list[str]) -> dict[str, str]:
+    """Where the sources that are not where their rows name them are (a path relative to the folder the run was made
+    from, and this command run from another): as the manifest of a many-source run's folder, beside a rows file, says
+    (its lines' absolute ``path``), when there is one in the rows file's folder or above it (``DIR/a/clip.emotions.csv``
+    of ``a/clip.mp4``: ``DIR/manifest.jsonl``)."""
+    missing = {source for source in sources if not os.path.lexists(source)}
+    manifests = []
+    for folder in dict.fromkeys(Path(os.path.abspath(name)).parent for name in rows) if missing else ():
+        manifests += [m for m in (f / "manifest.jsonl" for f in (folder, *folder.parents)) if m.is_file()][:1]
+    found: dict[str, str] = {}
+    for manifest in dict.fromkeys(manifests):
+        if not missing:
+            break
+        try:
+            with open(manifest, encoding="utf-8") as f:
+                lines = f.readlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or entry.get("source") not in missing:
+                continue
+            path = entry.get("path")
+            if isinstance(path, str) and os.path.exists(path):
+                found[entry["source"]] = path
+                missing.discard(entry["source"])
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
     from emopipe.report.outputs import write_collected_report, write_segments_csv, write_tracks_csv
     from emopipe.report.rows import read_rows_files
@@ -154,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         # the rows are read; then a file already at an output's name is replaced only when it is of its kind and
         # emopipe's (checked after the inputs: an input there is named so). Before anything is written.
         sources_run = _sources_run(list(args.rows), file_of)
-        _check_outputs(args, [*args.rows, *sources_run])
+        located = {} if args.no_thumbnails else _manifest_paths(list(args.rows), sources_run)
+        _check_outputs(args, [*args.rows, *sources_run, *located.values()])
         videos = {} if args.no_videos else {source: video for source, rows in file_of.items()
                                             if (video := _video_beside(rows)) is not None}
         # tracks.csv names each thumbnail relative to its own folder, as the main command's does
@@ -162,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
                                          short_track_s=args.short_track,
                                          thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None,
                                          sources_run=sources_run, videos=videos, start_s=args.start,
-                                         inputs=args.rows)
+                                         inputs=args.rows, source_paths=located)
         if args.tracks:
             write_tracks_csv(args.tracks, reports)
         if args.segments:

@@ -360,11 +360,14 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
                            short_track_s: float = SHORT_TRACK_S,
                            thumbnails_relative_to: str | os.PathLike[str] | None = None,
                            sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
-                           start_s: float = 0.0, inputs: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
-    """:func:`write_report` of tracks already collected."""
+                           start_s: float = 0.0, inputs: Iterable[str | os.PathLike[str]] = (),
+                           source_paths: Mapping[str, StrPath] | None = None) -> list[TrackReport]:
+    """:func:`write_report` of tracks already collected; ``source_paths``: where a source is read for its thumbnails
+    when it is not where its name says (by source: a many-source run's manifest's ``path``)."""
+    source_paths = source_paths or {}
     # never written over: the rows files, every source (those without a face too), the annotated videos shown
     known = [*inputs, *sources_run, *sorted({series.source for series in collector.series()}),
-             *(videos or {}).values()]
+             *source_paths.values(), *(videos or {}).values()]
     check_report_outputs(path, thumbnails=thumbnails, inputs=known)
     crops: dict[tuple[str, int], np.ndarray] = {}
     if thumbnails:
@@ -372,7 +375,7 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
         for series in collector.series():
             by_source.setdefault(series.source, []).append(series)
         for source, tracks in by_source.items():
-            crops.update(thumbnails_from_source(tracks, source))
+            crops.update(thumbnails_from_source(tracks, os.fspath(source_paths.get(source, source))))
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
