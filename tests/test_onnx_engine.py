@@ -144,6 +144,7 @@ BAD_FILES = {
     "truncated": (lambda tmp, real, cp: tmp.write_bytes(real.read_bytes()[:1_000_000]), 8, 1,
                   "is not a usable ONNX model"),
     "missing": (lambda tmp, real, cp: None, 8, 1, "ONNX model not found"),
+    "a folder": (lambda tmp, real, cp: tmp.mkdir(), 8, 1, r"model\.onnx is a directory, not an ONNX model file"),
     "no emopipe metadata": (lambda tmp, real, cp: _tiny_onnx(tmp, (1, 3, 256, 256), None), 8, 1,
                             "was not exported by emopipe"),
     "wrong input shape": (lambda tmp, real, cp: _tiny_onnx(tmp, (1, 3, 128, 128), _spec(cp).metadata()), 8, 1,

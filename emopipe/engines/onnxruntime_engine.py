@@ -336,6 +336,8 @@ class OrtEngine:
         """A session of the file at ``path`` (``checking``: a new export, opened without TensorRT)."""
         ort = self._ort
         providers, tensorrt = (self._check_providers, False) if checking else (self._providers, self.tensorrt)
+        if path.is_dir():  # (was "ONNX model not found", of a folder that is there)
+            raise OnnxModelError(f"{path} is a directory, not an ONNX model file: give the .onnx file itself")
         if not path.is_file():
             raise OnnxModelError(f"ONNX model not found: {path}")
         options = ort.SessionOptions()
