@@ -1025,6 +1025,10 @@ def test_the_report_command_lists_a_source_where_no_face_was_found(tmp_path, mon
     assert text.index("videos/a&amp;&lt;b&gt;.mp4") < text.index("b.mp4</a>")  # in the files' order
     assert "1 track(s) of 2 source(s) (1 of them without a face)" in caplog.text
     assert "c.emotions.csv holds no row" in caplog.text
+    # its annotated video, written beside its rows, is played in its section
+    (tmp_path / "a.annotated.mp4").write_bytes(b"(a video)")
+    assert report_command("a.emotions.csv", "b.emotions.csv", "-o", "r.html") is None
+    assert _video_srcs((tmp_path / "r.html").read_text()) == ["a.annotated.mp4"]
 
 
 def test_the_index_spans_the_faces_as_their_durations_do():
@@ -1235,6 +1239,12 @@ def test_each_sources_annotated_video_is_on_its_section_and_every_time_links_to_
     assert a_track.summary.first_s == pytest.approx(4.0) and len(a_track.segments) >= 2
     assert links == pytest.approx([t - 2.0 for t in starts], abs=0.006)
     assert "#t=" not in sections["b.mp4"]
+    # a source where no face was found plays its video too (where the faces were missed, if they were: it was left
+    # out of its section)
+    write_report(records, page, thumbnails=False, sources_run=["c.mp4", "a.mp4", "b.mp4"], videos={"c.mp4": video})
+    sections = dict(re.findall(r"<section class='source' id='source-\d+'><h2>([^<]*)</h2>(.*?)</section>",
+                               page.read_text(), re.S))
+    assert "no face found" in sections["c.mp4"] and _video_srcs(sections["c.mp4"]) == [href]
 
 
 def test_a_live_sources_times_are_not_linked_to_its_recording(tmp_path):

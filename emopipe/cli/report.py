@@ -120,7 +120,7 @@ def _faceless_source(rows: Path) -> str | None:
 
 def _sources_run(rows: list[str], file_of: dict[str, Path]) -> list[str]:
     """Every source of the rows files, in the files' order: those of their rows, and those where no face was found
-    (a file of no row whose run summary names its source: the page lists it, saying so)."""
+    (a file of no row whose run summary names its source: the page lists it, saying so; added to ``file_of``)."""
     sources = []
     held_by: dict[Path, list[str]] = {}
     for source, file in file_of.items():
@@ -135,6 +135,7 @@ def _sources_run(rows: list[str], file_of: dict[str, Path]) -> list[str]:
                                "it is not on the page", name)
             elif source not in file_of:  # (a source with rows in another file has its section)
                 held = [source]
+                file_of[source] = path
         sources += held
     return list(dict.fromkeys(sources))
 

@@ -283,9 +283,10 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
                      f"{_duration(longest)}</li>")
     parts.append("</ul></nav>")
     for k, (source, items) in enumerate(sources.items(), start=1):
-        if not items:
+        if not items:  # (its annotated video still shown: where the faces were missed, if they were)
+            video = videos.get(source)
             parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>"
-                         f"<p class='meta'>{NO_FACES}.</p></section>")
+                         f"<p class='meta'>{NO_FACES}.</p>{'' if video is None else _video_block(video)}</section>")
             continue
         first = min(t.summary.first_s for t in items)
         origin = first if first > UNIX_TIME_S else 0.0
