@@ -774,6 +774,45 @@ def test_the_report_command_finds_a_many_source_runs_sources_from_another_folder
     assert cv2.imread(track["thumbnail"]).std() > 60
 
 
+_LATIN1_VIDEO = """
+import os, sys, cv2, numpy as np
+from emopipe.report.outputs import write_report, write_segments_csv, write_tracks_csv
+from emopipe.report.rows import read_records
+from tests.test_report import rows_file
+from tests.support.synth import moving_face_video
+folder = sys.argv[1]
+made = moving_face_video(os.path.join(folder, "made.mp4"), frames=6)
+video = os.fsdecode(os.path.join(os.fsencode(folder), b"zz\\xe9.mp4"))  # (Latin-1: as Python holds the byte)
+os.rename(os.path.join(folder, "made.mp4"), video)
+rows = rows_file(__import__("pathlib").Path(folder, "zz.emotions.csv"), source=video, n=6)  # (written as zz\\xe9)
+annotated = os.fsdecode(os.path.join(os.fsencode(folder), b"zz\\xe9.annotated.mp4"))
+os.link(video, annotated)
+for records, page in ((read_records(rows), "a.html"), (read_records(rows), "b.html")):
+    records = list(records)
+    if page == "b.html":  # the library's records of the video itself: the name as Python holds it
+        records = [__import__("dataclasses").replace(r, source=video) for r in records]
+    reports = write_report(records, os.path.join(folder, page), videos={records[0].source: annotated})
+    print(page, sum(1 for r in reports if r.thumbnail_jpeg))
+write_tracks_csv(os.path.join(folder, "t.csv"), reports)
+write_segments_csv(os.path.join(folder, "s.csv"), reports)
+"""
+
+
+def test_a_source_whose_name_is_not_utf8_gives_its_thumbnails_and_no_crash(tmp_path):
+    # OpenCV crashes (a segmentation fault) on a name whose bytes are not UTF-8: write_report of such a video's records
+    # ended the process; and the rows, which write those bytes as \\xNN, found no video to cut thumbnails from
+    done = subprocess.run([sys.executable, "-c", _LATIN1_VIDEO, str(tmp_path)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["a.html", "1", "b.html", "1"]
+    for page in ("a.html", "b.html"):  # the name shown as the rows write it, the video linked by its bytes
+        text = (tmp_path / page).read_text()
+        assert "zz\\xe9.mp4</h2>" in text and "src='zz%E9.annotated.mp4'" in text
+    for table in ("t.csv", "s.csv"):
+        with open(tmp_path / table, newline="") as f:
+            assert {row["source"] for row in csv.DictReader(f)} == {str(tmp_path / "zz\\xe9.mp4")}
+
+
 def test_the_thumbnails_never_replace_a_file_of_their_folder_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path

@@ -145,7 +145,9 @@ def _manifest_paths(rows: list[str], sources: list[str]) -> dict[str, str]:
     from, and this command run from another): as the manifest of a many-source run's folder, beside a rows file, says
     (its lines' absolute ``path``), when there is one in the rows file's folder or above it (``DIR/a/clip.emotions.csv``
     of ``a/clip.mp4``: ``DIR/manifest.jsonl``)."""
-    missing = {source for source in sources if not os.path.lexists(source)}
+    from emopipe.report.outputs import named_file
+
+    missing = {source for source in sources if not os.path.lexists(named_file(source))}
     manifests = []
     for folder in dict.fromkeys(Path(os.path.abspath(name)).parent for name in rows) if missing else ():
         manifests += [m for m in (f / "manifest.jsonl" for f in (folder, *folder.parents)) if m.is_file()][:1]
@@ -166,7 +168,7 @@ def _manifest_paths(rows: list[str], sources: list[str]) -> dict[str, str]:
             if not isinstance(entry, dict) or entry.get("source") not in missing:
                 continue
             path = entry.get("path")
-            if isinstance(path, str) and os.path.exists(path):
+            if isinstance(path, str) and os.path.exists(path := named_file(path)):
                 found[entry["source"]] = path
                 missing.discard(entry["source"])
     return found

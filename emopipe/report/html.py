@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from emopipe._version import __version__
+from emopipe.io.records import text_name
 from emopipe.report.segments import Segment
 from emopipe.report.tracks import TrackSeries, TrackSummary, scale_exponent
 
@@ -114,7 +115,7 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
     valence, arousal, probabilities = series.valence, series.arousal, series.probabilities
     largest = max(float(np.abs(valence).max(initial=0)), float(np.abs(arousal).max(initial=0)))
     unit = 10.0 ** math.floor(math.log10(largest)) if largest > PLOT_LIMIT else 1.0
-    salt = f"{series.source}#{series.track_id}"  # unique, stable element ids for every chart in one page
+    salt = f"{text_name(series.source)}#{series.track_id}"  # unique, stable element ids for every chart in one page
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "font.size": 8,
                                 "axes.spines.top": False, "axes.spines.right": False}):
         figure = Figure(figsize=(10, 3.8), layout="constrained")
@@ -214,6 +215,12 @@ def _duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def _shown(source: str) -> str:
+    """A source's name on the page: a name's bytes that are not UTF-8 (Latin-1) as ``\\xNN``, as the rows write them
+    (they are no text a page can hold: writing it failed), escaped."""
+    return html.escape(text_name(source))
+
+
 def _track_anchor(source_index: int, track_id: int) -> str:
     return f"source-{source_index}-track-{track_id}"
 
@@ -274,24 +281,24 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
     parts.append("<nav id='index'><h2>Sources</h2><ul>")
     for k, (source, items) in enumerate(sources.items(), start=1):
         if not items:
-            parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {NO_FACES}</li>")
+            parts.append(f"<li><a href='#source-{k}'>{_shown(source)}</a>: {NO_FACES}</li>")
             continue
         # from the first face's first frame to the end of the last one's last (its own interval counted, as each
         # track's duration counts it)
         longest = max(t.summary.first_s + t.summary.duration_s for t in items) - min(t.summary.first_s for t in items)
-        parts.append(f"<li><a href='#source-{k}'>{html.escape(source)}</a>: {len(items)} track(s) over "
+        parts.append(f"<li><a href='#source-{k}'>{_shown(source)}</a>: {len(items)} track(s) over "
                      f"{_duration(longest)}</li>")
     parts.append("</ul></nav>")
     for k, (source, items) in enumerate(sources.items(), start=1):
         if not items:  # (its annotated video still shown: where the faces were missed, if they were)
             video = videos.get(source)
-            parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>"
+            parts.append(f"<section class='source' id='source-{k}'><h2>{_shown(source)}</h2>"
                          f"<p class='meta'>{NO_FACES}.</p>{'' if video is None else _video_block(video)}</section>")
             continue
         first = min(t.summary.first_s for t in items)
         origin = first if first > UNIX_TIME_S else 0.0
         video = videos.get(source) if origin == 0.0 else None  # (a live source's clock is not its recording's)
-        parts.append(f"<section class='source' id='source-{k}'><h2>{html.escape(source)}</h2>")
+        parts.append(f"<section class='source' id='source-{k}'><h2>{_shown(source)}</h2>")
         if origin:
             clock = datetime.fromtimestamp(origin, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
             parts.append(f"<p class='meta'>A live source: its times are seconds from its first face, seen at {clock} "

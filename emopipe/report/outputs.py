@@ -22,8 +22,16 @@ from urllib.parse import quote
 
 import numpy as np
 
-from emopipe.errors import OutputError, UsageError
-from emopipe.io.records import InputFiles, describe_os_error, staging_folder, temporary_names, written_whole
+from emopipe.errors import InputUnreadableError, OutputError, UsageError
+from emopipe.io.records import (
+    InputFiles,
+    describe_os_error,
+    staging_folder,
+    temporary_names,
+    text_name,
+    written_whole,
+)
+from emopipe.io.video import native_name
 from emopipe.report.html import GENERATOR_META, UNIX_TIME_S, SourceVideo, TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
@@ -271,7 +279,8 @@ def video_links(page: str | os.PathLike[str], videos: VideoPaths | None,
     for source, video in (videos or {}).items():
         path = Path(video).absolute()
         if path.is_file():
-            links[source] = SourceVideo(quote(Path(os.path.relpath(path, folder)).as_posix()), start_s)
+            # (quoted by its bytes: a name that is not UTF-8 — Latin-1 — as %XX of its own bytes, not an error)
+            links[source] = SourceVideo(quote(os.fsencode(Path(os.path.relpath(path, folder)).as_posix())), start_s)
     return links
 
 
@@ -280,7 +289,11 @@ def video_length(path: str | os.PathLike[str]) -> tuple[float, float] | None:
     when it does not say)."""
     import cv2
 
-    capture = cv2.VideoCapture(os.fspath(path))
+    try:
+        with native_name(Path(path)) as name:  # (OpenCV crashes on a name that is not UTF-8)
+            capture = cv2.VideoCapture(name)
+    except InputUnreadableError:
+        return None
     try:
         frames, fps = capture.get(cv2.CAP_PROP_FRAME_COUNT), capture.get(cv2.CAP_PROP_FPS)
     finally:
@@ -310,7 +323,7 @@ def warn_links_past_the_end(series: Iterable[TrackSeries], videos: VideoPaths | 
         if reach[source] > seconds + max(2 * interval, 0.5):
             logger.warning("%s lasts %.2f s, but the faces of %s are seen until %.2f s into it (its first frame taken "
                            "as %g s into the source): its links would land past its end; was it made with --start? "
-                           "give the same --start here", video, seconds, source, reach[source], start_s)
+                           "give the same --start here", text_name(video), seconds, source, reach[source], start_s)
 
 
 def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report",
@@ -356,6 +369,18 @@ def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *,
                                   videos=videos, start_s=start_s, inputs=inputs)
 
 
+_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # a name's byte that is not UTF-8, as the rows write it
+
+
+def named_file(name: str) -> str:
+    """The file a source's name in the rows (or a manifest's path) is: as written, or, where that is not there, with
+    each ``\\xNN`` that a rows file writes for a name's byte that is not UTF-8 (``zz\\xe9.mp4``) that byte again."""
+    if "\\x" not in name or os.path.lexists(name):
+        return name
+    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m[1], 16)), name)  # (as os.fsdecode holds such a byte)
+    return raw if os.path.lexists(raw) else name
+
+
 def write_collected_report(collector: TrackCollector, path: str | os.PathLike[str], *, thumbnails: bool = True,
                            short_track_s: float = SHORT_TRACK_S,
                            thumbnails_relative_to: str | os.PathLike[str] | None = None,
@@ -364,10 +389,10 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
                            source_paths: Mapping[str, StrPath] | None = None) -> list[TrackReport]:
     """:func:`write_report` of tracks already collected; ``source_paths``: where a source is read for its thumbnails
     when it is not where its name says (by source: a many-source run's manifest's ``path``)."""
-    source_paths = source_paths or {}
+    sources = [*sources_run, *sorted({series.source for series in collector.series()})]
+    source_paths = {source: named_file(os.fspath((source_paths or {}).get(source, source))) for source in sources}
     # never written over: the rows files, every source (those without a face too), the annotated videos shown
-    known = [*inputs, *sources_run, *sorted({series.source for series in collector.series()}),
-             *source_paths.values(), *(videos or {}).values()]
+    known = [*inputs, *sources, *source_paths.values(), *(videos or {}).values()]
     check_report_outputs(path, thumbnails=thumbnails, inputs=known)
     crops: dict[tuple[str, int], np.ndarray] = {}
     if thumbnails:
@@ -375,7 +400,7 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
         for series in collector.series():
             by_source.setdefault(series.source, []).append(series)
         for source, tracks in by_source.items():
-            crops.update(thumbnails_from_source(tracks, os.fspath(source_paths.get(source, source))))
+            crops.update(thumbnails_from_source(tracks, source_paths[source]))
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent

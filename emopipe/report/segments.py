@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emopipe.io.records import text_name
 from emopipe.report.tracks import TrackSeries, mean_of, scale_exponent
 
 SMOOTH_S = 0.5  # centred moving average of the expression probabilities
@@ -66,7 +67,7 @@ class Segment:
     arousal_mean: float
 
     def as_row(self) -> dict[str, object]:
-        return {"source": self.source, "track_id": self.track_id, "kind": self.kind, "segment": self.index,
+        return {"source": text_name(self.source), "track_id": self.track_id, "kind": self.kind, "segment": self.index,
                 "start_s": round(self.start_s, 6), "end_s": round(self.end_s, 6), "frames": self.frames,
                 "label": self.label, "valence_mean": round(self.valence_mean, 6),
                 "arousal_mean": round(self.arousal_mean, 6)}

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from emopipe.errors import InputUnreadableError
 from emopipe.io.images import read_image
+from emopipe.io.records import text_name
 from emopipe.io.uris import IMAGE_SUFFIXES
+from emopipe.io.video import native_name
 from emopipe.report.tracks import TrackSeries
 from emopipe.types import FaceRecord
 
@@ -169,12 +172,18 @@ def thumbnails_from_video(tracks: Sequence[TrackSeries], video: str) -> dict[tup
     import cv2
 
     if not Path(video).is_file():
-        logger.info("no thumbnails for %s: the source video is not there", video)
+        logger.info("no thumbnails for %s: the source video is not there", text_name(video))
         return {}
-    capture = cv2.VideoCapture(video)
+    try:
+        # (a name that is not UTF-8 — a Latin-1 one — crashed OpenCV: a segmentation fault)
+        with native_name(Path(video)) as name:
+            capture = cv2.VideoCapture(name)
+    except InputUnreadableError as exc:
+        logger.info("no thumbnails for %s: %s", text_name(video), exc)
+        return {}
     try:
         if not capture.isOpened():
-            logger.info("no thumbnails for %s: the source video cannot be read", video)
+            logger.info("no thumbnails for %s: the source video cannot be read", text_name(video))
             return {}
         wanted: dict[int, list[tuple[TrackSeries, int]]] = {}
         for series in tracks:

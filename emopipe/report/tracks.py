@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from emopipe.io.records import text_name
 from emopipe.types import FaceRecord
 
 SHORT_TRACK_S = 1.0  # tracks seen for less than this are flagged `short` (kept: a brief face may matter)
@@ -178,6 +179,7 @@ class TrackSummary:
     def as_row(self) -> dict[str, Any]:
         """One row of ``tracks.csv``: the scalars, then ``share_<label>`` per expression."""
         row: dict[str, Any] = {name: _rounded(getattr(self, name)) for name in _SCALARS}
+        row["source"] = text_name(self.source)  # (as the rows write it: a name's bytes that are not UTF-8 as \\xNN)
         row["short"] = int(self.short)
         row.update({f"share_{label}": round(share, 6) for label, share in self.shares.items()})
         row["thumbnail"] = self.thumbnail or ""
