@@ -363,6 +363,23 @@ def test_a_folder_at_the_caches_name_is_said_before_exporting(tmp_path, monkeypa
     assert folder.is_dir()
 
 
+def test_a_cache_it_cannot_write_is_said_before_the_export(tmp_path, monkeypatch, checkpoints, model8):
+    # a read-only models volume whose cache/onnx is there: was said only after the whole export (~20-40 s on a CPU)
+    def read_only(path, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported before the cache was found unwritable")
+
+    monkeypatch.setattr(export, "written_whole", read_only)
+    monkeypatch.setattr(export, "emonet_proto", no_export)
+    monkeypatch.delenv("EMOPIPE_CACHE", raising=False)
+    (tmp_path / "models" / "cache" / "onnx").mkdir(parents=True)
+    with pytest.raises(OutputError, match=r"cannot write .*\.onnx: Read-only file system; set EMOPIPE_CACHE"):
+        OrtEngine(model8, EngineOptions(device="cpu", batch_size=1), checkpoint_sha256=sha256_of(checkpoints[8]),
+                  models_dir=tmp_path / "models")
+
+
 def test_emopipe_cache_moves_the_cache_off_a_read_only_models_dir(tmp_path, ort_fp32, checkpoints, model8,
                                                                  monkeypatch):
     models = tmp_path / "models"

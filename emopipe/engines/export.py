@@ -261,8 +261,9 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path, check: Callable[[Pa
     except OSError as exc:
         raise OutputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
     t0 = time.perf_counter()
-    proto = emonet_proto(model, spec)
-    save_onnx(proto, path, check)
+    # traced once its temporary file is open: a folder it cannot write (a read-only models volume) is said at once,
+    # not after the export (~20-40 s on a CPU)
+    save_onnx(lambda: emonet_proto(model, spec), path, check)
     logger.info("exported %s in %.1f s (ONNX checker passed)", path, time.perf_counter() - t0)
     return path
 
@@ -296,8 +297,10 @@ def emonet_proto(model: EmoNet, spec: OnnxSpec) -> onnx.ModelProto:
     return proto
 
 
-def save_onnx(proto: onnx.ModelProto, path: Path, check: Callable[[Path], None] | None = None) -> None:
-    """``proto`` at ``path``, written whole (``check``: see :func:`export_emonet`). OutputError when it cannot be."""
+def save_onnx(proto: onnx.ModelProto | Callable[[], onnx.ModelProto], path: Path,
+              check: Callable[[Path], None] | None = None) -> None:
+    """``proto`` at ``path``, written whole (``check``: see :func:`export_emonet`). OutputError when it cannot be.
+    ``proto`` may be a function that makes it: called once the temporary file is open (its errors are its own)."""
     import onnx
 
     # Written under a temporary name of its own (other processes and threads may export the same file at the same
@@ -306,6 +309,12 @@ def save_onnx(proto: onnx.ModelProto, path: Path, check: Callable[[Path], None] 
     checking: OSError | None = None
     try:
         with written_whole(path, sync=True) as f:
+            if callable(proto):
+                try:
+                    proto = proto()
+                except OSError as exc:
+                    checking = exc
+                    raise
             onnx.save(proto, f)
             if check is not None:
                 f.flush()  # (read by name)
@@ -315,7 +324,7 @@ def save_onnx(proto: onnx.ModelProto, path: Path, check: Callable[[Path], None] 
                     checking = exc
                     raise
     except OSError as exc:
-        if exc is checking:  # (the check's own error, not the write's)
+        if exc is checking:  # (the check's or the export's own error, not the write's)
             raise
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
