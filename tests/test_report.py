@@ -1026,6 +1026,23 @@ def test_a_one_frame_track_is_charted_as_points_and_a_bar_not_as_empty_lines():
     assert "0" in ticks and not any(t and t.startswith(("-", "\u2212")) for t in ticks)
 
 
+def test_the_valence_and_arousal_lines_break_where_the_face_was_not_seen():
+    # a face away for 10 s was drawn as a straight line across its absence, as if it had been there
+    def strokes(records: list[FaceRecord]) -> list[int]:  # each line's pieces (SVG moves)
+        (report,) = analyse(_collected(records))
+        return [e.get("d", "").count("M") for e in _drawn(track_chart_svg(report, 0.0), "axes_1")
+                if e.tag == f"{SVG}path" and "stroke-linecap: square" in e.get("style", "")
+                and any(f"stroke: {c}" in e.get("style", "") for c in (VALENCE_COLOUR, AROUSAL_COLOUR))]
+
+    away = (synthesized_track([("happy", 2.0, 0.5, 0.2)])
+            + synthesized_track([("sad", 2.0, -0.5, -0.2)], first_frame=round(12 * FPS)))
+    blink = (synthesized_track([("happy", 2.0, 0.5, 0.2)])
+             + synthesized_track([("sad", 2.0, -0.5, -0.2)], first_frame=round(2.5 * FPS)))
+    assert strokes(away) == [2, 2]
+    assert strokes(blink) == [1, 1]  # (half a second missing: one line)
+    assert strokes(synthesized_track([("happy", 4.0, 0.5, 0.2)])) == [1, 1]
+
+
 def test_a_many_source_report_shows_the_sources_without_a_face_and_its_line_says_so(tmp_path, caplog):
     # the line counted them ("1 track(s) of 2 source(s)") while the page left them out
     paths = {"a.mp4": tmp_path / "a.emotions.csv", "b.mp4": tmp_path / "b.emotions.csv"}

@@ -34,6 +34,7 @@ PLOT_LIMIT = 1e100  # valence/arousal beyond this are plotted in units of a powe
 # arithmetic overflows near ±1e308); a checkpoint's outputs may be any finite numbers
 NO_FACES = "no face found"
 SINGLE_FRAME_AXIS_S = 1.0  # the time axis's width for a one-frame track
+GAP_BREAK_S = 1.0  # the valence and arousal lines break where the face was not seen for longer (and 3 usual steps)
 UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
 
 # one colour per expression, the same in every chart (colour-blind-safe Okabe–Ito hues where there are enough)
@@ -87,6 +88,20 @@ def binned(values: np.ndarray, max_points: int) -> np.ndarray:
     return np.ldexp(np.add.reduceat(np.ldexp(values, -e), starts, axis=0) / counts, e)  # type: ignore[no-any-return]
 
 
+def broken_at_gaps(times: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``times`` and ``values`` with a gap (NaN: Matplotlib lifts the pen) wherever the track was not seen for longer
+    than ``GAP_BREAK_S`` and three of its usual steps: a line does not join the values on either side of an absence,
+    as if the face had been there all along."""
+    if len(times) < 3:
+        return (times, *values)
+    steps = np.diff(times)
+    at = np.flatnonzero(steps > max(GAP_BREAK_S, 3 * float(np.median(steps)))) + 1
+    if not len(at):
+        return (times, *values)
+    return (np.insert(times, at, (times[at - 1] + times[at]) / 2),
+            *(np.insert(np.asarray(v, dtype=np.float64), at, np.nan) for v in values))
+
+
 def _legend_text(label: str) -> str:
     """A class label as Matplotlib draws it literally: a ``$`` is not the start of mathematics (a label with one is
     drawn as written, not refused with a parse error), and a leading ``_`` does not hide it from the legend."""
@@ -127,10 +142,10 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         t_line = binned(times, TIMELINE_POINTS)
         single = len(t_line) == 1  # one frame (every track of one image): a line through it would show nothing
         marker = "o" if single else None
-        timeline.plot(t_line, binned(valence, TIMELINE_POINTS) / unit, color=VALENCE_COLOUR, lw=1, marker=marker,
-                      label="valence")
-        timeline.plot(t_line, binned(arousal, TIMELINE_POINTS) / unit, color=AROUSAL_COLOUR, lw=1, marker=marker,
-                      label="arousal")
+        t_drawn, v_line, a_line = broken_at_gaps(t_line, binned(valence, TIMELINE_POINTS) / unit,
+                                                 binned(arousal, TIMELINE_POINTS) / unit)
+        timeline.plot(t_drawn, v_line, color=VALENCE_COLOUR, lw=1, marker=marker, label="valence")
+        timeline.plot(t_drawn, a_line, color=AROUSAL_COLOUR, lw=1, marker=marker, label="arousal")
         affect = [s for s in track.segments if s.kind == "affect"]
         for segment in affect:
             start, end = segment.start_s - origin_s, segment.end_s - origin_s
