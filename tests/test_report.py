@@ -1042,6 +1042,13 @@ def test_the_valence_and_arousal_lines_break_where_the_face_was_not_seen():
     assert strokes(blink) == [1, 1]  # (half a second missing: one line)
     assert strokes(synthesized_track([("happy", 4.0, 0.5, 0.2)])) == [1, 1]
 
+    def areas(records: list[FaceRecord]) -> int:  # the pieces of the happy area (its fills)
+        (report,) = analyse(_collected(records))
+        return sum(1 for e in _drawn(track_chart_svg(report, 0.0), "axes_2") if e.tag == f"{SVG}path"
+                   and f"fill: {EXPRESSION_COLOURS['happy']}" in e.get("style", ""))
+
+    assert areas(away) == 2 and areas(blink) == 1  # nor is an area drawn over the absence
+
 
 def test_a_many_source_report_shows_the_sources_without_a_face_and_its_line_says_so(tmp_path, caplog):
     # the line counted them ("1 track(s) of 2 source(s)") while the page left them out

@@ -89,9 +89,9 @@ def binned(values: np.ndarray, max_points: int) -> np.ndarray:
 
 
 def broken_at_gaps(times: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``times`` and ``values`` with a gap (NaN: Matplotlib lifts the pen) wherever the track was not seen for longer
-    than ``GAP_BREAK_S`` and three of its usual steps: a line does not join the values on either side of an absence,
-    as if the face had been there all along."""
+    """``times`` and ``values`` (by time along their first axis) with a gap (NaN: Matplotlib lifts the pen) wherever
+    the track was not seen for longer than ``GAP_BREAK_S`` and three of its usual steps: a line or an area does not
+    join the values on either side of an absence, as if the face had been there all along."""
     if len(times) < 3:
         return (times, *values)
     steps = np.diff(times)
@@ -99,7 +99,7 @@ def broken_at_gaps(times: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, 
     if not len(at):
         return (times, *values)
     return (np.insert(times, at, (times[at - 1] + times[at]) / 2),
-            *(np.insert(np.asarray(v, dtype=np.float64), at, np.nan) for v in values))
+            *(np.insert(np.asarray(v, dtype=np.float64), at, np.nan, axis=0) for v in values))
 
 
 def _legend_text(label: str) -> str:
@@ -166,7 +166,9 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
             area.bar(np.repeat(t_area, len(colours)), shares[0], bottom=np.cumsum(shares[0]) - shares[0],
                      width=SINGLE_FRAME_AXIS_S / 3, color=colours, label=[_legend_text(x) for x in series.labels])
         else:
-            area.stackplot(t_area, shares.T, labels=[_legend_text(x) for x in series.labels], colors=colours, lw=0)
+            t_stacked, stacked = broken_at_gaps(t_area, shares)  # (no area over an absence either)
+            area.stackplot(t_stacked, stacked.T, labels=[_legend_text(x) for x in series.labels], colors=colours,
+                           lw=0)
         for segment in (s for s in track.segments if s.kind == "expression"):
             if segment.index:
                 area.axvline(segment.start_s - origin_s, color="white", lw=1)
