@@ -35,7 +35,7 @@ from emopipe.io.records import (
     text_name,
 )
 from emopipe.io.uris import check_url, is_live, redact_uri, webcam_index
-from emopipe.types import PRECISION_NAMES
+from emopipe.types import MAX_BATCH_SIZE, PRECISION_NAMES
 
 DETECTOR_NAMES = ("sfd", "blazeface", "blazeface_back")  # emopipe.vision.detectors.DETECTORS, without importing it
 BACKEND_NAMES = ("torch", "onnxruntime")  # emopipe.engines.registry.BACKENDS, likewise
@@ -225,6 +225,10 @@ class RunConfig:
         _positive("detect_every", self.detect_every)
         _positive("max_faces", self.max_faces)
         _positive("batch_size", self.batch_size)
+        for name in ("batch_size", "detect_batch"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_BATCH_SIZE:
+                raise UsageError(f"--{_flag(name)} must be at most {MAX_BATCH_SIZE}, got {value}")
         _positive("parallel", self.parallel)
         _positive("ray_workers", self.ray_workers)
         if isinstance(self.processes, str):

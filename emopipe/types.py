@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 # -- the EmoNet contract (the published model's, see docs/architecture.md) -------------------------------
 INPUT_SIZE = 256  # crops are INPUT_SIZE × INPUT_SIZE RGB in [0, 1]
+# The largest static batch (of faces, or of frames per detector call): a face's crop is 0.8 MB in float32, so a batch
+# of 4096 is 3.2 GB of input alone. Beyond it a typo (1000000) was an internal error once the weights had loaded: an
+# allocation of hundreds of GB, or an overflow.
+MAX_BATCH_SIZE = 4096
 HEATMAP_SIZE = 64  # landmark heatmaps of the last hourglass
 NUM_LANDMARKS = 68
 

@@ -73,6 +73,9 @@ def test_defaults_are_resolved_for_the_device_and_the_kind_of_source():
     ({"device": 123}, "--device must be a string, got 123"),
     ({"video_writer": "gstreamer"}, "unknown video_writer 'gstreamer'; choose from auto, ffmpeg, opencv"),
     ({"smooth": 0}, "--smooth must be above 0"),  # (was: taken as no smoothing, where the formula holds values)
+    # (was: an internal error once the weights had loaded — an allocation of hundreds of GB; QA pass, session 40)
+    ({"batch_size": 1000000}, "--batch-size must be at most 4096, got 1000000"),
+    ({"detect_batch": 10 ** 20}, "--detect-batch must be at most 4096"),
 ])
 def test_bad_options_are_usage_errors_naming_the_option(options, message):
     with pytest.raises(UsageError, match=message):

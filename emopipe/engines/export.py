@@ -52,7 +52,7 @@ from emopipe.errors import OnnxModelError, OutputError, UsageError
 from emopipe.io.records import written_whole
 from emopipe.model.devices import PRECISIONS
 from emopipe.model.emonet import EmoNet
-from emopipe.types import INPUT_SIZE, LABELS, NUM_LANDMARKS
+from emopipe.types import INPUT_SIZE, LABELS, MAX_BATCH_SIZE, NUM_LANDMARKS
 
 if TYPE_CHECKING:
     import onnx
@@ -63,10 +63,8 @@ INPUT_NAME = "crops"
 OUTPUT_NAMES = ("probabilities", "valence", "arousal")
 LANDMARKS_OUTPUT = "landmarks"
 ONNX_PRECISIONS = ("fp32", "fp16")  # ORT's CUDA EP lacks bf16 kernels for EmoNet
-# The largest static batch of a file: its example input alone is 0.8 MB a face in float32 (3.2 GB at this size), and
-# the export and its check run whole batches. Beyond it a typo (1000000, or a number past 64 bits) was an internal
-# error after the checkpoint loaded: an allocation of hundreds of GB, or an overflow in torch.zeros.
-MAX_BATCH = 4096
+# The largest static batch of a file (the export and its check run whole batches; types.MAX_BATCH_SIZE says why)
+MAX_BATCH = MAX_BATCH_SIZE
 FORMAT_VERSION = "1"
 _META = "emopipe."
 
