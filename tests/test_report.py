@@ -1402,3 +1402,16 @@ def test_a_runs_report_plays_its_annotated_video_in_a_browser(tmp_path, checkpoi
     (video,) = json.loads(html.unescape(found.group(1)))
     assert (video["width"], video["height"], video["error"]) == (*clip.size, None), video
     assert video["duration"] == pytest.approx(6 / clip.fps, abs=0.1)
+
+
+def test_a_one_source_runs_report_names_a_source_where_no_face_was_found(tmp_path, checkpoints, models_home):
+    # (was: "0 source(s)", the video never named nor played, where emopipe report on the same rows said "no face found")
+    clip = moving_face_video(tmp_path / "empty room.mp4", frames=3, empty=(0, 3))
+    page = tmp_path / "page.html"
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        analyzer.run(clip.path, output=str(tmp_path / "rows.csv"), report=str(page), annotate="mp4")
+    text = page.read_text()
+    assert text.count("<section class='source'") == 1 and "<h2>" in text
+    section = text.split("<section class='source'")[1]
+    assert "empty room.mp4</h2><p class='meta'>no face found" in section
+    assert _video_srcs(section) == ["rows.annotated.mp4"]

@@ -312,8 +312,10 @@ def write_track_outputs(config: RunConfig, tracks: TrackWatcher, summary: RunSum
         reports = save_thumbnails(thumbnails_folder(config.report), reports,
                                   relative_to=Path(outputs.get("tracks", config.report)).parent)
         video = summary.outputs.get("annotated_video") or outputs.get("annotated_video")  # (where it went)
-        size = write_html(config.report, reports, videos={reports[0].summary.source: video} if video and reports
-                          else None, start_s=config.start or 0.0)
+        # (named even where no face was found: its section says so, and plays its annotated video)
+        source = reports[0].summary.source if reports else summary.source
+        size = write_html(config.report, reports, sources_run=[source], videos={source: video} if video else None,
+                          start_s=config.start or 0.0)
         logger.info("report: %s (%.1f kB, %d track(s))", config.report, size / 1000, len(reports))
     if "tracks" in outputs:
         write_tracks_csv(outputs["tracks"], reports)
