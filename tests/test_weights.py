@@ -295,6 +295,13 @@ def test_models_cli_fetch_and_list(server, tmp_path, monkeypatch):
         listing = subprocess.run([sys.executable, "-m", "emopipe", "models", *args], capture_output=True, text=True)
         assert listing.returncode == 0, listing.stderr
         assert f"models directory: {tmp_path / 'home'}" in listing.stdout and "verified" in listing.stdout
+    # a file in the models directory's place: said, exit 6 (was: every model "missing", exit 0)
+    (tmp_path / "afile").write_bytes(b"x")
+    listing = subprocess.run([sys.executable, "-m", "emopipe", "models", "list", "--models-dir",
+                              str(tmp_path / "afile")], capture_output=True, text=True)
+    assert listing.returncode == 6 and listing.stdout == "", listing.stderr
+    assert listing.stderr.strip().splitlines()[-1] == (f"emopipe: error: the models directory {tmp_path / 'afile'} is "
+                                                       "not a directory: a file is in its place")
 
 
 def test_models_cli_offline_exit_code(tmp_path):

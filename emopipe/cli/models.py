@@ -12,8 +12,11 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = new_parser("emopipe models", "List, verify and download the model weights.")
-    where = "models directory (default: $EMOPIPE_HOME, the checkout's models/, or ~/.cache/emopipe)"
+    parser = new_parser("emopipe models", "List, verify and download the model weights. The files, their URLs and "
+                        "checksums come from the project's manifest (models/manifest.json); $EMOPIPE_MANIFEST names "
+                        "another (a mirror's URLs, models/README.md).")
+    where = ("models directory (default: $EMOPIPE_HOME, the checkout's models/, or $XDG_CACHE_HOME/emopipe, "
+             "~/.cache/emopipe)")
     parser.add_argument("--models-dir", help=where)
     # (after the action too, as it is naturally typed: "emopipe models list --models-dir DIR")
     after = argparse.ArgumentParser(add_help=False)
@@ -34,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     directory = weights.models_dir(args.models_dir)
     entries = weights.load_manifest()
     if args.action == "list":
+        if directory.exists() and not directory.is_dir():  # (every model would read as missing)
+            raise WeightsError(f"the models directory {directory} is not a directory: a file is in its place")
         print(f"models directory: {directory}")
         print(f"{'name':<24} {'state':<9} {'file':<22} licence")
         for entry in entries.values():
