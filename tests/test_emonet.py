@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -115,9 +117,20 @@ def test_a_file_that_is_no_pytorch_file_at_all_is_said_to_be_none(tmp_path, cont
     damaged = tmp_path / "half.pth"  # a real one cut short is a damaged PyTorch file: torch's reason is kept
     torch.save(random_state(8), damaged)
     damaged.write_bytes(damaged.read_bytes()[:1000])
-    with pytest.raises(CheckpointError, match="RuntimeError") as info:
+    with pytest.raises(CheckpointError) as info:
         read_checkpoint(damaged)
     assert "not a PyTorch checkpoint" not in str(info.value)
+    # (was: PyTorch's 390 characters about miniz) its first sentence, and what it means
+    assert str(info.value) == (f"cannot read checkpoint {damaged}: the file is damaged or incomplete (a download or "
+                               "copy cut short?): PytorchStreamReader failed reading zip archive: failed finding "
+                               "central directory.")
+    # one that does not fit EmoNet is named (was: "checkpoint does not fit EmoNet: missing keys: …", which file?)
+    state = random_state(8)
+    state.pop("module.l1.bias")
+    unfit = tmp_path / "unfit.pth"
+    torch.save(state, unfit)
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(unfit))}: checkpoint does not fit EmoNet: missing"):
+        emopipe.load_emonet(unfit)
 
 
 def test_load_state_refuses_before_touching_the_model():

@@ -11,8 +11,10 @@ and there is no temporal smoothing inside the network (smoothing belongs to face
 
 from __future__ import annotations
 
+import contextlib
 import pickle
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,8 +217,13 @@ def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
         if isinstance(exc, pickle.UnpicklingError):  # (PyTorch would advise weights_only=False: never safe here)
             raise CheckpointError(f"cannot read checkpoint {path}: not a PyTorch state dict of tensors (damaged, or "
                                   "it holds Python objects, which emopipe never loads: they could run code)") from None
-        # torch raises many kinds for a damaged file
-        raise CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        # torch raises many kinds for a damaged file; a cut one's (its zip archive's end missing) goes on for 300
+        # characters about miniz: its first sentence, and what it means
+        said = re.split(r"(?<=\.) ", str(exc).splitlines()[0] if str(exc) else "")[0]
+        if "zip archive" in said:
+            raise CheckpointError(f"cannot read checkpoint {path}: the file is damaged or incomplete (a download or "
+                                  f"copy cut short?): {said}") from None
+        raise CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {said}") from None
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         state = state["state_dict"]
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -267,5 +274,17 @@ def load_emonet(checkpoint: str | Path | None = None, *, classes: int = 8, devic
         path = weights.ensure(checkpoint, models_dir)
     else:
         path = weights.user_file(checkpoint)
-    model = build_emonet(read_checkpoint(path))
+    with naming(path):
+        model = build_emonet(read_checkpoint(path))
     return model.to(resolve_device(str(device)))
+
+
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """A checkpoint that does not fit EmoNet (its keys, its shapes) said with its file's name."""
+    try:
+        yield
+    except CheckpointError as exc:
+        if str(path) in str(exc):
+            raise
+        raise CheckpointError(f"{path}: {exc}") from None

@@ -23,7 +23,7 @@ from emopipe.engines.registry import create_engine
 from emopipe.errors import CheckpointError
 from emopipe.model import cudnn_epilogue, early_plans, weights
 from emopipe.model.devices import resolve_device
-from emopipe.model.emonet import build_emonet, classes_in_checkpoint, read_checkpoint
+from emopipe.model.emonet import build_emonet, classes_in_checkpoint, naming, read_checkpoint
 from emopipe.vision.crop import FaceCropper
 from emopipe.vision.detectors import FaceDetector, create_detector
 
@@ -259,12 +259,14 @@ def _load_models(config: RunConfig, device: Any) -> Models:
     else:
         checkpoint = weights.ensure(f"emonet_{config.classes or 8}", config.models_dir)
     state = read_checkpoint(checkpoint)
-    if config.weights and config.classes is not None:
-        found = classes_in_checkpoint(state)
-        if found != config.classes:
-            raise CheckpointError(f"--classes {config.classes} does not match the weights {config.weights}, which "
-                                  f"have {found} expression classes (leave --classes out: it is read from the file)")
-    model = build_emonet(state)
+    with naming(checkpoint):
+        if config.weights and config.classes is not None:
+            found = classes_in_checkpoint(state)
+            if found != config.classes:
+                raise CheckpointError(f"--classes {config.classes} does not match the weights {config.weights}, "
+                                      f"which have {found} expression classes (leave --classes out: it is read from "
+                                      "the file)")
+        model = build_emonet(state)
     cuda_graphs = False if (config.no_cuda_graphs or config.no_warmup) else None  # graphs are captured at warmup
     options = EngineOptions(
         device=str(device), precision=config.precision, batch_size=int(config.batch_size or 1),
