@@ -185,6 +185,12 @@ def _manifest(tmp_path: Path, server: str, monkeypatch) -> None:
     monkeypatch.setenv("EMOPIPE_MANIFEST", str(manifest))
 
 
+def test_no_progress_bar_is_drawn_where_stderr_is_no_terminal(server, tmp_path, capsys):
+    # (was: tqdm's redraws in a log file or a CI job's output, one line each)
+    assert weights.download(_spec(f"{server}/toy.bin"), tmp_path, progress=True).read_bytes() == PAYLOAD
+    assert "toy.bin" not in capsys.readouterr().err
+
+
 def test_existing_verified_file_is_not_downloaded_again(server, tmp_path, monkeypatch):
     _manifest(tmp_path, server, monkeypatch)
     home = tmp_path / "home"

@@ -265,8 +265,9 @@ def _progress(chunks: Iterator[bytes], total: int | None, label: str, enabled: b
         return
     from tqdm import tqdm
 
+    # (disable=None: none where stderr is no terminal — a log would get a line per redraw)
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, file=sys.stderr,
-              leave=False) as bar:
+              leave=False, disable=None) as bar:
         for chunk in chunks:
             bar.update(len(chunk))
             yield chunk
