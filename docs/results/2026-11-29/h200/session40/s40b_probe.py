@@ -1,5 +1,8 @@
+# ruff: noqa: E501  (the ways are one-line programs for a child process, as they ran)
 """session 40 (s40b): can NVDEC read an MPEG-TS file? Each way in a child process (a native abort kills only it)."""
-import subprocess, sys, time
+import subprocess
+import sys
+import time
 
 TS, MP4 = sys.argv[1], sys.argv[2]
 WAYS = {

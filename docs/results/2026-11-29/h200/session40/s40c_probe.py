@@ -1,7 +1,10 @@
+# ruff: noqa: E501  (the ways are one-line programs for a child process, as they ran)
 """session 40 (s40c): NVDEC on each container/codec of the 10-second 720p clip, each way in a child process (a native
 abort kills only it): PyNvVideoCodec's threaded decoder alone; emopipe's auto reader fresh; and after an MP4 of the
 same clip (the kept decoder pointed at it), then the MP4 again — as a folder holding both reads them."""
-import subprocess, sys, time
+import subprocess
+import sys
+import time
 
 MP4 = sys.argv[1]
 FILES = sys.argv[2:]
