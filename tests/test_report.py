@@ -1360,6 +1360,28 @@ def test_the_report_command_warns_when_the_times_would_link_past_the_annotated_v
     with caplog.at_level("INFO", logger="emopipe"):
         assert report_command("a.emotions.csv", "-o", "right.html", "--no-thumbnails", "--start", "2") is None
     assert "--start" not in caplog.text and "a.annotated.mp4#t=0.00" in (tmp_path / "right.html").read_text()
+    # the run's summary beside the rows says where it began (start_s): the page links right without --start; a
+    # --start given is taken as given
+    (tmp_path / "a.emotions.summary.json").write_text(json.dumps(
+        {"source": "a.mp4", "start_s": 2.0, "outputs": {"rows": "a.emotions.csv"}}))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="emopipe"):
+        assert report_command("a.emotions.csv", "-o", "told.html", "--no-thumbnails") is None
+        assert "--start" not in caplog.text and "a.annotated.mp4#t=0.00" in (tmp_path / "told.html").read_text()
+        assert report_command("a.emotions.csv", "-o", "zero.html", "--no-thumbnails", "--start", "0") is None
+    assert "give the same --start here" in caplog.text and "a.annotated.mp4#t=2.00" in (
+        tmp_path / "zero.html").read_text()
+
+
+def test_a_runs_summary_says_where_it_began(tmp_path, checkpoints, models_home):
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=4, fps=10.0, empty=(0, 4))  # (no face: quick)
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu") as analyzer:
+        analyzer.run(clip.path, output=str(tmp_path / "from.csv"), start=0.2)
+        analyzer.run(clip.path, output=str(tmp_path / "whole.csv"))
+        analyzer.run_many([clip.path], tmp_path / "many", start=0.2)
+    assert json.loads((tmp_path / "from.summary.json").read_text())["start_s"] == 0.2
+    assert json.loads((tmp_path / "whole.summary.json").read_text())["start_s"] is None
+    assert json.loads((tmp_path / "many" / "clip.emotions.summary.json").read_text())["start_s"] == 0.2
 
 
 _VIDEO_PROBE = """<script>

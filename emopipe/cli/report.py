@@ -8,6 +8,7 @@ import logging
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 from emopipe.cli.parsing import new_parser
 from emopipe.config import VIDEO_SUFFIXES, annotated_beside, lockable
@@ -35,9 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="do not show the annotated videos emopipe wrote beside the rows files (NAME.annotated.mp4 "
                              "beside NAME.emotions.csv or NAME.csv: by default each is played in its source's "
                              "section, and each time links to that moment of it)")
-    parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--start", type=float, metavar="SECONDS",
                         help="the --start the annotated videos were made with (their first frame's time in the "
-                             "source), so the times link to the right moment")
+                             "source), so the times link to the right moment (default: as the run summary beside "
+                             "each rows file says, else 0)")
     parser.add_argument("--short-track", type=float, default=1.0, metavar="SECONDS",
                         help="flag tracks seen for less than this long as short")
     return parser
@@ -74,7 +76,7 @@ def _check(args: argparse.Namespace) -> None:
         path = getattr(args, role)
         if path and Path(path).suffix.lower() != ".csv":
             raise UsageError(f"--{role} {path}: the {role} are CSV; name it .csv")
-    if not (math.isfinite(args.start) and args.start >= 0):  # (as the run's --start: a time in the source)
+    if args.start is not None and not (math.isfinite(args.start) and args.start >= 0):  # (as the run's --start)
         raise UsageError(f"--start must be a finite number of seconds ≥ 0, got {args.start}")
     if not args.short_track >= 0:
         raise UsageError(f"--short-track must be a number of seconds ≥ 0, got {args.short_track}")
@@ -102,10 +104,9 @@ def _video_beside(rows: Path) -> Path | None:
     return next((video for video in found if video.is_file()), None)
 
 
-def _faceless_source(rows: Path) -> str | None:
-    """The source of a rows file that holds no row (no face was found in it), as the run's summary beside the file
-    names it (``NAME.summary.json`` beside ``NAME.csv``, whose ``outputs`` name this rows file); None when there is
-    no such summary to tell."""
+def _run_summary(rows: Path) -> dict[str, Any] | None:
+    """The summary of the run that wrote a rows file: ``NAME.summary.json`` beside ``NAME.csv``, whose ``outputs``
+    name this rows file and whose ``source`` is named; None when there is no such summary to tell."""
     summary = rows.with_name(rows.name.rsplit(".", 1)[0] + ".summary.json")
     try:
         with open(summary, encoding="utf-8") as f:
@@ -115,7 +116,26 @@ def _faceless_source(rows: Path) -> str | None:
     if not isinstance(found, dict) or not isinstance(found.get("source"), str):
         return None
     written = (found.get("outputs") or {}).get("rows") if isinstance(found.get("outputs"), dict) else None
-    return found["source"] if isinstance(written, str) and Path(written).name == rows.name else None
+    return found if isinstance(written, str) and Path(written).name == rows.name else None
+
+
+def _faceless_source(rows: Path) -> str | None:
+    """The source of a rows file that holds no row (no face was found in it), as the run's summary beside the file
+    names it (:func:`_run_summary`)."""
+    summary = _run_summary(rows)
+    return summary["source"] if summary is not None else None
+
+
+def _starts(file_of: dict[str, Path]) -> dict[str, float]:
+    """Where each source's annotated video begins in it (the run's ``--start``), as the run summary beside its rows
+    file says (by source; a source whose summary does not say is left out: 0)."""
+    starts = {}
+    for source, rows in file_of.items():
+        summary = _run_summary(rows)
+        start = summary.get("start_s") if summary is not None else None
+        if isinstance(start, (int, float)) and not isinstance(start, bool) and math.isfinite(start) and start > 0:
+            starts[source] = float(start)
+    return starts
 
 
 def _sources_run(rows: list[str], file_of: dict[str, Path]) -> list[str]:
@@ -198,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
         reports = write_collected_report(collector, args.output, thumbnails=not args.no_thumbnails,
                                          short_track_s=args.short_track,
                                          thumbnails_relative_to=Path(args.tracks).parent if args.tracks else None,
-                                         sources_run=sources_run, videos=videos, start_s=args.start,
+                                         sources_run=sources_run, videos=videos,
+                                         start_s=args.start if args.start is not None else _starts(file_of),
                                          inputs=args.rows, source_paths=located)
         if args.tracks:
             write_tracks_csv(args.tracks, reports)

@@ -240,6 +240,7 @@ class SourceRun:
                                    live=self.live.summary(pipeline) if self.live is not None else None,
                                    startup=models.startup(pipeline.first_written_at, self.since),
                                    skipped_files=[str(p) for p in getattr(self.source, "skipped_files", ())])
+        summary.start_s = self.config.start
         for finish in self.finishers:
             finish(summary)
         return Outcome(summary, interrupted, lost)

@@ -822,7 +822,8 @@ class PerSourceSink(Sink):
                                  seconds=round(seconds, 4), fps=reading.frames / seconds if seconds else 0.0,
                                  faces_per_s=self._faces / seconds if seconds else 0.0,
                                  detect_every=self.config.detect_every, frames_detected=self._detected,
-                                 ended_early=reading.ended_early, outputs=dict(outputs), tracks=tracks)
+                                 ended_early=reading.ended_early, outputs=dict(outputs), tracks=tracks,
+                                 start_s=self.config.start)
             staged.append((_write_partial(planned.summary, summary.as_dict()), planned.summary))
             result.outputs["summary"] = str(planned.summary)
             assert writer is not None

@@ -473,7 +473,7 @@ def join_parts(split: Split, config: RunConfig) -> SourceResult:
                          seconds=round(seconds, 4), fps=frames / seconds if seconds else 0.0,
                          faces_per_s=faces / seconds if seconds else 0.0, detect_every=config.detect_every,
                          frames_detected=detected, ended_early=failed.ended_early if failed is not None else None,
-                         outputs=dict(outputs), tracks=tracks)
+                         outputs=dict(outputs), tracks=tracks, start_s=config.start)
     facts = {**summary.as_dict(), "parts": len(split.parts), "join_s": round(time.perf_counter() - began, 3)}
     summary_partial = partial_path(whole.summary)
     try:

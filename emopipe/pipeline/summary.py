@@ -36,6 +36,7 @@ class RunSummary:
     skipped_files: list[str] = field(default_factory=list)  # a folder of images: files that did not decode
     live: dict[str, Any] | None = None  # live mode: capture rate, drops, reconnects (see emopipe.pipeline.live)
     tracks: list[dict[str, Any]] | None = None  # one summary per face track (emopipe.report.tracks.TrackSummary)
+    start_s: float | None = None  # --start: where reading began in the source (an annotated video's first frame)
 
     @property
     def complete(self) -> bool:

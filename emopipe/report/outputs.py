@@ -268,10 +268,15 @@ def save_thumbnails(folder: str | os.PathLike[str], reports: Sequence[TrackRepor
 
 
 VideoPaths = Mapping[str, "str | os.PathLike[str]"]  # a source's annotated video, by source
+Starts = float | Mapping[str, float]  # where the annotated videos begin in their sources (--start): all, or by source
+
+
+def _start_of(start_s: Starts, source: str) -> float:
+    return start_s if isinstance(start_s, (int, float)) else start_s.get(source, 0.0)
 
 
 def video_links(page: str | os.PathLike[str], videos: VideoPaths | None,
-                start_s: float = 0.0) -> dict[str, SourceVideo]:
+                start_s: Starts = 0.0) -> dict[str, SourceVideo]:
     """The annotated videos that exist, as the page at ``page`` links them: relative to its folder (the page and
     the videos move together), their first frames at ``start_s`` of their sources (``--start``)."""
     folder = Path(page).absolute().parent
@@ -280,7 +285,8 @@ def video_links(page: str | os.PathLike[str], videos: VideoPaths | None,
         path = Path(video).absolute()
         if path.is_file():
             # (quoted by its bytes: a name that is not UTF-8 — Latin-1 — as %XX of its own bytes, not an error)
-            links[source] = SourceVideo(quote(os.fsencode(Path(os.path.relpath(path, folder)).as_posix())), start_s)
+            links[source] = SourceVideo(quote(os.fsencode(Path(os.path.relpath(path, folder)).as_posix())),
+                                        _start_of(start_s, source))
     return links
 
 
@@ -301,7 +307,7 @@ def video_length(path: str | os.PathLike[str]) -> tuple[float, float] | None:
     return (frames / fps, 1 / fps) if frames > 0 and fps > 0 else None
 
 
-def warn_links_past_the_end(series: Iterable[TrackSeries], videos: VideoPaths | None, start_s: float = 0.0) -> None:
+def warn_links_past_the_end(series: Iterable[TrackSeries], videos: VideoPaths | None, start_s: Starts = 0.0) -> None:
     """A warning for each annotated video that the page's times would link past the end of: its rows reach further
     into it than it lasts, as when it was made with ``--start S`` and the page is written without (its first frame is
     then taken for the source's first, and every link lands S seconds late)."""
@@ -309,7 +315,7 @@ def warn_links_past_the_end(series: Iterable[TrackSeries], videos: VideoPaths | 
     first: dict[str, float] = {}
     for s in series:
         if len(s):
-            reach[s.source] = max(reach.get(s.source, -np.inf), float(s.times[-1]) - start_s)
+            reach[s.source] = max(reach.get(s.source, -np.inf), float(s.times[-1]) - _start_of(start_s, s.source))
             first[s.source] = min(first.get(s.source, np.inf), float(s.times[0]))
     for source, video in (videos or {}).items():
         # (a live source's times are the wall clock's: the page links none of them)
@@ -323,11 +329,12 @@ def warn_links_past_the_end(series: Iterable[TrackSeries], videos: VideoPaths | 
         if reach[source] > seconds + max(2 * interval, 0.5):
             logger.warning("%s lasts %.2f s, but the faces of %s are seen until %.2f s into it (its first frame taken "
                            "as %g s into the source): its links would land past its end; was it made with --start? "
-                           "give the same --start here", text_name(video), seconds, source, reach[source], start_s)
+                           "give the same --start here", text_name(video), seconds, source, reach[source],
+                           _start_of(start_s, source))
 
 
 def write_html(path: str | os.PathLike[str], reports: Sequence[TrackReport], title: str = "emopipe report",
-               sources_run: Sequence[str] = (), videos: VideoPaths | None = None, start_s: float = 0.0) -> int:
+               sources_run: Sequence[str] = (), videos: VideoPaths | None = None, start_s: Starts = 0.0) -> int:
     """The self-contained page (``sources_run``: see :func:`render`; ``videos``: each source's annotated video,
     whose first frame is ``start_s`` into its source); returns its size in bytes. A file at ``path`` that is not a page
     emopipe wrote is never replaced (:func:`refuse_other_files`: UsageError)."""
@@ -349,14 +356,14 @@ def write_report(records: Iterable[FaceRecord], path: str | os.PathLike[str], *,
                  short_track_s: float = SHORT_TRACK_S,
                  thumbnails_relative_to: str | os.PathLike[str] | None = None,
                  sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
-                 start_s: float = 0.0, inputs: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
+                 start_s: Starts = 0.0, inputs: Iterable[str | os.PathLike[str]] = ()) -> list[TrackReport]:
     """The HTML report of ``records`` (from :func:`emopipe.analyze` or :func:`emopipe.read_records`) at
     ``path``; thumbnails, when asked for, are cut from each source (video, image or folder of images) that can
     still be read, and also saved in ``NAME.thumbnails`` beside the page. Returns what the page shows (the
     summaries name the thumbnails relative to ``thumbnails_relative_to``, by default the page's folder).
     ``sources_run``: every source of the run, in order; the page lists those without a face too. ``videos``: each
-    source's annotated video (by source; its first frame ``start_s`` into the source), shown in its section and
-    linked from its times.
+    source's annotated video (by source; its first frame ``start_s`` into the source — one time for all, or by
+    source), shown in its section and linked from its times.
 
     It refuses, as ``emopipe report`` does, before anything is written (:func:`check_report_outputs`: UsageError,
     one line): to write over a source of the records or one of ``inputs`` (the rows files they were read from), a
@@ -385,7 +392,7 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
                            short_track_s: float = SHORT_TRACK_S,
                            thumbnails_relative_to: str | os.PathLike[str] | None = None,
                            sources_run: Sequence[str] = (), videos: VideoPaths | None = None,
-                           start_s: float = 0.0, inputs: Iterable[str | os.PathLike[str]] = (),
+                           start_s: Starts = 0.0, inputs: Iterable[str | os.PathLike[str]] = (),
                            source_paths: Mapping[str, StrPath] | None = None) -> list[TrackReport]:
     """:func:`write_report` of tracks already collected; ``source_paths``: where a source is read for its thumbnails
     when it is not where its name says (by source: a many-source run's manifest's ``path``)."""
