@@ -57,7 +57,7 @@ def test_a_folder_of_videos_gives_its_videos_and_a_folder_of_images_stays_one_se
     assert deep.sources == (str(videos / "a.MKV"), str(videos / "b.mp4"), str(videos / "deep" / "c.mp4"))
 
 
-def test_one_plain_file_is_not_a_collection_but_a_glob_or_a_list_is(tmp_path):
+def test_one_plain_file_is_not_a_collection_but_a_glob_or_a_list_is(tmp_path, caplog):
     clip = touch(tmp_path / "clips" / "x.mp4")
     touch(tmp_path / "clips" / "y.mp4")
     assert expand_inputs([str(clip)]).collection is False
@@ -68,6 +68,14 @@ def test_one_plain_file_is_not_a_collection_but_a_glob_or_a_list_is(tmp_path):
     assert read_list(str(listing)) == [str(clip), "rtsp://user:pw@cam/1", str(clip)]
     listed = expand_inputs([], [str(listing)])
     assert listed.collection and listed.sources == (str(clip), "rtsp://user:pw@cam/1")  # duplicates once
+
+    # (was: "x.mp4 x.mp4 -o out" ran as one file, its rows written to a file named "out") several named are several
+    # — outputs per source in the -o folder — the same one once, with a warning
+    with caplog.at_level("WARNING", logger="emopipe"):
+        twice = expand_inputs([str(clip), f"{tmp_path}/clips/./x.mp4", str(clip)])
+    assert twice.collection and twice.sources == (str(clip),)
+    assert f"{clip} is named more than once (also as {tmp_path}/clips/./x.mp4): it runs once" in caplog.text
+    assert f"{clip} is named more than once: it runs once" in caplog.text
 
 
 @pytest.mark.parametrize(("items", "error"), [

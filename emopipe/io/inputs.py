@@ -30,7 +30,7 @@ from pathlib import Path
 
 from emopipe.errors import InputNotFoundError, InputUnreadableError
 from emopipe.io.records import FOLDER_LOCK, MANIFEST
-from emopipe.io.uris import IMAGE_SUFFIXES, is_url, webcam_index
+from emopipe.io.uris import IMAGE_SUFFIXES, is_url, redact_uri, webcam_index
 
 logger = logging.getLogger(__name__)
 
@@ -329,6 +329,13 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
     own.say()
     first: dict[str, str] = {}
     for uri in found:
-        first.setdefault(source_key(uri), uri)
+        key = source_key(uri)
+        if key not in first:
+            first[key] = uri
+        elif not collection:  # (a folder and a glob over it overlap as a matter of course)
+            logger.warning("%s is named more than once%s: it runs once", redact_uri(first[key]),
+                           f" (also as {redact_uri(uri)})" if uri != first[key] else "")
     unique = tuple(first.values())
-    return Inputs(unique, collection or len(unique) > 1)
+    # several named, the same one among them, are still several: the outputs go per source into the -o folder, as
+    # the command line's form says (was: "a.mp4 a.mp4 -o out" wrote one rows file named "out")
+    return Inputs(unique, collection or len(found) > 1)
