@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -1437,3 +1438,31 @@ def test_a_one_source_runs_report_names_a_source_where_no_face_was_found(tmp_pat
     section = text.split("<section class='source'")[1]
     assert "empty room.mp4</h2><p class='meta'>no face found" in section
     assert _video_srcs(section) == ["rows.annotated.mp4"]
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to write the streams")
+@pytest.mark.parametrize("container", ["ts", "avi", "mp4"])
+def test_thumbnails_are_cut_from_the_frames_the_rows_name_whatever_the_container(tmp_path, container):
+    # (was: a seek by frame number landed elsewhere in an MPEG transport stream — the thumbnail of a face cut from
+    # another moment, and FFmpeg's decoder notes on stderr; seen on the H200, session 40; an AVI of H.264 with
+    # B-frames, its frame slots half empty, and an MP4 land right)
+    from emopipe.io.video import VideoSource
+    from emopipe.report.thumbnails import cut_face, thumbnails_from_video
+
+    video = tmp_path / f"clip.{container}"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30:duration=4",
+                    "-c:v", "libx264", "-g", "30", "-bf", "2", "-pix_fmt", "yuv420p", str(video)], check=True,
+                   timeout=120)
+    with VideoSource(video) as source:  # the frames as a run reads them: index, time, pixels
+        frames = {f.index: f for f in source}
+    box = (20.0, 10.0, 140.0, 110.0)
+    for wanted in ([75], [10, 11, 90]):  # a seek; reading on, then a seek
+        records = [FaceRecord.create(labels=LABELS8, probabilities=np.full(8, 1 / 8), source=str(video), frame=i,
+                                     timestamp_s=frames[i].timestamp_s, track_id=t, box=box, score=0.9,
+                                     valence=0.0, arousal=0.0) for t, i in enumerate(wanted, 1)]
+        collector = TrackCollector()
+        collector.add(records)
+        crops = thumbnails_from_video(collector.series(), str(video))
+        for t, i in enumerate(wanted, 1):
+            expected = cut_face(frames[i].bgr, box)
+            assert np.abs(crops[(str(video), t)].astype(float) - expected).mean() < 1.0, (container, i)

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from emopipe.errors import InputUnreadableError
 from emopipe.io.images import read_image
 from emopipe.io.records import text_name
+from emopipe.io.sources import _quiet_ffmpeg_logs
 from emopipe.io.uris import IMAGE_SUFFIXES
 from emopipe.io.video import native_name
 from emopipe.report.tracks import TrackSeries
@@ -174,6 +176,7 @@ def thumbnails_from_video(tracks: Sequence[TrackSeries], video: str) -> dict[tup
     if not Path(video).is_file():
         logger.info("no thumbnails for %s: the source video is not there", text_name(video))
         return {}
+    _quiet_ffmpeg_logs()  # (FFmpeg's decoder notes on a seek into the middle of a stream: not the user's)
     try:
         # (a name that is not UTF-8 — a Latin-1 one — crashed OpenCV: a segmentation fault)
         with native_name(Path(video)) as name:
@@ -190,16 +193,47 @@ def thumbnails_from_video(tracks: Sequence[TrackSeries], video: str) -> dict[tup
             for i in _candidates(series):
                 wanted.setdefault(int(series.frames[i]), []).append((series, i))
         best: dict[tuple[str, int], tuple[float, np.ndarray]] = {}
-        position = -1
-        for frame_index in sorted(wanted):
-            if frame_index != position + 1:  # seek only for jumps: reading on is exact and cheaper
-                capture.set(cv2.CAP_PROP_POS_FRAMES, frame_index)
-            ok, pixels = capture.read()
-            position = frame_index
-            if not ok:
-                continue
+        times = {frame: float(candidates[0][0].times[candidates[0][1]]) for frame, candidates in wanted.items()}
+        for frame_index, pixels in _frames_at(capture, Path(video), sorted(wanted), times):
             for series, i in wanted[frame_index]:
                 _keep_best(best, series, i, pixels)
         return {key: crop for key, (_, crop) in best.items()}
     finally:
         capture.release()
+
+
+def _frames_at(capture: Any, video: Path, indexes: Sequence[int],
+               times: dict[int, float]) -> Iterator[tuple[int, Any]]:
+    """The frames at ``indexes`` (ascending, counted as the run counted them: the n-th frame decoded), each checked
+    against its time in the rows (``times``). A seek lands elsewhere in some containers (an MPEG transport stream,
+    whose frame numbers OpenCV estimates): the first that does not land on its frame's time makes the rest be read
+    on from the video's start instead (slower, exact)."""
+    import cv2
+
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    tolerance = 0.5 / fps if fps and math.isfinite(fps) and fps > 0 else 0.02
+    seeks = True
+    position = -1  # the frame last read
+    for frame_index in indexes:
+        if frame_index != position + 1 and seeks:  # seek only for jumps: reading on is exact and cheaper
+            capture.set(cv2.CAP_PROP_POS_FRAMES, frame_index)
+            ok, pixels = capture.read()
+            if ok and abs(capture.get(cv2.CAP_PROP_POS_MSEC) / 1000 - times[frame_index]) <= tolerance:
+                position = frame_index
+                yield frame_index, pixels
+                continue
+            logger.debug("%s: a seek to frame %d did not land on its time: reading on from the start",
+                         text_name(video), frame_index)
+            seeks = False
+            with native_name(video) as name:
+                if not capture.open(name):
+                    return
+            position = -1
+        while position + 1 < frame_index:
+            if not capture.grab():
+                return
+            position += 1
+        ok, pixels = capture.read()
+        position = frame_index
+        if ok:
+            yield frame_index, pixels
