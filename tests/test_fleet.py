@@ -472,6 +472,27 @@ def test_a_camera_that_ended_is_finished_while_no_frame_comes_and_stays_ok_when_
         CAPTURES.unregister("refused")
 
 
+def test_cameras_of_an_interrupted_run_are_ended_in_the_metrics_it_leaves(cameras, tmp_path):
+    """Ctrl-C / SIGTERM: the final scrape (and a push) sees every camera that was up as ended, not still up."""
+    from emopipe.pipeline.fleet import Fleet
+
+    config = RunConfig(open_timeout=2, read_timeout=0.5)
+    registry = CollectorRegistry()
+    with ExitStack() as stack:
+        planned, manifest = plan_fleet(config, ["fleettest://a", "fleettest://b"], tmp_path / "out", stack)
+        fleet = Fleet(config, planned, tmp_path / "out", manifest)
+        source = fleet.open(stack)
+        fleet.observers(PipelineMetrics(registry, mode="live"))
+        next(iter(source))
+        assert _value(registry, "emopipe_source_up", source="fleettest://a") == 1
+        fleet.finish_all(interrupted=True)  # (as process_fleet does on Ctrl-C, before the exporter's last values)
+        for name in ("fleettest://a", "fleettest://b"):
+            states = {state: _value(registry, "emopipe_source_state", source=name, state=state)
+                      for state in ("up", "lost", "failed", "ended")}
+            assert states == {"up": 0, "lost": 0, "failed": 0, "ended": 1}, (name, states)
+            assert _value(registry, "emopipe_source_up", source=name) == 0
+
+
 @pytest.mark.parametrize(("argv", "code", "message"), [
     (["http://127.0.0.1:{port}/a.mjpg", "http://127.0.0.1:{port}/b.mjpg", "-o", "{tmp}/out"], 7,
      r"cannot open the stream http://127\.0\.0\.1:\d+/a\.mjpg: nothing is listening"),

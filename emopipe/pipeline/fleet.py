@@ -445,6 +445,8 @@ class Fleet:
         with self._lock:
             if camera.result is not None:
                 return camera.result
+            if camera.source is not None:  # its part is over (Ctrl-C leaves it capturing): ended in the last
+                camera.source.stop()      # metrics, not up (a camera lost for good stays failed)
             outputs: dict[str, str] = {}
             if camera.writer is not None:
                 camera.writer.commit(True)
