@@ -47,7 +47,7 @@ from tests.support import synth
 from tests.support.folders import held
 from tests.support.processes import interruptible, wait_for
 from tests.support.prometheus_helpers import scrape
-from tests.support.streams import MjpegServer, free_port
+from tests.support.streams import MjpegServer, chromium, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -312,6 +312,34 @@ def test_the_served_page_shows_every_stream_in_a_grid_with_its_own_numbers_and_f
         assert _get(f"{server.url}frame/3.jpg")[0] == 404
     finally:
         server.close()
+
+
+def test_the_grid_page_says_why_a_camera_is_lost_and_when_emopipe_stops_answering(tmp_path):
+    """Headless Chromium on the grid: the page's refresh shows a lost camera's reason, and once emopipe does not
+    answer no cell goes on saying live (each answer is given by its number: no timing involved)."""
+    cell = {"fps": 5.0, "latency_p50_s": 0.02, "latency_p99_s": 0.05, "faces": 1, "frames": 10, "frames_dropped": 0,
+            "reconnects": 0, "outage_s": None}
+    live = [{**cell, "source": f"http://cam{k}.example/{'x' * 60}", "state": "live"} for k in range(2)]
+    why = "cannot open the stream http://u:***@cam1.example/x: <refused>"
+    answers = [{"streams": live}, {"streams": [live[0], {**live[1], "state": "lost", "error": why}]}]
+    calls = []
+
+    def numbers() -> dict:
+        calls.append(1)
+        if len(calls) > len(answers):
+            raise ConnectionError("emopipe has ended")  # (the server closes the connection: the fetch fails)
+        return answers[len(calls) - 1]
+
+    server = LiveServer("127.0.0.1", 0, [FrameHub(), FrameHub()], numbers)
+    try:
+        dom = chromium(tmp_path, "--virtual-time-budget=4000", "--dump-dom", server.url).stdout
+    finally:
+        server.close()
+    assert len(calls) > len(answers), dom[-3000:]  # the page asked again after emopipe stopped answering
+    assert 'id="error-1">cannot open the stream http://u:***@cam1.example/x: &lt;refused&gt;<' in dom
+    assert 'id="error-0"></div>' in dom  # (a camera that is up has no reason shown)
+    for k in range(2):
+        assert f'id="state-{k}" class="bad">emopipe is not answering<' in dom
 
 
 def test_tiles_put_every_stream_in_one_window():

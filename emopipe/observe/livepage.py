@@ -290,7 +290,8 @@ header {{ padding: 8px 14px; }} a {{ color: #8cf; }} .k {{ color: #999; }} .bad 
 #grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 8px; padding: 8px; }}
 .cell {{ background: #1b1b1b; }} .cell img {{ width: 100%; display: block; }}
 .cell img.stale {{ opacity: 0.35; filter: grayscale(1); }}
-.nums {{ padding: 4px 8px; display: flex; flex-wrap: wrap; gap: 10px; }}
+.nums {{ padding: 4px 8px; display: flex; flex-wrap: wrap; gap: 10px; overflow-wrap: anywhere; }}
+.why:empty {{ display: none; }}
 </style></head>
 <body>
 <header><b>emopipe</b> <span class="k">{count} streams</span>
@@ -308,14 +309,17 @@ async function refresh() {{
       set(k, "fps", s.fps === null ? "-" : s.fps.toFixed(1));
       set(k, "latency", ms(s.latency_p50_s)); set(k, "latency99", ms(s.latency_p99_s));
       set(k, "faces", s.faces); set(k, "frames", s.frames); set(k, "dropped", s.frames_dropped);
-      set(k, "reconnects", s.reconnects);
+      set(k, "reconnects", s.reconnects); set(k, "error", s.error || "");
       const stale = s.outage_s !== null && s.outage_s !== undefined;
       const state = document.getElementById("state-" + k);
       state.textContent = stale ? s.state + " (" + s.outage_s.toFixed(0) + " s old)" : s.state;
       state.className = s.state === "live" ? "" : "bad";
       document.getElementById("view-" + k).className = stale ? "stale" : "";
     }});
-  }} catch (e) {{ }}
+  }} catch (e) {{  // emopipe ended or cannot be reached: no cell goes on saying live
+    document.querySelectorAll("[id^=state-]").forEach(state => {{
+      state.textContent = "emopipe is not answering"; state.className = "bad"; }});
+  }}
 }}
 function follow(k) {{  // the newest frame of stream k, one request at a time
   const view = document.getElementById("view-" + k);
@@ -337,6 +341,7 @@ _CELL = """<div class="cell" id="stream-{k}">
   <span><span class="k">frames</span> <span id="frames-{k}">{frames}</span></span>
   <span><span class="k">dropped</span> <span id="dropped-{k}">{dropped}</span></span>
   <span><span class="k">reconnects</span> <span id="reconnects-{k}">{reconnects}</span></span></div>
+ <div class="nums bad why" id="error-{k}">{error}</div>
 </div>"""
 
 
@@ -354,7 +359,8 @@ def render_grid(numbers: Mapping[str, Any]) -> str:
             state_class="" if state == "live" else "bad", view_class="stale" if n.get("outage_s") is not None else "",
             fps="-" if fps is None else f"{fps:.1f}", latency=ms(n.get("latency_p50_s")),
             latency99=ms(n.get("latency_p99_s")), faces=int(n.get("faces", 0)), frames=int(n.get("frames", 0)),
-            dropped=int(n.get("frames_dropped", 0)), reconnects=int(n.get("reconnects", 0))))
+            dropped=int(n.get("frames_dropped", 0)), reconnects=int(n.get("reconnects", 0)),
+            error=html.escape(str(n.get("error") or ""))))  # why a lost camera is lost
     return _GRID.format(count=len(cells), cells="\n".join(cells))
 
 
