@@ -1125,6 +1125,20 @@ def test_class_labels_are_charted_as_written_and_coloured_as_in_the_charts():
     assert odd  # the chart's "odd" is the swatch's colour
 
 
+def test_a_charts_numbers_fit_its_fixed_margins_with_a_power_of_ten_beside_large_ones():
+    # the charts have fixed places (a layout engine took 0.4 s a chart): numbers of five digits and more are written
+    # as a few digits and a power of ten at the axis's end, so that they stay within the margin left for them
+    records = synthesized_track([("happy", 2.0, 12345.0, -9876.0), ("sad", 2.0, -23456.0, 5432.0)], noise=50.0)
+    (report,) = analyse(_collected(records))
+    svg = track_chart_svg(report, 0.0)
+    values = [t.text for t in _drawn(svg, "axes_1") if t.tag == f"{SVG}text" and t.text]
+    circumplex = [t.text for t in _drawn(svg, "axes_3") if t.tag == f"{SVG}text" and t.text]
+    for texts in (values, circumplex):
+        numbers = [t for t in texts if re.fullmatch(r"[\u2212-]?[\d.]+", t)]
+        assert numbers and max(len(t.lstrip("\u2212-")) for t in numbers) <= 4, numbers
+        assert "1e4" in texts, texts
+
+
 def _collected(records: list[FaceRecord]) -> TrackCollector:
     collector = TrackCollector()
     collector.add(records)
