@@ -66,8 +66,13 @@ def test_one_plain_file_is_not_a_collection_but_a_glob_or_a_list_is(tmp_path, ca
     listing = tmp_path / "list.txt"
     listing.write_text(f"# cameras and clips\n{clip}\n\nrtsp://user:pw@cam/1\n{clip}\n")
     assert read_list(str(listing)) == [str(clip), "rtsp://user:pw@cam/1", str(clip)]
-    listed = expand_inputs([], [str(listing)])
-    assert listed.collection and listed.sources == (str(clip), "rtsp://user:pw@cam/1")  # duplicates once
+    with caplog.at_level("WARNING", logger="emopipe"):
+        listed = expand_inputs([], [str(listing)], recursive=False)
+        glob_over_named = expand_inputs([str(clip), str(tmp_path / "clips" / "*.mp4"), str(tmp_path / "clips")])
+    assert listed.collection and listed.sources == (str(clip), "rtsp://user:pw@cam/1")  # duplicates once …
+    assert f"{clip} is named more than once: it runs once" in caplog.text  # … said: one camera listed twice
+    assert len(glob_over_named.sources) == 2 and caplog.text.count("more than once") == 1  # (a glob overlaps)
+    caplog.clear()
 
     # (was: "x.mp4 x.mp4 -o out" ran as one file, its rows written to a file named "out") several named are several
     # — outputs per source in the -o folder — the same one once, with a warning

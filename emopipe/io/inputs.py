@@ -298,6 +298,7 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
     """The sources named by the list files' lines and ``items`` (in that order), duplicates removed (the first
     spelling kept)."""
     found: list[str] = []
+    named: set[int] = set()  # positions in found of sources named as they are (not found in a folder or by a glob)
     collection = False
     entries: list[str] = []
     own = _OwnOutputs()
@@ -306,6 +307,7 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
         collection = True
     for item in [*entries, *items]:
         if is_url(item) or webcam_index(item) is not None:
+            named.add(len(found))
             found.append(item)
             continue
         if item.startswith("~") and not Path(item).exists():  # a list's line, or a quoted glob: no shell expanded it
@@ -319,8 +321,12 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
             if not recursive:
                 _say_left_out(item, given is not None, own)
             expanded = given or [item]  # (a folder with nothing to read fails as a source)
-            collection |= [Path(s) for s in expanded] != [Path(item)]  # its videos, not one image sequence
+            if [Path(s) for s in expanded] == [Path(item)]:  # one image sequence, as named
+                named.add(len(found))
+            else:  # its videos
+                collection = True
         else:
+            named.add(len(found))
             found.append(item)  # (a file, or a missing path, named: as given)
             continue
         # what a folder or a glob gives is spelled one way, whatever the spelling of the folder or of what the glob
@@ -328,11 +334,13 @@ def expand_inputs(items: Sequence[str], list_files: Iterable[str] = (), recursiv
         found += [str(Path(source)) for source in expanded]
     own.say()
     first: dict[str, str] = {}
-    for uri in found:
+    first_named: dict[str, bool] = {}
+    for position, uri in enumerate(found):
         key = source_key(uri)
         if key not in first:
-            first[key] = uri
-        elif not collection:  # (a folder and a glob over it overlap as a matter of course)
+            first[key], first_named[key] = uri, position in named
+        elif first_named[key] and position in named:  # (a folder and a glob over it overlap as a matter of course;
+            # a list's line or an argument named twice, such as one camera twice, is a mistake worth a word)
             logger.warning("%s is named more than once%s: it runs once", redact_uri(first[key]),
                            f" (also as {redact_uri(uri)})" if uri != first[key] else "")
     unique = tuple(first.values())
