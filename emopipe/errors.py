@@ -6,7 +6,7 @@ The codes are part of the interface (scripts rely on them) and are listed in the
 code  meaning
 ====  ==========================================================================
 0     success (also: a video with no faces — the output then has only a header)
-1     unexpected internal error (a bug: rerun with ``--debug`` for the traceback); or the GPU out of memory
+1     unexpected internal error (a bug: rerun with ``--debug`` for the traceback)
 2     invalid command line or option value
 3     input not found
 4     input unreadable: not a video or image, no decodable frame
@@ -15,6 +15,7 @@ code  meaning
 7     camera or network stream unavailable
 8     input ended early: truncated or corrupt; results up to that point were written
 9     several sources: some failed (the run manifest says which and why); the others completed
+10    the GPU ran out of memory (the line says what to change: a smaller batch, fewer processes on it)
 130   interrupted (Ctrl-C or SIGTERM); results up to that point were written
 141   standard output closed by its reader (``| head``): the command stopped quietly (128 + SIGPIPE's 13)
 ====  ==========================================================================
@@ -68,6 +69,7 @@ class InputTruncatedError(EmopipeError):
 
 
 SOME_SOURCES_FAILED_EXIT_CODE = 9
+GPU_OUT_OF_MEMORY_EXIT_CODE = 10  # not a bug (1): a script may retry with a smaller --batch-size
 INTERRUPTED_EXIT_CODE = 130
 STDOUT_CLOSED_EXIT_CODE = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)
 

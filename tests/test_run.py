@@ -780,6 +780,7 @@ def test_the_gpu_out_of_memory_is_said_as_such_with_what_to_change(monkeypatch, 
     import torch
 
     from emopipe.cli import app, run
+    from emopipe.errors import GPU_OUT_OF_MEMORY_EXIT_CODE
 
     def out_of_memory(args):  # type: ignore[no-untyped-def]
         # (as the H200 said it, on one line; session 40)
@@ -790,7 +791,7 @@ def test_the_gpu_out_of_memory_is_said_as_such_with_what_to_change(monkeypatch, 
 
     monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, out_of_memory))
     monkeypatch.setattr(app, "_handle_signals", lambda: None)
-    assert app.main(["clip.mp4", "--batch-size", "100000"]) == 1
+    assert app.main(["clip.mp4", "--batch-size", "100000"]) == GPU_OUT_OF_MEMORY_EXIT_CODE == 10  # (was 1, a bug's)
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line == ("emopipe: error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 292.97 GiB. GPU "
                     "0 has a total capacity of 139.80 GiB of which 138.90 GiB is free.); give a smaller --batch-size "

@@ -23,7 +23,12 @@ from typing import NoReturn
 
 from emopipe._version import __version__
 from emopipe.cli.parsing import say
-from emopipe.errors import INTERRUPTED_EXIT_CODE, STDOUT_CLOSED_EXIT_CODE, EmopipeError
+from emopipe.errors import (
+    GPU_OUT_OF_MEMORY_EXIT_CODE,
+    INTERRUPTED_EXIT_CODE,
+    STDOUT_CLOSED_EXIT_CODE,
+    EmopipeError,
+)
 
 logger = logging.getLogger("emopipe")
 
@@ -251,7 +256,7 @@ def _main(argv: Sequence[str] | None) -> int:
             said = " ".join(re.split(r"(?<=\.) ", (str(exc).splitlines() or [""])[0])[:3])
             say(f"emopipe: error: the GPU ran out of memory ({said}); give a smaller "
                 "--batch-size or --detect-batch, run fewer --processes on it, or free what other programs hold")
-            return 1
+            return GPU_OUT_OF_MEMORY_EXIT_CODE
         message = f"{type(exc).__name__}: {exc}".split("\n")[0]
         say(f"emopipe: internal error: {message} (rerun with --debug for the traceback)")
         return 1
