@@ -1139,6 +1139,20 @@ def test_a_charts_numbers_fit_its_fixed_margins_with_a_power_of_ten_beside_large
         assert "1e4" in texts, texts
 
 
+def test_sources_that_are_gone_are_said_once_not_a_line_each(tmp_path, caplog):
+    # a report of a moved archive's rows said "no thumbnails for X: the source video is not there" for every source
+    records = [r for k in range(5) for r in synthesized_track([("happy", 0.2, 0.1, 0.1)], source=f"gone/{k}.mp4")]
+    with caplog.at_level("INFO", logger="emopipe"):
+        reports = write_report(records, tmp_path / "r.html")
+    lines = [r.getMessage() for r in caplog.records if "no thumbnails" in r.getMessage()]
+    assert lines == ["no thumbnails for 5 sources: they are not there (gone/0.mp4, gone/1.mp4, gone/2.mp4 and 2 more)"]
+    assert len(reports) == 5 and not any(r.thumbnail_jpeg for r in reports)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="emopipe"):  # one source: its own line, as before
+        write_report(records[:1], tmp_path / "one.html")
+    assert "no thumbnails for gone/0.mp4: the source video is not there" in caplog.text
+
+
 def _collected(records: list[FaceRecord]) -> TrackCollector:
     collector = TrackCollector()
     collector.add(records)

@@ -406,8 +406,14 @@ def write_collected_report(collector: TrackCollector, path: str | os.PathLike[st
         by_source: dict[str, list[TrackSeries]] = {}
         for series in collector.series():
             by_source.setdefault(series.source, []).append(series)
+        gone = [source for source in by_source if not os.path.exists(source_paths[source])]
+        if len(gone) > 1:  # said once, not a line each (a report of a moved archive's rows said hundreds)
+            shown = ", ".join(text_name(source) for source in gone[:3])
+            logger.info("no thumbnails for %d sources: they are not there (%s%s)", len(gone), shown,
+                        f" and {len(gone) - 3} more" if len(gone) > 3 else "")
         for source, tracks in by_source.items():
-            crops.update(thumbnails_from_source(tracks, source_paths[source]))
+            if len(gone) < 2 or source not in gone:
+                crops.update(thumbnails_from_source(tracks, source_paths[source]))
     reports = analyse(collector, crops, short_track_s=short_track_s)
     if crops:
         base = thumbnails_relative_to if thumbnails_relative_to is not None else Path(path).parent
