@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -433,6 +434,22 @@ def test_a_stream_of_declared_length_ends_without_reconnecting():
         assert source.state == "ended"  # its last frame came: ended, not lost (before it was closed)
     assert frames and source.captured == 12 and source.reconnects == 0
 
+
+
+def test_the_page_says_ended_not_reconnecting_once_the_stream_has_ended():
+    """A stream that ended (its last frame, or --end / --max-frames) while the pipeline finishes its last frames:
+    the page and /stats.json said "reconnecting", with an outage growing, as if it were lost."""
+    from emopipe.pipeline.live import LiveStats
+
+    stats = LiveStats("paced://file")
+    with LiveSource("paced://file", opener=lambda uri, o: PacedCamera(fps=500, frames=3, declared=3)) as source:
+        stats.source = source
+        assert stats.numbers()["state"] == "starting"
+        list(source)
+        assert source.state == "ended"
+        stats.frame(SimpleNamespace(faces=[]), 0.01)  # (a frame written: the page's state is no longer starting)
+        numbers = stats.numbers()
+    assert numbers["state"] == "ended" and numbers["outage_s"] is None
 
 @pytest.mark.parametrize(("camera", "message"), [
     (lambda: PacedCamera(frames=0), "opened but gave no frame"),

@@ -88,8 +88,10 @@ class LiveStats(Observer):
         silent = None if source is None else source.seconds_since_frame
         state = "starting" if frames == 0 else "live"
         lost = source is not None and source.captured > 0 and not source.up
-        if lost or (source is not None and silent is not None and frames and
-                    silent > max(1.0, source.options.read_timeout_s / 2)):
+        if source is not None and source.state == "ended":
+            state = "ended"  # (its last frames may still be finishing: no outage, nothing to reconnect)
+        elif lost or (source is not None and silent is not None and frames and
+                      silent > max(1.0, source.options.read_timeout_s / 2)):
             state = "reconnecting"
             fps = None  # the rate of frames that stopped coming would be stale
         return {
