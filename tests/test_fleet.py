@@ -530,6 +530,12 @@ def test_cameras_of_an_interrupted_run_are_ended_in_the_metrics_it_leaves(camera
      r"--record mp4: OpenCV's \.mp4 is unplayable until closed"),
     (["rtsp://cam/a", "{tmp}/clip.mp4"], 2, r"cannot share a run"),
     (["rtsp://cam/a", "rtsp://cam/b", "--metrics-max-sources", "-1"], 2, r"--metrics-max-sources"),
+    # a password with an unencoded "/" or "#": said without any piece of it (was: "Port could not be cast to integer
+    # value as 'pa'", the URL shown whole where it could not be parsed)
+    (["rtsp://cam/a", "rtsp://admin:pa/SECRET@cam/b"], 2,
+     r"^emopipe: error: rtsp://admin:\*\*\*@cam/b: its password holds a '/', '\?' or '#'.*%2F"),
+    (["http://admin:pa#SECRET@cam:81/b", "rtsp://cam/a"], 2,
+     r"^emopipe: error: http://admin:\*\*\*@cam:81/b: its pass"),
 ])
 def test_the_command_refuses_a_fleet_with_one_line_and_its_exit_code(argv, code, message, tmp_path, capsys):
     import logging
@@ -548,6 +554,7 @@ def test_the_command_refuses_a_fleet_with_one_line_and_its_exit_code(argv, code,
     lines = [line for line in err.splitlines() if line.startswith("emopipe: error")]
     assert got == code, err
     assert len(lines) == 1 and re.search(message, lines[0]), err
+    assert "SECRET" not in err and "'pa'" not in err  # (no piece of a password either)
 
 
 # -- in process: three cameras through one pipeline, one lost for good -------------------------------------

@@ -25,6 +25,9 @@ _SECRET_PARAMETERS = re.compile(r"(token|key|pass|pwd|secret|auth|sig|signature|
 _SECRET_NAME = r"[\w.-]*(?:token|key|pass|pwd|secret|auth|sig|signature|credential)[\w.-]*="
 _SECRET_IN_QUERY = re.compile(rf"((?:^|(?<=[&;])){_SECRET_NAME})[^&;]*", re.IGNORECASE)
 _SECRET_IN_PATH = re.compile(rf"((?<=[_/;&]){_SECRET_NAME})[^_/;&]*", re.IGNORECASE)
+# a password holding an unencoded "/", "?" or "#" (user:pa/ss@host) ends the URL's host part early, for urlsplit as for
+# FFmpeg (which then cannot connect, and says so with the URL): user, password, the rest. (Not a port: host:554/a@b)
+_LOOSE_PASSWORD = re.compile(r"^([^:/?#]+://[^:/?#@]*):(?!\d*[/?#])([^@]*[/?#][^@]*)@(.*)$", re.DOTALL)
 
 # Live readers by URI scheme beyond OpenCV's own: a factory (uri, LiveOptions) -> Capture that raises
 # SourceUnavailableError when it cannot open. Installed packages add theirs under the entry-point group
@@ -69,6 +72,9 @@ def redact_uri(uri: str) -> str:
     """
     if scheme(uri) is None:
         return uri
+    loose = _LOOSE_PASSWORD.match(uri)
+    if loose is not None:
+        uri = f"{loose.group(1)}:***@{loose.group(3)}"
     try:
         parts = urlsplit(uri)
     except ValueError:  # not a well-formed URL (an unclosed IPv6 bracket): no password after "user:" all the same
@@ -94,6 +100,9 @@ def check_url(uri: str) -> None:
             raise UsageError(f"a camera is written webcam:N (N = 0, 1, …: its index), got {uri!r}; a file of "
                              f"that name: ./{uri.strip()}")
         return
+    if _LOOSE_PASSWORD.match(uri) is not None:  # (urlsplit's own error would quote a piece of the password)
+        raise UsageError(f"{redact_uri(uri)}: its password holds a '/', '?' or '#', which end the host part of a "
+                         "URL; write them percent-encoded (%2F, %3F, %23)")
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - parsing the port is the check
