@@ -1153,6 +1153,38 @@ def test_sources_that_are_gone_are_said_once_not_a_line_each(tmp_path, caplog):
     assert "no thumbnails for gone/0.mp4: the source video is not there" in caplog.text
 
 
+def test_a_pages_charts_drawn_over_processes_are_the_charts_drawn_in_one():
+    # a page of hundreds of tracks took minutes with every chart drawn in turn in one process
+    from emopipe.report.html import CHARTS_A_WORKER
+
+    records = [r for k in range(2 * CHARTS_A_WORKER)
+               for r in synthesized_track([("happy", 0.3, 0.4, 0.1), ("sad", 0.3, -0.4, 0.2)], track_id=k + 1,
+                                          source=f"s{k % 3}.mp4", seed=k)]
+    reports = analyse(_collected(records))
+    made = re.compile(r" on \d{4}-\d\d-\d\d \d\d:\d\d UTC")  # (the minute the page was made)
+    one, two = (made.sub("", render(reports, processes=n)) for n in (1, 2))
+    assert two == one and one.count("<svg") == 2 * CHARTS_A_WORKER
+
+
+def test_charts_are_drawn_over_processes_only_where_starting_python_anew_runs_no_users_code(monkeypatch):
+    # a worker process runs the program's main file again: a user's script without a __main__ guard would run twice
+    import types
+
+    from emopipe.report.html import chart_processes
+
+    def main(**attributes: object) -> int:
+        module = types.ModuleType("__main__")
+        module.__dict__.update(attributes)
+        monkeypatch.setitem(sys.modules, "__main__", module)
+        return chart_processes()
+
+    cpus = os.cpu_count() or 1
+    assert main(__file__="/home/me/analyse_all.py", __spec__=None) == 1
+    assert main(__file__="/usr/local/bin/emopipe", __spec__=None) == cpus  # (pip's script: guarded)
+    assert main(__file__="/x/emopipe/__main__.py", __spec__=types.SimpleNamespace(name="emopipe.__main__")) == cpus
+    assert main(__spec__=None) == cpus  # a notebook, python -c: no file to run again
+
+
 def _collected(records: list[FaceRecord]) -> TrackCollector:
     collector = TrackCollector()
     collector.add(records)

@@ -17,9 +17,12 @@ import base64
 import html
 import io
 import math
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +39,7 @@ NO_FACES = "no face found"
 SINGLE_FRAME_AXIS_S = 1.0  # the time axis's width for a one-frame track
 GAP_BREAK_S = 1.0  # the valence and arousal lines break where the face was not seen for longer (and 3 usual steps)
 UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
+CHARTS_A_WORKER = 8  # fewer charts than this a process: its start (importing Matplotlib, ~1 s) costs more than it saves
 
 # one colour per expression, the same in every chart (colour-blind-safe Okabe–Ito hues where there are enough)
 EXPRESSION_COLOURS = {"neutral": "#9e9e9e", "happy": "#e69f00", "sad": "#0072b2", "surprise": "#56b4e9",
@@ -212,6 +216,43 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
     return svg[svg.index("<svg"):]
 
 
+def chart_processes() -> int:
+    """How many processes draw a page's charts (~0.2 s each) by default: this machine's CPUs where Python processes
+    may be started safely, else one. A worker is a fresh interpreter that runs the program's main file again (as
+    ``__mp_main__``): safe for emopipe's own command and where there is no main file (a notebook, ``python -c``),
+    not for a user's script, which may lack an ``if __name__ == "__main__"`` guard and would run again in it."""
+    main = sys.modules.get("__main__")
+    spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
+    safe = path is None or (spec is not None and spec.name.split(".")[0] == "emopipe") or Path(path).name == "emopipe"
+    return (os.cpu_count() or 1) if safe else 1
+
+
+def _ignore_ctrl_c() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the command's Ctrl-C is its own: no worker's traceback)
+
+
+def _chart(item: tuple[TrackReport, float]) -> str:
+    return track_chart_svg(*item)
+
+
+def charts(items: Sequence[tuple[TrackReport, float]], processes: int) -> list[str]:
+    """:func:`track_chart_svg` of each ``(track, origin)``, in order, over up to ``processes`` processes (a page of
+    hundreds of tracks took minutes in one); the same SVG either way."""
+    workers = min(processes, len(items) // CHARTS_A_WORKER)
+    if workers < 2:
+        return [track_chart_svg(track, origin) for track, origin in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_ctrl_c)
+    try:
+        return list(pool.map(_chart, items, chunksize=max(1, len(items) // (4 * workers))))
+    finally:
+        pool.shutdown(cancel_futures=True)  # (interrupted: the charts not begun are dropped, not drawn first)
+
+
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#222}
 h1{margin:0 0 4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:32px}
@@ -286,15 +327,25 @@ def _video_block(video: SourceVideo) -> str:
             "</div>")
 
 
+def _origin(items: Sequence[TrackReport]) -> float:
+    """Where a source's times count from on the page: its start, or a live source's first face (wall-clock times)."""
+    first = min(t.summary.first_s for t in items)
+    return first if first > UNIX_TIME_S else 0.0
+
+
 def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sources_run: Sequence[str] = (),
-           videos: Mapping[str, SourceVideo] | None = None) -> str:
+           videos: Mapping[str, SourceVideo] | None = None, processes: int | None = None) -> str:
     """The page for ``tracks`` (of one or more sources), as a string. ``sources_run``: every source the page
     covers, in order (a many-source run's), so that those where no face was found are listed too. ``videos``: the
-    annotated video of each source that has one (by source), shown in its section and linked from its times."""
+    annotated video of each source that has one (by source), shown in its section and linked from its times.
+    ``processes``: how many draw the charts (default :func:`chart_processes`)."""
     videos = videos or {}
     sources: dict[str, list[TrackReport]] = {source: [] for source in sources_run}
     for track in tracks:
         sources.setdefault(track.summary.source, []).append(track)
+    origins = {source: _origin(items) for source, items in sources.items() if items}
+    drawn = iter(charts([(t, origins[source]) for source, items in sources.items() for t in items],
+                        chart_processes() if processes is None else processes))
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     live = any(items and min(t.summary.first_s for t in items) > UNIX_TIME_S for items in sources.values())
     times = "Times are seconds from the start of the source" + (
@@ -320,8 +371,7 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
             parts.append(f"<section class='source' id='source-{k}'><h2>{_shown(source)}</h2>"
                          f"<p class='meta'>{NO_FACES}.</p>{'' if video is None else _video_block(video)}</section>")
             continue
-        first = min(t.summary.first_s for t in items)
-        origin = first if first > UNIX_TIME_S else 0.0
+        origin = origins[source]
         video = videos.get(source) if origin == 0.0 else None  # (a live source's clock is not its recording's)
         parts.append(f"<section class='source' id='source-{k}'><h2>{_shown(source)}</h2>")
         if origin:
@@ -353,7 +403,7 @@ def render(tracks: Sequence[TrackReport], *, title: str = "emopipe report", sour
             parts.append(f"<article class='track' id='{_track_anchor(k, s.track_id)}' data-track='{s.track_id}'>"
                          f"<h3>Track {s.track_id}{badge}</h3><div class='track-body'>{picture}"
                          f"{_numbers_table(s, origin)}</div>"
-                         f"<div class='chart' data-track='{s.track_id}'>{track_chart_svg(t, origin)}</div>"
+                         f"<div class='chart' data-track='{s.track_id}'>{next(drawn)}</div>"
                          f"{_segments_table(t.segments, origin, video)}</article>")
         parts.append("</section>")
     parts.append("</body></html>\n")
