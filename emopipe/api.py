@@ -543,8 +543,12 @@ class Analyzer:
         except KeyboardInterrupt:  # (also while the cameras opened or the models loaded: each gets its line)
             interrupted = True
         except Exception:  # a stage failed: each camera's rows so far are kept, its manifest line says so
-            with contextlib.suppress(Exception):
-                fleet.finish_all(interrupted=True)
+            # (not when nothing was computed and no line written — the page's address taken, the weights unreadable:
+            # no manifest is left, as a file run leaves none, so the run put right may use the folder; a Ray
+            # worker's fleet has no manifest, and its driver takes every camera's result)
+            if pipeline is not None or fleet.manifest is None or any(c.result is not None for c in fleet.cameras):
+                with contextlib.suppress(Exception):
+                    fleet.finish_all(interrupted=True)
             raise
         interrupted = interrupted or (fleet.stop is not None and fleet.stop.is_set())
         results = fleet.finish_all(interrupted)

@@ -557,6 +557,30 @@ def test_the_command_refuses_a_fleet_with_one_line_and_its_exit_code(argv, code,
     assert "SECRET" not in err and "'pa'" not in err  # (no piece of a password either)
 
 
+def test_a_fleet_refused_before_any_frame_leaves_no_manifest_to_block_the_run_put_right(cameras, tmp_path, capsys):
+    """The page's address taken: one line, exit 2, and no manifest (was: a line per camera, 'interrupted' with exit
+    code 130, and the corrected run into that folder refused as 'holds an earlier run')."""
+    import logging
+    import socket
+
+    from emopipe.cli import app as cli
+
+    out = tmp_path / "out"
+    logger = logging.getLogger("emopipe")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        try:
+            got = cli.main(["fleettest://a", "fleettest://b", "-o", str(out), "--serve",
+                            f"127.0.0.1:{taken.getsockname()[1]}", "--metrics-port", "0"])
+        finally:
+            logger.handlers[:], logger.level, logger.propagate = saved
+    err = capsys.readouterr().err
+    assert got == 2 and re.search(r"emopipe: error: cannot serve the live page on 127\.0\.0\.1:\d+", err), err
+    assert not (out / "manifest.jsonl").exists() and not (out / "summary.json").exists()
+
+
 # -- in process: three cameras through one pipeline, one lost for good -------------------------------------
 
 @pytest.mark.slow
