@@ -426,6 +426,29 @@ def test_the_fleet_source_interleaves_cameras_and_a_lost_one_never_stops_the_oth
     assert 1 <= seen[1] <= 5 and fleet[0].source is not None and fleet[0].source.reconnects == 0
 
 
+def test_a_camera_back_at_another_size_says_so(caplog):
+    """A camera reopened after a loss that now sends another resolution: its reconnection's line says the new size
+    (the rows' boxes are in it; the recording scales it to its first size)."""
+    opened = []
+
+    def opener(uri: str, options: LiveOptions) -> ScriptedCamera:
+        opened.append(uri)
+        if len(opened) == 1:  # three frames at 96×72, then the stream stops
+            return ScriptedCamera(np.full((72, 96, 3), 90, np.uint8), 20.0, frames=3)
+        return ScriptedCamera(np.full((144, 192, 3), 90, np.uint8), 20.0)
+
+    options = LiveOptions(open_timeout_s=5, read_timeout_s=5, reconnect_timeout_s=30, backoff_s=(0.01, 0.02))
+    with caplog.at_level("WARNING", logger="emopipe"), \
+            LiveSource("fleettest://resized", options=options, opener=opener) as source:
+        sizes = []
+        for frame in source:
+            sizes.append((frame.width, frame.height))
+            if frame.width == 192:
+                break
+    assert sizes[0] == (96, 72) and sizes[-1] == (192, 144) and source.reconnects == 1
+    assert "reconnected after" in caplog.text and "its frames are now 192×144 (were 96×72)" in caplog.text
+
+
 def test_a_camera_that_cannot_be_opened_is_recorded_and_the_others_run_but_none_is_an_error(cameras, tmp_path):
     from emopipe.pipeline.fleet import Fleet
 

@@ -331,6 +331,7 @@ class LiveSource(_SourceBase):
         self._state_lock = threading.Lock()
         self._times: deque[float] = deque(maxlen=_FPS_WINDOW)
         self._last_capture: float | None = None
+        self._size: tuple[int, ...] | None = None  # the last frame's (height, width)
         self._streaming_s = 0.0  # time between consecutive captures while the stream was up
         self._intervals = 0
         self._thread = threading.Thread(target=self._capture, name="emopipe-capture", daemon=True)
@@ -457,7 +458,9 @@ class LiveSource(_SourceBase):
         if reopened:
             self._times.clear()  # a rate measured across the outage would not be the stream's
             self.reconnects += 1
-            logger.warning("%s reconnected after %.1f s", self._name(), self._silence(now))
+            resized = "" if self._size in (None, image.shape[:2]) else \
+                f"; its frames are now {image.shape[1]}×{image.shape[0]} (were {self._size[1]}×{self._size[0]})"
+            logger.warning("%s reconnected after %.1f s%s", self._name(), self._silence(now), resized)
             if self.on_reconnect is not None:
                 self.on_reconnect()
         self._set_state("up")  # (before the count: the constructor, waiting for a first frame, finds it up)
@@ -466,6 +469,7 @@ class LiveSource(_SourceBase):
             self._intervals += 1
         self._times.append(now)
         self._last_capture = now
+        self._size = image.shape[:2]  # (a camera may come back at another size: the rows' boxes are in it)
         if self._newest.put(frame) and self.on_drop is not None:
             self.on_drop(1)
 
