@@ -388,6 +388,21 @@ def test_without_recursive_a_folder_says_how_many_subfolders_it_leaves_out(tmp_p
     assert "left out" not in caplog.text
 
 
+@pytest.mark.timeout(60)  # (glob's ** went round two loops for ever)
+def test_recursive_and_a_tree_glob_follow_a_linked_folder_and_walk_each_folder_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("archive/day1/a.mp4", "store/day2/b.mp4"):
+        touch(tmp_path / name)
+    Path("archive/day2").symlink_to(tmp_path / "store" / "day2")  # (NAS layouts: a session folder linked in)
+    Path("archive/day1/again").symlink_to("..")  # two loops back up the tree
+    Path("archive/day1/self").symlink_to(".")
+    # the subfolders left out without --recursive, linked one included, are taken with it, as its warning says
+    expected = ("archive/day1/a.mp4", "archive/day2/b.mp4")
+    assert expand_inputs(["archive"], recursive=True).sources == expected
+    assert expand_inputs(["archive/**"]).sources == expected
+    assert expand_inputs(["./archive/**/*.mp4"], recursive=True).sources == expected
+
+
 def test_the_command_says_each_warning_of_its_inputs_once(tmp_path):
     """It expands its inputs to choose the kind of run, and again to plan the many-source run."""
     for name in ("photos/1.jpg", "photos/day2/1.jpg", "v/a.mp4", "v/cover.jpg"):

@@ -1,20 +1,20 @@
 """What a command line's inputs name: files, folders, quoted globs and list files, expanded into sources.
 
-A folder holding video files gives one source per video; a folder holding images and no videos is one source, the
-images in name order (an image sequence). Its subfolders are not read (a warning says how many hold videos or
-images); ``recursive``: each folder of its tree likewise, so that each folder of images is a sequence of its own
-(named after its path, as a video is). Images beside videos in one folder are not analysed (a warning says how
-many), whether the folder is named or a glob matches them. Hidden files (``.DS_Store``, macOS's ``._clip.mp4``
-metadata twins) and hidden folders are never a folder's sources. A glob takes what it matches as a folder takes its
-contents: its videos (its images when it matches no video; other files are skipped with a warning), and each folder
-it matches as if that folder were named, whose files it does not take again (``dir/**`` is each folder of the tree,
-never one image twice). What a folder or a glob gives is spelled as pathlib spells a path (no ``./``, repeated or
-trailing ``/``); a file named is a source as given. URLs and cameras pass through unchanged; a path that does not
-exist also does (it fails as a source of its own, recorded, while the others run), as does a name with brackets that
-matches nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's
-lines are expanded as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the
-current folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a
-source of its own, named after the link.
+A folder holding video files gives one source per video; a folder holding images and no videos is one source, the images
+in name order (an image sequence). Its subfolders are not read (a warning says how many hold videos or images);
+``recursive``: each folder of its tree likewise, so that each folder of images is a sequence of its own (named after its
+path, as a video is; links to folders followed, each folder walked once). Images beside videos in one folder are not
+analysed (a warning says how many), whether the folder is named or a glob matches them. Hidden files (``.DS_Store``,
+macOS's ``._clip.mp4`` metadata twins) and hidden folders are never a folder's sources. A glob takes what it matches as
+a folder takes its contents: its videos (its images when it matches no video; other files are skipped with a warning),
+and each folder it matches as if that folder were named, whose files it does not take again (``dir/**`` is each folder
+of the tree, never one image twice). What a folder or a glob gives is spelled as pathlib spells a path (no ``./``,
+repeated or trailing ``/``); a file named is a source as given. URLs and cameras pass through unchanged; a path that
+does not exist also does (it fails as a source of its own, recorded, while the others run), as does a name with brackets
+that matches nothing (``take[1].mp4``); a pattern with ``*`` or ``?`` that matches nothing is an error. A list file's
+lines are expanded as the command line's items are (a folder, a quoted glob, a leading ``~``), relative to the current
+folder. One file named twice (``v/a.mp4`` and ``./v/a.mp4``) is one source (:func:`source_key`); a link is a source of
+its own, named after the link.
 """
 
 from __future__ import annotations
@@ -133,10 +133,45 @@ def _listed(path: Path) -> bool:
     return path.is_file() or (path.is_symlink() and not path.exists())
 
 
+def _tree(folder: str) -> Iterator[str]:
+    """Everything in ``folder``'s tree (``""``: the current folder's) but hidden names, folders before their
+    contents, spelled as ``folder`` is. A link to a folder is followed (its contents named through the link), each
+    folder walked once: a link back up the tree (a loop) is not walked again. (Path.glob's ``**`` left a linked folder
+    out unsaid; glob's followed a loop at every depth, for ever with two.)"""
+    walked = {os.path.realpath(folder or os.curdir)}
+    for top, folders, files in os.walk(folder or os.curdir, followlinks=True):
+        folders[:] = sorted(name for name in folders if not name.startswith(".")
+                            and os.path.realpath(os.path.join(top, name)) not in walked)
+        walked.update(os.path.realpath(os.path.join(top, name)) for name in folders)
+        here = top if folder else os.path.relpath(top)
+        yield from (os.path.join(here, name) if here != os.curdir else name
+                    for name in [*folders, *files] if not name.startswith("."))
+
+
+def _glob(pattern: str) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, each ``**`` walked as :func:`_tree` walks (links to folders followed,
+    each folder once)."""
+    parts = pattern.split(os.sep)
+    if "**" not in parts:
+        return sorted(glob.glob(pattern))
+    at = parts.index("**")
+    head, rest = os.sep.join(parts[:at]) or os.sep * (at > 0), os.sep.join(parts[at + 1:])
+    found: set[str] = set()
+    for top in glob.glob(head) if head else [""]:
+        if top and not os.path.isdir(top):
+            continue
+        if at + 1 < len(parts):  # (something after the **, if only a /)
+            folders = [top, *(path for path in _tree(top) if os.path.isdir(path))]
+            found.update(m for folder in folders for m in _glob(os.path.join(glob.escape(folder), rest)))
+        else:  # (as glob's: the folder itself, spelled with its trailing /, and everything in its tree)
+            found.update([os.path.join(top, "")] if top else [], _tree(top))
+    return sorted(found)
+
+
 def _files(folder: Path, recursive: bool, own: _OwnOutputs) -> Iterator[Path]:
     """The files that may be ``folder``'s sources (its own, or ``recursive`` its tree's), found as they are read;
     never emopipe's own outputs (``own``)."""
-    return (p for p in folder.glob("**/*" if recursive else "*")
+    return (p for p in (map(Path, _tree(str(folder))) if recursive else folder.glob("*"))
             if not _skipped(p, folder) and _listed(p) and not own.owns(p))
 
 
@@ -200,7 +235,7 @@ def _globbed(pattern: str, recursive: bool, own: _OwnOutputs) -> list[str] | Non
     beside videos in its folder is not taken, as that folder named does not take it); what it matches but does
     not take is said in a warning, and a glob that gives nothing is an error. None when a pattern with no
     wildcard but brackets (``take[1].mp4``) matches nothing: a file name, not found."""
-    matches = sorted(glob.glob(pattern, recursive=True))
+    matches = _glob(pattern)
     if not matches and not _WILDCARDS & set(pattern):
         return None
     if not matches:
