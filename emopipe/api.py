@@ -139,6 +139,9 @@ def _refuse_ray_options(config: RunConfig) -> None:
     if config.processes is not None:
         raise UsageError("--processes: a run over worker processes is emopipe.processes.run_on_processes (the "
                          "command line's --processes); this run is one process")
+    if not config.split:  # (only workers cut a long video in parts: one process keeps every video whole)
+        raise UsageError("--no-split: for a run over --processes or --ray workers; this run is one process, which "
+                         "keeps each video whole")
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])

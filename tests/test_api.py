@@ -646,6 +646,9 @@ def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypat
                                                  ray_gpus_per_worker=0.5)
     with pytest.raises(UsageError, match=r"^--ray-keep-warm: for a run over Ray"):
         emopipe.Analyzer(device="cpu").run_many([clip, clip + "2"], tmp_path / "out", ray_keep_warm=60)
+    # (was: several sources in this process took --no-split and ignored it: only workers' runs cut videos in parts)
+    with pytest.raises(UsageError, match=r"^--no-split: for a run over --processes or --ray workers"):
+        emopipe.Analyzer(device="cpu").run_many([clip, clip + "2"], tmp_path / "out", split=False)
     for seconds in (0, -1, float("inf")):
         with pytest.raises(UsageError, match="--ray-keep-warm must be a number of seconds > 0"):
             RunConfig(ray_keep_warm=seconds)

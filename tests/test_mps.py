@@ -177,8 +177,8 @@ def test_mps_is_for_the_workers_of_processes(monkeypatch):
     with pytest.raises(UsageError, match="--mps: for the workers of --processes"):
         RunConfig(source="a.mp4", mps=True)
     monkeypatch.setattr(processes, "_devices", lambda device: [])  # the CPU: auto runs the sources here
-    config = auto_processes(RunConfig(sources=("a.mp4",), processes="auto", mps=True))
-    assert config.processes is None and config.mps is False
+    config = auto_processes(RunConfig(sources=("a.mp4",), processes="auto", mps=True, split=False))
+    assert config.processes is None and config.mps is False and config.split  # (this process refuses --no-split)
 
 
 def test_the_workers_are_given_the_commands_mps(monkeypatch):

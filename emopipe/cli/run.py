@@ -396,7 +396,7 @@ def auto_processes(config: RunConfig) -> RunConfig:
     count, why = auto_workers(config.device, start_mps=config.mps)
     if count == 1:
         logger.info("--processes auto: the sources run in this process (%s)", why)
-        return replace(config, processes=None, mps=False)  # (--mps: nothing to share)
+        return replace(config, processes=None, mps=False, split=True)  # (--mps, --no-split: no workers to use them)
     logger.info("--processes auto: %d worker processes (%s)", count, why)
     return replace(config, processes=count)
 
