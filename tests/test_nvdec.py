@@ -475,6 +475,26 @@ def test_a_stream_nvdec_cannot_decode_is_refused_before_the_threaded_decoder_sta
     assert _ThreadedDecoder.instances == []
 
 
+def test_no_decoder_is_made_on_a_gpu_almost_out_of_memory(monkeypatch, fake_nvdec, clip):
+    # PyNvVideoCodec ends the process (exit 1, no exception) when a decoder cannot get GPU memory: a run on a GPU
+    # that other programs filled ended without a line of emopipe's (H200, 0.3 GiB free, session 41)
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    monkeypatch.setattr(nvdec, "_gpu_free_bytes", lambda gpu: 300 << 20)
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: the GPU has 300 MiB free, under the 1024 MiB"):
+        NvdecVideoSource(clip)
+    with open_input(clip, decoder="auto", device="cuda") as source:  # auto: OpenCV instead
+        assert type(source) is VideoSource and len(list(source)) == COUNT
+    assert _SimpleDecoder.made == 0 and _ThreadedDecoder.instances == []
+    monkeypatch.setattr(nvdec, "_gpu_free_bytes", lambda gpu: nvdec.NVDEC_MIN_FREE_BYTES)
+    with NvdecVideoSource(clip) as first:  # enough: NVDEC
+        monkeypatch.setattr(nvdec, "_gpu_free_bytes", lambda gpu: 300 << 20)
+        with pytest.raises(InputUnreadableError, match="300 MiB free"):
+            NvdecVideoSource(clip)  # a format probed before, but a second decoder: refused too
+        assert len(list(first)) == COUNT
+    with NvdecVideoSource(clip) as source:  # the first's decoder, kept: no new memory asked
+        assert len(list(source)) == COUNT
+
+
 def test_a_source_probed_ahead_opens_without_a_second_probe(monkeypatch, fake_nvdec, clip):
     # (a worker probes its first source while its engines load: its reader then starts its decoder at once)
     monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
@@ -520,6 +540,7 @@ def test_every_reader_on_a_gpu_copies_on_one_stream(monkeypatch, fake_nvdec, cli
             made.append(device)
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(nvdec, "_gpu_free_bytes", lambda gpu: None)  # (no GPU to ask)
     monkeypatch.setattr(torch.cuda, "Stream", CountedStream)
     monkeypatch.setattr(nvdec, "_copy_streams", {})
     readers = [nvdec._NvdecReader(clip, 0) for _ in range(3)]

@@ -224,6 +224,25 @@ def test_not_a_video(tmp_path, content):
     one_line_error(emopipe(fake, "-o", tmp_path / "rows.csv"), 4, "fake.mp4")
 
 
+def test_a_name_with_a_newline_or_an_escape_is_said_on_one_line(tmp_path, capsys, monkeypatch):
+    fake = tmp_path / "take\n2\x1b[2J.mp4"  # (a newline made a message two lines; an escape worked the terminal)
+    fake.write_bytes(b"")
+    done = emopipe(fake, "-o", tmp_path / "rows.csv")
+    one_line_error(done, 4, "take\\n2\\x1b[2J.mp4 is empty")
+    assert done.stderr.count("\n") == len(done.stderr.splitlines()) and "\x1b" not in done.stderr
+    # the log's lines too (a many-source run's "failed NAME — …")
+    import logging
+
+    from emopipe.cli import app
+
+    logger = logging.getLogger("emopipe")
+    monkeypatch.setattr(logger, "handlers", [])  # (given back after the test: the command's handler is set in place)
+    monkeypatch.setattr(logger, "level", logger.level)
+    app._configure_logging(debug=False, quiet=False)
+    logging.getLogger("emopipe.test").warning("failed %s — 0 frames", "v/take\n2.mp4")
+    assert capsys.readouterr().err == "emopipe: failed v/take\\n2.mp4 — 0 frames\n"
+
+
 def test_unwritable_outputs(moving, tmp_path, models_home):
     one_line_error(emopipe(moving.path, "-o", tmp_path / "no" / "such" / "dir.csv"), 5, "dir.csv")
     one_line_error(emopipe(moving.path, "-o", tmp_path / "rows.csv", "--annotate", tmp_path / "nodir" / "a.mp4"), 5,
@@ -796,6 +815,14 @@ def test_the_gpu_out_of_memory_is_said_as_such_with_what_to_change(monkeypatch, 
     assert line == ("emopipe: error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 292.97 GiB. GPU "
                     "0 has a total capacity of 139.80 GiB of which 138.90 GiB is free.); give a smaller --batch-size "
                     "or --detect-batch, run fewer --processes on it, or free what other programs hold")
+    def no_memory_left(args):  # type: ignore[no-untyped-def]
+        # (a kernel or the context on a GPU other programs filled: PyTorch's allocator not asked; H200, session 41)
+        raise torch.AcceleratorError("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in "
+                                     "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html")
+
+    monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, no_memory_left))
+    assert app.main(["clip.mp4"]) == GPU_OUT_OF_MEMORY_EXIT_CODE
+    assert capsys.readouterr().err.startswith("emopipe: error: the GPU ran out of memory (CUDA error: out of memory)")
     monkeypatch.setattr(app, "_command", lambda name: (run.build_parser, lambda args: 1 / 0))  # a bug is still one
     assert app.main(["clip.mp4"]) == 1
     assert "internal error: ZeroDivisionError" in capsys.readouterr().err

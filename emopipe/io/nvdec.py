@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 DECODERS = ("auto", "opencv", "nvdec")
 _DECODE_AHEAD = 16  # frames NVDEC's thread decodes ahead of the reader
 _SEEK_BACK_S = (0.0, 1.0, 5.0, 21.0)  # how far before its target a seek asks to land, each time the last landed past
+# Below this much free GPU memory no NVDEC decoder is made: PyNvVideoCodec ends the process (exit 1, no exception,
+# no line of ours) when one cannot get memory (H200 with 0.3 GiB free, session 41). The run would run out anyway.
+NVDEC_MIN_FREE_BYTES = 1 << 30
 
 
 def _pynvvideocodec() -> Any:
@@ -80,6 +83,18 @@ def nvdec_unavailable(device: torch.device) -> str | None:
             return ("the NVIDIA driver's video decoding library (libnvcuvid.so.1) is missing; in a container, "
                     "add 'video' to NVIDIA_DRIVER_CAPABILITIES")
     return None
+
+
+def _gpu_free_bytes(gpu: int) -> int | None:
+    return int(torch.cuda.mem_get_info(gpu)[0]) if torch.cuda.is_available() else None
+
+
+def _refuse_a_full_gpu(path: Path, gpu: int) -> None:
+    """InputUnreadableError (``auto`` then decodes on the CPU) where a new decoder could not get its memory."""
+    free = _gpu_free_bytes(gpu)
+    if free is not None and free < NVDEC_MIN_FREE_BYTES:
+        raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: the GPU has {free / 2**20:.0f} MiB "
+                                   f"free, under the {NVDEC_MIN_FREE_BYTES >> 20} MiB it is tried with")
 
 
 def _reason(exc: BaseException) -> str:
@@ -185,6 +200,7 @@ class _DecoderPool:
             idle = self._idle.get(stream.decoder_kind) if stream.known else None
             decoder = idle.pop() if idle else None
         if decoder is None:
+            _refuse_a_full_gpu(path, stream.gpu)
             nvc = _pynvvideocodec()
             return nvc.ThreadedDecoder(str(path), buffer_size=_DECODE_AHEAD, gpu_id=stream.gpu,
                                        use_device_memory=True, output_color_type=nvc.OutputColorType.RGB)
@@ -269,6 +285,7 @@ def _probe(path: Path, stream: _StreamFormat) -> None:
     format already decoded in this process needs no second probe."""
     if _pool.vouched_for(stream):
         return
+    _refuse_a_full_gpu(path, stream.gpu)
     nvc = _pynvvideocodec()
     probe = nvc.SimpleDecoder(str(path), gpu_id=stream.gpu, use_device_memory=True,
                               output_color_type=nvc.OutputColorType.RGB)
