@@ -23,6 +23,9 @@ code  meaning
 
 from __future__ import annotations
 
+import logging
+import re
+
 
 class EmopipeError(Exception):
     """Base class: the message is one line a user can act on. ``outcome``: where an ``Analyzer`` run raised it after
@@ -85,3 +88,19 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, outcome: object) -> None:
         super().__init__("interrupted: every row computed until then was written")
         self.outcome = outcome
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # (a tab stays: it keeps a line one line)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, as every message is: a control character in it (the newline of a file's name, an escape
+    that would work the terminal) written as Python writes it in a string, ``\\n``."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+class LineFormatter(logging.Formatter):
+    """Each message on one line (:func:`one_line`): ``failed clip\\n2.mp4 — …`` was two, the second no message."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return one_line(super().formatMessage(record))

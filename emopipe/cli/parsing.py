@@ -6,14 +6,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from emopipe.errors import one_line
+
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 
 def say(line: str) -> None:
     """One line on standard error in one write: ``print`` writes the text and its newline apart, and a thread's log
-    line (Ray's, from the thread that joins a cluster) could fall between them."""
-    sys.stderr.write(line + "\n")
+    line (Ray's, from the thread that joins a cluster) could fall between them. Never two: a newline in it (a file's
+    name) is written ``\\n`` (:func:`~emopipe.errors.one_line`)."""
+    sys.stderr.write(one_line(line) + "\n")
     sys.stderr.flush()
 
 

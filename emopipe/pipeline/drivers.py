@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from emopipe.errors import EmopipeError, UsageError
+from emopipe.errors import EmopipeError, LineFormatter, UsageError
 from emopipe.io.records import partial_path
 from emopipe.pipeline.archive import PlannedSource, SourceResult
 
@@ -222,7 +222,7 @@ def log_as_worker(prefix: str, level: int) -> None:
     logger would show every library's INFO too: PyNvVideoCodec's says its NVENC version at each import, two lines a
     worker in the command's output."""
     handler = logging.StreamHandler()  # (stderr)
-    handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
+    handler.setFormatter(LineFormatter(f"{prefix}: %(message)s"))
     ours = logging.getLogger("emopipe")
     ours.handlers[:] = [handler]
     ours.setLevel(level)
