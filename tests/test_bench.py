@@ -166,6 +166,16 @@ def test_an_unwritable_json_is_refused_before_any_worker(workers, tmp_path):
     assert jobs == []
 
 
+def test_the_json_replaces_only_an_earlier_benchmarks_results(workers, tmp_path):
+    # --json notes.json (a typo for another name) wrote over the user's file
+    jobs, _ = workers
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}')
+    with pytest.raises(UsageError, match=r"notes\.json exists and is not an earlier emopipe bench's results"):
+        bench_run("--configs", "1", "--json", str(notes))
+    assert jobs == [] and notes.read_text() == '{"mine": 1}'  # refused before any worker, the file untouched
+
+
 def test_a_failing_worker_gives_its_own_exit_code_and_line(workers, tmp_path):
     jobs, outcome = workers
     said = "loading …\nemopipe: error: cannot read x.pth\n"
@@ -182,7 +192,7 @@ def test_a_failing_worker_gives_its_own_exit_code_and_line(workers, tmp_path):
 
 def test_json_is_written_whole_in_place_of_an_earlier_one(workers, tmp_path, capsys):
     out = tmp_path / "bench.json"
-    out.write_text("earlier\n")
+    out.write_text(json.dumps([_result("earlier").__dict__]))  # an earlier benchmark's results
     assert bench_run("--configs", "5,1", "--json", str(out)) == 0
     assert [r["config"] for r in json.loads(out.read_text())] == [CONFIGS[4].name, CONFIGS[0].name]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json"]  # no partial file left beside it

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(_worker(json.loads(args.worker)))))
         return 0
     from emopipe.engines.base import EngineOptions
-    from emopipe.io.records import ensure_writable, partial_path
+    from emopipe.io.records import ensure_writable, written_whole
     from emopipe.model.devices import resolve_device
     from emopipe.model.weights import models_dir
 
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                          "the latency after the first batch needs 2 or more: give more --frames")
     if args.json:
         ensure_writable(args.json, "the results")  # now, not after the whole benchmark
+        _refuse_other_file(args.json)
 
     cache_dir = str(models_dir(args.models_dir) / "cache")  # the product's caches: restarts as users see them
     results = []
@@ -138,14 +139,29 @@ def run(args: argparse.Namespace) -> int:
         results.append(BenchResult(**json.loads(done.stdout.strip().splitlines()[-1])))
     print(format_table(results))
     if args.json:
-        partial = partial_path(args.json)
-        try:  # whole or not at all: never a half-written file over an earlier one
-            partial.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
-            os.replace(partial, args.json)
+        _refuse_other_file(args.json)  # (again: made meanwhile)
+        try:  # whole or not at all, under a name of its own (two benchmarks at once: the last one's file, whole)
+            with written_whole(args.json) as file:
+                file.write((json.dumps([asdict(r) for r in results], indent=2) + "\n").encode())
         except OSError as exc:
-            partial.unlink(missing_ok=True)
             raise OutputError(f"cannot write the results {args.json}: {exc.strerror or exc}") from None
     return 0
+
+
+def _refuse_other_file(path: Path) -> None:
+    """A file at ``--json``'s name is replaced only when it holds an earlier benchmark's results (a list of what
+    :class:`BenchResult` has): any other is the user's (a typo for another file), never written over (exit 2)."""
+    if not os.path.lexists(path):
+        return
+    try:
+        earlier = json.loads(path.read_bytes())
+        ours = isinstance(earlier, list) and all(isinstance(r, dict) and {"config", "p50_ms"} <= r.keys()
+                                                 for r in earlier)
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise UsageError(f"the results {path} exists and is not an earlier emopipe bench's results: choose another "
+                         "name, or move or remove that file")
 
 
 def select_configs(spec: str, cuda: bool) -> list[BenchConfig]:
