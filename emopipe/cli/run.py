@@ -434,9 +434,9 @@ def run_fleet(config: RunConfig) -> int:
 def _fleet_exit_code(outcome: FleetOutcome) -> int:
     run = outcome.run
     statuses = [r.status for r in outcome.results]
-    logger.info("%d cameras: %d ok, %d lost, %d interrupted; %d frames, %d faces in %.1f s; manifest %s",
-                len(statuses), statuses.count("ok"), statuses.count("failed"), statuses.count("interrupted"),
-                run["frames"], run["faces"], run["wall_s"], run["manifest"])
+    logger.info("%d camera%s: %d ok, %d lost, %d interrupted; %d frames, %d faces in %.1f s; manifest %s",
+                len(statuses), "" if len(statuses) == 1 else "s", statuses.count("ok"), statuses.count("failed"),
+                statuses.count("interrupted"), run["frames"], run["faces"], run["wall_s"], run["manifest"])
     for failed in outcome.failed:
         say(f"emopipe: error: {failed.error}")
     return outcome.exit_code
