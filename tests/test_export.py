@@ -392,6 +392,8 @@ def test_cli_exports_fp16_checks_it_and_fails_beyond_tolerance(checkpoints, tmp_
     assert done.returncode == 0, done.stderr
     path = tmp_path / f"emonet5-{sha256_of(checkpoints[5])[:16]}-b1-fp16.onnx"
     assert f"{path} (exported in" in done.stdout
+    # (its log line counts the comparison too: it said "exported PATH in" a time other than the line above)
+    assert f"exported and checked {path} in" in done.stderr
     assert "random crops (1): max |Δ| probabilities" in done.stdout
     assert "real faces [astronaut" in done.stdout
     assert done.stdout.count("(≤ 1e-02)") == 4 and done.stdout.count("— ok") == 2
