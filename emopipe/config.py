@@ -382,6 +382,8 @@ class RunConfig:
             values["metrics_port"] = DEFAULT_METRICS_PORT
         if self.metrics_linger and values.get("metrics_port", self.metrics_port) is None:
             raise UsageError("--metrics-linger needs --metrics-port (there is nothing to scrape otherwise)")
+        if self.metrics_host != DEFAULT_METRICS_HOST and values.get("metrics_port", self.metrics_port) is None:
+            raise UsageError("--metrics-host needs --metrics-port (a file run serves no metrics otherwise)")
         return replace(self, **values)
 
     def _live_defaults(self, cuda: bool) -> dict[str, Any]:

@@ -739,3 +739,7 @@ def test_metrics_flags_resolve_with_a_live_default_port():
                                                                                              "pg:9091")
     with pytest.raises(UsageError, match="--metrics-linger needs --metrics-port"):
         resolved("clip.mp4", "--metrics-linger", "5")
+    # (was: taken and unused, a file run serving nothing: the user believed its metrics reachable from elsewhere)
+    with pytest.raises(UsageError, match="--metrics-host needs --metrics-port"):
+        resolved("clip.mp4", "--metrics-host", "0.0.0.0")
+    assert resolved("rtsp://cam/x", "--metrics-host", "0.0.0.0").metrics_host == "0.0.0.0"  # live: on 9478
