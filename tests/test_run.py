@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -745,6 +746,17 @@ def test_main_in_process_gives_back_the_handlers_and_disarms_however_the_run_end
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
     assert not app._INTERRUPTED.is_set()
+
+
+def test_the_help_names_every_exit_code_of_the_table():
+    # the help's list had drifted from the codes' table (errors.py, the README's): 1, 10 and 141 were missing
+    import emopipe.errors
+    from emopipe.cli.run import build_parser
+
+    table = re.findall(r"^(\d+) {2,}", emopipe.errors.__doc__ or "", flags=re.MULTILINE)
+    assert {"0", "1", "9", "10", "130", "141"} <= set(table)
+    described = build_parser().description or ""
+    assert [code for code in table if not re.search(rf"\b{code} [a-z]", described)] == []
 
 
 def test_a_long_many_source_run_in_one_process_on_a_gpu_suggests_worker_processes(caplog):

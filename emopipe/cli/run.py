@@ -57,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = new_parser(
         "emopipe",
         "Per-face emotion (EmoNet expressions, valence, arousal) for every frame of a video, an image or a "
-        "folder of images. Exit codes: 0 ok, 2 bad options, 3 input not found, 4 input unreadable, 5 output "
-        "not writable (or in use by another run), 6 weights problem, 7 camera/stream unavailable, "
-        "8 input ended early, 9 some of several sources failed, 130 interrupted (Ctrl-C or SIGTERM).",
+        "folder of images. Exit codes: 0 ok, 1 internal error (a bug), 2 bad options, 3 input not found, 4 input "
+        "unreadable, 5 output not writable (or in use by another run), 6 weights problem, 7 camera/stream "
+        "unavailable, 8 input ended early, 9 some of several sources failed, 10 the GPU out of memory, "
+        "130 interrupted (Ctrl-C or SIGTERM), 141 standard output closed by its reader.",
     )
     parser.add_argument("sources", nargs="*", metavar="SOURCE",
                         help="video file, image file or folder of images; or a network stream (rtsp://, http(s)://…) "
