@@ -126,6 +126,9 @@ def _given(config: RunConfig, names: Sequence[str]) -> str:
 def _refuse_many_options(config: RunConfig) -> None:
     """Options of a run of several sources, given to a run of one (they would be silently unused)."""
     used = _given(config, MANY_OPTIONS)
+    if used == "--no-split":  # (one video is cut into parts too, over workers: not an option of several sources)
+        raise UsageError("--no-split: keeps each video whole in a run over worker processes (--processes, --ray, "
+                         "which cut a long video into parts); this run is one process")
     if used:
         raise UsageError(f"{used}: for several sources in one run (a folder of videos, a glob, --list, several "
                          "files); this run has one source")

@@ -631,11 +631,16 @@ def test_options_a_run_would_not_use_are_refused_not_ignored(tmp_path, monkeypat
     # (was: analyze() took every one of these, and run() --ray, --processes and sources=, for one source, unused)
     for options, named in (({"processes": 2}, "--processes"), ({"ray": "local"}, "--ray"),
                            ({"sources": ["b.mp4"]}, "sources"), ({"list_files": "l.txt"}, "--list"),
-                           ({"resume": True}, "--resume"), ({"split": False}, "--no-split")):
+                           ({"resume": True}, "--resume")):
         with pytest.raises(UsageError, match=f"^{named}: for several sources in one run"):
             list(emopipe.Analyzer(device="cpu").analyze(clip, **options))
         with pytest.raises(UsageError, match=f"^{named}: for several sources in one run"):
             emopipe.Analyzer(device="cpu").run(clip, **options)
+    # (--no-split is no option of several sources: one video is cut into parts over workers too)
+    for call in (lambda: list(emopipe.Analyzer(device="cpu").analyze(clip, split=False)),
+                 lambda: emopipe.Analyzer(device="cpu").run(clip, split=False)):
+        with pytest.raises(UsageError, match=r"^--no-split: keeps each video whole in a run over worker processes"):
+            call()
     with pytest.raises(UsageError, match="webcam: a run has one source; give the file or the camera, not both"):
         list(emopipe.Analyzer(device="cpu").analyze(clip, webcam=0))
     # (was: several sources in this process, or cameras, took --ray-workers, --ray-retries … and ignored them)
