@@ -25,6 +25,7 @@ from emopipe.config import RunConfig
 from emopipe.errors import InputNotFoundError, InputUnreadableError, OutputError, UsageError
 from emopipe.io.inputs import expand_inputs, read_list
 from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path
+from emopipe.pipeline import archive
 from emopipe.pipeline.archive import Manifest, PerSourceSink, PlannedSource, SourceChain, plan_outputs
 from emopipe.types import Detections, FrameResult, HostFrame, SourceInfo
 from tests.support.folders import held, held_output
@@ -1028,6 +1029,42 @@ def test_an_on_result_callback_that_raises_leaves_each_source_finished_once_with
     assert [(e["source"], e["status"]) for e in manifest_lines(tmp_path)] == [("a", "ok"), ("b", "interrupted")]
     assert planned[0].rows.read_text().startswith("source,") and planned[0].summary.exists()
     assert not planned[1].rows.exists()
+
+
+@pytest.mark.parametrize("at", ["open", "write"])
+def test_a_source_whose_rows_cannot_be_written_fails_with_the_error_and_the_one_before_is_kept(at, tmp_path,
+                                                                                               monkeypatch):
+    # (a disk that filled mid-run ended the run, exit 5, and recorded the source it was in "interrupted", exit 130)
+    planned = [PlannedSource(i, u, tmp_path / f"{u}.emotions.csv", tmp_path / f"{u}.emotions.summary.json")
+               for i, u in enumerate("abc")]
+    full = OutputError(f"cannot write output {planned[1].rows}: no space left on the device")
+    write, open_writer = archive.RecordSink.write, archive.open_writer
+
+    def filling(self, result) -> None:
+        if at == "write" and result.frame.stream == 1 and result.frame.index == 1:  # (b's first row went out)
+            raise full
+        write(self, result)
+
+    def opening(path, **kwargs):  # (its file could not even be made)
+        if at == "open" and path == planned[1].rows:
+            raise full
+        return open_writer(path, **kwargs)
+
+    monkeypatch.setattr(archive.RecordSink, "write", filling)
+    monkeypatch.setattr(archive, "open_writer", opening)
+    with SourceChain(planned, lambda uri: FakeSource(uri, 2), parallel=1, queue_frames=8) as chain:
+        frames = list(chain)
+        sink = PerSourceSink(chain, RunConfig(), ("neutral", "happy"), Manifest(tmp_path))
+        with pytest.raises(OutputError):  # the run ends on it (the next source would find the disk full too) …
+            for frame in frames:
+                sink.write(FrameResult(frame, Detections.empty(), np.zeros((0, 4), np.int64)))
+        sink.close()  # (as the pipeline closes its sinks after a failure)
+    # … b failed with the error, as one run of it would have exited, its rows kept under their partial name
+    lines = manifest_lines(tmp_path)
+    assert [(e["source"], e["status"], e.get("exit_code"), e.get("error")) for e in lines] == [
+        ("a", "ok", None, None), ("b", "failed", 5, str(full))]
+    assert lines[1]["frames"] == (at == "write") and not planned[1].rows.exists() and not planned[1].summary.exists()
+    assert planned[0].rows.exists() and planned[0].summary.exists()
 
 
 def test_a_held_chain_opens_nothing_fed_to_it_until_released(tmp_path):

@@ -657,6 +657,7 @@ class PerSourceSink(Sink):
         self._writer: RecordWriter | None = None
         self._video: AnnotatedVideoWriter | None = None
         self._video_error: OutputError | None = None  # its video could not be written: the source fails at its end
+        self._failure: EmopipeError | None = None  # what ended the run in the source in flight (a full disk): it failed
         self._tracks: TrackWatcher | None = None
         self._faces = 0
         self._written = 0  # frames of the current source written
@@ -673,39 +674,52 @@ class PerSourceSink(Sink):
         for the first source's frame size, so that a signal meanwhile finishes that source: :meth:`close`.)"""
         self._last_finished_s = time.perf_counter()
 
+    @contextlib.contextmanager
+    def _ending_the_run(self) -> Iterator[None]:
+        """What fails here (a source's rows or files that cannot be written: a full disk) ends the run: kept, so
+        that :meth:`close` records the source it failed in as failed with it, not interrupted."""
+        try:
+            yield
+        except EmopipeError as exc:
+            self._failure = exc
+            raise
+
     def write(self, result: FrameResult) -> None:
+        with self._lock, self._ending_the_run():
+            self._write(result)
+
+    def _write(self, result: FrameResult) -> None:
         stream = result.frame.stream
-        with self._lock:
-            self._finish_before(stream)
-            if self._sink is None:
-                self._open(stream)
-            assert self._sink is not None
-            self._sink.write(result)
-            if self._video is not None and self._video_error is None:
-                try:
-                    self._video.write(result.frame.bgr, self._sink.last_records)
-                except OutputError as exc:  # (FFmpeg stopped: a full disk) this source fails, its rows go on
-                    self._video_error = exc
-            self._faces += len(result.faces)
-            self._written += 1
-            planned = self.chain.readings[stream].planned
-            if planned.keep_from_s is not None and result.frame.timestamp_s < planned.keep_from_s:
-                self._lead += 1
-            elif planned.keep_until_s is not None and result.frame.timestamp_s >= planned.keep_until_s:
-                self._tail += 1
-            else:  # (a part's: of its own stretch only, so its video's sum is one process's)
-                self._detected += result.detected
-            self._settle()
+        self._finish_before(stream)
+        if self._sink is None:
+            self._open(stream)
+        assert self._sink is not None
+        self._sink.write(result)
+        if self._video is not None and self._video_error is None:
+            try:
+                self._video.write(result.frame.bgr, self._sink.last_records)
+            except OutputError as exc:  # (FFmpeg stopped: a full disk) this source fails, its rows go on
+                self._video_error = exc
+        self._faces += len(result.faces)
+        self._written += 1
+        planned = self.chain.readings[stream].planned
+        if planned.keep_from_s is not None and result.frame.timestamp_s < planned.keep_from_s:
+            self._lead += 1
+        elif planned.keep_until_s is not None and result.frame.timestamp_s >= planned.keep_until_s:
+            self._tail += 1
+        else:  # (a part's: of its own stretch only, so its video's sum is one process's)
+            self._detected += result.detected
+        self._settle()
 
     def flush(self) -> None:
         """Write the current source's rows held back (its sink holds them until the writer is idle)."""
-        with self._lock:
+        with self._lock, self._ending_the_run():
             if self._sink is not None:
                 self._sink.flush()
 
     def settle(self) -> None:
         """Finish the sources read to their end whose every frame is written (in order)."""
-        with self._lock:
+        with self._lock, self._ending_the_run():
             self._settle()
 
     def _settle(self) -> None:
@@ -718,18 +732,20 @@ class PerSourceSink(Sink):
     def close(self) -> None:
         """The run ended: each source read to its end with every frame written is finished; the first one
         that is not (the run was interrupted or failed in it — also before the pipeline ran, once the source's reading
-        had begun) is marked interrupted; later ones never started. Once: a second call (the run's, after the
-        pipeline closed its sinks) does nothing, where it would take the next source for the one it was in."""
+        had begun) is marked interrupted, or failed where writing it failed (its rows kept under their partial name);
+        later ones never started. Once: a second call (the run's, after the pipeline closed its sinks) does nothing,
+        where it would take the next source for the one it was in."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._settle()
+            if self._failure is None:  # (else the source that failed is the first not finished: not tried again)
+                self._settle()
             readings = self.chain.readings
             if self._next < len(readings):
                 reading = readings[self._next]
                 if self._sink is not None or reading.frames or self.chain.started > self._next:
-                    self._finish(self._next, interrupted=True)
+                    self._finish(self._next, interrupted=self._failure is None, failure=self._failure)
 
     def _open(self, stream: int) -> None:
         planned = self.chain.readings[stream].planned
@@ -758,10 +774,13 @@ class PerSourceSink(Sink):
         while self._next < stream:
             self._finish(self._next, interrupted=False)
 
-    def _finish(self, position: int, interrupted: bool) -> None:
+    def _finish(self, position: int, interrupted: bool, failure: EmopipeError | None = None) -> None:
+        """Write ``position``'s line and give its files their names; ``interrupted``, or its ``failure`` to be
+        written (the run ends on it), leave them under their partial names."""
+        cut = interrupted or failure is not None
         reading = self.chain.readings[position]
         planned = reading.planned
-        if self._sink is None and reading.error is None and not interrupted:
+        if self._sink is None and reading.error is None and not cut:
             self._open(position)  # a source with no frame at all still gets its (header-only) rows file
         outputs: dict[str, str] = {}
         rows = 0
@@ -770,7 +789,7 @@ class PerSourceSink(Sink):
         if self._sink is not None and writer is not None:
             self._sink.close()  # the rows are all written, still under their partial name
             rows = writer.rows_written
-            outputs["rows"] = writer.commit(False) if interrupted else str(planned.rows)  # (interrupted: stays partial)
+            outputs["rows"] = writer.commit(False) if cut else str(planned.rows)  # (cut: stays partial)
         if video is not None:
             try:
                 video.close()  # (FFmpeg's file finished; still under its partial name)
@@ -778,14 +797,14 @@ class PerSourceSink(Sink):
                 video_error = video_error or exc
             if video_error is not None:
                 video = None
-            elif interrupted:
+            elif cut:
                 outputs["annotated_video"] = str(video.writing)
         # the run's time on this source: since the source before it finished, or since it was added if later (a fed
         # chain may have waited for it), so a short source's time is not just the gap between its first and last rows
         now = time.perf_counter()
         seconds = now - max(self._last_finished_s, reading.started_s)
         self._last_finished_s = now
-        error = reading.error
+        error = failure or reading.error
         if video_error is not None and error is None:
             error = video_error
         if interrupted:
@@ -798,7 +817,7 @@ class PerSourceSink(Sink):
         else:
             status = "ok"
         # interrupted: the frames written (more may have been read ahead, never analysed)
-        frames = self._written if interrupted else reading.frames
+        frames = self._written if cut else reading.frames
         result = SourceResult(source=planned.uri, status=status, frames=frames, faces=self._faces, rows=rows,
                               seconds=round(seconds, 4), error=str(error) if error else None,
                               exit_code=error.exit_code if error else (130 if interrupted else None),
@@ -812,7 +831,7 @@ class PerSourceSink(Sink):
         # owning the names and redoes it until all its files are there (Manifest.done). A cluster worker stops
         # before the line: its driver writes the line and then renames, so the order holds across the two processes.
         staged: list[tuple[Path, Path]] = []  # (partial, final), renamed once the line is written
-        complete = status != "interrupted" and "rows" in outputs
+        complete = not cut and "rows" in outputs
         if complete and video is not None and planned.video is not None:  # staged first: the rows take theirs last
             staged.append((video.writing, planned.video))
             outputs["annotated_video"] = result.outputs["annotated_video"] = str(planned.video)
