@@ -638,7 +638,7 @@ class _FileSink:
             kept = cut_to_whole_lines(path) if append and self.had_previous and not special else 0
             self._file = open(self.partial or path, "ab" if kept else "wb", buffering=0)  # noqa: SIM115 — closed by close()
         except OSError as error:
-            raise OutputError(f"cannot write output {path}: {error.strerror or error}") from error
+            raise OutputError(f"cannot write output {path}: {describe_os_error(error)}") from error
         self.kept = kept  # bytes of an earlier writer's rows it goes on after (append)
         self._committed = kept  # bytes that form complete rows
 
@@ -653,7 +653,7 @@ class _FileSink:
                 self._file.truncate(self._committed)
                 self._file.seek(self._committed)
             if isinstance(error, OSError):
-                raise OutputError(f"cannot write output {self.path}: {error.strerror or error}") from error
+                raise OutputError(f"cannot write output {self.path}: {describe_os_error(error)}") from error
             raise
         self._committed += len(data)
 
