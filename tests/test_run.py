@@ -244,6 +244,18 @@ def test_a_name_with_a_newline_or_an_escape_is_said_on_one_line(tmp_path, capsys
     assert capsys.readouterr().err == "emopipe: failed v/take\\n2.mp4 — 0 frames\n"
 
 
+def test_a_file_whose_name_begins_with_a_dash_is_said_how_to_name_it(tmp_path, monkeypatch, capsys):
+    from emopipe.cli.run import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-x.mp4").write_bytes(b"")
+    with pytest.raises(SystemExit) as ended:
+        build_parser().parse_args(["-x.mp4", "-o", "out"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == ("emopipe: error: unrecognized arguments: -x.mp4 (-x.mp4 is a file: give it as "
+                                       "./-x.mp4, or after --) (see 'emopipe --help')\n")
+
+
 def test_unwritable_outputs(moving, tmp_path, models_home):
     one_line_error(emopipe(moving.path, "-o", tmp_path / "no" / "such" / "dir.csv"), 5, "dir.csv")
     one_line_error(emopipe(moving.path, "-o", tmp_path / "rows.csv", "--annotate", tmp_path / "nodir" / "a.mp4"), 5,

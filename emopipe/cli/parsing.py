@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # one line, as for every other error: the usage block would bury it (``--help`` shows it)
+        unknown = message.removeprefix("unrecognized arguments: ")
+        files = [word for word in unknown.split(" ") if word.startswith("-") and os.path.lexists(word)]
+        if unknown != message and files:  # (a file named -x.mp4 is read as an option, as by every command)
+            message += f" ({files[0]} is a file: give it as ./{files[0]}, or after --)"
         say(f"emopipe: error: {message} (see '{self.prog} --help')")
         raise SystemExit(2)
 
