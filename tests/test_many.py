@@ -200,6 +200,19 @@ def test_the_command_expands_its_inputs_once_and_the_library_its_items_once(wher
     assert calls == [["v", "photos"]] and [p.uri for p in library.todo] == planned
 
 
+def test_a_list_from_a_pipe_is_read_and_a_folder_given_as_one_is_said(tmp_path):
+    # (--list <(find …) said "list file not found: /dev/fd/63")
+    read, write = os.pipe()
+    os.write(write, b"a.mp4\nb.mp4\n")
+    os.close(write)
+    try:
+        assert read_list(f"/dev/fd/{read}") == ["a.mp4", "b.mp4"]
+    finally:
+        os.close(read)
+    with pytest.raises(InputUnreadableError, match=r"is a folder, not a list file: name the folder itself"):
+        read_list(str(tmp_path))
+
+
 def test_a_list_line_may_end_with_a_comment_but_a_hash_inside_a_name_or_url_stays(tmp_path):
     from emopipe.io.inputs import read_list
 

@@ -294,8 +294,11 @@ def _examples(names: list[str]) -> str:
 def read_list(path: str) -> list[str]:
     """The sources in a list file: one per line; blank lines and lines starting with # are skipped."""
     file = Path(path).expanduser()
-    if not file.is_file():
+    if not file.exists():  # (a pipe is read too: --list <(find …))
         raise InputNotFoundError(f"list file not found: {path}")
+    if file.is_dir():
+        raise InputUnreadableError(f"--list {path} is a folder, not a list file: name the folder itself to take its "
+                                   "videos")
     try:  # (utf-8-sig: a byte-order mark, as Windows editors write, is not part of the first line's name)
         lines = file.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
