@@ -248,7 +248,8 @@ def test_hidden_files_are_no_sources_but_a_link_to_nothing_fails_as_one(tmp_path
     for name in ("v/a.mp4", "v/._a.mp4", "v/.DS_Store", "v/.trash/old.mp4", "v/s/b.mp4"):
         touch(tmp_path / name)
     (tmp_path / "v" / "gone.mp4").symlink_to(tmp_path / "nowhere.mp4")  # not silently left out: it fails, recorded
-    expected = (str(tmp_path / "v" / "a.mp4"), str(tmp_path / "v" / "gone.mp4"))
+    os.mkfifo(tmp_path / "v" / "pipe.mp4")  # (as a FIFO does: it was left out unsaid)
+    expected = (str(tmp_path / "v" / "a.mp4"), str(tmp_path / "v" / "gone.mp4"), str(tmp_path / "v" / "pipe.mp4"))
     assert expand_inputs([str(tmp_path / "v")]).sources == expected
     assert expand_inputs([str(tmp_path / "v")], recursive=True).sources == (*expected, str(tmp_path / "v/s/b.mp4"))
     assert expand_inputs([str(tmp_path / "v" / "*")]).sources == (*expected, str(tmp_path / "v/s/b.mp4"))

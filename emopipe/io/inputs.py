@@ -129,8 +129,9 @@ def _skipped(path: Path, root: Path) -> bool:
 
 
 def _listed(path: Path) -> bool:
-    """A file to consider; a link to nothing too, so that it fails as a source rather than vanish unsaid."""
-    return path.is_file() or (path.is_symlink() and not path.exists())
+    """A file to consider: anything but a folder, so that a link to nothing, a FIFO or a socket named as a video
+    fails as a source ("is not a regular file") rather than vanish unsaid."""
+    return not path.is_dir()
 
 
 def _tree(folder: str) -> Iterator[str]:
