@@ -760,6 +760,26 @@ def test_main_in_process_gives_back_the_handlers_and_disarms_however_the_run_end
     assert not app._INTERRUPTED.is_set()
 
 
+def test_camera_timeouts_given_to_a_run_of_files_are_said_to_be_unused(tmp_path, caplog):
+    # --open-timeout 3 on a video was taken without a word, and nothing used it
+    from emopipe.cli.run import _say_live_options_unused
+    from emopipe.config import RunConfig
+
+    def said(**options) -> str:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="emopipe"):
+            _say_live_options_unused(RunConfig(**options))
+        return caplog.text
+
+    assert "--open-timeout, --reconnect-timeout: for cameras and streams; this run reads files" in said(
+        source="a.mp4", open_timeout=3.0, reconnect_timeout=9.0)
+    assert "--read-timeout: for cameras" in said(sources=("a.mp4", "b.mkv"), read_timeout=2.0)
+    assert said(source="a.mp4") == ""  # (the defaults: nothing given)
+    assert said(source="rtsp://cam/live", open_timeout=3.0) == ""
+    assert said(sources=("a.mp4", "http://cam/feed.mjpg"), read_timeout=2.0) == ""
+    assert said(webcam=0, open_timeout=3.0) == ""
+
+
 def test_the_help_names_every_exit_code_of_the_table():
     # the help's list had drifted from the codes' table (errors.py, the README's): 1, 10 and 141 were missing
     import emopipe.errors

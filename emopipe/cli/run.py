@@ -27,7 +27,7 @@ from emopipe.errors import INTERRUPTED_EXIT_CODE, SOME_SOURCES_FAILED_EXIT_CODE,
 from emopipe.io.encode import WRITERS
 from emopipe.io.inputs import expand_inputs
 from emopipe.io.records import text_name
-from emopipe.io.uris import redact_uri
+from emopipe.io.uris import is_live, redact_uri
 from emopipe.model import cuda_context, early_plans
 from emopipe.model.places import cache_root
 from emopipe.types import PRECISION_NAMES
@@ -280,8 +280,24 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
 
 
+LIVE_ONLY_OPTIONS = ("open_timeout", "read_timeout", "reconnect_timeout")
+
+
+def _say_live_options_unused(config: RunConfig) -> None:
+    """A warning for the camera and stream timeouts given to a run of files only: taken, and used by nothing."""
+    sources = [s for s in (*config.sources, config.source) if s is not None]
+    if config.webcam is not None or any(is_live(source) for source in sources):
+        return
+    unused = [name for name in LIVE_ONLY_OPTIONS if getattr(config, name) != getattr(RunConfig, name)]
+    if unused:
+        logger.warning("%s: for cameras and streams; this run reads files, which do not use %s",
+                       ", ".join("--" + name.replace("_", "-") for name in unused),
+                       "it" if len(unused) == 1 else "them")
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    _say_live_options_unused(config)
     if config.ray:  # before PyTorch loads (this process loads none): the workers start meanwhile
         return run_on_cluster(config)
     if config.processes == AUTO_PROCESSES:
