@@ -1185,6 +1185,14 @@ def test_charts_are_drawn_over_processes_only_where_starting_python_anew_runs_no
     assert main(__spec__=None) == cpus  # a notebook, python -c: no file to run again
 
 
+def test_what_write_report_returns_shows_without_its_thumbnails_bytes():
+    # a notebook cell ending in write_report(...) printed every thumbnail's JPEG bytes
+    (report,) = analyse(_collected(synthesized_track([("happy", 0.4, 0.5, 0.2)])))
+    report = dataclasses.replace(report, thumbnail_jpeg=b"\xff\xd8" + bytes(4000))
+    shown = repr(report)
+    assert "TrackReport(summary=" in shown and "\\x00" not in shown and len(shown) < 3000
+
+
 def _collected(records: list[FaceRecord]) -> TrackCollector:
     collector = TrackCollector()
     collector.add(records)

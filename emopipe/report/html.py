@@ -20,7 +20,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -77,7 +77,7 @@ class TrackReport:
     summary: TrackSummary
     series: TrackSeries
     segments: list[Segment]
-    thumbnail_jpeg: bytes | None = None
+    thumbnail_jpeg: bytes | None = field(default=None, repr=False)  # (kilobytes: a notebook showed them whole)
 
 
 def binned(values: np.ndarray, max_points: int) -> np.ndarray:
