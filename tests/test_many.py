@@ -26,7 +26,7 @@ from emopipe.errors import InputNotFoundError, InputUnreadableError, OutputError
 from emopipe.io.inputs import expand_inputs, read_list
 from emopipe.io.records import FOLDER_LOCK, hold_folder, hold_outputs, lock_path
 from emopipe.pipeline import archive
-from emopipe.pipeline.archive import Manifest, PerSourceSink, PlannedSource, SourceChain, plan_outputs
+from emopipe.pipeline.archive import MANIFEST, Manifest, PerSourceSink, PlannedSource, SourceChain, plan_outputs
 from emopipe.types import Detections, FrameResult, HostFrame, SourceInfo
 from tests.support.folders import held, held_output
 from tests.support.synth import moving_face_video
@@ -550,6 +550,30 @@ def test_resume_knows_a_source_however_it_is_spelled_and_from_another_folder(tmp
     Path("copy/b.emotions.csv").unlink()
     plan = Analyzer(device="cpu").plan_many(["v/a.mp4", "v/b.mp4"], "copy", resume=True)
     assert [p.uri for p in plan.todo] == ["v/b.mp4"] and plan.todo[0].rows == Path("copy/b.emotions.csv")
+
+
+def test_resume_says_which_done_sources_were_replaced_since_and_keeps_their_results(tmp_path, monkeypatch, caplog):
+    # a source replaced after its results were written was skipped without a word: stale results, kept unsaid
+    touch(tmp_path / "v" / "a.mp4", b"recording a")
+    touch(tmp_path / "v" / "b.mp4", b"recording b")
+    monkeypatch.chdir(tmp_path)
+    out = Path("out")
+    manifest = Manifest(out, files=True)
+    write_done(manifest, "v/a.mp4", out / "a.emotions.csv")
+    write_done(manifest, "v/b.mp4", out / "b.emotions.csv")
+    first = json.loads((out / MANIFEST).read_text().splitlines()[0])
+    assert first["source_file"]["size"] == len(b"recording a") and first["source_file"]["mtime_ns"] > 0
+    (tmp_path / "v" / "b.mp4").write_bytes(b"another recording of b")
+    for _ in range(2):  # (a skipped line carries the facts of the file its results were made from: said again)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="emopipe"), \
+                Analyzer(device="cpu").plan_many(["v"], out, resume=True) as plan:
+            assert plan.todo == [] and len(plan.skipped) == 2  # kept: a good result of the earlier file
+        assert "1 source(s) changed since their results were written (v/b.mp4)" in caplog.text
+    assert (out / "b.emotions.csv").read_bytes() == b"rows of v/b.mp4"
+    (out / "b.emotions.csv").unlink()  # as the warning says: done again
+    with Analyzer(device="cpu").plan_many(["v"], out, resume=True) as plan:
+        assert [p.uri for p in plan.todo] == ["v/b.mp4"]
 
 
 def test_resume_with_options_that_change_the_results_is_refused_and_the_lines_say_them(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ import logging
 import os
 import queue
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -222,6 +223,16 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[st
 # -- the manifest -----------------------------------------------------------------------------------
 
 
+def file_facts(source: str) -> dict[str, int] | None:
+    """A source file's size and modification time (nanoseconds), as a manifest line records them; None for anything
+    but a regular file (a folder of images, a stream) or one that is not there."""
+    try:
+        facts = os.stat(source)
+    except (OSError, ValueError):
+        return None
+    return {"size": facts.st_size, "mtime_ns": facts.st_mtime_ns} if stat.S_ISREG(facts.st_mode) else None
+
+
 class Manifest:
     """``manifest.jsonl``: one line per finished source, appended and synced as it finishes.
 
@@ -316,6 +327,12 @@ class Manifest:
             source = entry.get("source", "")
             if not (is_url(source) or is_live(source)):
                 entry.setdefault("path", source_key(source))
+            # the file its results were made from (a --resume tells a source replaced since): an earlier line's for a
+            # source it did, this file's now for a source done now
+            made_from = as_line.get("source_file") if as_line is not None else (
+                file_facts(source) if entry.get("status") == "ok" else None)
+            if isinstance(made_from, dict):
+                entry["source_file"] = made_from
             where = self.directory.resolve()
             files = {}
             for role, output in entry.get("outputs", {}).items():

@@ -53,6 +53,7 @@ from emopipe.pipeline.archive import (
     Manifest,
     PlannedSource,
     SourceResult,
+    file_facts,
     plan_outputs,
     write_run_summary,
 )
@@ -229,16 +230,24 @@ def _plan_folder(sources: Sequence[str], directory: Path, config: RunConfig, giv
                          "another output folder")
     ensure_writable(directory / MANIFEST, "manifest")
     skipped: list[SourceResult] = []
+    changed: list[str] = []  # sources done before whose file is another now (replaced, edited)
     doing = {p.uri for p in todo}  # (a set: a list compared dataclasses, quadratic in the sources)
     for p in planned:
         if p.uri not in doing:
             entry = mine[p.uri]
             assert entry is not None
+            made_from, now = entry.get("source_file"), file_facts(p.uri)
+            if isinstance(made_from, dict) and now is not None and made_from != now:
+                changed.append(text_name(p.uri))
             outputs = {role: str(path) for role, path in manifest.outputs_of(entry).items()}
             done = SourceResult(source=p.uri, status="skipped", outputs=outputs, frames=_figure(entry, "frames"),
                                 faces=_figure(entry, "faces"), rows=_figure(entry, "rows"))
             manifest.append(done.as_dict(), as_line=entry)  # (the options its results were made with)
             skipped.append(done)
+    if changed:  # (their results kept: made from the earlier file, they are still a good result of it)
+        logger.warning("%d source(s) changed since their results were written (%s%s): --resume keeps those results; "
+                       "delete a source's rows file to have it done again", len(changed), ", ".join(changed[:3]),
+                       f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     return ManyPlan(config, directory, manifest, planned, [replace(p, position=i) for i, p in enumerate(todo)],
                     skipped, report=given.report)
 
