@@ -304,6 +304,25 @@ def test_a_transport_stream_cut_inside_a_packet_is_reported_truncated(videos, tm
                 assert source.ended_early is None
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to write audio and video")
+@pytest.mark.parametrize("suffix", [".mkv", ".ts"])
+def test_a_video_whose_audio_goes_on_after_it_is_complete_and_one_cut_is_not(tmp_path, suffix):
+    # (was: exit 8, 'decoding stopped at frame 10 of about 40: the file is truncated or corrupt' — Matroska and
+    # transport streams store no frame count, and OpenCV estimates it from the file's duration, its audio's here)
+    whole = tmp_path / f"talk{suffix}"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=1",
+                    "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "mpeg4", "-c:a", "mp2", str(whole)],
+                   check=True, timeout=60)
+    with VideoSource(whole) as source:
+        assert source.info.frame_count > 30  # the estimate: 4 s at 10/s
+        assert len(list(source)) == 10 and source.ended_early is None and source.damaged is None
+    if suffix == ".mkv":  # (a transport stream cut at a packet's end is a shorter one: nothing tells them apart)
+        cut = tmp_path / f"cut{suffix}"
+        cut.write_bytes(whole.read_bytes()[:whole.stat().st_size * 3 // 4])
+        with VideoSource(cut) as source:
+            assert len(list(source)) == 10 and source.ended_early is not None  # the audio ends at the cut
+
+
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to make an audio-only MP4")
 def test_an_audio_only_mp4_says_it_has_no_video_not_that_it_is_truncated(tmp_path):
     audio = tmp_path / "talk.mp4"

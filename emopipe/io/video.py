@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import subprocess
 import threading
 import time
 from collections import deque
@@ -18,6 +19,7 @@ import cv2
 import numpy as np
 
 from emopipe.errors import InputUnreadableError, UsageError
+from emopipe.io.encode import find_ffmpeg
 from emopipe.io.records import text_name
 from emopipe.io.sources import (
     Source,
@@ -164,6 +166,29 @@ def _open_capture(path: Path) -> cv2.VideoCapture:
             raise InputUnreadableError(f"cannot read {path}: the file has no video stream (only {found})")
         raise InputUnreadableError(f"cannot read {path}: its video stream cannot be decoded by this OpenCV/FFmpeg")
     raise InputUnreadableError(f"cannot read {path}: not a video or image file OpenCV/FFmpeg can decode")
+
+
+def _video_ends_first(path: Path, decoded: int, declared_end_s: float) -> bool:
+    """Whether a file whose video was decoded to its last packet (``decoded`` frames) has packets (of any audio or
+    video stream) up to ``declared_end_s`` after its start: a complete file whose audio outlasts its video, not a cut
+    one (cut, every stream ends at the cut). Asked of FFmpeg, which reads the packets without decoding them; False
+    where there is no FFmpeg, or it fails."""
+    ffmpeg = find_ffmpeg()
+    if ffmpeg is None:
+        return False
+    command = [os.fsencode(ffmpeg), b"-nostdin", b"-v", b"error", b"-i", b"file:" + os.fsencode(path.absolute()),
+               b"-map", b"0:v:0", b"-map", b"0:a?", b"-c", b"copy", b"-f", b"null", b"-progress", b"pipe:1",
+               b"-nostats", b"-"]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=600, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    progress = dict(line.partition("=")[::2] for line in done.stdout.decode("ascii", "replace").splitlines())
+    try:
+        packets, end_s = int(progress["frame"]), int(progress["out_time_us"]) / 1e6
+    except (KeyError, ValueError):
+        return False
+    return done.returncode == 0 and not done.stderr.strip() and packets == decoded and end_s >= declared_end_s
 
 
 class VideoSource(_SourceBase):
@@ -436,6 +461,13 @@ class VideoSource(_SourceBase):
             # slot empty (header: 600 frames at 60/s for 300 at 30/s)
             logger.debug("%s: variable frame rate or empty frame slots (%d timestamp jumps); decoded to the end",
                          self.path.name, self._gaps)
+            return
+        if slack and not reached_the_end and self._gap_frames == 0 and _video_ends_first(
+                self.path, self._next_index, expected_end - slack * interval):
+            # The count is the file's duration × the rate, and the file's duration is its longest stream's: audio
+            # that goes on after the video (a recorder stopped its video first, a clip cut from a broadcast)
+            logger.debug("%s: its video ends at frame %d, before the file's other streams: not truncated",
+                         self.path.name, self._next_index)
             return
         if reached_the_end:  # damage skipped, the end reached: reported, not an early end (exit 0)
             where = f" around {format_time(self._first_gap)}" if self._first_gap is not None else ""
