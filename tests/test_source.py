@@ -323,6 +323,24 @@ def test_a_video_whose_audio_goes_on_after_it_is_complete_and_one_cut_is_not(tmp
             assert len(list(source)) == 10 and source.ended_early is not None  # the audio ends at the cut
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to encode AV1")
+def test_a_video_whose_codec_opencv_cannot_decode_names_the_codec(tmp_path):
+    # (was: 'the video has no decodable frame', as for a damaged file: opencv-python's FFmpeg opens AV1, decodes none)
+    clip = tmp_path / "phone.mkv"
+    made = subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10",
+                           "-frames:v", "2", "-c:v", "libaom-av1", "-cpu-used", "8", str(clip)], timeout=120)
+    if made.returncode != 0:
+        pytest.skip("this ffmpeg has no AV1 encoder (libaom-av1)")
+    capture = cv2.VideoCapture(str(clip), cv2.CAP_FFMPEG)
+    decodes = capture.read()[0]
+    capture.release()
+    if decodes:
+        pytest.skip("this OpenCV decodes AV1")
+    with pytest.raises(InputUnreadableError, match=r"frames decodes \(codec AV01\): this OpenCV/FFmpeg may have no "
+                                                   r"decoder for it"):
+        VideoSource(clip)
+
+
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to make an audio-only MP4")
 def test_an_audio_only_mp4_says_it_has_no_video_not_that_it_is_truncated(tmp_path):
     audio = tmp_path / "talk.mp4"

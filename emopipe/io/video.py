@@ -256,6 +256,17 @@ class VideoSource(_SourceBase):
         ok, image = self._cap.retrieve()
         return _as_bgr(image) if ok and image is not None else None
 
+    def _undecodable(self) -> str:
+        """The message for a video none of whose frames decodes: with its codec, where OpenCV names it (an AV1 file
+        that OpenCV's own FFmpeg has no decoder for fails so, as a damaged file does)."""
+        fourcc = round(self._cap.get(cv2.CAP_PROP_FOURCC)) if isinstance(self._cap, cv2.VideoCapture) else 0
+        codec = fourcc.to_bytes(4, "little").decode("latin-1").strip("\0 ") if 0 < fourcc < 1 << 32 else ""
+        if not codec.isprintable() or not codec:
+            return f"cannot read {self.path}: the video has no decodable frame"
+        return (f"cannot read {self.path}: none of its video's frames decodes (codec {codec}): this OpenCV/FFmpeg "
+                "may have no decoder for it (convert the file, e.g. ffmpeg -i IN -c:v libx264 OUT.mp4), or the "
+                "file is damaged")
+
     def _new_frame(self, index: int, timestamp: float, pixels: Any) -> Frame:
         return HostFrame(index=index, timestamp_s=timestamp, bgr=pixels, read_time=time.perf_counter())
 
@@ -319,7 +330,7 @@ class VideoSource(_SourceBase):
         if not start_s:
             frame = self._read()
             if frame is None:
-                raise InputUnreadableError(f"cannot read {self.path}: the video has no decodable frame")
+                raise InputUnreadableError(self._undecodable())
             self._pending.append(frame)
             return
         duration = self._declared / self._fps if self._declared and self._fps else None
@@ -333,7 +344,7 @@ class VideoSource(_SourceBase):
             self._skip_to(start_s)
         if not self._pending:
             if not self._decoded_any:
-                raise InputUnreadableError(f"cannot read {self.path}: the video has no decodable frame")
+                raise InputUnreadableError(self._undecodable())
             raise UsageError(f"start time {start_s:g} s is after the last frame of {self.path.name} "
                              f"({format_time(self._last_timestamp or 0.0)})")
 
