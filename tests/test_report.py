@@ -448,6 +448,20 @@ def test_one_source_in_two_rows_files_is_refused_not_merged(tmp_path):
         assert [(t["source"], t["frames"]) for t in csv.DictReader(f)] == [("clip.mp4", "6"), ("other.mp4", "6")]
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_track_in_one_frame_twice_is_refused_not_counted_twice(tmp_path, suffix):
+    # the rows of two runs of a video pasted into one file: each track had twice its frames (490 in 10 s at 25 fps)
+    rows = rows_file(tmp_path / f"rows{suffix}")
+    lines = rows.read_text().splitlines(keepends=True)
+    rows.write_text("".join(lines + lines[suffix == ".csv":]))
+    error = report_command(rows, "-o", tmp_path / "r.html", "--tracks", tmp_path / "t.csv", "--no-thumbnails")
+    assert isinstance(error, InputUnreadableError) and error.exit_code == 4
+    assert str(error).startswith(f"{rows}: clip.mp4: track 1 has two rows of frame 0,"), error
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "t.csv").exists()
+    with pytest.raises(InputUnreadableError, match="track 1 has two rows of frame 0"):
+        emopipe.summarize(read_records(rows))
+
+
 def test_a_jsonl_file_whose_rows_change_classes_is_refused_with_the_line(tmp_path):
     rows = rows_file(tmp_path / "rows.jsonl", n=2)
     other = rows_file(tmp_path / "five.jsonl", labels=LABELS[5], n=1)
@@ -1009,6 +1023,17 @@ def _drawn(svg: str, axes: str) -> list[ET.Element]:
 def _width(path: ET.Element) -> float:
     xs = [float(x) for x in re.findall(r"(-?[\d.]+) -?[\d.]+", path.get("d", ""))]
     return max(xs) - min(xs) if xs else 0.0
+
+
+def test_the_valence_and_arousal_legend_is_beside_the_chart_not_over_its_lines():
+    # it sat in the chart's upper right corner, over the valence line of a face whose valence kept near its top
+    (report,) = analyse(_collected(synthesized_track([("happy", 2.0, 0.6, -0.2)], noise=0.01)))
+    (axes,) = [g for g in ET.fromstring(track_chart_svg(report, 0.0)).iter(f"{SVG}g") if g.get("id") == "axes_1"]
+    frame = next(axes.iter(f"{SVG}path"))  # the axes' own rectangle, drawn first
+    right = max(float(x) for x in re.findall(r"(-?[\d.]+) -?[\d.]+", frame.get("d", "")))
+    legend = [t for g in axes.iter(f"{SVG}g") if (g.get("id") or "").startswith("legend") for t in g.iter(f"{SVG}text")]
+    assert [t.text for t in legend] == ["valence", "arousal"]
+    assert all(float(t.get("x", 0)) > right for t in legend), (right, [t.get("x") for t in legend])
 
 
 def test_a_one_frame_track_is_charted_as_points_and_a_bar_not_as_empty_lines():

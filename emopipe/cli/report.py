@@ -12,7 +12,7 @@ from typing import Any
 
 from emopipe.cli.parsing import new_parser
 from emopipe.config import VIDEO_SUFFIXES, annotated_beside, lockable
-from emopipe.errors import UsageError
+from emopipe.errors import InputUnreadableError, UsageError
 from emopipe.io.records import ensure_writable, hold_outputs, same_file
 
 logger = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def _manifest_paths(rows: list[str], sources: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     from emopipe.report.outputs import write_collected_report, write_segments_csv, write_tracks_csv
     from emopipe.report.rows import read_rows_files
-    from emopipe.report.tracks import TrackCollector
+    from emopipe.report.tracks import RepeatedFrameError, TrackCollector
 
     _check(args)
     # the names are this command's until written: a run (or another report) writing the same page at the same moment
@@ -206,6 +206,10 @@ def run(args: argparse.Namespace) -> int:
         collector = TrackCollector()
         file_of: dict[str, Path] = {}
         collector.add(read_rows_files(args.rows, file_of))
+        try:
+            collector.series()  # (before anything is written)
+        except RepeatedFrameError as exc:  # said of its rows file
+            raise InputUnreadableError(f"{file_of[exc.source]}: {exc}") from None
         # no name this command writes is a source the rows name (a video, an image, a folder of images), known once
         # the rows are read; then a file already at an output's name is replaced only when it is of its kind and
         # emopipe's (checked after the inputs: an input there is named so). Before anything is written.

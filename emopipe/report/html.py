@@ -166,7 +166,8 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         in_units = f" (× {unit:.0e})" if unit != 1 else ""
         timeline.set_ylabel(f"valence / arousal{in_units}")
         timeline.set_title("valence and arousal (dashed: change points; bands: segment means)", loc="left")
-        timeline.legend(loc="upper right", frameon=False, ncols=2)
+        # right of the axes, as the expressions' legend below it: inside, it covered the lines near their top
+        timeline.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=7)
 
         t_area = binned(times, AREA_POINTS)
         shares = binned(probabilities, AREA_POINTS)

@@ -15,10 +15,21 @@ from typing import Any
 
 import numpy as np
 
+from emopipe.errors import InputUnreadableError
 from emopipe.io.records import text_name
 from emopipe.types import FaceRecord
 
 SHORT_TRACK_S = 1.0  # tracks seen for less than this are flagged `short` (kept: a brief face may matter)
+
+
+class RepeatedFrameError(InputUnreadableError):
+    """A track with two records of one frame. A face is in a frame once: such records are the rows of two runs of a
+    source in one file (their track ids numbered alike), whose frames would all be counted twice."""
+
+    def __init__(self, source: str, track_id: int, frame: int) -> None:
+        super().__init__(f"{text_name(source)}: track {track_id} has two rows of frame {frame}, where a face is in a "
+                         "frame once (the rows of two runs in one file?): report each run's rows on their own")
+        self.source = source
 
 
 class TrackSeries:
@@ -129,9 +140,14 @@ class TrackCollector:
             series.add(record)
 
     def series(self) -> list[TrackSeries]:
-        """Every track, its records in time order."""
+        """Every track, its records in time order; a :class:`RepeatedFrameError` where a track has two records of one
+        frame."""
         for series in self.tracks.values():
             series.sort_by_time()
+            frames = np.sort(series.frames)
+            repeated = np.flatnonzero(frames[1:] == frames[:-1])
+            if len(repeated):
+                raise RepeatedFrameError(series.source, series.track_id, int(frames[repeated[0]]))
         return list(self.tracks.values())
 
 
