@@ -323,6 +323,26 @@ def test_a_video_whose_audio_goes_on_after_it_is_complete_and_one_cut_is_not(tmp
             assert len(list(source)) == 10 and source.ended_early is not None  # the audio ends at the cut
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to trim an MP4")
+def test_an_mp4_trimmed_without_re_encoding_is_complete_and_one_cut_is_not(tmp_path):
+    # (was: exit 8, 'decoding stopped at frame 24 of 30: the file is truncated or corrupt' — a lossless trim keeps the
+    # frames from the key frame before its cut, which its edit list leaves out; the frame count counts them)
+    whole = tmp_path / "whole.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=3",
+                    "-c:v", "libx264", "-g", "10", "-movflags", "+faststart", str(whole)], check=True, timeout=60)
+    trimmed = tmp_path / "trimmed.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-ss", "0.55", "-i", str(whole), "-c", "copy", str(trimmed)],
+                   check=True, timeout=60)
+    with VideoSource(trimmed) as source:
+        assert source.info.frame_count == 30  # from the key frame at 0.0 s
+        frames = list(source)
+        assert 20 <= len(frames) < 30 and source.ended_early is None and source.damaged is None
+    cut = tmp_path / "cut.mp4"  # (its index first: it opens)
+    cut.write_bytes(whole.read_bytes()[:whole.stat().st_size * 2 // 3])
+    with VideoSource(cut) as source:
+        assert len(list(source)) < 30 and source.ended_early is not None
+
+
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs Debian's ffmpeg to encode AV1")
 def test_a_video_whose_codec_opencv_cannot_decode_names_the_codec(tmp_path):
     # (was: 'the video has no decodable frame', as for a damaged file: opencv-python's FFmpeg opens AV1, decodes none)

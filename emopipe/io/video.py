@@ -86,6 +86,53 @@ def _cut_packet(path: Path, container: str) -> str | None:
 def _mp4_tracks(path: Path) -> set[str] | None:
     """The handler types of an MP4/MOV file's tracks ({"vide", "soun", …}); None when it has no index
     ('moov' atom), as a cut-off download or an interrupted recording has not."""
+    body = _mp4_moov(path)
+    if body is None:
+        return None
+    kinds, at = set(), body.find(b"hdlr")
+    while at >= 0:  # hdlr: version+flags (4), pre_defined (4), then the handler type
+        kinds.add(body[at + 12:at + 16].decode("latin-1"))
+        at = body.find(b"hdlr", at + 4)
+    return kinds
+
+
+def _boxes(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The (type, body) of each MP4 box laid end to end in ``data``."""
+    at = 0
+    while at + 8 <= len(data):
+        size, kind, start = int.from_bytes(data[at:at + 4], "big"), data[at + 4:at + 8], at + 8
+        if size == 1:
+            size, start = int.from_bytes(data[at + 8:at + 16], "big"), at + 16
+        elif size == 0:
+            size = len(data) - at
+        if size < start - at:
+            return
+        yield kind, data[start:at + size]
+        at += size
+
+
+def _mp4_video_seconds(path: Path) -> float | None:
+    """How long an MP4/MOV file's video track plays (its 'tkhd' duration, which its edit list sets), or None.
+    A clip trimmed without re-encoding (``ffmpeg -ss 0.5 -c copy``, a phone's or QuickTime's trim) keeps the
+    frames before its cut, which the edit list leaves out: its frame count counts them, the playing does not."""
+    moov = _mp4_moov(path)
+    if moov is None:
+        return None
+    children = list(_boxes(moov))
+    mvhd = next((body for kind, body in children if kind == b"mvhd"), b"")
+    timescale = int.from_bytes(mvhd[20:24] if mvhd[:1] == b"\1" else mvhd[12:16], "big") if mvhd else 0
+    for kind, trak in children:
+        parts = dict(_boxes(trak)) if kind == b"trak" else {}
+        handler = next((body[8:12] for k, body in _boxes(parts.get(b"mdia", b"")) if k == b"hdlr"), b"")
+        tkhd = parts.get(b"tkhd", b"")
+        if handler == b"vide" and tkhd and timescale:
+            duration = int.from_bytes(tkhd[28:36] if tkhd[:1] == b"\1" else tkhd[20:24], "big")
+            return duration / timescale if 0 < duration < (1 << 32) - 1 else None
+    return None
+
+
+def _mp4_moov(path: Path) -> bytes | None:
+    """An MP4/MOV file's index, the body of its 'moov' box (its first 64 MiB); None when it has none."""
     with open(path, "rb") as f:
         while True:
             header = f.read(8)
@@ -95,12 +142,7 @@ def _mp4_tracks(path: Path) -> set[str] | None:
             if size == 1:  # a 64-bit size follows
                 size = int.from_bytes(f.read(8), "big") - 8
             if kind == b"moov":
-                body = f.read(min(max(0, size - 8), 64 << 20))
-                kinds, at = set(), body.find(b"hdlr")
-                while at >= 0:  # hdlr: version+flags (4), pre_defined (4), then the handler type
-                    kinds.add(body[at + 12:at + 16].decode("latin-1"))
-                    at = body.find(b"hdlr", at + 4)
-                return kinds
+                return f.read(min(max(0, size - 8), 64 << 20))
             if size < 8:
                 return None
             f.seek(size - 8, os.SEEK_CUR)
@@ -465,6 +507,12 @@ class VideoSource(_SourceBase):
         interval = 1.0 / self._fps if self._fps else 0.0
         expected_end = (self._declared - 1) * interval
         reached_the_end = bool(self._fps) and last >= expected_end - 1.5 * interval
+        if self._container == "mp4" and interval and self._gap_frames == 0:
+            plays_s = _mp4_video_seconds(self.path)
+            if plays_s is not None and last + 2 * interval >= plays_s:  # its edit list leaves the rest out
+                logger.debug("%s: %d of its %d frames play (a trimmed clip's edit list leaves the others out)",
+                             self.path.name, self._next_index, self._declared)
+                return
         if reached_the_end and (slack or self._container == "avi") and self._gaps > max(3, self._next_index // 10):
             # Jumps all over a file whose count is only an estimate (duration × nominal rate): a variable frame rate
             # (screen recorders' MKV), not damage, which leaves a few jumps where it hit. An AVI's count is exact
