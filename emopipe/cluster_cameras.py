@@ -48,7 +48,6 @@ from emopipe.cluster import (
 from emopipe.config import DEFAULT_OUTPUT_DIR, RunConfig, StrPath, path_items
 from emopipe.errors import EmopipeError, SourceUnavailableError, UsageError
 from emopipe.io.records import rows_so_far
-from emopipe.io.uris import redact_uri
 from emopipe.pipeline.archive import PlannedSource, SourceResult
 from emopipe.pipeline.drivers import HeldSignals, failed_in_worker, log_as_worker, signals_held, worker_metrics_port
 from emopipe.pipeline.many import CameraSoFar, FleetOutcome, ManyPlan, finish_many, plan_fleet
@@ -319,7 +318,7 @@ class _Camera:
 
     @property
     def name(self) -> str:
-        return redact_uri(self.planned.uri)
+        return self.planned.shown_as
 
     @property
     def frames(self) -> int:

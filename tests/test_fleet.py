@@ -544,6 +544,29 @@ def test_cameras_of_an_interrupted_run_are_ended_in_the_metrics_it_leaves(camera
             assert _value(registry, "emopipe_source_up", source=name) == 0
 
 
+def test_cameras_whose_urls_differ_only_in_a_secret_keep_their_own_metrics_and_names(cameras, tmp_path):
+    """Two cloud cameras told apart only by their token redact to one URL: each is labelled with its rows file's name
+    too, so their series are not added together (nor their tiles and log lines the same)."""
+    from emopipe.pipeline.fleet import Fleet
+
+    config = RunConfig(open_timeout=2, read_timeout=0.5)
+    registry = CollectorRegistry()
+    uris = ["fleettest://cam?token=first", "fleettest://cam?token=second", "fleettest://other"]
+    with ExitStack() as stack:
+        planned, manifest = plan_fleet(config, uris, tmp_path / "out", stack)
+        fleet = Fleet(config, planned, tmp_path / "out", manifest)
+        names = [camera.name for camera in fleet.cameras]
+        assert names[0] != names[1] and names[2] == "fleettest://other"
+        for name, camera in zip(names[:2], planned):
+            assert name == f"{camera.rows.name}: fleettest://cam?token=***"
+        source = fleet.open(stack)
+        fleet.observers(PipelineMetrics(registry, mode="live"))
+        next(iter(source))
+        fleet.finish_all(interrupted=True)
+        for name in names:  # (one label for both would count two cameras ended)
+            assert _value(registry, "emopipe_source_state", source=name, state="ended") == 1, name
+
+
 @pytest.mark.parametrize(("argv", "code", "message"), [
     (["http://127.0.0.1:{port}/a.mjpg", "http://127.0.0.1:{port}/b.mjpg", "-o", "{tmp}/out"], 7,
      r"cannot open the stream http://127\.0\.0\.1:\d+/a\.mjpg: nothing is listening"),

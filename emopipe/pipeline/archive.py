@@ -33,6 +33,7 @@ import re
 import stat
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -91,6 +92,15 @@ class PlannedSource:
     end_s: float | None = None
     keep_from_s: float | None = None
     keep_until_s: float | None = None
+    # what messages, metrics and the live page call it where its URI without credentials is another camera's too
+    # (two cloud cameras whose URLs differ only in their token): see :attr:`shown_as`
+    label: str | None = None
+
+    @property
+    def shown_as(self) -> str:
+        """What messages, metric labels and the live page call it: its URI without credentials, told apart by its rows
+        file's name where that is another source's too."""
+        return self.label or redact_uri(self.uri)
 
     @property
     def key(self) -> str:
@@ -217,7 +227,16 @@ def plan_outputs(uris: Sequence[str], directory: Path, fmt: str, *, own: dict[st
         planned.append(PlannedSource(position, uri, directory / f"{name}{suffix}",
                                      directory / f"{name}.emotions.summary.json", directory,
                                      directory / f"{name}.annotated{video}" if video else None))
-    return planned
+    return _told_apart(planned)
+
+
+def _told_apart(planned: list[PlannedSource]) -> list[PlannedSource]:
+    """``planned``, those whose URIs read the same without credentials labelled with their rows file's name first
+    (``cam-2.emotions.csv: rtsp://…``; after the URI a query's secret would swallow it when redacted again): one metric
+    label, one tile name for two cameras would add their numbers together."""
+    shown = Counter(redact_uri(p.uri) for p in planned)
+    return [replace(p, label=f"{p.rows.name}: {redact_uri(p.uri)}") if shown[redact_uri(p.uri)] > 1 else p
+            for p in planned]
 
 
 # -- the manifest -----------------------------------------------------------------------------------
@@ -585,7 +604,7 @@ class SourceChain:
         except EmopipeError as exc:
             reading.error = exc
         except Exception as exc:  # a decoder's own failure: this source fails, the others go on
-            reading.error = InputTruncatedError(f"reading {redact_uri(reading.planned.uri)} failed: {exc}")
+            reading.error = InputTruncatedError(f"reading {reading.planned.shown_as} failed: {exc}")
         finally:
             reading.finished = True
             self._put(items, _END)
@@ -775,7 +794,7 @@ class PerSourceSink(Sink):
                                    landmarks=self.config.landmarks, detected=self.config.detect_every > 1,
                                    files=info is not None and info.kind == "images")
         self._writer.commit_on_close = False
-        uri = info.uri if info is not None else redact_uri(planned.uri)
+        uri = info.uri if info is not None else planned.shown_as
         # (a part of a video: its tracks are summarised once the parts are joined, from the joined rows)
         self._tracks = TrackWatcher(thumbnails=False) if planned.part is None else None
         recorder = FaceRecorder(uri, self.labels, smoothing=self.config.smooth, precision=self.config.precision)
@@ -830,7 +849,7 @@ class PerSourceSink(Sink):
             status = "failed"
         elif reading.ended_early:
             status = "failed"
-            error = InputTruncatedError(f"{redact_uri(planned.uri)}: input ended early: {reading.ended_early}")
+            error = InputTruncatedError(f"{planned.shown_as}: input ended early: {reading.ended_early}")
         else:
             status = "ok"
         # interrupted: the frames written (more may have been read ahead, never analysed)
@@ -894,7 +913,7 @@ class PerSourceSink(Sink):
             write_tracks_csv(partial_path(planned.tracks), reports)
             write_segments_csv(partial_path(planned.segments), reports)
         except (EmopipeError, ImportError, OSError) as exc:
-            logger.warning("%s: track summaries not written (the rows are complete): %s", redact_uri(planned.uri),
+            logger.warning("%s: track summaries not written (the rows are complete): %s", planned.shown_as,
                            exc)
             return None
         staged += [(partial_path(planned.tracks), planned.tracks), (partial_path(planned.segments), planned.segments)]

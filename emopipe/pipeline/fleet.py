@@ -39,7 +39,6 @@ from emopipe.config import RunConfig
 from emopipe.errors import EmopipeError, OutputError, SourceUnavailableError
 from emopipe.io.live import LiveOptions, LiveSource
 from emopipe.io.records import RecordWriter, open_writer, rows_so_far
-from emopipe.io.uris import redact_uri
 from emopipe.pipeline.archive import Manifest, PlannedSource, SourceResult, _write_json
 from emopipe.pipeline.hooks import Observer, Sink
 from emopipe.pipeline.live import LiveStats, _metrics_page, watch_source
@@ -98,7 +97,7 @@ class Camera:
 
     @property
     def name(self) -> str:
-        return redact_uri(self.planned.uri)
+        return self.planned.shown_as
 
     @property
     def dropped(self) -> int:
@@ -337,7 +336,7 @@ class Fleet:
         if config.show:
             check_display()
         so_far = so_far or {}
-        self.cameras = [Camera(p, LiveStats(redact_uri(p.uri)), so_far.get(p.position)) for p in planned]
+        self.cameras = [Camera(p, LiveStats(p.shown_as), so_far.get(p.position)) for p in planned]
         self.source: FleetSource | None = None
         self.server: Any = None
         self.window_hub: Any = None
@@ -420,7 +419,7 @@ class Fleet:
         if metrics is not None:
             for camera in self.cameras:
                 if camera.source is not None:
-                    watch_source(camera.source, metrics)  # its capture slot's drops, reconnections, state
+                    watch_source(camera.source, metrics, camera.name)  # its capture slot's drops, reconnections, state
                     camera.on_drop = _drop_counter(metrics, camera.name)  # its drops in the fleet's inbox
                 else:
                     metrics.set_source_state(camera.name, "failed")

@@ -277,10 +277,10 @@ class LiveMode:
         return facts
 
 
-def watch_source(source: LiveSource, metrics: Any) -> None:
+def watch_source(source: LiveSource, metrics: Any, name: str | None = None) -> None:
     """A live source's drops, reconnections and state (up, lost, failed, ended) into the run-level and per-source
-    metrics."""
-    name = source.info.uri  # (redacted)
+    metrics, under ``name`` (a fleet's camera's; by default its URI without credentials)."""
+    name = name or source.info.uri  # (redacted)
 
     def dropped(n: int) -> None:
         metrics.frames_dropped(n)
