@@ -206,30 +206,21 @@ def test_cli_refuses_options_before_any_export(argv, code, message, checkpoints,
     assert not out.exists()
 
 
-def test_cli_exports_again_a_damaged_or_outdated_file(ort_fp32, checkpoints, tmp_path, capsys, monkeypatch,
-                                                      isolated_logging):
-    import onnx
-
-    name = ort_fp32.model_file.name
-    out = tmp_path / "out"
-    out.mkdir()
-    stale = onnx.load(str(ort_fp32.model_file))
-    next(p for p in stale.metadata_props if p.key == "emopipe.format").value = "99"
-    onnx.save(stale, out / name)
-    exports = _good_export_stands_in(ort_fp32, monkeypatch)
-    argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
-            "--output", str(out), "--random-crops", "1"]
-    assert cli.main(argv) == 0
-    captured = capsys.readouterr()
-    assert [spec.file_name for spec in exports] == [name]
-    assert f"{out / name} is in emopipe's ONNX format 99" in captured.err and "; exporting it again" in captured.err
-    assert f"{out / name} (exported in" in captured.out
-    assert "checking on cpu with 1 random crop(s) and 1 real face(s)" in captured.out
-    assert export.read_spec(out / name).checkpoint_sha256 == sha256_of(checkpoints[8])
+def _format_99(model) -> tuple[str, ...]:  # what the file's name is said with, and then
+    next(p for p in model.metadata_props if p.key == "emopipe.format").value = "99"
+    return "is in emopipe's ONNX format 99", "; exporting it again"
 
 
-def test_cli_exports_again_a_file_whose_graph_does_not_fit_its_metadata(ort_fp32, checkpoints, tmp_path, capsys,
-                                                                        monkeypatch, isolated_logging):
+def _input_renamed(model) -> tuple[str, ...]:  # metadata as its name says; its graph's input renamed
+    model.graph.input[0].name = "images"
+    for node in model.graph.node:
+        node.input[:] = ["images" if i == export.INPUT_NAME else i for i in node.input]
+    return ("has inputs ['images'], expected ['crops']; exporting it again",)
+
+
+@pytest.mark.parametrize("damage", [_format_99, _input_renamed])
+def test_cli_exports_again_an_outdated_file_or_one_whose_graph_does_not_fit_its_metadata(
+        damage, ort_fp32, checkpoints, tmp_path, capsys, monkeypatch, isolated_logging):
     # docs/backends.md: "export-onnx treats a file already at its destination the same way" as the engine its cache —
     # a graph that does not fit its name is exported again. It was exit 6, "export it again with --force".
     import onnx
@@ -237,20 +228,20 @@ def test_cli_exports_again_a_file_whose_graph_does_not_fit_its_metadata(ort_fp32
     name = ort_fp32.model_file.name
     out = tmp_path / "out"
     out.mkdir()
-    odd = onnx.load(str(ort_fp32.model_file))  # metadata as its name says; its input renamed
-    odd.graph.input[0].name = "images"
-    for node in odd.graph.node:
-        node.input[:] = ["images" if i == export.INPUT_NAME else i for i in node.input]
-    onnx.save(odd, out / name)
+    model = onnx.load(str(ort_fp32.model_file))
+    first, *then = damage(model)
+    onnx.save(model, out / name)
     exports = _good_export_stands_in(ort_fp32, monkeypatch)
     argv = ["export-onnx", "--weights", str(checkpoints[8]), "--batch-size", "1", "--precision", "fp32",
             "--output", str(out), "--random-crops", "1"]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert [spec.file_name for spec in exports] == [name]
-    assert (f"{out / name} has inputs ['images'], expected ['crops']; exporting it again" in captured.err
-            and "--force" not in captured.err), captured.err
+    assert f"{out / name} {first}" in captured.err and all(words in captured.err for words in then), captured.err
+    assert "--force" not in captured.err
     assert f"{out / name} (exported in" in captured.out
+    assert "checking on cpu with 1 random crop(s) and 1 real face(s)" in captured.out
+    assert export.read_spec(out / name).checkpoint_sha256 == sha256_of(checkpoints[8])
     assert [i.name for i in onnx.load(str(out / name)).graph.input] == [export.INPUT_NAME]
 
 
