@@ -246,6 +246,19 @@ def test_gaps_are_counted_and_short_tracks_flagged_not_dropped():
     assert short_one.short and short_one.frames == 10 and short_one.dominant == "fear"
 
 
+def test_faces_each_seen_in_one_frame_last_one_frame_as_beside_a_longer_track():
+    # where every track of a source had one record (a face the tracker lost frame after frame), the frame interval was
+    # taken as 0: each track lasted 0 s, its segments ended where they began, and the page's span was a frame short
+    ones = [r for k in range(3)
+            for r in synthesized_track([("happy", FRAME, 0.1, 0.1)], track_id=k + 1, first_frame=k, seed=k)]
+    assert [t.duration_s for t in emopipe.summarize(ones)] == pytest.approx([FRAME] * 3)
+    longer = synthesized_track([("sad", 0.4, 0.0, 0.0)], track_id=9, first_frame=10)
+    assert [t.duration_s for t in emopipe.summarize([*ones, *longer])][:3] == pytest.approx([FRAME] * 3)
+    report = analyse(_collected(ones))[0]
+    assert [(s.start_s, s.end_s) for s in report.segments] == pytest.approx([(0, FRAME)] * 2)
+    assert emopipe.summarize(ones[:1])[0].duration_s == 0  # (one frame: no interval to tell)
+
+
 def test_records_in_any_order_give_the_summary_of_records_in_time_order():
     # a rows file in reverse frame order gave first_s 0.3, last_s 0 and a negative duration
     records = [*synthesized_track([("happy", 0.4, 0.5, 0.5)]),

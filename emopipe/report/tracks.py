@@ -234,16 +234,23 @@ def percentiles_of(values: np.ndarray, q: Sequence[float]) -> np.ndarray:
     return np.ldexp(np.percentile(np.ldexp(values, -e), q), e)  # type: ignore[no-any-return]
 
 
+def _steps(frames: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Seconds a frame between neighbouring records of later frames."""
+    d_frames = np.diff(frames)
+    ok = d_frames > 0
+    return np.diff(times)[ok] / d_frames[ok]  # type: ignore[no-any-return]
+
+
 def frame_interval(series: Sequence[TrackSeries]) -> float:
-    """Seconds between consecutive frames of a source: the median over its tracks' neighbouring records
-    (0 when no track has two records, e.g. a single image)."""
-    steps = []
-    for s in series:
-        frames, times = s.frames, s.times
-        d_frames = np.diff(frames)
-        ok = d_frames > 0
-        if ok.any():
-            steps.append(np.diff(times)[ok] / d_frames[ok])
+    """Seconds between consecutive frames of a source: the median over its tracks' neighbouring records; where no
+    track has two records (faces each seen in one frame), over the source's frames that have one (0 when it has one
+    frame, e.g. a single image)."""
+    steps = [found for s in series if len(found := _steps(s.frames, s.times))]
+    if not steps and len(series) > 1:
+        # (not 0: each of such tracks lasted one frame interval, as a track of one frame beside a longer one does)
+        frames, times = np.concatenate([s.frames for s in series]), np.concatenate([s.times for s in series])
+        order = np.lexsort((times, frames))
+        steps = [found] if len(found := _steps(frames[order], times[order])) else []
     if not steps:
         return 0.0
     interval = float(np.median(np.concatenate(steps)))
