@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -320,6 +321,31 @@ def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, 
         assert all(torch.equal(g[2], e[2]) for g, e in zip(got, expected)), (name, target)
     print(f"{name}: {len(starts) - len(skipped)} of {len(starts)} start times reached by a seek")
     assert not skipped, f"{name}: decoded from the start for {len(skipped)} start times"
+
+
+def test_a_matroska_recording_with_audio_is_read_whole_from_its_first_frame(tmp_path):
+    """PyNvVideoCodec 2.2.4's threaded decoder gave such a file (H.264 and AAC in Matroska, as OBS records) from 2 s
+    on: 30 of its 90 frames, taken for frames 0-29 and reported truncated (H200, session 42). ``auto`` reads all of
+    them, as OpenCV does, whichever decoder it takes."""
+    from emopipe.io.nvdec import nvdec_unavailable, open_input
+    from emopipe.io.video import VideoSource
+
+    why, ffmpeg = nvdec_unavailable(torch.device("cuda")), _ffmpeg()
+    if why or ffmpeg is None:
+        pytest.skip(f"NVDEC unavailable: {why}" if why else "needs ffmpeg (or imageio-ffmpeg) to encode the file")
+    path = tmp_path / "recording.mkv"
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=3",
+                    "-f", "lavfi", "-i", "sine=duration=3", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                    str(path)], check=True, timeout=300)
+    with VideoSource(path) as source:
+        cpu = list(source)
+    with open_input(path, decoder="auto", device="cuda") as source:
+        gpu = list(source)
+        assert source.ended_early is None
+    assert len(cpu) == len(gpu) == 90 and [f.index for f in gpu] == list(range(90))
+    assert max(abs(a.timestamp_s - b.timestamp_s) for a, b in zip(cpu, gpu)) < 1e-3
+    for a, b in zip(cpu, gpu):
+        assert float(np.abs(a.bgr.astype(np.int16) - b.bgr.astype(np.int16)).mean()) < 3.0
 
 
 def test_the_context_made_ahead_is_the_one_pytorch_runs_on():

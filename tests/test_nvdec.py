@@ -328,6 +328,34 @@ def test_auto_falls_back_to_opencv_when_nvdec_cannot_open_a_file(monkeypatch, fa
         open_input(clip, decoder="nvdec", device="cuda")
 
 
+def test_a_matroska_file_the_threaded_decoder_starts_late_is_read_by_opencv(monkeypatch, fake_nvdec, tmp_path):
+    """PyNvVideoCodec 2.2.4's threaded decoder gave an H.264 Matroska file with audio from 2 s on (its last 30 of 90
+    frames; a simple decoder all 90; H200, session 42), read as frames 0-29 from 0 s and reported truncated: its first
+    frame is checked against a simple decoder's, and a file started late is read by OpenCV."""
+    video = tmp_path / "recording.mkv"
+    synth.write_video(video, synth.numbered_frames(COUNT), FPS, fourcc="MJPG")
+    monkeypatch.setattr(nvdec, "nvdec_unavailable", lambda device: None)
+    with open_input(video, decoder="auto", device="cuda") as source:  # started as it should: NVDEC
+        assert type(source) is NvdecVideoSource and len(list(source)) == COUNT
+
+    class StartsLate(_ThreadedDecoder):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            for _ in range(40):
+                self.capture.read()
+
+    monkeypatch.setattr(fake_nvdec, "ThreadedDecoder", StartsLate)
+    monkeypatch.setattr(nvdec, "_pool", nvdec._DecoderPool())
+    with open_input(video, decoder="auto", device="cuda") as source:
+        frames = list(source)
+        assert type(source) is VideoSource and source.ended_early is None
+    assert [f.index for f in frames] == list(range(COUNT)) and frames[-1].timestamp_s == pytest.approx(59 / FPS)
+    assert all(d.ended for d in _ThreadedDecoder.instances if type(d) is StartsLate)  # (not kept for the next file)
+    with pytest.raises(InputUnreadableError, match=r"with NVDEC: PyNvVideoCodec's threaded decoder starts this "
+                                                   r"Matroska file 1\.60 s after its first frame \(remux it"):
+        open_input(video, decoder="nvdec", device="cuda")
+
+
 # -- the pipeline with frames already on the device ---------------------------------------------
 
 def _run_pipeline(source, detect_batch: int = 1) -> tuple[list, object]:

@@ -44,7 +44,7 @@ import torch
 from emopipe.errors import InputUnreadableError, UsageError
 from emopipe.io.records import text_name
 from emopipe.io.sources import Source, _quiet_ffmpeg_logs, open_source, source_kind
-from emopipe.io.video import VideoSource, transport_stream, utf8_name
+from emopipe.io.video import VideoSource, matroska, transport_stream, utf8_name
 from emopipe.types import DeviceFrame
 
 logger = logging.getLogger(__name__)
@@ -257,6 +257,7 @@ class _Container:
     stream: _StreamFormat
     seconds_per_tick: float
     quarter_turns: int
+    matroska: bool = False
 
 
 def _read_container(path: Path, gpu: int) -> _Container:
@@ -275,7 +276,7 @@ def _read_container(path: Path, gpu: int) -> _Container:
     del demuxer
     facts = _container_facts(path)
     return _Container(_StreamFormat(gpu, codec, facts.pixel_format, width, height), seconds_per_tick,
-                      facts.quarter_turns)
+                      facts.quarter_turns, matroska(path))
 
 
 def _probe(path: Path, stream: _StreamFormat) -> None:
@@ -326,6 +327,35 @@ class _NvdecReader:
         self._next = 0
         self._first_pts: int | None = None
         self._failed = False  # a decoding error: the decoder is ended, not kept
+        if container.matroska:
+            self._check_start(path)
+
+    def _check_start(self, path: Path) -> None:
+        """PyNvVideoCodec 2.2.4's threaded decoder starts some Matroska files late: H.264 with an audio track gave
+        its last 30 frames of 90 (the first at 2.02 s), where a simple decoder gives all from the first (H200, session
+        42, docs/benchmarks.md). So the threaded decoder's first frame of a Matroska file is checked against a simple
+        decoder's (~0.3 s a file), and a file it starts late is InputUnreadableError (``auto``: OpenCV reads it)."""
+        nvc = _pynvvideocodec()
+        try:
+            simple = nvc.SimpleDecoder(str(path), gpu_id=self.stream.gpu, use_device_memory=True,
+                                       output_color_type=nvc.OutputColorType.RGB)
+            first = simple.get_batch_frames(1)
+            expected = int(first[0].getPTS()) if first else None
+            del first, simple  # (as the probe: by the thread that made it)
+        except Exception as exc:
+            self.release()
+            raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: {_reason(exc)}") from None
+        if expected is None or self.decode() is None:
+            return  # no frame: reading the file says what is wrong with it
+        started = self._pts[0]
+        self._next, self._first_pts = 0, None  # (the batch is read again from its first frame)
+        if started != expected:
+            _end(self.decoder)
+            self.decoder = None
+            late = (started - expected) * self.seconds_per_tick
+            raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: PyNvVideoCodec's threaded decoder "
+                                       f"starts this Matroska file {late:.2f} s after its first frame (remux it to "
+                                       "MP4 for NVDEC: ffmpeg -i IN.mkv -c copy OUT.mp4)")
 
     def decode(self) -> float | None:
         """The next frame's time in ms from the first frame; None at the end or on a decoding error."""

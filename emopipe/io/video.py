@@ -73,6 +73,11 @@ def transport_stream(path: Path) -> bool:
     return _container(path) in ("mpegts", "m2ts")
 
 
+def matroska(path: Path) -> bool:
+    """Whether ``path`` is a Matroska file (``.mkv``, ``.webm``…), told by its first bytes, not its name."""
+    return _container(path) == "matroska"
+
+
 def _cut_packet(path: Path, container: str) -> str | None:
     """For a transport stream that ends inside a packet: how it ends (else None)."""
     size = {"mpegts": _TS_PACKET, "m2ts": _M2TS_PACKET}.get(container)
