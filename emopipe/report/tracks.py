@@ -144,7 +144,10 @@ class TrackCollector:
         frame."""
         for series in self.tracks.values():
             series.sort_by_time()
-            frames = np.sort(series.frames)
+            frames = series.frames
+            if (frames[1:] > frames[:-1]).all():  # (in time order, frames rise: none repeated, known in one pass)
+                continue
+            frames = np.sort(frames)
             repeated = np.flatnonzero(frames[1:] == frames[:-1])
             if len(repeated):
                 raise RepeatedFrameError(series.source, series.track_id, int(frames[repeated[0]]))
