@@ -92,6 +92,9 @@ WORKER_NAME = "emopipe-worker-{}"  # actor names, as the Ray dashboard shows the
 WARM_NAMESPACE = "emopipe-warm"
 WARM_NAME = "emopipe-warm-{}"
 POLL_S = 0.5  # how often the driver asks the busy workers how far they are (only while a bar is drawn)
+NO_ROOM_S = 30.0  # no worker warm and one not started this long: the driver says what it waits for (then every 5 min)
+HEAD_CHECK_S = 5.0  # how often the driver asks whether the cluster's head (Ray's GCS) answers (at once after a death)
+HEAD_LOST_S = 20.0  # its head silent this long, the run ends (Ray itself ends a driver 60 s after it lost its head)
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class ProgressBoard:
         # answer and its recording reads them again (one per source: small)
         self.results: list[tuple[str, int, SourceResult]] = []
         self.inside: dict[str, tuple[int, str] | None] = {}  # worker → (share id, source) its pipeline is in
+        self.placed: set[str] = set()  # the workers whose actor the cluster has started (the rest wait for room)
 
     def update(self, name: str, shares: dict[int, tuple[int, int]]) -> None:
         self.latest[name] = shares
@@ -140,6 +144,12 @@ class ProgressBoard:
 
     def read_entered(self) -> dict[str, tuple[int, str] | None]:
         return dict(self.inside)
+
+    def started(self, name: str) -> None:
+        self.placed.add(name)
+
+    def read_started(self) -> set[str]:
+        return set(self.placed)
 
 
 class _Counter:
@@ -237,6 +247,8 @@ class Worker:
                  metrics_port: int | None = None, board: Any = None, run: str | None = None,
                  keep_s: float | None = None, frame_size: tuple[int, int] | None = None) -> None:
         began = time.perf_counter()
+        if board is not None:  # (the driver tells a worker starting from one the cluster has no room for yet)
+            board.started.remote(name)
         cuda_context.start(config.device)  # (made on a thread while PyTorch imports, where this process has none yet)
         # Where a worker's start goes (summary.json, ray.worker_summaries): had its process imported PyTorch already
         # (a cluster's RAY_preload_python_modules), how long it ran before this actor came, then the actor to warm.
@@ -1030,6 +1042,7 @@ class _Crew:
         self.live: dict[str, Any] = {}  # name → actor handle, for the workers not known dead
         self.warm: set[str] = set()  # the workers known warm (claimed so, or said so): only they are kept warm
         self.workers: dict[str, dict[str, Any]] = {}  # by name: where, metrics, sources, frames, faces, busy_s, died
+        self.lost = False  # the cluster's head stopped answering: none is kept warm (a release would wait on it)
 
     def spawn(self) -> str:
         port = worker_metrics_port(self.config.metrics_port, self.spawned)
@@ -1133,7 +1146,60 @@ class _Crew:
         """The run is over: its warm workers left warm (``kept``, with --ray-keep-warm) or killed. One never warm
         is killed at once: it may be waiting for room on the cluster, and a release would wait for it to start."""
         for name in list(self.live):
-            self.dismiss(name, keep=kept and name in self.warm)
+            self.dismiss(name, keep=kept and not self.lost and name in self.warm)
+
+
+def _head_answers(timeout: float) -> bool | None:
+    """Whether the cluster's head (Ray's GCS) answers within ``timeout`` seconds, asked as Ray's own scripts ask it;
+    None where this Ray has no such call (its private modules moved)."""
+    try:
+        from ray._private.worker import global_worker
+
+        check = global_worker.gcs_client.check_alive
+    except (ImportError, AttributeError):
+        return None
+    try:
+        check([], timeout=timeout)
+    except Exception:  # (Ray's RpcError: "Timed out while waiting for GCS to become available")
+        return False
+    return True
+
+
+class _HeadWatch:
+    """How long the cluster's head has been silent, asked every HEAD_CHECK_S (and at once after a worker died): a
+    head stopped mid-run takes every worker with it and starts no new one, and Ray itself ends the driver 60 s later
+    (exit status 1, its own lines, no summary.json), so the driver ends the run before that."""
+
+    def __init__(self) -> None:
+        self.answered = self.asked = time.monotonic()
+
+    def silent_s(self, now: bool = False) -> float:
+        if now or time.monotonic() - self.asked >= HEAD_CHECK_S:
+            self.asked = time.monotonic()
+            if _head_answers(HEAD_CHECK_S) is not False:
+                self.answered = time.monotonic()
+        return time.monotonic() - self.answered
+
+
+def _say_no_room(crew: _Crew, waiting: Sequence[str]) -> None:
+    """Say which of the ``waiting`` workers the cluster has not started (no room for them: other jobs' actors or
+    tasks hold it, or it is smaller than a worker) and what each needs of what is free: a run none of whose workers
+    is warm waits for them, and should not wait without a word."""
+    import ray
+
+    try:
+        started = ray.get(crew.board.read_started.remote(), timeout=HEAD_CHECK_S)
+        free, total = ray.available_resources(), ray.cluster_resources()
+    except Exception:  # (the board or the cluster not answering: the head watch says so)
+        return
+    unplaced = [name for name in waiting if name not in started and name not in crew.warm]
+    if not unplaced:
+        return
+    needs = [("CPU", crew.per_cpu)] + ([("GPU", crew.per_gpu)] if crew.per_gpu else [])
+    logger.warning("no worker has started yet: the cluster has no room for %s (each needs %s; free now %s); the run "
+                   "waits until other jobs free it or the cluster grows (Ctrl-C stops it)", ", ".join(unplaced),
+                   " and ".join(f"{n:g} {kind}(s)" for kind, n in needs),
+                   ", ".join(f"{free.get(kind, 0.0):g} of {total.get(kind, 0.0):g} {kind}(s)" for kind, _ in needs))
 
 
 def run_on_ray(config: RunConfig, options: RayOptions, *, sources: Sequence[str] | None = None,
@@ -1282,6 +1348,10 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     interrupted = False
     begun: set[tuple[int, str]] = set()  # (share id, source's key) of each worker's result whose recording began
     read_on_board = [0]  # how many of the board's finished results record_finished has been through
+    head = _HeadWatch()
+    died = 0  # workers that died since the head was last asked: replaced once it answers (a new actor's name is
+    # checked with the head, which waits for it for good)
+    say_room_at = time.monotonic() + NO_ROOM_S  # (no worker warm and one not started: said then)
 
     def record(result: SourceResult, name: str | None = None, share_id: int | None = None) -> None:
         """A source's manifest line, then its files' names; ``name`` and ``share_id``: the worker's result it is
@@ -1346,7 +1416,11 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
     def poll() -> None:
         """Read how far the running shares are (as their workers last told the board) and redraw."""
         if crew.board is not None:
-            for name, shares in ray.get(crew.board.read.remote()).items():
+            try:
+                told = ray.get(crew.board.read.remote())
+            except RayActorError:  # the board lost with its node: the bar moves as sources end
+                told = {}
+            for name, shares in told.items():
                 for share_id, (frames, faces) in shares.items():
                     if share_id in seen.running and workers[name]["died"] is False:
                         seen.running[share_id] = (frames, faces)
@@ -1368,10 +1442,10 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 in_flight[crew.live[name].process.remote(share, shares)] = (name, share, shares)
                 seen.running[shares] = (0, 0)
                 shares += 1
-            if not in_flight and not warming:
+            if not in_flight and not warming and not died:
                 break  # no worker left to take what is pending (every start failed): recorded below
             done, _ = ray.wait([*warming, *in_flight], num_returns=1,  # (a warm worker is known first)
-                               timeout=POLL_S)
+                               timeout=POLL_S) if warming or in_flight else ([], [])
             for ref in done:
                 if ref in warming:  # a worker is warm (or died starting, or met the user error that stops all)
                     name = warming.pop(ref)
@@ -1383,7 +1457,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                             logger.warning("%s died while starting (%s)", name, type(exc).__name__)
                         start_deaths += 1
                         if start_deaths <= options.retries:
-                            warm_up(crew.spawn())
+                            died += 1
                         continue
                     if reply["error"] is not None:
                         raise reply["error"]  # as in one process: a bad model or option stops every worker
@@ -1410,7 +1484,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                         failures += 1
                         seen.alive.discard(name)
                         logger.warning("%s died (%s); its sources go to another worker", name, type(exc).__name__)
-                        warm_up(crew.spawn())
+                        died += 1
                     for source in unrecorded:
                         again(source, f"its worker died {{}} time(s): {type(exc).__name__}", "WorkerDied")
                     continue
@@ -1433,6 +1507,32 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
                 keep_latest_summary(summaries, name, reply)
                 in_flight.pop(ref)
             record_finished()
+            silent = head.silent_s(now=died > 0)  # (seconds since the cluster's head last answered)
+            if silent >= HEAD_LOST_S:  # its head stopped: no worker of it will ever answer
+                crew.lost = True
+                undone = [source for _, share, share_id in in_flight.values() for source in share
+                          if (share_id, source.key) not in begun]
+                in_flight.clear()
+                for source in pending:
+                    parts.handed_out(source)  # (a video's parts: joined into its one failed line)
+                undone += pending
+                pending.clear()
+                logger.warning("the Ray cluster's head has not answered for %.0f s (stopped, or unreachable from "
+                               "here): the run ends; its %d source(s) not done are recorded failed, and the same "
+                               "command with --resume runs them", silent, len(undone))
+                for source in undone:
+                    record(SourceResult.failed_before(source, "the Ray cluster was lost: its head stopped answering",
+                                                      "ClusterLost"))
+                break
+            if silent <= HEAD_CHECK_S:  # (the head answered just now)
+                for _ in range(died):
+                    warm_up(crew.spawn())
+                died = 0
+            if not warming or any(n in crew.live for n in load):
+                say_room_at = time.monotonic() + NO_ROOM_S
+            elif time.monotonic() >= say_room_at and silent <= HEAD_CHECK_S:  # none warm, one waiting: for room?
+                say_room_at = time.monotonic() + 10 * NO_ROOM_S
+                _say_no_room(crew, list(warming.values()))
             if seen.bar is not None:
                 poll()
         for source in list(pending):  # no worker could start (each died starting, retries spent)
@@ -1444,7 +1544,7 @@ def _run(plan: ManyPlan, config: RunConfig, options: RayOptions, seen: _Progress
         firsts = [s["first_frame_at"] for s in summaries.values() if s.get("first_frame_at")]
         if firsts:
             timeline["first_row_s"] = perf_counter_at(min(firsts)) - started
-        if config.metrics_port is not None and config.metrics_linger > 0:
+        if config.metrics_port is not None and config.metrics_linger > 0 and not crew.lost:
             logger.info("run finished; the workers serve their final metrics for up to %g s (Ctrl-C ends this)",
                         config.metrics_linger)
             linger(config.metrics_linger)

@@ -374,6 +374,87 @@ def test_a_worker_that_dies_starting_is_replaced_and_with_no_retries_left_its_so
     assert all(r.error == "no worker started: 1 died while starting" for r in outcome.results)
     assert len(Manifest(tmp_path / "none").previous()) == 5 and len(outcome.failed) == 5
 
+def test_a_run_the_cluster_has_no_room_for_says_what_it_waits_for_then_goes_on(tmp_path, local_ray, shared_dir,
+                                                                             checkpoints, monkeypatch, caplog):
+    """Every CPU of the cluster held by another job's actor: no worker can start. The run says so — which worker,
+    what it needs, what is free — where it waited without a word (it looked hung), and goes on once room frees."""
+    import logging
+
+    import emopipe.cluster
+
+    _, config = many_clips_run(tmp_path, shared_dir, checkpoints[8], 1)
+    monkeypatch.setattr(emopipe.cluster, "NO_ROOM_S", 0.0)
+    other_job = ray.remote(num_cpus=2)(ProgressBoard).remote()  # (any actor holding both CPUs)
+    ray.get(other_job.read.remote())
+
+    class FreeTheRoom(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "no room" in record.getMessage():
+                ray.kill(other_job, no_restart=True)
+
+    said = FreeTheRoom()
+    hang = threading.Timer(120, lambda: ray.kill(other_job, no_restart=True))  # (bounds a hang: fails below)
+    logging.getLogger("emopipe.cluster").addHandler(said)
+    hang.start()
+    try:
+        with caplog.at_level("WARNING", logger="emopipe.cluster"):
+            outcome = run_on_ray(config, RayOptions(), output_dir=tmp_path / "out")
+    finally:
+        hang.cancel()
+        logging.getLogger("emopipe.cluster").removeHandler(said)
+    assert ("no worker has started yet: the cluster has no room for emopipe-worker-0 (each needs 1 CPU(s); free now "
+            "0 of 2 CPU(s)); the run waits until other jobs free it or the cluster grows (Ctrl-C stops it)"
+            in caplog.text)
+    assert [r.status for r in outcome.results] == ["ok"]
+
+
+class _HeadLostAtFirstResult:
+    """emopipe.cluster._HeadWatch as a head stopped once the first source is recorded finds it: silent for good."""
+
+    lost = False
+
+    def silent_s(self, now: bool = False) -> float:
+        import emopipe.cluster
+
+        return emopipe.cluster.HEAD_LOST_S if self.lost else 0.0
+
+
+def test_a_run_whose_cluster_head_stops_ends_with_the_rest_failed_and_resume_completes_it(
+        tmp_path, local_ray, five_clips, monkeypatch):
+    """The head stopped mid-run (ray stop): the workers die, no new one can start, and Ray ends the driver 60 s
+    later (exit status 1, no summary.json; the driver hung in the replacement's start until then). The driver now
+    ends the run first: what finished kept, the rest recorded failed (exit 9), and --resume completes it."""
+    import emopipe.cluster
+    from emopipe.cluster import _head_answers
+
+    assert _head_answers(5.0) is True  # (this Ray answers the check: the watch is not off for a moved private API)
+    _, config = five_clips
+    monkeypatch.setattr(_HeadLostAtFirstResult, "lost", False)
+    monkeypatch.setattr(emopipe.cluster, "_HeadWatch", _HeadLostAtFirstResult)
+    out = tmp_path / "out"
+
+    def first(result) -> None:
+        _HeadLostAtFirstResult.lost = True
+
+    outcome = run_on_ray(config, RayOptions(workers=1, chunk=1), output_dir=out, on_result=first)
+    monkeypatch.undo()
+    lines = Manifest(out).previous()
+    assert len(lines) == 5 and (out / "summary.json").exists()  # a line for every source, and the summary
+    assert [r.status for r in outcome.results].count("ok") >= 1 and len(outcome.failed) >= 2
+    assert {(r.error, r.kind) for r in outcome.failed} == {
+        ("the Ray cluster was lost: its head stopped answering", "ClusterLost")}
+    deadline = time.monotonic() + 60  # (the killed worker gone, its name free: bounds a hang only)
+    while any(a["name"] == WORKER_NAME.format(0) for a in ray.util.list_named_actors()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    resumed = run_on_ray(replace(config, resume=True), RayOptions(workers=1), output_dir=out)
+    assert sorted(r.status for r in resumed.results if r.status != "skipped") == ["ok"] * len(outcome.failed)
+    with Analyzer(config) as analyzer:
+        analyzer.run_many(output_dir=tmp_path / "one")
+    assert same_rows(all_rows(out), all_rows(tmp_path / "one"))
+    assert not list(out.rglob("*.partial"))
+
+
 def test_a_workers_cores_are_what_ray_assigned_it(local_ray):
     """What bounds a worker's cuDNN plan builders: its own cores, not the host's (the host's other workers start
     theirs too)."""
