@@ -208,8 +208,8 @@ def track_chart_svg(track: TrackReport, origin_s: float) -> str:
         circumplex.ticklabel_format(axis="both", style="sci", scilimits=(-3, 4))
         circumplex.set_xlabel(f"valence{in_units}")
         circumplex.set_ylabel(f"arousal{in_units}")
-        circumplex.set_title("circumplex (colour: time)", loc="left")
-        circumplex.legend(loc="lower right", frameon=False, fontsize=7)
+        # (the markers named in the title: a legend inside covered the lower right, calm and pleasant faces' quarter)
+        circumplex.set_title("\u25cb start \u2192 \u25a1 end (colour: time)", loc="left")
 
         out = io.StringIO()
         figure.savefig(out, format="svg", metadata={"Date": None})
