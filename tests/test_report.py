@@ -501,6 +501,21 @@ def test_malformed_rows_files_are_unreadable_inputs_not_internal_errors(tmp_path
         assert str(error).startswith(f"{path}:{line}: not an emopipe row"), error
 
 
+def test_a_jsonl_frame_or_track_id_that_is_not_whole_is_refused_not_cut(tmp_path):
+    # a track_id of 1.5 in a file edited by hand was read as 1: the rows of that face joined track 1's
+    for field, value in (("track_id", "1.5"), ("frame", "2.5"), ("track_id", "true")):
+        rows = rows_file(tmp_path / "rows.jsonl", n=3)
+        lines = rows.read_text().splitlines(keepends=True)
+        lines[2] = re.sub(f'"{field}": [0-9]+', f'"{field}": {value}', lines[2])
+        rows.write_text("".join(lines))
+        error = report_command(rows, "-o", tmp_path / "r.html", "--no-thumbnails")
+        assert isinstance(error, InputUnreadableError), (field, value)
+        assert str(error) == f"{rows}:3: not an emopipe row ({field} is not a whole number: {value.title()})", error
+    rows = rows_file(tmp_path / "whole.jsonl", n=2)
+    rows.write_text(rows.read_text().replace('"frame": 1,', '"frame": 1.0,'))  # (a whole number written as a float)
+    assert [r.frame for r in read_records(rows)] == [0, 1]
+
+
 def test_the_report_command_never_writes_over_a_source_video(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path
@@ -1038,7 +1053,7 @@ def _width(path: ET.Element) -> float:
     return max(xs) - min(xs) if xs else 0.0
 
 
-def test_the_valence_and_arousal_legend_is_beside_the_chart_not_over_its_lines():
+def test_the_charts_legends_cover_no_data():
     # it sat in the chart's upper right corner, over the valence line of a face whose valence kept near its top
     (report,) = analyse(_collected(synthesized_track([("happy", 2.0, 0.6, -0.2)], noise=0.01)))
     (axes,) = [g for g in ET.fromstring(track_chart_svg(report, 0.0)).iter(f"{SVG}g") if g.get("id") == "axes_1"]
@@ -1047,6 +1062,10 @@ def test_the_valence_and_arousal_legend_is_beside_the_chart_not_over_its_lines()
     legend = [t for g in axes.iter(f"{SVG}g") if (g.get("id") or "").startswith("legend") for t in g.iter(f"{SVG}text")]
     assert [t.text for t in legend] == ["valence", "arousal"]
     assert all(float(t.get("x", 0)) > right for t in legend), (right, [t.get("x") for t in legend])
+    # nor does the circumplex's legend cover its lower right (pleasant and calm): its title names the markers
+    (circumplex,) = [g for g in ET.fromstring(track_chart_svg(report, 0.0)).iter(f"{SVG}g") if g.get("id") == "axes_3"]
+    assert not [g for g in circumplex.iter(f"{SVG}g") if (g.get("id") or "").startswith("legend")]
+    assert "\u25cb start \u2192 \u25a1 end (colour: time)" in [t.text for t in circumplex.iter(f"{SVG}text")]
 
 
 def test_a_one_frame_track_is_charted_as_points_and_a_bar_not_as_empty_lines():

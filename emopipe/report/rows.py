@@ -148,6 +148,14 @@ def _text_or_none(value: Any, name: str) -> str | None:
     return value
 
 
+def _whole(value: Any, name: str) -> int:
+    """A JSON number that must be whole (a frame, a track id): 3 or 3.0, never 3.5 taken as 3 (a track 1.5 became 1,
+    its rows merged into track 1's)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{name} is not a whole number: {value!r}")
+    return int(value)
+
+
 def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
     labels: tuple[str, ...] | None = None  # the first row's: every row of a run has the same classes
     for number, line in enumerate(f, start=1):
@@ -168,8 +176,9 @@ def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
             elif tuple(probabilities) != labels:
                 raise ValueError(f"labels {', '.join(probabilities)}, where the rows before have {', '.join(labels)}")
             yield FaceRecord(
-                source=str(row["source"]), frame=int(row["frame"]), timestamp_s=float(row["timestamp_s"]),
-                track_id=int(row["track_id"]), box=tuple(float(row[k]) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
+                source=str(row["source"]), frame=_whole(row["frame"], "frame"), timestamp_s=float(row["timestamp_s"]),
+                track_id=_whole(row["track_id"], "track_id"),
+                box=tuple(float(row[k]) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
                 score=float(row["score"]), label=str(row["label"]),
                 probabilities=[float(p) for p in probabilities.values()], valence=float(row["valence"]),
                 arousal=float(row["arousal"]), landmarks=row.get("landmarks"),
