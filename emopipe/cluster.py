@@ -743,6 +743,10 @@ def _join(address: str) -> None:
     given = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address  # ("": Ray looks for one here itself)
     option = "--ray (RAY_ADDRESS)" if address == "auto" else f"--ray {address}"
     _answers(given, option)
+    if given.startswith("ray://") and _ray_client_missing():
+        raise UsageError(f"{option}: a ray:// address is joined through Ray Client, which this Python lacks: "
+                         "pip install 'ray[client]', or give the cluster's own address (HOST:6379) from one of its "
+                         "machines")
     mode_unset = os.environ.get(AUTH_MODE) is None
     with_local_token = bool(given) and mode_unset and _on_this_machine(given) and _enable_local_token()
     try:
@@ -813,6 +817,17 @@ def _init_meanwhile_free(option: str, **init: Any) -> None:
     joining.join()  # (joined: only the bookkeeping above was left to it)
     if failure:
         raise failure[0]
+
+
+def _ray_client_missing() -> bool:
+    """Whether Ray Client's packages (``ray[client]``) are missing, as Ray itself checks before a ray:// join (which
+    then fails with a ValueError: an internal error to the command)."""
+    try:
+        from ray._private import utils
+
+        return utils.get_ray_client_dependency_error() is not None
+    except (ImportError, AttributeError):  # (a Ray that moved it: its own error then)
+        return False
 
 
 def _no_sigterm_note(record: logging.LogRecord) -> bool:
@@ -1156,7 +1171,7 @@ def _head_answers(timeout: float) -> bool | None:
         from ray._private.worker import global_worker
 
         check = global_worker.gcs_client.check_alive
-    except (ImportError, AttributeError):
+    except Exception:  # (moved, or a Ray Client connection, which has no GCS client here)
         return None
     try:
         check([], timeout=timeout)

@@ -1645,6 +1645,20 @@ def silent_port():
         connection.close()
 
 
+def test_a_ray_client_address_without_ray_client_installed_is_one_line_not_an_internal_error(silent_port,
+                                                                                             monkeypatch):
+    """--ray ray://HOST:10001 (docs/cluster.md's example) where Ray Client's packages are missing: Ray raises a
+    ValueError, which the command called an internal error (exit 1); now a usage error saying what to install."""
+    from ray._private import utils
+
+    from emopipe.cluster import _join
+
+    monkeypatch.setattr(utils, "get_ray_client_dependency_error", lambda: ImportError("No module named 'grpc'"))
+    with pytest.raises(UsageError, match=rf"^--ray ray://127.0.0.1:{silent_port}: a ray:// address is joined through "
+                                         r"Ray Client, which this Python lacks: pip install 'ray\[client\]'"):
+        _join(f"ray://127.0.0.1:{silent_port}")
+
+
 # The command, saying on stderr when it calls ray.init (Ray joining: the signal is sent then), with the wait for a
 # cluster's answer cut to argv[1] seconds
 JOIN_SAID = """
