@@ -320,6 +320,23 @@ def test_a_one_source_run_into_a_folder_a_many_source_run_holds_is_refused(tmp_p
     assert len(rows(out / "clip.emotions.csv")) == 1 and (out / FOLDER_LOCK).exists()
 
 
+@pytest.mark.parametrize("made", [False, True])
+def test_one_source_with_a_folder_for_output_writes_its_files_in_it(tmp_path, checkpoints, models_home, made):
+    # -o results/ (or a folder that exists) for one video: its files in the folder as a many-source run writes them.
+    # It was a rows file named "results" beside results.summary.json…, and an existing folder was refused.
+    clip = moving_face_video(tmp_path / "clip.mp4", frames=2, empty=(0, 2))
+    out = tmp_path / "results"
+    if made:
+        out.mkdir()
+    done = emopipe(clip.path, "--detector", "blazeface", "--weights", checkpoints[8], "--device", "cpu",
+                   "-o", str(out) if made else f"{out}{os.sep}")
+    assert done.returncode == 0, done.stderr
+    assert out.is_dir() and sorted(os.listdir(out)) == [
+        ".emopipe.lock", "clip.emotions.csv", "clip.emotions.segments.csv", "clip.emotions.summary.json", "clip.emotions.tracks.csv",
+        "manifest.jsonl", "summary.json"]
+    assert not list(tmp_path.glob("results.*"))  # (no results.summary.json, results.tracks.csv… beside it)
+
+
 def test_weights_missing_offline(moving, tmp_path, models_home):
     manifest = json.loads((REPO / "models" / "manifest.json").read_text())
     manifest["emonet_8"]["url"] = "http://127.0.0.1:9/emonet_8.pth"  # nothing listens there

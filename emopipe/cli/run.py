@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("outputs")
     out.add_argument("-o", "--output", help="per-face rows, .csv or .jsonl ('-' for stdout; default: "
                                             "SOURCE_NAME.emotions.csv, or .jsonl with --format jsonl, in the "
-                                            "current folder)")
+                                            "current folder); a folder (one that exists, or a name ending in /) "
+                                            "gets a many-source run's files, for one source too")
     out.add_argument("--format", choices=["csv", "jsonl"], help="row format (default: from the output's extension; "
                                                                 "a format the extension contradicts is refused)")
     out.add_argument("--annotate", metavar="VIDEO",
@@ -274,10 +275,18 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     inputs = expand_inputs(items, args.list_files, recursive=args.recursive)
     if inputs.sources:  # the list files' sources are in ``sources`` now: not read (and expanded) a second time
         values["list_files"] = ()
-    if inputs.collection or args.ray or args.processes:  # (--ray, --processes: the many-source command, for one file
-        # too: -o is its folder)
+    if inputs.collection or args.ray or args.processes or _output_folder_meant(args.output, inputs.sources):
+        # (--ray, --processes, -o FOLDER/: the many-source command, for one file too: -o is its folder)
         return RunConfig(sources=inputs.sources, sources_expanded=True, **values)
     return RunConfig(source=inputs.sources[0] if inputs.sources else None, **values)
+
+
+def _output_folder_meant(output: str | None, sources: list[str]) -> bool:
+    """One file or image folder with ``-o`` naming a folder (an existing one, or a name ending in a separator): its
+    files go in it as a many-source run's do, not in a file named as the folder."""
+    if output is None or len(sources) != 1 or is_live(sources[0]) or output == "-":
+        return False
+    return output.endswith(("/", os.sep)) or os.path.isdir(output)
 
 
 LIVE_ONLY_OPTIONS = ("open_timeout", "read_timeout", "reconnect_timeout")
