@@ -259,6 +259,24 @@ def test_faces_each_seen_in_one_frame_last_one_frame_as_beside_a_longer_track():
     assert emopipe.summarize(ones[:1])[0].duration_s == 0  # (one frame: no interval to tell)
 
 
+def test_a_live_sources_frames_dropped_while_it_was_busy_are_no_gaps():
+    # a face in view throughout a live run analysed one frame in six (the newest frame taken when the pipeline is free,
+    # the others dropped, their numbers skipped) had a gap at every step, 5/6 of its time "missing", and its segments
+    # took the camera's frame interval for the analysed one: a 1 s affect segment needed 6 s, smoothing spanned 3 s
+    start, analysed_s = 1_764_460_800.0, 6 / 30  # a 30 frames/s camera, every 6th frame analysed
+    parts = [("happy", 2.0, 0.5, 0.3), ("sad", 0.4, -0.5, -0.4), ("happy", 2.0, 0.5, 0.3)]  # (× 5: analysed s)
+    records = [dataclasses.replace(r, frame=6 * i, timestamp_s=start + i * analysed_s)
+               for i, r in enumerate(synthesized_track(parts, noise=0.02))][:-15]
+    records = records[:60] + records[75:]  # (away 3 s: one gap)
+    (track,) = emopipe.summarize(records)
+    assert (track.frames, track.gaps) == (len(records), 1)
+    assert track.gap_s == pytest.approx(3.0) and track.duration_s == pytest.approx(19.0)
+    report = analyse(_collected(records))[0]
+    affect = [(s.start_s - start, s.label) for s in report.segments if s.kind == "affect"]
+    assert [label for _, label in affect] == ["happy", "sad", "happy"], affect
+    assert [t for t, _ in affect][1] == pytest.approx(10.0, abs=analysed_s)
+
+
 def test_records_in_any_order_give_the_summary_of_records_in_time_order():
     # a rows file in reverse frame order gave first_s 0.3, last_s 0 and a negative duration
     records = [*synthesized_track([("happy", 0.4, 0.5, 0.5)]),

@@ -29,7 +29,7 @@ import numpy as np
 from emopipe._version import __version__
 from emopipe.io.records import text_name
 from emopipe.report.segments import Segment
-from emopipe.report.tracks import TrackSeries, TrackSummary, scale_exponent
+from emopipe.report.tracks import UNIX_TIME_S, TrackSeries, TrackSummary, scale_exponent
 
 TIMELINE_POINTS = 600
 AREA_POINTS = 300
@@ -38,7 +38,6 @@ PLOT_LIMIT = 1e100  # valence/arousal beyond this are plotted in units of a powe
 NO_FACES = "no face found"
 SINGLE_FRAME_AXIS_S = 1.0  # the time axis's width for a one-frame track
 GAP_BREAK_S = 1.0  # the valence and arousal lines break where the face was not seen for longer (and 3 usual steps)
-UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources): plot them from the source's start
 CHARTS_A_WORKER = 8  # fewer charts than this a process: its start (importing Matplotlib, ~1 s) costs more than it saves
 
 # one colour per expression, the same in every chart (colour-blind-safe Okabe–Ito hues where there are enough)

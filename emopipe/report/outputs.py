@@ -32,10 +32,17 @@ from emopipe.io.records import (
     written_whole,
 )
 from emopipe.io.video import native_name
-from emopipe.report.html import GENERATOR_META, UNIX_TIME_S, SourceVideo, TrackReport, render
+from emopipe.report.html import GENERATOR_META, SourceVideo, TrackReport, render
 from emopipe.report.segments import SEGMENT_COLUMNS, segments_of
 from emopipe.report.thumbnails import jpeg, thumbnails_from_source
-from emopipe.report.tracks import SHORT_TRACK_S, TrackCollector, TrackSeries, frame_interval, summarize_series
+from emopipe.report.tracks import (
+    SHORT_TRACK_S,
+    UNIX_TIME_S,
+    TrackCollector,
+    TrackSeries,
+    frame_interval,
+    summarize_series,
+)
 from emopipe.types import FaceRecord
 
 logger = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from emopipe.io.records import text_name
 from emopipe.types import FaceRecord
 
 SHORT_TRACK_S = 1.0  # tracks seen for less than this are flagged `short` (kept: a brief face may matter)
+UNIX_TIME_S = 1e8  # timestamps beyond this are wall-clock (live sources; no file lasts three years)
 
 
 class RepeatedFrameError(InputUnreadableError):
@@ -237,27 +238,41 @@ def percentiles_of(values: np.ndarray, q: Sequence[float]) -> np.ndarray:
     return np.ldexp(np.percentile(np.ldexp(values, -e), q), e)  # type: ignore[no-any-return]
 
 
-def _steps(frames: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Seconds a frame between neighbouring records of later frames."""
+def _steps(frames: np.ndarray, times: np.ndarray, per_frame: bool) -> np.ndarray:
+    """Seconds between neighbouring records of later frames (``per_frame``: a frame)."""
     d_frames = np.diff(frames)
     ok = d_frames > 0
-    return np.diff(times)[ok] / d_frames[ok]  # type: ignore[no-any-return]
+    steps = np.diff(times)[ok]
+    return steps / d_frames[ok] if per_frame else steps  # type: ignore[no-any-return]
+
+
+def is_live(series: Sequence[TrackSeries]) -> bool:
+    """Whether the tracks are of a live source (a camera, a stream): their times are wall-clock."""
+    return bool(series) and min(float(s.times.min()) for s in series if len(s)) > UNIX_TIME_S
 
 
 def frame_interval(series: Sequence[TrackSeries]) -> float:
     """Seconds between consecutive frames of a source: the median over its tracks' neighbouring records; where no
     track has two records (faces each seen in one frame), over the source's frames that have one (0 when it has one
-    frame, e.g. a single image)."""
-    steps = [found for s in series if len(found := _steps(s.frames, s.times))]
+    frame, e.g. a single image).
+
+    A live source's frames are those analysed: the pipeline takes the newest frame when it is free, the others are
+    dropped (their numbers skipped), so the median time between neighbouring records, not a frame number apart (one
+    frame in six analysed is no gap at every step, five sixths of the time missing)."""
+    per_frame = not is_live(series)
+    steps = [found for s in series if len(found := _steps(s.frames, s.times, per_frame))]
     if not steps and len(series) > 1:
         # (not 0: each of such tracks lasted one frame interval, as a track of one frame beside a longer one does)
         frames, times = np.concatenate([s.frames for s in series]), np.concatenate([s.times for s in series])
         order = np.lexsort((times, frames))
-        steps = [found] if len(found := _steps(frames[order], times[order])) else []
+        steps = [found] if len(found := _steps(frames[order], times[order], per_frame)) else []
     if not steps:
         return 0.0
     interval = float(np.median(np.concatenate(steps)))
     return interval if math.isfinite(interval) and interval > 0 else 0.0
+
+
+LIVE_GAP_STEPS = 1.5  # a live track's step this many intervals long or longer is a gap (the pipeline's pace varies)
 
 
 def summarize_series(series: TrackSeries, interval_s: float, *, short_track_s: float = SHORT_TRACK_S) -> TrackSummary:
@@ -266,8 +281,10 @@ def summarize_series(series: TrackSeries, interval_s: float, *, short_track_s: f
         raise ValueError(f"track {series.track_id} of {series.source} has no records")
     frames, times = series.frames, series.times
     valence, arousal = series.valence, series.arousal
-    steps = np.diff(frames)
-    gap_steps = steps > 1
+    if is_live([series]) and interval_s > 0:  # (by time: frames dropped while the pipeline was busy are no gap)
+        gap_steps = np.diff(times) >= LIVE_GAP_STEPS * interval_s
+    else:
+        gap_steps = np.diff(frames) > 1
     # the time missing in each interruption: its step less the one frame interval a seen step takes
     gap_s = float(np.sum(np.diff(times)[gap_steps] - interval_s)) if gap_steps.any() else 0.0
     counts = np.bincount(series.label_indices, minlength=len(series.labels))
