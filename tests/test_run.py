@@ -332,8 +332,8 @@ def test_one_source_with_a_folder_for_output_writes_its_files_in_it(tmp_path, ch
                    "-o", str(out) if made else f"{out}{os.sep}")
     assert done.returncode == 0, done.stderr
     assert out.is_dir() and sorted(os.listdir(out)) == [
-        ".emopipe.lock", "clip.emotions.csv", "clip.emotions.segments.csv", "clip.emotions.summary.json", "clip.emotions.tracks.csv",
-        "manifest.jsonl", "summary.json"]
+        ".emopipe.lock", "clip.emotions.csv", "clip.emotions.segments.csv", "clip.emotions.summary.json",
+        "clip.emotions.tracks.csv", "manifest.jsonl", "summary.json"]
     assert not list(tmp_path.glob("results.*"))  # (no results.summary.json, results.tracks.csv… beside it)
 
 
