@@ -534,6 +534,32 @@ def test_a_jsonl_frame_or_track_id_that_is_not_whole_is_refused_not_cut(tmp_path
     assert [r.frame for r in read_records(rows)] == [0, 1]
 
 
+def test_a_csv_written_by_pandas_with_whole_numbers_as_floats_is_read_and_a_fraction_refused(tmp_path):
+    # pandas writes an integer column that a missing value turned into floats as 1.0: read as JSON Lines' 1.0 is (it
+    # was refused, exit 4); 1.5 is still never taken for 1
+    rows = rows_file(tmp_path / "rows.csv", n=3)
+    header, *lines = rows.read_text().splitlines()
+    where = {name: i for i, name in enumerate(header.split(","))}
+
+    def written(frame: str, track: str) -> list[str]:
+        out = []
+        for line in lines:
+            values = line.split(",")
+            values[where["frame"]] = values[where["frame"]] + frame
+            values[where["track_id"]] = values[where["track_id"]] + track
+            out.append(",".join(values))
+        return out
+
+    floats = tmp_path / "floats.csv"
+    floats.write_text("\n".join([header, *written(".0", ".0")]) + "\n")
+    assert [(r.frame, r.track_id) for r in read_records(floats)] == [(r.frame, r.track_id) for r in read_records(rows)]
+    half = tmp_path / "half.csv"
+    half.write_text("\n".join([header, *written("", ".5")]) + "\n")
+    error = report_command(half, "-o", tmp_path / "r.html", "--no-thumbnails")
+    assert isinstance(error, InputUnreadableError) and error.exit_code == 4
+    assert str(error).startswith(f"{half}:2: not an emopipe row (track_id is not a whole number: 1.5)"), error
+
+
 def test_the_report_command_never_writes_over_a_source_video(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     video = moving_face_video(tmp_path / "clip.mp4", frames=3, empty=None).path

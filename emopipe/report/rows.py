@@ -129,13 +129,14 @@ def _csv_records(path: Path, reader: Any) -> Iterator[FaceRecord]:
                 landmarks = [[float(row[lm_columns[2 * i]]), float(row[lm_columns[2 * i + 1]])]  # type: ignore[index]
                              for i in range(NUM_LANDMARKS)]
             yield FaceRecord(
-                source=row[where["source"]], frame=int(row[where["frame"]]),
-                timestamp_s=float(row[where["timestamp_s"]]), track_id=int(row[where["track_id"]]),
+                source=row[where["source"]], frame=_whole_text(row[where["frame"]], "frame"),
+                timestamp_s=float(row[where["timestamp_s"]]), track_id=_whole_text(row[where["track_id"]], "track_id"),
                 box=tuple(float(row[where[k]]) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
                 score=float(row[where["score"]]), label=row[where["label"]],
                 probabilities=[float(row[c]) for c in p_columns], valence=float(row[where["valence"]]),
                 arousal=float(row[where["arousal"]]), landmarks=landmarks,
-                detected=bool(int(row[where["detected"]])) if "detected" in where else True, labels=labels,
+                detected=bool(_whole_text(row[where["detected"]], "detected")) if "detected" in where else True,
+                labels=labels,
                 file=row[where["file"]] if "file" in where else None,  # (a folder of images: the image's name)
             )
         except (ValueError, TypeError, OverflowError) as exc:
@@ -154,6 +155,15 @@ def _whole(value: Any, name: str) -> int:
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise ValueError(f"{name} is not a whole number: {value!r}")
     return int(value)
+
+
+def _whole_text(text: str, name: str) -> int:
+    """A CSV field that must be a whole number: 3, or 3.0 as pandas writes an integer column a missing value turned
+    into floats; never 3.5."""
+    try:
+        return int(text)
+    except ValueError:
+        return _whole(float(text), name)
 
 
 def _read_jsonl(path: Path, f: Any) -> Iterator[FaceRecord]:
