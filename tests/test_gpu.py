@@ -288,7 +288,8 @@ def _ffmpeg() -> str | None:
     return found
 
 
-@pytest.mark.parametrize("name", list(synth.SEEK_STREAMS))
+# (not h264.mkv: H.264 in Matroska is OpenCV's, PyNvVideoCodec 2.2.4 reading one with audio from the wrong frame)
+@pytest.mark.parametrize("name", [name for name in synth.SEEK_STREAMS if name != "h264.mkv"])
 def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, monkeypatch, name):
     """A start time seeks (PyNvVideoCodec decodes from the key frame before it): every frame from there on, its
     index, timestamp and pixels, is the one decoding the video from its beginning gives, for start times on and
@@ -326,7 +327,7 @@ def test_an_nvdec_seek_gives_the_frames_decoding_from_the_start_gives(tmp_path, 
 def test_a_matroska_recording_with_audio_is_read_whole_from_its_first_frame(tmp_path):
     """PyNvVideoCodec 2.2.4's threaded decoder gave such a file (H.264 and AAC in Matroska, as OBS records) from 2 s
     on: 30 of its 90 frames, taken for frames 0-29 and reported truncated (H200, session 42). ``auto`` reads all of
-    them, as OpenCV does, whichever decoder it takes."""
+    them, as OpenCV does (H.264 in Matroska is OpenCV's now)."""
     from emopipe.io.nvdec import nvdec_unavailable, open_input
     from emopipe.io.video import VideoSource
 

@@ -257,7 +257,6 @@ class _Container:
     stream: _StreamFormat
     seconds_per_tick: float
     quarter_turns: int
-    matroska: bool = False
 
 
 def _read_container(path: Path, gpu: int) -> _Container:
@@ -275,8 +274,16 @@ def _read_container(path: Path, gpu: int) -> _Container:
     codec, width, height = str(demuxer.GetNvCodecId()), int(demuxer.Width()), int(demuxer.Height())
     del demuxer
     facts = _container_facts(path)
+    if codec.endswith("H264") and matroska(path):
+        # PyNvVideoCodec 2.2.4's threaded decoder gave H.264 Matroska files with an audio track (as OBS records) from
+        # 2 s on: the last 30 of 90 frames, taken for the first (H200, session 42: AAC, Opus, audio shorter, longer;
+        # HEVC and VP9 with audio, H.264 without, and MP4/MOV/FLV with audio whole). The audio track cannot be told
+        # from here, so every H.264 Matroska file goes to OpenCV
+        raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: H.264 in Matroska, which PyNvVideoCodec "
+                                   "2.2.4 reads from the wrong frame where the file has audio (remux it to MP4 for "
+                                   "NVDEC: ffmpeg -i IN.mkv -c copy OUT.mp4)")
     return _Container(_StreamFormat(gpu, codec, facts.pixel_format, width, height), seconds_per_tick,
-                      facts.quarter_turns, matroska(path))
+                      facts.quarter_turns)
 
 
 def _probe(path: Path, stream: _StreamFormat) -> None:
@@ -327,35 +334,6 @@ class _NvdecReader:
         self._next = 0
         self._first_pts: int | None = None
         self._failed = False  # a decoding error: the decoder is ended, not kept
-        if container.matroska:
-            self._check_start(path)
-
-    def _check_start(self, path: Path) -> None:
-        """PyNvVideoCodec 2.2.4's threaded decoder starts some Matroska files late: H.264 with an audio track gave
-        its last 30 frames of 90 (the first at 2.02 s), where a simple decoder gives all from the first (H200, session
-        42, docs/benchmarks.md). So the threaded decoder's first frame of a Matroska file is checked against a simple
-        decoder's (~0.3 s a file), and a file it starts late is InputUnreadableError (``auto``: OpenCV reads it)."""
-        nvc = _pynvvideocodec()
-        try:
-            simple = nvc.SimpleDecoder(str(path), gpu_id=self.stream.gpu, use_device_memory=True,
-                                       output_color_type=nvc.OutputColorType.RGB)
-            first = simple.get_batch_frames(1)
-            expected = int(first[0].getPTS()) if first else None
-            del first, simple  # (as the probe: by the thread that made it)
-        except Exception as exc:
-            self.release()
-            raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: {_reason(exc)}") from None
-        if expected is None or self.decode() is None:
-            return  # no frame: reading the file says what is wrong with it
-        started = self._pts[0]
-        self._next, self._first_pts = 0, None  # (the batch is read again from its first frame)
-        if started != expected:
-            _end(self.decoder)
-            self.decoder = None
-            late = (started - expected) * self.seconds_per_tick
-            raise InputUnreadableError(f"cannot read {text_name(path)} with NVDEC: PyNvVideoCodec's threaded decoder "
-                                       f"starts this Matroska file {late:.2f} s after its first frame (remux it to "
-                                       "MP4 for NVDEC: ffmpeg -i IN.mkv -c copy OUT.mp4)")
 
     def decode(self) -> float | None:
         """The next frame's time in ms from the first frame; None at the end or on a decoding error."""
