@@ -218,24 +218,36 @@ def _open_capture(path: Path) -> cv2.VideoCapture:
 def _video_ends_first(path: Path, decoded: int, declared_end_s: float) -> bool:
     """Whether a file whose video was decoded to its last packet (``decoded`` frames) has packets (of any audio or
     video stream) up to ``declared_end_s`` after its start: a complete file whose audio outlasts its video, not a cut
-    one (cut, every stream ends at the cut). Asked of FFmpeg, which reads the packets without decoding them; False
-    where there is no FFmpeg, or it fails."""
+    one (cut, every stream ends at the cut). Asked of FFmpeg, which lists the packets without decoding them (its
+    framecrc lines, the same in FFmpeg 5 and 7, where ``-progress`` differs); False where there is no FFmpeg, or it
+    fails."""
     ffmpeg = find_ffmpeg()
     if ffmpeg is None:
         return False
     command = [os.fsencode(ffmpeg), b"-nostdin", b"-v", b"error", b"-i", b"file:" + os.fsencode(path.absolute()),
-               b"-map", b"0:v:0", b"-map", b"0:a?", b"-c", b"copy", b"-f", b"null", b"-progress", b"pipe:1",
-               b"-nostats", b"-"]
+               b"-map", b"0:v:0", b"-map", b"0:a?", b"-c", b"copy", b"-f", b"framecrc", b"-"]
     try:
         done = subprocess.run(command, capture_output=True, timeout=600, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
-    progress = dict(line.partition("=")[::2] for line in done.stdout.decode("ascii", "replace").splitlines())
-    try:
-        packets, end_s = int(progress["frame"]), int(progress["out_time_us"]) / 1e6
-    except (KeyError, ValueError):
+    if done.returncode != 0 or done.stderr.strip():
         return False
-    return done.returncode == 0 and not done.stderr.strip() and packets == decoded and end_s >= declared_end_s
+    seconds_per_tick: dict[int, float] = {}  # by output stream (0: the video)
+    packets: dict[int, int] = {}
+    end_s = 0.0
+    try:
+        for line in done.stdout.decode("ascii", "replace").splitlines():
+            if line.startswith("#tb "):  # "#tb 0: 1/1000"
+                stream, _, fraction = line[4:].partition(":")
+                numerator, _, denominator = fraction.strip().partition("/")
+                seconds_per_tick[int(stream)] = int(numerator) / int(denominator)
+            elif line.strip() and not line.startswith("#"):  # stream, dts, pts, duration, size, hash
+                stream, _, pts, duration, *_ = (field.strip() for field in line.split(","))
+                packets[int(stream)] = packets.get(int(stream), 0) + 1
+                end_s = max(end_s, (int(pts) + int(duration)) * seconds_per_tick[int(stream)])
+    except (KeyError, ValueError, ZeroDivisionError):
+        return False
+    return packets.get(0) == decoded and end_s >= declared_end_s
 
 
 class VideoSource(_SourceBase):
