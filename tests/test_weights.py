@@ -20,7 +20,7 @@ from typing import ClassVar
 import pytest
 
 from emopipe.errors import WeightsError
-from emopipe.model import weights
+from emopipe.model import places, weights
 
 PAYLOAD = os.urandom(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -111,7 +111,7 @@ def test_truncated_transfer_leaves_nothing_behind(server, tmp_path):
 KILLED_DOWNLOAD = """
 import os, signal, sys
 from pathlib import Path
-from emopipe.model import weights
+from emopipe.model import places, weights
 
 chunks = weights._chunks
 
@@ -425,3 +425,42 @@ def test_a_manifest_entry_of_the_wrong_types_is_said_before_downloading(server, 
     with pytest.raises(WeightsError, match=rf"cannot read the weights manifest .*: manifest entry 'toy': {message}"):
         weights.ensure("toy", tmp_path / "home", progress=False)
     assert _Handler.hits == {}
+
+
+@pytest.mark.parametrize("file", ["../escaped.bin", "/tmp/escaped.bin", "sub/toy.bin", "..", "", "a\\b.bin"])
+def test_a_manifest_file_that_is_no_plain_name_is_refused_before_downloading(server, tmp_path, monkeypatch, file):
+    # (was: a mirror's manifest with "file": "../escaped.bin" downloaded it beside the models directory, "verified")
+    entry = {"file": file, "url": f"{server}/toy.bin", "sha256": DIGEST, "size": len(PAYLOAD), "licence": "x"}
+    (tmp_path / "manifest.json").write_text(json.dumps({"toy": entry}))
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(tmp_path / "manifest.json"))
+    with pytest.raises(WeightsError, match=r"manifest entry 'toy': file must be a plain file name"):
+        weights.ensure("toy", tmp_path / "home" / "models", progress=False)
+    assert _Handler.hits == {} and not (tmp_path / "home").exists() and not (tmp_path / "escaped.bin").exists()
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"url": "u", "sha256": DIGEST}, "manifest entry 'toy' lacks file, licence"),
+    ({"file": "toy.bin", "url": "u", "sha256": DIGEST, "licence": "x", "sha512": "00"},
+     "manifest entry 'toy' has unknown field.s. sha512; known: "),
+    ("toy.bin", "manifest entry 'toy' must be a JSON object, not str"),
+], ids=["missing fields", "unknown field", "not an object"])
+def test_a_manifest_entry_missing_or_unknown_fields_is_said_by_name(tmp_path, monkeypatch, entry, message):
+    # (was: "WeightSpec.__init__() missing 2 required positional arguments: 'file' and 'licence'")
+    (tmp_path / "manifest.json").write_text(json.dumps({"toy": entry}))
+    monkeypatch.setenv("EMOPIPE_MANIFEST", str(tmp_path / "manifest.json"))
+    with pytest.raises(WeightsError, match=rf"cannot read the weights manifest .*: {message}"):
+        weights.load_manifest()
+
+
+def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):
+    # The XDG spec: relative paths in these variables are invalid. (Was: the weights went to ./relcache/emopipe under
+    # whatever folder the command ran in — a new download for each.)
+    monkeypatch.setattr(places, "CHECKOUT_MODELS", tmp_path / "no-checkout" / "models")  # as from a wheel
+    monkeypatch.delenv("EMOPIPE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relcache")
+    assert weights.models_dir() == tmp_path / "home" / ".cache" / "emopipe"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert weights.models_dir() == tmp_path / "home" / ".cache" / "emopipe"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert weights.models_dir() == tmp_path / "xdg" / "emopipe"

@@ -14,15 +14,18 @@ CHECKOUT_MODELS = Path(__file__).resolve().parents[2] / "models"  # a source che
 
 def models_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """The ``--models-dir`` flag, else ``$EMOPIPE_HOME``, else the checkout's ``models/`` when running from a
-    source checkout, else ``$XDG_CACHE_HOME/emopipe`` (``~/.cache/emopipe``)."""
+    source checkout, else ``$XDG_CACHE_HOME/emopipe`` (``~/.cache/emopipe``; a relative ``$XDG_CACHE_HOME`` is
+    ignored, as the XDG spec says)."""
     if override:
         return Path(override).expanduser()
     if env := os.environ.get("EMOPIPE_HOME"):
         return Path(env).expanduser()
     if (CHECKOUT_MODELS / "manifest.json").is_file() and (CHECKOUT_MODELS.parent / "pyproject.toml").is_file():
         return CHECKOUT_MODELS
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "emopipe"
+    # The XDG spec: a relative $XDG_CACHE_HOME is invalid and ignored (taken as it was, the weights went to a
+    # folder under wherever the command was started, a new one, and a new download, for each working directory).
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(cache) if os.path.isabs(cache) else Path.home() / ".cache") / "emopipe"
 
 
 def cache_root(models: str | os.PathLike[str] | None = None) -> Path:

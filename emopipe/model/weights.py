@@ -77,6 +77,10 @@ class WeightSpec:
                              f"not {len(self.sha256)}")
         if not (self.sha256 or self.sha256_prefix):
             raise ValueError(f"manifest entry {self.name!r} needs sha256 or sha256_prefix")
+        # The file is a name in the models directory: '../x' or '/x' downloaded, and was told verified, outside it.
+        if self.file in ("", ".", "..") or Path(self.file).name != self.file or "\\" in self.file:
+            raise ValueError(f"manifest entry {self.name!r}: file must be a plain file name (it goes in the models "
+                             f"directory), not {self.file!r}")
 
     @property
     def expected_hash(self) -> str:
@@ -100,9 +104,25 @@ def load_manifest(path: Path | None = None) -> dict[str, WeightSpec]:
         entries = json.loads(path.read_text())
         if not isinstance(entries, dict):
             raise ValueError(f"a JSON object of model name → entry is expected, not a {type(entries).__name__}")
-        return {name: WeightSpec(name=name, **fields) for name, fields in entries.items()}
+        return {name: _entry(name, fields) for name, fields in entries.items()}
     except (OSError, ValueError, TypeError) as exc:
         raise WeightsError(f"cannot read the weights manifest {path}: {exc}") from None
+
+
+_FIELDS = {f for f in WeightSpec.__dataclass_fields__ if f != "name"}
+_REQUIRED = ("file", "url", "licence")
+
+
+def _entry(name: str, fields: object) -> WeightSpec:
+    """One manifest entry, its missing or unknown fields said by name (not as the dataclass's TypeError)."""
+    if not isinstance(fields, dict):
+        raise ValueError(f"manifest entry {name!r} must be a JSON object, not {type(fields).__name__}")
+    if missing := [f for f in _REQUIRED if f not in fields]:
+        raise ValueError(f"manifest entry {name!r} lacks {', '.join(missing)}")
+    if unknown := sorted(set(fields) - _FIELDS):
+        raise ValueError(f"manifest entry {name!r} has unknown field(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(_FIELDS))}")
+    return WeightSpec(name=name, **fields)
 
 
 def spec(name: str) -> WeightSpec:
