@@ -7,6 +7,7 @@ import subprocess
 import sys
 import urllib.error
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -347,6 +348,44 @@ def test_s3fd_warmup_fixes_the_input_shape_from_the_frame_size():
     assert set(network.seen) == {torch.Size((2, 3, 384, 640))}
     detector.detect(tensor(np.zeros((480, 640, 3), np.uint8)))  # another size: letterboxed, same shape
     assert network.seen[-1] == (2, 3, 384, 640)
+
+
+
+def test_cuda_graphs_are_kept_for_the_frame_sizes_used_last_and_a_size_let_go_of_is_warmed_again(monkeypatch):
+    """A service fed videos of every size kept a CUDA graph for each (about 1 GiB reserved a size for
+    blazeface_back on an H200, never given back): the detector keeps MAX_GRAPHS, the sizes used last."""
+    from emopipe.pipeline.models import Models
+    from emopipe.vision.detectors import base
+
+    captured: list[tuple[int, int]] = []
+
+    class Graph:  # (the capture needs CUDA: the device part run as it is, the sizes it was made for counted)
+        def __init__(self, detector, example, box) -> None:
+            self.detector, self.box = detector, box
+            captured.append(tuple(example.shape[1:3]))
+
+        def run(self, frames):
+            return self.detector._device_part(frames, self.box)
+
+    monkeypatch.setattr(base, "_DetectorGraph", Graph)
+    monkeypatch.setattr(base.FaceDetector, "MAX_GRAPHS", 2)
+    detector = S3FDDetector(ScriptedS3FD(), working_size=64, device="cpu", cuda_graphs=True)
+    models = Models(engine=SimpleNamespace(device=torch.device("cpu")), detector=detector, cropper=None,
+                    model_name="fake", load_s=0.0)
+    monkeypatch.setattr(models, "_warm_cropper", lambda h, w: None)
+    a, b, c = (48, 64), (64, 48), (32, 32)
+    try:
+        models.warm_detector(*a)
+        models.warm_detector(*b)
+        detector.detect(tensor(np.zeros((*a, 3), np.uint8)))  # a used since b: b is the one let go of next
+        models.warm_detector(*c)
+        assert list(detector._graphs) == [a, c] and captured == [a, b, c]
+        assert detector.warmed_for(*a) and not detector.warmed_for(*b)
+        assert models.warm_detector(*a) == 0.0 and models.detector_warmups == 3  # kept: not warmed again
+        models.warm_detector(*b)  # let go of: warmed (captured) again, the size used longest ago let go of
+        assert list(detector._graphs) == [c, b] and captured == [a, b, c, b] and models.detector_warmups == 4
+    finally:
+        models.close()  # (unfreezes what settle_heap froze)
 
 
 # -- BlazeFace with the real weights -----------------------------------------------------------

@@ -85,8 +85,9 @@ class Models:
         return seconds
 
     def warm_detector(self, height: int, width: int) -> float:
-        """Warm the detector for frames of this size, once per size; the seconds it took (0 when known)."""
-        if (height, width) in self.warmed_frame_sizes:
+        """Warm the detector for frames of this size, once per size; the seconds it took (0 when known). A size
+        whose CUDA graph the detector has let go of since (it keeps the sizes used last) is warmed again."""
+        if (height, width) in self.warmed_frame_sizes and self.detector.warmed_for(height, width):
             return 0.0
         t = time.perf_counter()
         with quick_handoff(), few_cpu_threads(self.engine.device):

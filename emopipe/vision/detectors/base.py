@@ -40,6 +40,7 @@ import logging
 import math
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,6 +237,7 @@ class FaceDetector:
 
     name: str
     upscale = True  # may frames smaller than the input be enlarged?
+    MAX_GRAPHS = 4  # CUDA graphs kept, one a frame size: those used last
 
     def __init__(self, network: nn.Module, *, name: str, device: str | torch.device = "cpu",
                  batch_size: int = 1, precision: str = "fp32", score_threshold: float = 0.5,
@@ -260,9 +262,11 @@ class FaceDetector:
         self.network = network.eval().requires_grad_(False).to(self.device, dtype=self.dtype,
                                                                  memory_format=memory_format)
         self._letterboxes: dict[tuple[int, int], Letterbox] = {}
-        # The device part (letterbox, network, decoding, top-k) replayed as one CUDA graph per frame size.
+        # The device part (letterbox, network, decoding, top-k) replayed as one CUDA graph per frame size: the
+        # MAX_GRAPHS sizes used last (each holds a batch of frames and the network's activations: about 1 GiB
+        # reserved a size for blazeface_back's 32 frames on an H200; a service fed every phone's size kept them all)
         self.cuda_graphs = self.device.type == "cuda" if cuda_graphs is None else cuda_graphs
-        self._graphs: dict[tuple[int, int], _DetectorGraph] = {}
+        self._graphs: OrderedDict[tuple[int, int], _DetectorGraph] = OrderedDict()
         self._plans_found: set[tuple[int, int]] = set()  # frame sizes whose cuDNN plans were looked for
 
     def info(self) -> dict[str, str]:
@@ -389,6 +393,8 @@ class FaceDetector:
             return PendingDetections(self, None, None, None, 0)
         box = self._letterbox(height, width)
         graph = self._graphs.get((height, width))
+        if graph is not None:
+            self._graphs.move_to_end((height, width))
         candidates = graph.run(frames)[:n] if graph is not None else self._device_part(frames, box)
         if self.device.type != "cuda":
             return PendingDetections(self, candidates, None, box, n)
@@ -427,6 +433,23 @@ class FaceDetector:
                 self._device_part(frames, self._letterbox(frame_height, frame_width))
         self._plans_found.add((frame_height, frame_width))
 
+    def warmed_for(self, frame_height: int, frame_width: int) -> bool:
+        """Whether frames of this size run as its warm-up left them: on a graph of their own where graphs are used
+        (one let go of for sizes used since is captured again by :meth:`warmup`)."""
+        return not self.cuda_graphs or (frame_height, frame_width) in self._graphs
+
+    def _forget_graphs_past(self, kept: int) -> None:
+        """Let go of the graphs of the sizes used longest ago past ``kept``, and of their memory."""
+        if len(self._graphs) <= kept:
+            return
+        while len(self._graphs) > kept:
+            size, _ = self._graphs.popitem(last=False)
+            logger.info("%s detector: the CUDA graph for %d×%d frames let go of (%d sizes kept)", self.name,
+                        size[1], size[0], kept)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()  # (a graph's private pool goes back to the GPU only here)
+
     @torch.inference_mode()
     def warmup(self, frame_height: int, frame_width: int) -> WarmupReport:
         """Fix the input shape for these frames and run the full path on it (cuDNN tunes here)."""
@@ -440,6 +463,7 @@ class FaceDetector:
             self._graphs[(frame_height, frame_width)] = _DetectorGraph(self, frames,
                                                                        self._letterbox(frame_height, frame_width))
             self.detect(frames)  # and once through the graph
+            self._forget_graphs_past(self.MAX_GRAPHS)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         seconds = time.perf_counter() - start
