@@ -58,6 +58,10 @@ class Models:
     detector_warmups: int = 0
     warmed_frame_sizes: set[tuple[int, int]] = field(default_factory=set)
     runs: int = 0  # runs begun on these models (begin_run)
+    # where their first run's start-up counts from: None, the import (emopipe._clock: the process's first engines, a
+    # command's); later engines in the process (another Analyzer, one opened again after close()), their first run's
+    # start or their load's, whichever came first (from the import, an hour-old service's said it waited an hour)
+    counted_from: float | None = None
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -121,6 +125,8 @@ class Models:
         """
         self.runs += 1
         if self.runs == 1:
+            if self.counted_from is not None:
+                self.counted_from = min(self.counted_from, began)
             return None
         return RunStart(began, self.warmup_s, self.detector_warmup_s, self.engine_warmups, self.detector_warmups)
 
@@ -150,13 +156,14 @@ class Models:
                 "engine_warmups": self.engine_warmups - since.engine_warmups,
                 "detector_warmups": self.detector_warmups - since.detector_warmups,
             }
+        origin = STARTED if self.counted_from is None else self.counted_from
         return {
-            "before_load_s": round(self.load_started - STARTED, 4) if self.load_started >= STARTED else None,
+            "before_load_s": round(self.load_started - origin, 4) if self.load_started >= origin else None,
             "load_s": round(self.load_s, 4),  # weights read, engine and detector built
             "warmup_s": round(self.warmup_s, 4),
             "engine_warmup_s": round(self.warmup_s - self.detector_warmup_s, 4),
             "detector_warmup_s": round(self.detector_warmup_s, 4),
-            "first_row_s": round(first_row_at - STARTED, 4) if first_row_at else None,
+            "first_row_s": round(first_row_at - origin, 4) if first_row_at else None,
             "engine_warmups": self.engine_warmups,
             "detector_warmups": self.detector_warmups,
         }
@@ -236,6 +243,9 @@ def start_ahead(config: RunConfig) -> None:
     start_triton_key()
 
 
+_loads = 0  # engines loaded in this process: the first count their start-up from the import (Models.counted_from)
+
+
 def load_models(config: RunConfig) -> Models:
     """Weights (downloaded and verified when needed), EmoNet's engine, the detector and the cropper.
 
@@ -285,8 +295,11 @@ def _load_models(config: RunConfig, device: Any) -> Models:
                                precision="fp16" if cuda and precision != "fp32" else "fp32", cuda_graphs=cuda_graphs)
     cropper = FaceCropper(margin=config.margin, device=device, dtype=PRECISIONS[precision] if cuda else torch.float32)
     name = f"emonet_{engine.num_classes}" if not config.weights else Path(config.weights).name
+    global _loads
+    _loads += 1
     return Models(engine=engine, detector=detector, cropper=cropper, model_name=name,
-                  load_s=time.perf_counter() - t_load, load_started=t_load)
+                  load_s=time.perf_counter() - t_load, load_started=t_load,
+                  counted_from=None if _loads == 1 else t_load)
 
 
 def plan_recipes(config: RunConfig, frame_size: tuple[int, int] = (720, 1280)) -> dict[str, list[early_plans.Recipe]]:
