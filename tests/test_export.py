@@ -448,3 +448,18 @@ def test_fp16_export_keeps_the_head_in_float32_and_passes_on_a_checkpoint_with_1
     assert all(dtypes.get(n.output[0], onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT for n in heads[-2:])
     assert any(n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in n.attribute)
                for n in graph.node)
+
+
+@pytest.mark.parametrize(("missing", "said"), [(("onnxscript",), "onnxscript"),
+                                                (("onnx", "onnxscript"), "onnx and onnxscript")])
+def test_an_export_without_the_exporters_packages_is_a_usage_error_in_a_line(missing, said, tmp_path, monkeypatch):
+    # (was: exit 1, "internal error: ModuleNotFoundError: No module named 'onnx'", once the export began)
+    import types
+
+    for package in missing:
+        monkeypatch.setitem(sys.modules, package, None)  # (import then raises ImportError)
+    spec = export.OnnxSpec("ab" * 32, 8, 1, "fp32")
+    with pytest.raises(UsageError, match=rf"exporting EmoNet to ONNX needs {said}: pip install "
+                                         rf"{said.replace(' and ', ' ')}$"):
+        export.export_emonet(types.SimpleNamespace(num_classes=8), spec, tmp_path / "out" / spec.file_name)
+    assert not (tmp_path / "out").exists()

@@ -254,6 +254,7 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path, check: Callable[[Pa
     """
     if model.num_classes != spec.classes:
         raise UsageError(f"the model has {model.num_classes} classes but the export asks for {spec.classes}")
+    _need_exporter()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -266,6 +267,19 @@ def export_emonet(model: EmoNet, spec: OnnxSpec, path: Path, check: Callable[[Pa
     logger.info("exported%s %s in %.1f s (ONNX checker passed)", " and checked" if check else "", path,
                 time.perf_counter() - t0)
     return path
+
+
+def _need_exporter() -> None:
+    """UsageError, in a line, where the exporter's packages are missing (they are emopipe's dependencies, but an
+    environment may lack them: it was an internal error, a ModuleNotFoundError, once the export began)."""
+    missing = []
+    for package in ("onnx", "onnxscript"):
+        try:
+            __import__(package)
+        except ImportError:
+            missing.append(package)
+    if missing:
+        raise UsageError(f"exporting EmoNet to ONNX needs {' and '.join(missing)}: pip install {' '.join(missing)}")
 
 
 def emonet_proto(model: EmoNet, spec: OnnxSpec) -> onnx.ModelProto:
