@@ -808,6 +808,20 @@ def test_the_help_names_every_exit_code_of_the_table():
     assert [code for code in table if not re.search(rf"\b{code} [a-z]", described)] == []
 
 
+@pytest.mark.parametrize("argv", [["models"], ["models", "list"], ["models", "fetch"], ["bench"], ["export-onnx"],
+                                  ["report"]])
+def test_every_commands_help_lists_its_exit_codes(argv, capsys):
+    # (was: `emopipe bench --help`, `emopipe models list --help` and `... fetch --help` listed none)
+    from emopipe.cli import app
+
+    with pytest.raises(SystemExit) as exited:
+        app.main([*argv, "--help"])
+    assert exited.value.code == 0
+    helped = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"Exit codes: 0 [a-z]", helped), helped
+    assert re.search(r"\b2 (bad options|an unknown model)", helped) or argv == ["models", "list"], helped
+
+
 def test_a_long_many_source_run_in_one_process_on_a_gpu_suggests_worker_processes(caplog):
     from emopipe.cli.run import SUGGEST_WORKERS_AFTER_S, _suggest_workers
 

@@ -74,7 +74,10 @@ class BenchResult:
 def build_parser() -> argparse.ArgumentParser:
     from emopipe.cli.parsing import new_parser
 
-    parser = new_parser("emopipe bench", "Benchmark EmoNet inference: cuDNN benchmark, warmup and static batching.")
+    parser = new_parser("emopipe bench", "Benchmark EmoNet inference: cuDNN benchmark, warmup and static batching. "
+                        "Exit codes: 0 ok, 1 a configuration failed unexpectedly (a bug), 2 bad options (also: "
+                        "--json naming a file that is not an earlier bench's results), 5 --json not writable, 10 the "
+                        "GPU out of memory; a configuration that fails exits with its own code, its line said.")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--precision", default=None, help="fp32, fp16 or bf16 (default: fp16 on CUDA, fp32 on CPU)")
     parser.add_argument("--batch-size", type=int, default=None, help="static batch B (default: 32 on CUDA, 4 on CPU)")

@@ -29,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         "emopipe export-onnx",
         "Export EmoNet to ONNX at static batch shapes, check it (ONNX checker, outputs against PyTorch on random "
         "and real-face crops) and put it where `--backend onnxruntime` finds it; a new file takes its name only once "
-        "it passes (what was there stays otherwise), and no name it writes is the weights. Exit codes: 2 bad options "
-        "(also: --output that is the weights), 3 --faces not found, 4 no readable photo there, 5 output not "
+        "it passes (what was there stays otherwise), and no name it writes is the weights. Exit codes: 0 ok, 2 bad "
+        "options (also: --output that is the weights), 3 --faces not found, 4 no readable photo there, 5 output not "
         "writable, 6 weights missing or not fitting, or a check that fails.")
     source = parser.add_mutually_exclusive_group()
     # "%(default).0s" prints nothing: it only stops argparse appending "(default: None)" after our own wording.

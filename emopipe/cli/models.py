@@ -11,10 +11,14 @@ from emopipe.errors import UsageError, WeightsError
 logger = logging.getLogger(__name__)
 
 
+_EXIT_CODES = ("Exit codes: 0 ok, 2 bad options (also: an unknown model name), 6 weights problem (a download or "
+               "verification failed, the manifest unreadable, the models directory a file).")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = new_parser("emopipe models", "List, verify and download the model weights. The files, their URLs and "
                         "checksums come from the project's manifest (models/manifest.json); $EMOPIPE_MANIFEST names "
-                        "another (a mirror's URLs, models/README.md).")
+                        "another (a mirror's URLs, models/README.md). " + _EXIT_CODES)
     where = ("models directory (default: $EMOPIPE_HOME, the checkout's models/, or $XDG_CACHE_HOME/emopipe, "
              "~/.cache/emopipe)")
     parser.add_argument("--models-dir", help=where)
@@ -22,10 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
     after = argparse.ArgumentParser(add_help=False)
     after.add_argument("--models-dir", default=argparse.SUPPRESS, help=where)
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("list", parents=[after], help="show each model file: present and verified, missing, or "
-                                                 "mismatching")
-    fetch = sub.add_parser("fetch", parents=[after], help="download (and verify) one model, or all of them (each is "
-                                                          "tried; the exit code is 6 if any failed)")
+    listing = "show each model file: present and verified, missing, or mismatching"
+    sub.add_parser("list", parents=[after], help=listing, description=f"{listing[0].upper()}{listing[1:]}. "
+                   "Exit codes: 0 the table was written (also with files missing or mismatching: it says which), "
+                   "6 the manifest unreadable or the models directory a file.")
+    fetching = "download (and verify) one model, or all of them (each is tried; the exit code is 6 if any failed)"
+    fetch = sub.add_parser("fetch", parents=[after], help=fetching, description=f"{fetching[0].upper()}{fetching[1:]}. "
+                           "Exit codes: 0 every file named is there and verified, 2 an unknown model name, 6 a "
+                           "download or verification failed (the line says which URL to fetch by hand, and where "
+                           "to put the file), or the manifest unreadable.")
     fetch.add_argument("names", nargs="*", help="manifest names (default: all)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser

@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--weights", metavar="PATH", help="your own EmoNet checkpoint (official format; hash not "
                                                          "checked)")
     model.add_argument("--models-dir", metavar="DIR", help="models directory (default: $EMOPIPE_HOME, the "
-                                                           "checkout's models/, or ~/.cache/emopipe)")
+                                                           "checkout's models/, or $XDG_CACHE_HOME/emopipe, "
+                                                           "~/.cache/emopipe)")
     model.add_argument("--backend", default="torch", help=" or ".join(BACKEND_NAMES))
     model.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     model.add_argument("--precision", choices=PRECISION_NAMES, help="default: fp16 on CUDA, fp32 on CPU")
