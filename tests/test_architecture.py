@@ -95,3 +95,25 @@ def test_the_import_contracts_hold():
     done = subprocess.run(["lint-imports"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "0 broken" in done.stdout
+
+
+def test_the_source_distribution_holds_the_guides_the_help_points_to_and_no_benchmark_records():
+    # hatchling reads the sdist's include as gitignore patterns: an unanchored "README.md" took every README of the
+    # tree (docs/results' session records), and docs/*.md, named by `emopipe --help` and the README, were left out
+    import re
+    from pathlib import Path
+
+    pathspec = pytest.importorskip("pathspec")
+    tomllib = pytest.importorskip("tomllib")
+    repo = Path(__file__).resolve().parents[1]
+    include = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["sdist"]
+    spec = pathspec.GitIgnoreSpec.from_lines(include["include"])  # (as hatchling matches them)
+    files = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
+    if not files:
+        pytest.skip("not a git checkout")
+    shipped = {f for f in files if spec.match_file(f)}
+    named = {m for f in files if f.startswith("emopipe/") and f.endswith(".py")
+             for m in re.findall(r"docs/[a-z-]+\.md", (repo / f).read_text())}
+    assert named and named <= shipped, named - shipped
+    assert {"README.md", "models/manifest.json", "models/README.md", "emopipe/__init__.py"} <= shipped
+    assert not {f for f in shipped if f.startswith(("docs/results/", "benchmarks/", "tests/"))}
