@@ -489,6 +489,33 @@ def test_ctrl_c_while_the_detector_warms_stops_the_run_before_it_reads_the_sourc
     assert pipeline.summary().frames <= 2
 
 
+
+def test_ctrl_c_before_a_runs_first_frame_writes_nothing_and_leaves_the_analyzer_usable(
+        clip, checkpoints, models_home, tmp_path, monkeypatch):
+    # (docs/api.md: a plain KeyboardInterrupt, no .outcome: nothing was computed; QA pass)
+    from emopipe.pipeline.models import Models
+
+    warm = Models.warm_detector
+    calls: list[tuple[int, int]] = []
+
+    def ctrl_c_first(self, height, width):
+        calls.append((height, width))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return warm(self, height, width)
+
+    monkeypatch.setattr(Models, "warm_detector", ctrl_c_first)
+    out = tmp_path / "out"
+    out.mkdir()
+    with emopipe.Analyzer(detector="blazeface", weights=str(checkpoints[8]), device="cpu", no_progress=True) as a:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            a.run(clip.path, output=str(out / "r.csv"), max_frames=1)
+        assert not isinstance(stopped.value, emopipe.Interrupted) and list(out.iterdir()) == []
+        assert a.summaries == [] and a.models is not None
+        outcome = a.run(clip.path, output=str(out / "r.csv"), max_frames=1)  # warmed now, and run
+    assert outcome.summary.frames == 1 and len(calls) == 2 and (out / "r.csv").exists()
+
+
 @pytest.mark.slow
 def test_one_source_at_a_time_per_analyzer_and_no_file_options_for_analyze(clip, checkpoints, models_home):
     with pytest.raises(UsageError, match=r"output: analyze\(\) yields the records and writes no file"):
