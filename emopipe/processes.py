@@ -378,7 +378,9 @@ class _Run:
                 self.timeline.setdefault("ready_s", time.perf_counter() - self.started)
             if body.get("metrics"):
                 logger.info("%s (pid %s): metrics on %s", worker.name, body["pid"], body["metrics"])
-            if len(self.crew.alive()) > len(self.crew.devices) and body.get("mps") is False and not self.warned_mps:
+            # (only where the workers share GPUs: a run on the CPU was told its "GPU" was shared without MPS)
+            if (self.crew.devices and len(self.crew.alive()) > len(self.crew.devices) and body.get("mps") is False
+                    and not self.warned_mps):
                 self.warned_mps = True
                 logger.warning("%s shares its GPU without NVIDIA MPS: the workers on a GPU take turns on it; add "
                                "--mps, start MPS (docs/cluster.md, \"Several workers on a GPU\") or use fewer "

@@ -434,3 +434,25 @@ logging.getLogger("emopipe.io").debug("a detail")
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["a library's warning", "emopipe-process-3: 300 frames"]
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(("devices", "warned"), [([], False), (["cuda"], True), (["cuda:0", "cuda:1"], False)],
+                         ids=["cpu", "one gpu", "a gpu each"])
+def test_only_workers_that_share_a_gpu_are_told_they_share_it_without_mps(devices, warned, caplog):
+    # (was: `emopipe a.mp4 b.mp4 --processes 2` on a machine without a GPU warned "emopipe-process-0 shares its GPU
+    # without NVIDIA MPS": a CPU worker's device is "auto", and MPS is not running there)
+    import types
+
+    from emopipe.processes import _Run
+
+    class Pipe:
+        def recv(self) -> tuple[str, dict[str, object]]:
+            return "ready", {"pid": 1, "mps": False}
+
+    workers = [types.SimpleNamespace(name=f"emopipe-process-{n}", pipe=Pipe(), ready=False) for n in range(2)]
+    run = object.__new__(_Run)
+    run.crew = types.SimpleNamespace(devices=devices, alive=lambda: workers)
+    run.timeline, run.started, run.warned_mps = {}, time.perf_counter(), False
+    with caplog.at_level("WARNING", logger="emopipe"):
+        run._hear(workers[0])
+    assert ("shares its GPU without NVIDIA MPS" in caplog.text) == warned
