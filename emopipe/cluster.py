@@ -1175,6 +1175,8 @@ def _head_answers(timeout: float) -> bool | None:
         return None
     try:
         check([], timeout=timeout)
+    except TypeError:  # (a Ray whose call takes other arguments: no answer either way, never taken for a lost head)
+        return None
     except Exception:  # (Ray's RpcError: "Timed out while waiting for GCS to become available")
         return False
     return True

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -417,6 +418,22 @@ class _HeadLostAtFirstResult:
         import emopipe.cluster
 
         return emopipe.cluster.HEAD_LOST_S if self.lost else 0.0
+
+
+@pytest.mark.parametrize(("failure", "answer"), [(TypeError("takes 1 positional argument"), None),
+                                                  (RuntimeError("Timed out while waiting for GCS"), False)])
+def test_the_head_check_takes_only_a_failed_call_for_a_silent_head(monkeypatch, failure, answer):
+    # (a Ray whose check takes other arguments must not end every run 20 s in as if its head had stopped)
+    import ray._private.worker
+
+    from emopipe.cluster import _head_answers
+
+    def check(node_ids, timeout=None):
+        raise failure
+
+    monkeypatch.setattr(ray._private.worker, "global_worker", types.SimpleNamespace(
+        gcs_client=types.SimpleNamespace(check_alive=check)))
+    assert _head_answers(1.0) is answer
 
 
 def test_a_run_whose_cluster_head_stops_ends_with_the_rest_failed_and_resume_completes_it(
@@ -1663,6 +1680,7 @@ def test_a_ray_client_address_without_ray_client_installed_is_one_line_not_an_in
 # cluster's answer cut to argv[1] seconds
 JOIN_SAID = """
 import sys
+import types
 import ray
 import emopipe.cluster
 
